@@ -1,0 +1,105 @@
+import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
+import { AppError } from '../errors.js';
+import { ANONYMOUS, ROLES, type Authenticator, type Principal, type Role } from './types.js';
+
+export interface JwtAuthenticatorOptions {
+  /** Expected `iss`; when unset any issuer is accepted (only sensible with a local development key). */
+  issuer?: string;
+  /** Expected `aud`; optional, as many issuers (Hydra without audience) omit it. */
+  audience?: string;
+  /** Remote key set; jose refetches it when a token names an unknown `kid`, which is how rotation works. */
+  jwksUrl?: string | URL;
+  /** A fixed key set, for the development key. */
+  localJwks?: JSONWebKeySet;
+  /** Clock tolerance for exp/nbf, in seconds. */
+  clockToleranceSeconds?: number;
+}
+
+/** Algorithms the API accepts: asymmetric only, so a leaked JWKS can never be used to sign. */
+const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
+
+function challenge(description: string): Record<string, string> {
+  // RFC 6750 §3: the description must not contain quotes or backslashes.
+  const safe = description.replace(/["\\]/g, "'");
+  return { 'WWW-Authenticate': `Bearer realm="api", error="invalid_token", error_description="${safe}"` };
+}
+
+export function invalidToken(description: string, cause?: unknown): AppError {
+  return new AppError('INVALID_TOKEN', `invalid access token: ${description}`, { headers: challenge(description), cause });
+}
+
+/** The bearer token of a request, undefined when none is presented; a malformed header is an error. */
+export function bearerTokenOf(headers: Record<string, string | string[] | undefined>): string | undefined {
+  const header = headers.authorization;
+  if (header === undefined) return undefined;
+  const value = Array.isArray(header) ? header[0] ?? '' : header;
+  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(value);
+  if (!match) throw invalidToken('the Authorization header must be "Bearer <token>"');
+  return match[1];
+}
+
+/** The role is the claim `role`, or `ext.role` where Ory Hydra puts session claims in access tokens. */
+export function roleOfClaims(payload: Record<string, unknown>): Role {
+  const ext = payload.ext;
+  const candidate = payload.role ?? (ext && typeof ext === 'object' ? (ext as Record<string, unknown>).role : undefined);
+  // An unknown or missing role gets the least privilege, never an error: the token itself is valid.
+  return typeof candidate === 'string' && (ROLES as readonly string[]).includes(candidate) ? (candidate as Role) : 'guest';
+}
+
+export function principalOfClaims(payload: JWTPayload, via: Principal['via']): Principal {
+  const claims = payload as Record<string, unknown>;
+  const ext = (claims.ext && typeof claims.ext === 'object' ? claims.ext : {}) as Record<string, unknown>;
+  const principal: Principal = { id: payload.sub!, role: roleOfClaims(claims), via };
+  const email = claims.email ?? ext.email;
+  const name = claims.name ?? ext.name;
+  if (typeof email === 'string') principal.email = email;
+  if (typeof name === 'string') principal.name = name;
+  return principal;
+}
+
+function describeJoseError(error: unknown): string {
+  if (error instanceof joseErrors.JWTExpired) return 'the token has expired';
+  if (error instanceof joseErrors.JWTClaimValidationFailed) return `claim ${error.claim} is not accepted`;
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'the signature does not verify';
+  if (error instanceof joseErrors.JWKSNoMatchingKey) return 'no key of the issuer matches the token';
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) return 'the signing algorithm is not accepted';
+  if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid) return 'the token is malformed';
+  return 'the token cannot be verified';
+}
+
+export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authenticator {
+  let keySet: ReturnType<typeof createLocalJWKSet> | ReturnType<typeof createRemoteJWKSet>;
+  if (options.jwksUrl) {
+    // Refetch at most every 30 s on an unknown kid (rotation) and keep keys for 10 minutes.
+    keySet = createRemoteJWKSet(new URL(options.jwksUrl), { cooldownDuration: 30_000, cacheMaxAge: 600_000, timeoutDuration: 5_000 });
+  } else if (options.localJwks) {
+    keySet = createLocalJWKSet(options.localJwks);
+  } else {
+    throw new Error('a JWT authenticator needs jwksUrl or localJwks');
+  }
+
+  return {
+    async authenticate(request) {
+      const token = bearerTokenOf(request.headers);
+      if (token === undefined) return ANONYMOUS;
+      let payload: JWTPayload;
+      try {
+        ({ payload } = await jwtVerify(token, keySet, {
+          algorithms: ALGORITHMS,
+          requiredClaims: ['sub', 'exp'],
+          clockTolerance: options.clockToleranceSeconds ?? 5,
+          ...(options.issuer ? { issuer: options.issuer } : {}),
+          ...(options.audience ? { audience: options.audience } : {}),
+        }));
+      } catch (error) {
+        if (error instanceof joseErrors.JWKSTimeout || (error instanceof TypeError && !(error instanceof joseErrors.JOSEError))) {
+          // The key server is unreachable: the caller did nothing wrong, and we cannot tell.
+          throw new AppError('SERVICE_UNAVAILABLE', 'the token issuer cannot be reached', { cause: error });
+        }
+        throw invalidToken(describeJoseError(error), error);
+      }
+      if (typeof payload.sub !== 'string' || payload.sub.length === 0) throw invalidToken('the token has no subject');
+      return principalOfClaims(payload, 'jwt');
+    },
+  };
+}
