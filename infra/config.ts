@@ -1,0 +1,151 @@
+import * as pulumi from '@pulumi/pulumi';
+import { isAbsolute, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { loadTargets, type Target } from '../services/shared/targets.js';
+
+/**
+ * The stack's configuration, read once from Pulumi config (`pulumi config set [--secret] <key> <value>`)
+ * and validated with zod so a wrong value fails `pulumi preview` with a message naming the key.
+ * Secrets are never read here: see secrets.ts (config secret or a generated RandomPassword).
+ */
+
+export const REPO_ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
+
+const hostName = z.string().regex(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/i, 'a fully qualified host name');
+const cidr = z.string().regex(/^(\d{1,3}\.){3}\d{1,3}\/\d{1,2}$|^[0-9a-f:]+\/\d{1,3}$/i, 'a CIDR range such as 10.0.0.0/8');
+
+export const DomainsSchema = z
+  .object({
+    /** The feature API (Express). */
+    api: hostName,
+    /** GeoServer (WMS/WFS under /geoserver). */
+    geo: hostName,
+    /** The login/consent/logout app: Hydra's login and consent URLs point here. */
+    auth: hostName,
+    /** Kratos public API (self-service flows, whoami). */
+    kratos: hostName,
+    /** Hydra public API (OAuth2/OIDC issuer). */
+    hydra: hostName,
+    /** The Kratos self-service UI (registration, recovery, verification, settings). */
+    accounts: hostName,
+    /** The deployment webhook server (git hosts post pushes here). */
+    webhook: hostName,
+  })
+  .strict();
+
+export type Domains = z.infer<typeof DomainsSchema>;
+
+const StackConfigSchema = z.object({
+  domains: DomainsSchema,
+  acmeEmail: z.string().email(),
+  internalCidrs: z.array(cidr).min(1),
+  targetsFile: z.string().min(1),
+  identityConfigDir: z.string().min(1),
+  imageTag: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/, 'a Docker tag'),
+  identityDiskLimit: z.boolean(),
+  identityDiskSize: z.string().regex(/^\d+[KMGT]?$/, 'a size such as 10G'),
+  apiAudience: z.string().min(1),
+  geoserverAdminUser: z.string().regex(/^[A-Za-z0-9_.-]+$/),
+  backupIntervalHours: z.number().int().min(1).max(168),
+  backupRetentionDays: z.number().int().min(1).max(3650),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']),
+  namePrefix: z.string().regex(/^[a-z][a-z0-9-]{0,30}$/, 'lower-case letters, digits and dashes'),
+  /** Parent domain of every site: the Kratos session cookie is set on it (SSO across subdomains). */
+  parentDomain: hostName,
+  /** Where users land after login or logout without a return URL. */
+  appUrl: z.string().url().startsWith('https://'),
+  /** Sender address of verification and recovery mails. */
+  smtpFrom: z.string().email(),
+  /** Run the official Kratos self-service UI container at domains.accounts. */
+  selfServiceUi: z.boolean(),
+  /** Subnet of the internal admin network; Kratos and Hydra bind their admin APIs to fixed addresses in it. */
+  adminSubnet: z.string().regex(/^(\d{1,3}\.){3}0\/24$/, 'an IPv4 /24 such as 10.213.0.0/24'),
+  /** Subnet of the public edge network (the proxy's). Must not overlap internalCidrs, see checkEdgeSubnet. */
+  edgeSubnet: z.string().regex(/^(\d{1,3}\.){3}0\/24$/, 'an IPv4 /24 such as 172.30.0.0/24'),
+});
+
+export type StackConfig = z.infer<typeof StackConfigSchema> & {
+  /** The deploy targets read with the shared loader (never re-parsed here). */
+  targets: Target[];
+};
+
+/**
+ * Sources that may reach /admin paths through the proxy: the operators' private ranges. Docker's own
+ * default pools (172.16.0.0/12) are deliberately absent: when Docker's userland proxy forwards a
+ * connection (IPv6 clients, hairpin traffic) the proxy sees the bridge gateway as the client, and that
+ * address must not count as internal. See checkEdgeSubnet.
+ */
+export const DEFAULT_INTERNAL_CIDRS = ['10.0.0.0/8', '192.168.0.0/16'];
+
+function resolveFromRepo(path: string): string {
+  return isAbsolute(path) ? path : resolve(REPO_ROOT, path);
+}
+
+export function loadStackConfig(config: pulumi.Config = new pulumi.Config()): StackConfig {
+  const raw = {
+    domains: config.getObject<unknown>('domains'),
+    acmeEmail: config.get('acmeEmail'),
+    internalCidrs: config.getObject<unknown>('internalCidrs') ?? DEFAULT_INTERNAL_CIDRS,
+    targetsFile: config.get('targetsFile') ?? 'config/targets.yaml',
+    identityConfigDir: config.get('identityConfigDir') ?? 'identity/config',
+    imageTag: config.get('imageTag') ?? '0.1.0',
+    identityDiskLimit: config.getBoolean('identityDiskLimit') ?? false,
+    identityDiskSize: config.get('identityDiskSize') ?? '10G',
+    apiAudience: config.get('apiAudience') ?? 'geodata-api',
+    geoserverAdminUser: config.get('geoserverAdminUser') ?? 'admin',
+    backupIntervalHours: config.getNumber('backupIntervalHours') ?? 24,
+    backupRetentionDays: config.getNumber('backupRetentionDays') ?? 14,
+    logLevel: config.get('logLevel') ?? 'info',
+    namePrefix: config.get('namePrefix') ?? 'geodata',
+    parentDomain: config.get('parentDomain'),
+    appUrl: config.get('appUrl'),
+    smtpFrom: config.get('smtpFrom'),
+    selfServiceUi: config.getBoolean('selfServiceUi') ?? true,
+    adminSubnet: config.get('adminSubnet') ?? '10.213.0.0/24',
+    edgeSubnet: config.get('edgeSubnet') ?? '172.30.0.0/24',
+  };
+  const parsed = StackConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${i.path.map(String).join('.') || '(root)'}: ${i.message}`).join('; ');
+    throw new Error(`invalid stack configuration: ${detail}`);
+  }
+  checkEdgeSubnet(parsed.data.edgeSubnet, parsed.data.internalCidrs);
+  const targetsFile = resolveFromRepo(parsed.data.targetsFile);
+  return {
+    ...parsed.data,
+    targetsFile,
+    identityConfigDir: resolveFromRepo(parsed.data.identityConfigDir),
+    targets: loadTargets(targetsFile),
+  };
+}
+
+function ipv4ToNumber(ip: string): number {
+  return ip.split('.').reduce((acc, octet) => acc * 256 + Number(octet), 0);
+}
+
+/** Whether an IPv4 address lies in an IPv4 CIDR range (IPv6 ranges never contain an IPv4 address here). */
+export function ipv4InCidr(ip: string, range: string): boolean {
+  const [base, bitsText] = range.split('/');
+  if (base === undefined || bitsText === undefined || base.includes(':')) return false;
+  const bits = Number(bitsText);
+  const size = 2 ** (32 - bits);
+  const start = Math.floor(ipv4ToNumber(base) / size) * size;
+  const value = ipv4ToNumber(ip);
+  return value >= start && value < start + size;
+}
+
+/**
+ * The edge network's gateway is the source address the proxy sees for connections Docker's userland
+ * proxy relays. If that address counted as internal, every such client could reach /admin. Refuse it.
+ */
+export function checkEdgeSubnet(edgeSubnet: string, internalCidrs: string[]): void {
+  const gateway = edgeSubnet.replace(/0\/24$/, '1');
+  const overlapping = internalCidrs.find((range) => ipv4InCidr(gateway, range));
+  if (overlapping) {
+    throw new Error(
+      `invalid stack configuration: internalCidrs: ${overlapping} contains the edge network gateway ${gateway}; ` +
+        'pick an edgeSubnet outside the internal ranges (see docs/infra.md, "Admin paths")',
+    );
+  }
+}

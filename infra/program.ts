@@ -1,0 +1,24 @@
+import * as pulumi from '@pulumi/pulumi';
+import { loadStackConfig } from './config.js';
+import { loadSecrets } from './secrets.js';
+import { declareStack } from './stack.js';
+
+/**
+ * The Pulumi program: configuration → secrets → resources. Importing this module declares the stack
+ * (under `pulumi up`, or under the runtime mocks in the tests); index.ts re-exports the outputs.
+ */
+const config = new pulumi.Config();
+const stackConfig = loadStackConfig(config);
+const secrets = loadSecrets(config, stackConfig.targets);
+
+export const stack = declareStack(stackConfig, secrets);
+
+/** Where everything answers once `pulumi up` is done. */
+export const endpoints = Object.fromEntries(stack.routes.map((route) => [route.domain, `https://${route.domain} → ${route.upstream}`]));
+
+/** The webhook secret of each deploy target, to paste into the git host (`pulumi stack output --show-secrets`). */
+export const webhookSecrets = pulumi.secret(pulumi.all(secrets.webhookTargetSecrets));
+
+export const geoserverAdminPassword = secrets.geoserverAdminPassword;
+export const caddyfile = stack.caddyfile;
+export const branchSites = stack.siteServices;

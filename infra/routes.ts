@@ -1,0 +1,64 @@
+import type { Target } from '../services/shared/targets.js';
+import type { ProxyRoute } from './caddy.js';
+import type { Domains } from './config.js';
+
+/**
+ * Upstream names and ports on the application network, in one place: the containers' aliases, the
+ * proxy routes and the services' URLs all come from here.
+ */
+export const UPSTREAMS = {
+  api: { host: 'api', port: 8080 },
+  webhook: { host: 'webhook', port: 9321 },
+  geoserver: { host: 'geoserver', port: 8080 },
+  login: { host: 'login', port: 3000 },
+  accountsUi: { host: 'accounts-ui', port: 4455 },
+  kratosPublic: { host: 'kratos', port: 4433 },
+  hydraPublic: { host: 'hydra', port: 4444 },
+  /** The per-branch sites container; each target listens on its own port there. */
+  sites: { host: 'sites', port: 0 },
+} as const;
+
+/** Admin listeners: reachable only on the internal admin network, under these aliases. */
+export const ADMIN_UPSTREAMS = {
+  kratosAdmin: { host: 'kratos-admin', port: 4434 },
+  hydraAdmin: { host: 'hydra-admin', port: 4445 },
+} as const;
+
+export const ADMIN_PORTS = [ADMIN_UPSTREAMS.kratosAdmin.port, ADMIN_UPSTREAMS.hydraAdmin.port];
+
+const at = (u: { host: string; port: number }): string => `${u.host}:${u.port}`;
+
+/** Every public route of the platform: the services' domains, then one per deploy target. */
+export function proxyRoutes(domains: Domains, targets: Target[], options: { selfServiceUi: boolean }): ProxyRoute[] {
+  const routes: ProxyRoute[] = [
+    { domain: domains.api, upstream: at(UPSTREAMS.api), description: 'Feature API' },
+    {
+      domain: domains.geo,
+      upstream: at(UPSTREAMS.geoserver),
+      // GeoServer's REST configuration API and web admin are operator tools, like /admin.
+      internalOnlyPaths: ['/geoserver/rest*', '/geoserver/web*'],
+      description: 'GeoServer (WMS 1.3.0, WFS-T)',
+    },
+    { domain: domains.auth, upstream: at(UPSTREAMS.login), description: 'Login, consent and logout app' },
+    { domain: domains.kratos, upstream: at(UPSTREAMS.kratosPublic), description: 'Ory Kratos public API (admin API 4434 is never routed)' },
+    { domain: domains.hydra, upstream: at(UPSTREAMS.hydraPublic), description: 'Ory Hydra public API and OIDC issuer (admin API 4445 is never routed)' },
+    { domain: domains.webhook, upstream: at(UPSTREAMS.webhook), description: 'Deployment webhook server' },
+  ];
+  if (options.selfServiceUi) {
+    routes.push({ domain: domains.accounts, upstream: at(UPSTREAMS.accountsUi), description: 'Kratos self-service UI' });
+  }
+  for (const target of targets) {
+    routes.push({
+      domain: target.domain,
+      upstream: `${UPSTREAMS.sites.host}:${target.port}`,
+      description: `Branch site ${target.key} (deploy target, port ${target.port})`,
+    });
+  }
+  return routes;
+}
+
+/** Every origin a browser may load the platform from (CORS allow-lists of GeoServer and the API). */
+export function platformOrigins(domains: Domains, targets: Target[]): string[] {
+  const hosts = [domains.api, domains.geo, domains.auth, domains.accounts, ...targets.map((t) => t.domain)];
+  return [...new Set(hosts.map((h) => `https://${h.toLowerCase()}`))];
+}

@@ -1,0 +1,74 @@
+import * as pulumi from '@pulumi/pulumi';
+import * as random from '@pulumi/random';
+import type { Target } from '../services/shared/targets.js';
+
+/**
+ * Every secret of the stack, each either set by the operator (`pulumi config set --secret <key> ...`)
+ * or generated once with RandomPassword and kept in the (encrypted) stack state. Either way the value
+ * is a Pulumi secret Output: it is encrypted in state, masked in logs, and never lands in a committed
+ * stack file. Rotating one = set a new value (or `pulumi up --replace` the RandomPassword) and `pulumi up`.
+ */
+
+interface SecretSpec {
+  /** Length of a generated value; Ory rules: Kratos cipher exactly 32, Hydra system ≥ 32. */
+  length: number;
+  /** When true, generated values use only [A-Za-z0-9] (safe in DSNs and URLs without escaping). */
+  alphanumeric?: boolean;
+}
+
+export const SECRET_SPECS = {
+  featuresDbSuperuserPassword: { length: 40, alphanumeric: true },
+  featuresDbPassword: { length: 40, alphanumeric: true },
+  identityDbSuperuserPassword: { length: 40, alphanumeric: true },
+  kratosDbPassword: { length: 40, alphanumeric: true },
+  hydraDbPassword: { length: 40, alphanumeric: true },
+  geoserverDbPassword: { length: 40, alphanumeric: true },
+  kratosCookieSecret: { length: 48, alphanumeric: true },
+  kratosCipherSecret: { length: 32, alphanumeric: true },
+  kratosDefaultSecret: { length: 48, alphanumeric: true },
+  hydraSystemSecret: { length: 48, alphanumeric: true },
+  hydraCookieSecret: { length: 48, alphanumeric: true },
+  loginCsrfSecret: { length: 48, alphanumeric: true },
+  geoserverAdminPassword: { length: 32, alphanumeric: true },
+  webhookAdminToken: { length: 48, alphanumeric: true },
+} as const satisfies Record<string, SecretSpec>;
+
+export type SecretName = keyof typeof SECRET_SPECS;
+export type StackSecrets = Record<SecretName, pulumi.Output<string>> & {
+  /** SMTP connection URI for the Kratos courier (contains credentials); operator-provided, required. */
+  smtpConnectionUri: pulumi.Output<string>;
+  /** One shared webhook secret per deploy target, keyed by the target's `secret` variable name. */
+  webhookTargetSecrets: Record<string, pulumi.Output<string>>;
+};
+
+function configOrGenerated(config: pulumi.Config, name: string, spec: SecretSpec): pulumi.Output<string> {
+  const given = config.getSecret(name);
+  if (given !== undefined) return given;
+  const generated = new random.RandomPassword(name, {
+    length: spec.length,
+    special: !spec.alphanumeric,
+    minNumeric: 1,
+    minUpper: 1,
+    minLower: 1,
+  });
+  // The provider marks `result` secret too; wrapping here makes it so regardless of provider version.
+  return pulumi.secret(generated.result);
+}
+
+export function loadSecrets(config: pulumi.Config, targets: Target[]): StackSecrets {
+  const secrets = Object.fromEntries(
+    (Object.entries(SECRET_SPECS) as [SecretName, SecretSpec][]).map(([name, spec]) => [name, configOrGenerated(config, name, spec)]),
+  ) as Record<SecretName, pulumi.Output<string>>;
+  const smtpConnectionUri = config.requireSecret('smtpConnectionUri');
+  // The seed's webhook secrets are 32 random bytes in hex; a config value webhookSecrets.<NAME> wins.
+  const givenWebhookSecrets = config.getSecretObject<Record<string, string>>('webhookSecrets');
+  const webhookTargetSecrets = Object.fromEntries(
+    targets.map((target) => {
+      const given = givenWebhookSecrets?.apply((all) => all?.[target.secret]);
+      const generated = new random.RandomBytes(`webhook-${target.secret.toLowerCase()}`, { length: 32 }).hex;
+      const value = given ? pulumi.all([given, generated]).apply(([g, gen]) => g ?? gen) : generated;
+      return [target.secret, pulumi.secret(value)];
+    }),
+  );
+  return { ...secrets, smtpConnectionUri, webhookTargetSecrets };
+}

@@ -1,0 +1,359 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as pulumi from '@pulumi/pulumi';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadTargets } from '../services/shared/targets.js';
+import { isPinnedImage } from './images.js';
+import { exampleConfig, installMocks, isSecretEnvelope, plainStrings, resolved, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+
+/**
+ * The Pulumi program under the runtime mocks, checked like a policy: the tests read every resource
+ * the program registers (with the inputs the engine would receive) and state rules the stack must
+ * obey. No Pulumi CLI or Docker engine is needed.
+ */
+
+const CONTAINER = 'docker:index/container:Container';
+const JOB_DURATION_MS = 150;
+// Operator-set secrets carry markers that must never appear outside a secret envelope.
+const GIVEN_SECRETS = {
+  smtpConnectionUri: 'smtps://mailer:MARK-smtp-7c1d@smtp.example.org:465/',
+  geoserverAdminPassword: 'MARK-geoserver-admin-51ab',
+  kratosCipherSecret: 'MARK-cipher-000000000000000000000'.slice(0, 32),
+};
+
+let registered: RegisteredResource[];
+let program: typeof import('./program.js');
+let workDir: string;
+
+const containers = () => registered.filter((r) => r.type === CONTAINER);
+const container = (name: string) => {
+  const found = containers().find((c) => c.name === name);
+  if (!found) throw new Error(`no container ${name}; have ${containers().map((c) => c.name).join(', ')}`);
+  return found;
+};
+const isJob = (c: RegisteredResource) => c.inputs.attach === true;
+const envOf = (c: RegisteredResource): Record<string, string> =>
+  Object.fromEntries(((reveal(c.inputs.envs) as string[] | undefined) ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+const labelsOf = (c: RegisteredResource): Record<string, string> =>
+  Object.fromEntries(((reveal(c.inputs.labels) as { label: string; value: string }[] | undefined) ?? []).map((l) => [l.label, l.value]));
+const networksOf = (c: RegisteredResource) => (reveal(c.inputs.networksAdvanced) as { name: string; ipv4Address?: string; aliases?: string[] }[]) ?? [];
+
+beforeAll(async () => {
+  registered = await installMocks({
+    config: { ...exampleConfig(), ...GIVEN_SECRETS },
+    secretKeys: Object.keys(GIVEN_SECRETS),
+    jobDurationMs: JOB_DURATION_MS,
+  });
+  program = await import('./program.js');
+  const { containers: services, jobs } = program.stack;
+  await Promise.all([...Object.values(services), ...Object.values(jobs)].map((c) => (c ? resolved(c.id) : undefined)));
+  workDir = mkdtempSync(join(tmpdir(), 'infra-stack-'));
+});
+
+afterAll(() => rmSync(workDir, { recursive: true, force: true }));
+
+describe('every container', () => {
+  it('has a memory limit without extra swap and a CPU limit', () => {
+    expect(containers().length).toBeGreaterThanOrEqual(18);
+    for (const c of containers()) {
+      expect(c.inputs.memory, c.name).toBeGreaterThan(0);
+      expect(c.inputs.memorySwap, c.name).toBe(c.inputs.memory);
+      expect(Number(c.inputs.cpus), c.name).toBeGreaterThan(0);
+      expect(c.inputs.cpuShares, c.name).toBeGreaterThan(0);
+    }
+  });
+
+  it('has a restart policy: services restart unless stopped, jobs never restart and are awaited', () => {
+    for (const c of containers()) {
+      if (isJob(c)) {
+        expect({ name: c.name, restart: c.inputs.restart, mustRun: c.inputs.mustRun }).toEqual({ name: c.name, restart: 'no', mustRun: false });
+        expect(labelsOf(c)['platform.kind'], c.name).toBe('job');
+      } else {
+        expect(c.inputs.restart, c.name).toBe('unless-stopped');
+        expect(labelsOf(c)['platform.kind'], c.name).toBe('service');
+      }
+    }
+  });
+
+  it('that runs for good has a health check with a real test command', () => {
+    for (const c of containers().filter((x) => !isJob(x))) {
+      const check = reveal(c.inputs.healthcheck) as { tests?: string[]; interval?: string; retries?: number } | undefined;
+      expect(check?.tests?.[0], c.name).toMatch(/^CMD(-SHELL)?$/);
+      expect(check?.tests?.length, c.name).toBeGreaterThan(1);
+      expect(check?.retries, c.name).toBeGreaterThan(0);
+    }
+  });
+
+  it('cannot gain new privileges and is not privileged', () => {
+    for (const c of containers()) {
+      expect(c.inputs.securityOpts, c.name).toContain('no-new-privileges:true');
+      expect(c.inputs.privileged, c.name).not.toBe(true);
+    }
+  });
+
+  it('never mounts the Docker socket', () => {
+    for (const c of containers()) {
+      const mounts = JSON.stringify(reveal({ v: c.inputs.volumes, m: c.inputs.mounts }));
+      expect(mounts, c.name).not.toContain('docker.sock');
+    }
+  });
+});
+
+describe('the identity containers', () => {
+  const identity = ['identity-db', 'kratos-migrate', 'kratos', 'hydra-migrate', 'hydra', 'login', 'accounts-ui'];
+
+  it('have exactly the seed limits: 2 GB memory, 2 cores, CPU shares 1024', () => {
+    for (const name of identity) {
+      const c = container(name);
+      expect({ name, memory: c.inputs.memory, cpus: c.inputs.cpus, cpuShares: c.inputs.cpuShares }).toEqual({ name, memory: 2048, cpus: '2', cpuShares: 1024 });
+    }
+  });
+
+  it('have no disk limit unless identityDiskLimit is set (it needs a storage driver with quotas)', () => {
+    for (const name of identity) expect(container(name).inputs.storageOpts, name).toBeUndefined();
+  });
+});
+
+describe('networks and ports', () => {
+  const network = (name: string) => registered.find((r) => r.type === 'docker:index/network:Network' && r.name === name)?.inputs;
+
+  it('the admin network and the application network are internal; only the edge and egress route out', () => {
+    expect(network('admin')?.internal).toBe(true);
+    expect(network('app')?.internal).toBe(true);
+    expect(network('edge')?.internal).toBe(false);
+    expect(network('egress')?.internal).toBe(false);
+  });
+
+  it('only the proxy publishes ports, and only 80 and 443', () => {
+    const publishing = containers().filter((c) => ((c.inputs.ports as unknown[]) ?? []).length > 0);
+    expect(publishing.map((c) => c.name)).toEqual(['proxy']);
+    const ports = (reveal(container('proxy').inputs.ports) as { internal: number; external: number; protocol: string }[]).map((p) => `${p.external}/${p.protocol}`);
+    expect(ports.sort()).toEqual(['443/tcp', '443/udp', '80/tcp']);
+    for (const c of containers()) expect(c.inputs.publishAllPorts, c.name).not.toBe(true);
+  });
+
+  it('no admin port (4434, 4445) is published or routed by the proxy', () => {
+    for (const c of containers()) {
+      const ports = (reveal(c.inputs.ports) as { internal: number; external?: number }[] | undefined) ?? [];
+      for (const p of ports) expect([4434, 4445]).not.toContain(p.internal);
+    }
+    for (const route of program.stack.routes) expect(route.upstream).not.toMatch(/:(4434|4445)$/);
+  });
+
+  it('Kratos and Hydra bind their admin APIs to their address on the internal admin network only', () => {
+    for (const name of ['kratos', 'hydra']) {
+      const c = container(name);
+      const adminAttachment = networksOf(c).find((n) => n.name === 'geodata-admin');
+      expect(adminAttachment?.ipv4Address, name).toMatch(/^10\.213\.0\.\d+$/);
+      expect(envOf(c).SERVE_ADMIN_HOST, name).toBe(adminAttachment?.ipv4Address);
+    }
+  });
+
+  it('only the services that need the admin APIs join the admin network', () => {
+    const onAdmin = containers().filter((c) => networksOf(c).some((n) => n.name === 'geodata-admin')).map((c) => c.name).sort();
+    expect(onAdmin).toEqual(['api', 'hydra', 'kratos', 'login']);
+  });
+});
+
+describe('images', () => {
+  it('every image is pinned to a version, none is latest', () => {
+    const references = [
+      ...registered.filter((r) => r.type === 'docker:index/remoteImage:RemoteImage').map((r) => String(r.inputs.name)),
+      ...registered.filter((r) => r.type === 'docker:index/image:Image').map((r) => String(r.inputs.imageName)),
+    ];
+    expect(references.length).toBeGreaterThanOrEqual(10);
+    for (const reference of references) {
+      expect(reference, reference).not.toMatch(/:latest$/);
+      expect(isPinnedImage(reference), reference).toBe(true);
+    }
+  });
+
+  it('every container runs an image the program declared (no stray image strings)', () => {
+    const declared = new Set([
+      ...registered.filter((r) => r.type === 'docker:index/remoteImage:RemoteImage').map((r) => `sha256:${r.name}`),
+      ...registered.filter((r) => r.type === 'docker:index/image:Image').map((r) => String(r.inputs.imageName)),
+    ]);
+    for (const c of containers()) expect(declared.has(String(c.inputs.image)), `${c.name}: ${String(c.inputs.image)}`).toBe(true);
+  });
+
+  it('the project images are built from the repository Dockerfiles and not pushed anywhere', () => {
+    const builds = registered.filter((r) => r.type === 'docker:index/image:Image');
+    expect(builds.map((b) => b.name).sort()).toEqual(['api', 'login', 'ops', 'webhook']);
+    for (const b of builds) {
+      expect(b.inputs.skipPush).toBe(true);
+      expect(String((b.inputs.build as { dockerfile: string }).dockerfile)).toMatch(/infra\/docker\/[a-z]+\.Dockerfile$/);
+    }
+  });
+});
+
+describe('secrets', () => {
+  it('operator-set secrets never appear outside a Pulumi secret in any resource input', () => {
+    const markers = Object.values(GIVEN_SECRETS);
+    for (const r of registered) {
+      for (const text of plainStrings(r.inputs)) {
+        for (const marker of markers) expect(text.includes(marker), `${r.type} ${r.name} leaks a secret`).toBe(false);
+      }
+    }
+  });
+
+  it('generated secrets never appear outside a Pulumi secret in any container input', () => {
+    for (const c of containers()) {
+      for (const text of plainStrings(c.inputs)) expect(text, c.name).not.toMatch(/generated-[a-zA-Z]+-0123456789/);
+    }
+  });
+
+  it('secrets the operator did not set are generated with RandomPassword (the cipher is exactly 32 characters)', () => {
+    const passwords = registered.filter((r) => r.type === 'random:index/randomPassword:RandomPassword');
+    const names = passwords.map((p) => p.name);
+    expect(names).toContain('hydraSystemSecret');
+    expect(names).toContain('featuresDbPassword');
+    expect(names).not.toContain('geoserverAdminPassword');
+    expect(names).not.toContain('kratosCipherSecret');
+    expect(passwords.find((p) => p.name === 'hydraSystemSecret')?.inputs.length).toBeGreaterThanOrEqual(32);
+  });
+
+  it('containers that receive credentials get their whole environment as a secret', () => {
+    for (const c of containers()) {
+      const names = Object.keys(envOf(c));
+      if (names.some((n) => /PASSWORD|SECRET|DSN|TOKEN|DATABASE_URL|SMTP/.test(n))) {
+        expect(isSecretEnvelope(c.inputs.envs), `${c.name} env is not a secret`).toBe(true);
+      }
+    }
+  });
+
+  it('the stack outputs the webhook secrets only as a secret', async () => {
+    expect(await pulumi.isSecret(program.webhookSecrets)).toBe(true);
+  });
+});
+
+describe('the proxy', () => {
+  const caddyfileOf = () => {
+    const uploads = reveal(container('proxy').inputs.uploads) as { file: string; content: string }[];
+    const upload = uploads.find((u) => u.file === '/etc/caddy/Caddyfile');
+    if (!upload) throw new Error('the proxy has no Caddyfile upload');
+    return upload.content;
+  };
+  const adapted = () => {
+    const path = join(workDir, 'Caddyfile');
+    writeFileSync(path, caddyfileOf());
+    return JSON.parse(execFileSync('caddy', ['adapt', '--config', path, '--adapter', 'caddyfile'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as CaddyJson;
+  };
+
+  it('gets a Caddyfile that the real `caddy validate` accepts', () => {
+    const path = join(workDir, 'Caddyfile.validate');
+    writeFileSync(path, caddyfileOf());
+    const output = execFileSync('caddy', ['validate', '--config', path, '--adapter', 'caddyfile'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    expect(output).toContain('Valid configuration');
+  });
+
+  it('routes every deploy target domain to its port on the sites container', () => {
+    const routes = routeTable(adapted());
+    const targets = loadTargets(join(import.meta.dirname, '..', 'config', 'targets.yaml'));
+    expect(targets.length).toBe(5);
+    for (const target of targets) expect(routes.get(target.domain), target.domain).toEqual([`sites:${target.port}`]);
+  });
+
+  it('routes the API, GeoServer and the auth domains, each over automatic TLS (port 443)', () => {
+    const json = adapted();
+    const routes = routeTable(json);
+    expect(routes.get('api.example.org')).toEqual(['api:8080']);
+    expect(routes.get('geo.example.org')).toEqual(['geoserver:8080']);
+    expect(routes.get('auth.example.org')).toEqual(['login:3000']);
+    expect(routes.get('id.example.org')).toEqual(['kratos:4433']);
+    expect(routes.get('oauth.example.org')).toEqual(['hydra:4444']);
+    expect(routes.get('accounts.example.org')).toEqual(['accounts-ui:4455']);
+    const listen = Object.values(json.apps.http.servers).flatMap((s) => s.listen);
+    expect(listen).toEqual([':443']);
+    expect(JSON.stringify(json)).not.toContain('"automatic_https":{"disable":true}');
+  });
+
+  it('answers 403 to /admin from outside the internal ranges on every site', () => {
+    const json = adapted();
+    for (const [host, subroutes] of siteSubroutes(json)) {
+      const guard = subroutes.find((r) => r.handle?.some((h) => h.handler === 'static_response' && h.status_code === 403));
+      expect(guard, host).toBeDefined();
+      const match = guard?.match?.[0] as { path?: string[]; not?: { remote_ip?: { ranges: string[] } }[] };
+      expect(match.path, host).toContain('/admin*');
+      expect(match.not?.[0]?.remote_ip?.ranges, host).toEqual(['10.0.0.0/8', '192.168.0.0/16']);
+    }
+  });
+});
+
+describe('order of creation', () => {
+  const timing = (name: string) => {
+    const r = registered.find((x) => x.type === CONTAINER && x.name === name);
+    if (!r || r.resolvedAt === undefined) throw new Error(`${name} not registered`);
+    return r;
+  };
+
+  it('Kratos and Hydra are created only after their migration jobs finished successfully', () => {
+    for (const [serviceName, jobName] of [['kratos', 'kratos-migrate'], ['hydra', 'hydra-migrate']] as const) {
+      const migration = timing(jobName);
+      const server = timing(serviceName);
+      expect(migration.resolvedAt - migration.registeredAt, jobName).toBeGreaterThanOrEqual(JOB_DURATION_MS - 5);
+      expect(server.registeredAt, `${serviceName} registered before ${jobName} finished`).toBeGreaterThanOrEqual(migration.resolvedAt as number);
+      expect(labelsOf(server)['platform.after']).toBe('succeeded');
+    }
+  });
+
+  it('the migrations run after the identity database roles, the API after its migration', () => {
+    expect(timing('kratos-migrate').registeredAt).toBeGreaterThanOrEqual(timing('identity-db-roles').resolvedAt as number);
+    expect(timing('hydra-migrate').registeredAt).toBeGreaterThanOrEqual(timing('identity-db-roles').resolvedAt as number);
+    expect(timing('api').registeredAt).toBeGreaterThanOrEqual(timing('api-migrate').resolvedAt as number);
+    expect(timing('geoserver-provision').registeredAt).toBeGreaterThanOrEqual(timing('api-migrate').resolvedAt as number);
+  });
+});
+
+describe('branch sites', () => {
+  it('the webhook restarts sites through the control socket shared with the sites container, not Docker', () => {
+    const webhookEnv = envOf(container('webhook'));
+    expect(webhookEnv.RESTART_COMMAND).toBe('/usr/local/bin/sites-restart');
+    const shared = (name: string) => (reveal(container(name).inputs.volumes) as { volumeName: string; containerPath: string; readOnly?: boolean }[]);
+    expect(shared('sites').find((v) => v.containerPath === '/run/sites')?.volumeName).toBe('geodata-sites-control');
+    expect(shared('webhook').find((v) => v.containerPath === '/run/sites')?.volumeName).toBe('geodata-sites-control');
+    expect(shared('sites').find((v) => v.containerPath === '/srv/sites')?.readOnly).toBe(true);
+  });
+
+  it('every deploy target has its webhook secret in the webhook environment', () => {
+    const webhookEnv = envOf(container('webhook'));
+    for (const name of ['SECRET_MAIN', 'SECRET_DEVELOP', 'SECRET_TEAM_DE1', 'SECRET_TEAM_DE2', 'SECRET_TEAM_FV']) {
+      expect(webhookEnv[name], name).toMatch(/^[0-9a-f]{64}$/);
+    }
+  });
+});
+
+describe('backups', () => {
+  it('a backup service dumps the features, Kratos and Hydra databases', () => {
+    const backupEnv = envOf(container('backup'));
+    expect(backupEnv.BACKUP_DATABASES.split(' ').map((s) => s.split('=')[0])).toEqual(['features', 'kratos', 'hydra']);
+  });
+});
+
+interface CaddyRoute {
+  match?: { host?: string[] }[];
+  handle?: { handler: string; status_code?: number; routes?: CaddyRoute[]; upstreams?: { dial: string }[] }[];
+}
+interface CaddyJson {
+  apps: { http: { servers: Record<string, { listen: string[]; routes: CaddyRoute[] }> } };
+}
+
+function siteSubroutes(json: CaddyJson): Map<string, CaddyRoute[]> {
+  const sites = new Map<string, CaddyRoute[]>();
+  for (const server of Object.values(json.apps.http.servers)) {
+    for (const route of server.routes) {
+      for (const host of route.match?.[0]?.host ?? []) sites.set(host, route.handle?.[0]?.routes ?? []);
+    }
+  }
+  return sites;
+}
+
+function routeTable(json: CaddyJson): Map<string, string[]> {
+  const table = new Map<string, string[]>();
+  for (const [host, subroutes] of siteSubroutes(json)) {
+    const dials = subroutes.flatMap((r) => r.handle ?? []).filter((h) => h.handler === 'reverse_proxy').flatMap((h) => (h.upstreams ?? []).map((u) => u.dial));
+    table.set(host, dials);
+  }
+  return table;
+}
