@@ -1,0 +1,147 @@
+import type { Request, RequestHandler, Response } from 'express';
+import type { OAuth2ConsentRequest } from '@ory/hydra-client';
+import type { Identity } from '@ory/kratos-client';
+import { roleFrom } from '../roles.js';
+import { goneRedirect, oryStatus } from '../ory.js';
+import { errorPage, html, page } from './html.js';
+import type { RouteContext } from './context.js';
+
+/**
+ * GET /consent?consent_challenge=… shows which scopes a client asks for; POST /consent grants or denies.
+ * First-party clients (`skip_consent: true`, set by the client sync for `first_party: true`) and consents
+ * Hydra remembers (`skip`) are granted without a screen. The granted session carries email, name and the
+ * platform role into the ID token and into the access token (introspection `ext`).
+ */
+
+/** Scopes this platform grants; anything else a client asks for is left out. */
+const GRANTABLE = ['openid', 'offline_access', 'offline', 'profile', 'email'] as const;
+
+const SCOPE_TEXT: Record<string, string> = {
+  openid: 'Confirm who you are',
+  offline_access: 'Stay signed in (refresh tokens)',
+  offline: 'Stay signed in (refresh tokens)',
+  profile: 'Your name',
+  email: 'Your e-mail address',
+};
+
+function traitsOf(identity: Identity): { email?: string; name?: string } {
+  const traits = (identity.traits ?? {}) as Record<string, unknown>;
+  return {
+    ...(typeof traits.email === 'string' ? { email: traits.email } : {}),
+    ...(typeof traits.name === 'string' ? { name: traits.name } : {}),
+  };
+}
+
+/** The claims for the tokens: the role always (the API needs it), email and name only when their scope was granted. */
+export function sessionClaims(identity: Identity, grantedScopes: string[]) {
+  const { email, name } = traitsOf(identity);
+  const role = roleFrom(identity.metadata_public);
+  const verified = (identity.verifiable_addresses ?? []).some((a) => a.value === email && a.verified);
+  const idToken: Record<string, unknown> = { role };
+  if (grantedScopes.includes('email') && email) Object.assign(idToken, { email, email_verified: verified });
+  if (grantedScopes.includes('profile') && name) idToken.name = name;
+  const accessToken: Record<string, unknown> = { role, ...(email ? { email } : {}), ...(name ? { name } : {}) };
+  return { id_token: idToken, access_token: accessToken };
+}
+
+export function createConsentRoutes(ctx: RouteContext): { show: RequestHandler; submit: RequestHandler } {
+  const { ory, config } = ctx;
+
+  async function fetchConsent(challenge: string, res: Response): Promise<OAuth2ConsentRequest | undefined> {
+    try {
+      return (await ory.oauth2.getOAuth2ConsentRequest({ consentChallenge: challenge })).data;
+    } catch (error) {
+      const redirectTo = goneRedirect(error);
+      if (redirectTo) {
+        res.redirect(303, redirectTo);
+        return undefined;
+      }
+      if (oryStatus(error) === 404 || oryStatus(error) === 400) {
+        res.status(404).type('html').send(errorPage('Consent expired', 'This request is unknown or has expired. Please start again from the application you came from.'));
+        return undefined;
+      }
+      throw error;
+    }
+  }
+
+  async function grant(res: Response, consent: OAuth2ConsentRequest, remember: boolean): Promise<void> {
+    const requested = consent.requested_scope ?? [];
+    const grantScope = requested.filter((s) => (GRANTABLE as readonly string[]).includes(s));
+    const identity = (await ory.identity.getIdentity({ id: consent.subject as string })).data;
+    try {
+      const { data } = await ory.oauth2.acceptOAuth2ConsentRequest({
+        consentChallenge: consent.challenge,
+        acceptOAuth2ConsentRequest: {
+          grant_scope: grantScope,
+          grant_access_token_audience: consent.requested_access_token_audience ?? [],
+          remember,
+          remember_for: remember ? config.rememberSeconds : 0,
+          session: sessionClaims(identity, grantScope),
+        },
+      });
+      res.redirect(303, data.redirect_to);
+    } catch (error) {
+      const redirectTo = goneRedirect(error);
+      if (!redirectTo) throw error;
+      res.redirect(303, redirectTo);
+    }
+  }
+
+  const show: RequestHandler = async (req: Request, res: Response) => {
+    const challenge = req.query.consent_challenge;
+    if (typeof challenge !== 'string' || challenge === '') {
+      res.status(400).type('html').send(errorPage('Consent link incomplete', 'This page needs a consent_challenge.'));
+      return;
+    }
+    const consent = await fetchConsent(challenge, res);
+    if (!consent) return;
+    if (consent.skip || consent.client?.skip_consent) {
+      await grant(res, consent, true);
+      return;
+    }
+    const clientName = consent.client?.client_name || consent.client?.client_id || 'An application';
+    const scopes = (consent.requested_scope ?? []).filter((s) => (GRANTABLE as readonly string[]).includes(s));
+    res.type('html').send(
+      page(
+        'Allow access?',
+        html`<p><strong>${clientName}</strong> would like to:</p>
+<ul class="scopes">${scopes.map((s) => html`<li>${SCOPE_TEXT[s] ?? s}</li>`)}</ul>
+<form method="post" action="/consent">
+<input type="hidden" name="_csrf" value="${ctx.csrfToken(req, res)}">
+<input type="hidden" name="consent_challenge" value="${challenge}">
+<label><input type="checkbox" name="remember" value="1" checked> Remember this decision</label>
+<button type="submit" name="decision" value="allow">Allow</button>
+<button type="submit" name="decision" value="deny" class="secondary">Deny</button>
+</form>`,
+      ),
+    );
+  };
+
+  const submit: RequestHandler = async (req: Request, res: Response) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const challenge = body.consent_challenge;
+    if (typeof challenge !== 'string' || challenge === '' || (body.decision !== 'allow' && body.decision !== 'deny')) {
+      res.status(400).type('html').send(errorPage('Incomplete form', 'The consent form was incomplete. Please start again.'));
+      return;
+    }
+    if (body.decision === 'deny') {
+      try {
+        const { data } = await ory.oauth2.rejectOAuth2ConsentRequest({
+          consentChallenge: challenge,
+          rejectOAuth2Request: { error: 'access_denied', error_description: 'The resource owner denied the request' },
+        });
+        return res.redirect(303, data.redirect_to);
+      } catch (error) {
+        const redirectTo = goneRedirect(error);
+        if (redirectTo) return res.redirect(303, redirectTo);
+        throw error;
+      }
+    }
+    // Scopes come from Hydra again, never from the form: a tampered form cannot widen the grant.
+    const consent = await fetchConsent(challenge, res);
+    if (!consent) return;
+    await grant(res, consent, body.remember === '1');
+  };
+
+  return { show, submit };
+}

@@ -1,0 +1,35 @@
+import { Ajv, type ErrorObject, type Options } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+
+// ajv-formats is CommonJS; under NodeNext its default export arrives wrapped once more.
+type AddFormats = (ajv: Ajv) => Ajv;
+const addFormats = ((addFormatsModule as unknown as { default?: AddFormats }).default ??
+  (addFormatsModule as unknown as AddFormats));
+
+/** An Ajv 8 instance as the vendored Ory README prescribes: non-strict, every error, standard formats. */
+export function createAjv(options: Options = {}): Ajv {
+  const ajv = new Ajv({ strict: false, allErrors: true, ...options });
+  addFormats(ajv);
+  return ajv;
+}
+
+/** `/secrets/cipher/0` → `secrets.cipher[0]`, the spelling operators see in the YAML file. */
+export function pointerToKey(pointer: string): string {
+  if (pointer === '') return '(root)';
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((key, part) => (/^\d+$/.test(part) ? `${key}[${part}]` : key ? `${key}.${part}` : part), '');
+}
+
+/** One readable line per schema error, naming the key (a missing property names the property itself). */
+export function describeAjvError(error: ErrorObject): { key: string; message: string } {
+  let pointer = error.instancePath;
+  if (error.keyword === 'required') pointer += `/${String((error.params as { missingProperty: string }).missingProperty)}`;
+  if (error.keyword === 'additionalProperties') {
+    pointer += `/${String((error.params as { additionalProperty: string }).additionalProperty)}`;
+    return { key: pointerToKey(pointer), message: 'is not a known key' };
+  }
+  return { key: pointerToKey(pointer), message: error.message ?? error.keyword };
+}

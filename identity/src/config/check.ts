@@ -1,0 +1,162 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Ajv, ValidateFunction } from 'ajv';
+import { ConfigError } from '../../../services/shared/config.js';
+import { createAjv, describeAjvError } from './ajv.js';
+import { CONFIG_DIR, effectiveConfig, isDevMode, type Env } from './render.js';
+
+/**
+ * The config check: the rendered Kratos and Hydra configuration (with the secret variables merged in as
+ * the services would) against the vendored v26.2.0 JSON schemas, then the runtime rules the schemas
+ * cannot express. Every finding names the file and the key an operator has to fix.
+ */
+
+export interface Finding {
+  file: 'kratos.yml' | 'hydra.yml' | 'identity.schema.json';
+  key: string;
+  message: string;
+}
+
+/** The vendored contracts live next to the repository (../shared/vendor/ory from its root). */
+export const VENDOR_ORY_DIR = fileURLToPath(new URL('../../../../shared/vendor/ory/', import.meta.url));
+
+function readJson(path: string): Record<string, unknown> {
+  return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+}
+
+function withoutId(schema: Record<string, unknown>): Record<string, unknown> {
+  const { $id: _id, ...rest } = schema;
+  return rest;
+}
+
+interface Validators {
+  kratos: ValidateFunction;
+  hydra: ValidateFunction;
+  identitySchema: ValidateFunction;
+}
+
+let cached: Validators | undefined;
+
+/** Compile the vendored schemas once per process, registering the partials as the vendor README says. */
+export function loadValidators(vendorDir = VENDOR_ORY_DIR): Validators {
+  if (cached) return cached;
+  const kratosDir = join(vendorDir, 'kratos-v26.2.0');
+  const hydraDir = join(vendorDir, 'hydra-v26.2.0');
+
+  const kratosAjv: Ajv = createAjv();
+  kratosAjv.addSchema(readJson(join(kratosDir, 'oryx__otelx__config.schema.json')));
+  kratosAjv.addSchema(readJson(join(kratosDir, 'embedx__identity_extension.schema.json')));
+  const kratos = kratosAjv.compile(readJson(join(kratosDir, 'embedx__config.schema.json')));
+  const identitySchema = kratosAjv.compile(readJson(join(kratosDir, 'embedx__identity_meta.schema.json')));
+
+  const hydraAjv: Ajv = createAjv();
+  const otel = readJson(join(hydraDir, 'oryx__otelx__config.schema.json'));
+  hydraAjv.addSchema(otel);
+  hydraAjv.addSchema(withoutId(otel), 'https://raw.githubusercontent.com/ory/hydra/011a01ce/oryx/otelx/config.schema.json');
+  for (const partial of ['serve', 'cors', 'tls']) {
+    hydraAjv.addSchema(withoutId(readJson(join(hydraDir, `oryx__configx__${partial}.schema.json`))), `ory://${partial}-config`);
+  }
+  const hydra = hydraAjv.compile(readJson(join(hydraDir, 'schema__config.schema.json')));
+
+  cached = { kratos, hydra, identitySchema };
+  return cached;
+}
+
+function schemaFindings(file: Finding['file'], validate: ValidateFunction, document: unknown): Finding[] {
+  if (validate(document)) return [];
+  return (validate.errors ?? [])
+    .filter((error) => !['if', 'anyOf', 'oneOf', 'allOf'].includes(error.keyword))
+    .map((error) => ({ file, ...describeAjvError(error) }));
+}
+
+function stringList(value: unknown): string[] | undefined {
+  return Array.isArray(value) ? value.map(String) : undefined;
+}
+
+function get(config: Record<string, unknown>, dottedKey: string): unknown {
+  return dottedKey.split('.').reduce<unknown>((node, part) => (node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[part] : undefined), config);
+}
+
+/** Kratos: the cipher secret must be exactly 32 characters (others are silently ignored); a default secret must exist. */
+export function kratosRuntimeFindings(config: Record<string, unknown>): Finding[] {
+  const findings: Finding[] = [];
+  const cipher = stringList(get(config, 'secrets.cipher'));
+  if (!cipher || cipher.length === 0) {
+    findings.push({ file: 'kratos.yml', key: 'secrets.cipher', message: 'is not set (KRATOS_SECRETS_CIPHER): one secret of exactly 32 characters is needed' });
+  } else {
+    cipher.forEach((secret, i) => {
+      if (secret.length !== 32) {
+        findings.push({ file: 'kratos.yml', key: `secrets.cipher[${i}]`, message: `must be exactly 32 characters, has ${secret.length} (Kratos ignores it otherwise)` });
+      }
+    });
+  }
+  const defaults = stringList(get(config, 'secrets.default'));
+  if (!defaults || defaults.length === 0) {
+    findings.push({ file: 'kratos.yml', key: 'secrets.default', message: 'is not set (KRATOS_SECRETS_DEFAULT): every process would invent its own and sessions break across restarts' });
+  }
+  return findings;
+}
+
+/** Hydra: the issuer must be https (unless dev mode) and the system secret at least 32 characters. */
+export function hydraRuntimeFindings(config: Record<string, unknown>, devMode: boolean): Finding[] {
+  const findings: Finding[] = [];
+  const issuer = get(config, 'urls.self.issuer');
+  if (typeof issuer !== 'string' || issuer === '') {
+    findings.push({ file: 'hydra.yml', key: 'urls.self.issuer', message: 'is not set (HYDRA_PUBLIC_URL)' });
+  } else if (!devMode && !issuer.startsWith('https://')) {
+    findings.push({ file: 'hydra.yml', key: 'urls.self.issuer', message: `must use https outside dev mode, is ${issuer}` });
+  }
+  const system = stringList(get(config, 'secrets.system'));
+  if (!system || system.length === 0) {
+    findings.push({ file: 'hydra.yml', key: 'secrets.system', message: 'is not set (HYDRA_SECRETS_SYSTEM)' });
+  } else {
+    system.forEach((secret, i) => {
+      if (secret.length < 32) findings.push({ file: 'hydra.yml', key: `secrets.system[${i}]`, message: `must be at least 32 characters, has ${secret.length}` });
+    });
+  }
+  return findings;
+}
+
+export interface CheckOptions {
+  configDir?: string;
+  vendorDir?: string;
+}
+
+function renderFindings(file: Finding['file'], render: () => Record<string, unknown>): { config?: Record<string, unknown>; findings: Finding[] } {
+  try {
+    return { config: render(), findings: [] };
+  } catch (error) {
+    if (error instanceof ConfigError) return { findings: [{ file, key: '(template)', message: error.message }] };
+    throw error;
+  }
+}
+
+/** Render both services with `env`, validate them and the identity schema; an empty list means all good. */
+export function checkIdentityConfig(env: Env, options: CheckOptions = {}): Finding[] {
+  const configDir = options.configDir ?? CONFIG_DIR;
+  const validators = loadValidators(options.vendorDir);
+  const findings: Finding[] = [];
+
+  const kratos = renderFindings('kratos.yml', () => effectiveConfig('kratos', env, configDir));
+  findings.push(...kratos.findings);
+  if (kratos.config) {
+    findings.push(...schemaFindings('kratos.yml', validators.kratos, kratos.config));
+    findings.push(...kratosRuntimeFindings(kratos.config));
+  }
+
+  const hydra = renderFindings('hydra.yml', () => effectiveConfig('hydra', env, configDir));
+  findings.push(...hydra.findings);
+  if (hydra.config) {
+    findings.push(...schemaFindings('hydra.yml', validators.hydra, hydra.config));
+    findings.push(...hydraRuntimeFindings(hydra.config, isDevMode(env)));
+  }
+
+  const identitySchema = readJson(join(configDir, 'identity.schema.json'));
+  findings.push(...schemaFindings('identity.schema.json', validators.identitySchema, identitySchema));
+  return findings;
+}
+
+export function formatFinding(finding: Finding): string {
+  return `${finding.file}: ${finding.key} ${finding.message}`;
+}
