@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Test stand-in for `sudo systemctl restart <service>`: stops the fixture site started for this
+# target (if any) and starts the live release on PORT, detached in its own session so killing a
+# deploy's process group never takes the site down. DEPLOY_DIR and PORT come from deploy-branch.sh.
+# Like systemctl with a Type=simple unit, it succeeds even when the site dies right after starting.
+set -euo pipefail
+IFS=$'\n\t'
+service=$1
+pid_file="$DEPLOY_DIR/site-$service.pid"
+if [[ -f $pid_file ]]; then
+  old_pid=$(<"$pid_file")
+  if kill -0 "$old_pid" 2>/dev/null; then
+    kill "$old_pid" || true
+    for _ in $(seq 50); do
+      kill -0 "$old_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+  fi
+  rm -f -- "$pid_file"
+fi
+cd -- "$DEPLOY_DIR/live"
+PORT="$PORT" setsid node server.mjs >>"$DEPLOY_DIR/logs/site.log" 2>&1 </dev/null &
+printf '%s\n' "$!" >"$pid_file"
+printf 'restart %s\n' "$service" >>"$DEPLOY_DIR/restarts.log"
