@@ -292,7 +292,7 @@ describe('order of creation', () => {
     for (const [serviceName, jobName] of [['kratos', 'kratos-migrate'], ['hydra', 'hydra-migrate']] as const) {
       const migration = timing(jobName);
       const server = timing(serviceName);
-      expect(migration.resolvedAt - migration.registeredAt, jobName).toBeGreaterThanOrEqual(JOB_DURATION_MS - 5);
+      expect((migration.resolvedAt ?? 0) - migration.registeredAt, jobName).toBeGreaterThanOrEqual(JOB_DURATION_MS - 5);
       expect(server.registeredAt, `${serviceName} registered before ${jobName} finished`).toBeGreaterThanOrEqual(migration.resolvedAt as number);
       expect(labelsOf(server)['platform.after']).toBe('succeeded');
     }
@@ -327,7 +327,7 @@ describe('branch sites', () => {
 describe('backups', () => {
   it('a backup service dumps the features, Kratos and Hydra databases', () => {
     const backupEnv = envOf(container('backup'));
-    expect(backupEnv.BACKUP_DATABASES.split(' ').map((s) => s.split('=')[0])).toEqual(['features', 'kratos', 'hydra']);
+    expect(String(backupEnv.BACKUP_DATABASES).split(' ').map((s) => s.split('=')[0])).toEqual(['features', 'kratos', 'hydra']);
   });
 });
 

@@ -432,7 +432,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
       GEOSERVER_DB_NAME: 'features',
       GEOSERVER_DB_USER: 'geoserver',
       GEOSERVER_DB_PASSWORD: secrets.geoserverDbPassword,
-      GEOSERVER_CORS_ORIGINS: origins.join(','),
+      GEOSERVER_NAMESPACE_URI: `${https(domains.geo)}/features`,
     }),
     // The feature table must exist (API migrations) before GeoServer can publish it.
     labels: { 'platform.after': succeeded('api-migrate', apiMigrate) },

@@ -1,0 +1,245 @@
+import { createHash } from 'node:crypto';
+import { GeoServerError, parseJson, type GeoServerClient } from './client.js';
+import { renderStyles, revisionOf, type RenderedStyle } from './styles.js';
+
+/**
+ * GeoServer provisioning: brings a running GeoServer to the platform's desired configuration through
+ * its REST API, idempotently. Every step reads the current state first and writes only what differs,
+ * so a second run against an unchanged server sends no write request at all, and a run after manual
+ * drift repairs exactly the drifted parts.
+ *
+ * Desired state
+ *   workspace     <workspace> (namespace URI <namespaceUri>)
+ *   datastore     PostGIS, schema `features`, primary keys exposed (WFS-T inserts need them)
+ *   feature type  <layer> on table features.<layer>, EPSG:4326; GeoServer creates the layer with it
+ *   styles        one SLD per kategorie plus a combined default; the layer offers all of them
+ *   WFS           service level TRANSACTIONAL; WMS enabled with version 1.3.0
+ *   security      layer ACL: read for everyone (*), write for authenticated users;
+ *                 service ACL: wfs.Transaction for authenticated users only
+ *
+ * CORS is not a REST setting: in the official image it is a web.xml filter written at start from the
+ * CORS_* environment variables, which the Pulumi program sets from the platform's domains.
+ */
+
+export interface ProvisionOptions {
+  workspace: string;
+  namespaceUri: string;
+  datastore: string;
+  database: { host: string; port: number; name: string; schema: string; user: string; password: string };
+  layer: string;
+  geometryProperty: string;
+  title: string;
+  /** Roles that may read the layer ('*' = everyone, anonymous included). */
+  readRoles: string;
+  /** Roles that may write the layer and run wfs.Transaction. */
+  writeRoles: string;
+  /** How long to wait for GeoServer's REST API to answer (it starts slowly). */
+  readyTimeoutMs?: number;
+  readyPollMs?: number;
+}
+
+export interface ProvisionReport {
+  /** What was written, e.g. "created workspace geodata"; empty when nothing had to change. */
+  changes: string[];
+}
+
+type Entry = { '@key': string; $: string };
+
+const MANAGED = 'managed by geodata provisioning';
+
+/** XStream's JSON turns one-element lists into a bare object; read both. */
+function asList<T>(value: T | T[] | undefined): T[] {
+  if (value === undefined || value === null) return [];
+  return Array.isArray(value) ? value : [value];
+}
+
+function normalizeRoles(roles: string): string {
+  return roles.split(',').map((r) => r.trim()).filter(Boolean).sort().join(',');
+}
+
+/** A fingerprint of the connection credentials: GeoServer never returns the password in clear. */
+function credentialsFingerprint(db: ProvisionOptions['database']): string {
+  return createHash('sha256').update(`${db.user}\u0000${db.password}\u0000${db.host}\u0000${db.port}\u0000${db.name}`).digest('hex').slice(0, 16);
+}
+
+export async function waitUntilReady(client: GeoServerClient, options: Pick<ProvisionOptions, 'readyTimeoutMs' | 'readyPollMs'>): Promise<void> {
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 300_000);
+  let last = 'no answer yet';
+  for (;;) {
+    try {
+      const response = await client.request('GET', '/workspaces');
+      if (response.status === 200) return;
+      // Wrong credentials will not fix themselves by waiting.
+      if (response.status === 401 || response.status === 403) throw new GeoServerError('GET', '/workspaces', response.status, 'check GEOSERVER_ADMIN_USER and GEOSERVER_ADMIN_PASSWORD');
+      last = `status ${response.status}`;
+    } catch (error) {
+      if (error instanceof GeoServerError && error.status !== 0) throw error;
+      last = (error as Error).message;
+    }
+    if (Date.now() > deadline) throw new Error(`GeoServer REST API not ready in time (${last})`);
+    await new Promise((resolve) => setTimeout(resolve, options.readyPollMs ?? 2_000));
+  }
+}
+
+export async function provisionGeoServer(client: GeoServerClient, options: ProvisionOptions): Promise<ProvisionReport> {
+  const changes: string[] = [];
+  await waitUntilReady(client, options);
+  await ensureWorkspace(client, options, changes);
+  await ensureDatastore(client, options, changes);
+  await ensureFeatureType(client, options, changes);
+  const styles = renderStyles(options.layer, options.geometryProperty);
+  for (const style of [...styles.perKategorie, styles.combined]) await ensureStyle(client, options.workspace, style, changes);
+  await ensureLayerStyles(client, options, styles.combined, styles.perKategorie, changes);
+  await ensureWfsTransactional(client, changes);
+  await ensureWms130(client, changes);
+  const layerRule = `${options.workspace}.${options.layer}`;
+  await ensureAclRules(client, '/security/acl/layers', { [`${layerRule}.r`]: options.readRoles, [`${layerRule}.w`]: options.writeRoles }, changes);
+  await ensureAclRules(client, '/security/acl/services', { 'wfs.Transaction': options.writeRoles }, changes);
+  return { changes };
+}
+
+async function ensureWorkspace(client: GeoServerClient, o: ProvisionOptions, changes: string[]): Promise<void> {
+  const path = `/workspaces/${encodeURIComponent(o.workspace)}`;
+  if (await client.find(path)) return;
+  await client.send('POST', '/workspaces', { json: { workspace: { name: o.workspace } } });
+  changes.push(`created workspace ${o.workspace}`);
+}
+
+function desiredConnection(o: ProvisionOptions): Record<string, string> {
+  return {
+    dbtype: 'postgis',
+    host: o.database.host,
+    port: String(o.database.port),
+    database: o.database.name,
+    schema: o.database.schema,
+    user: o.database.user,
+    namespace: o.namespaceUri,
+    'Expose primary keys': 'true',
+    'Loose bbox': 'true',
+    'Estimated extends': 'false',
+    'validate connections': 'true',
+    'max connections': '10',
+    'min connections': '1',
+    preparedStatements: 'true',
+  };
+}
+
+async function ensureDatastore(client: GeoServerClient, o: ProvisionOptions, changes: string[]): Promise<void> {
+  const collection = `/workspaces/${encodeURIComponent(o.workspace)}/datastores`;
+  const path = `${collection}/${encodeURIComponent(o.datastore)}`;
+  const wanted = desiredConnection(o);
+  const description = `${MANAGED}; credentials ${credentialsFingerprint(o.database)}`;
+  const body = {
+    dataStore: {
+      name: o.datastore,
+      description,
+      enabled: true,
+      connectionParameters: { entry: [...Object.entries(wanted), ['passwd', o.database.password]].map(([k, v]) => ({ '@key': k, $: v })) },
+    },
+  };
+  const existing = await client.find(path);
+  if (!existing) {
+    await client.send('POST', collection, { json: body });
+    changes.push(`created datastore ${o.datastore}`);
+    return;
+  }
+  const current = parseJson<{ dataStore: { description?: string; enabled?: boolean | string; connectionParameters?: { entry?: Entry | Entry[] } } }>('GET', path, existing).dataStore;
+  const params = Object.fromEntries(asList(current.connectionParameters?.entry).map((e) => [e['@key'], String(e.$)]));
+  const drift = Object.entries(wanted).filter(([k, v]) => params[k] !== v).map(([k]) => k);
+  if (current.description !== description) drift.push('credentials');
+  if (String(current.enabled) !== 'true') drift.push('enabled');
+  if (drift.length === 0) return;
+  await client.send('PUT', path, { json: body });
+  changes.push(`updated datastore ${o.datastore} (${drift.join(', ')})`);
+}
+
+async function ensureFeatureType(client: GeoServerClient, o: ProvisionOptions, changes: string[]): Promise<void> {
+  const collection = `/workspaces/${encodeURIComponent(o.workspace)}/datastores/${encodeURIComponent(o.datastore)}/featuretypes`;
+  const path = `${collection}/${encodeURIComponent(o.layer)}`;
+  const wanted = { name: o.layer, nativeName: o.layer, title: o.title, srs: 'EPSG:4326' };
+  const existing = await client.find(path);
+  if (!existing) {
+    await client.send('POST', collection, { json: { featureType: wanted } });
+    changes.push(`published feature type ${o.workspace}:${o.layer}`);
+    return;
+  }
+  const current = parseJson<{ featureType: Record<string, unknown> }>('GET', path, existing).featureType;
+  const drift = (Object.keys(wanted) as (keyof typeof wanted)[]).filter((k) => current[k] !== wanted[k]);
+  if (drift.length === 0) return;
+  // recalculate= (empty) keeps GeoServer from recomputing bounds on a large table for a title change.
+  await client.send('PUT', path, { json: { featureType: wanted }, query: { recalculate: '' } });
+  changes.push(`updated feature type ${o.workspace}:${o.layer} (${drift.join(', ')})`);
+}
+
+async function ensureStyle(client: GeoServerClient, workspace: string, style: RenderedStyle, changes: string[]): Promise<void> {
+  const path = `/workspaces/${encodeURIComponent(workspace)}/styles/${encodeURIComponent(style.name)}`;
+  const sldType = 'application/vnd.ogc.sld+xml';
+  // The style endpoint does not declare quietOnNotFound.
+  const existing = await client.find(path, { accept: sldType }, { quietOnNotFound: false });
+  if (!existing) {
+    await client.send('POST', `/workspaces/${encodeURIComponent(workspace)}/styles`, { query: { name: style.name }, raw: { body: style.sld, contentType: sldType } });
+    changes.push(`created style ${workspace}:${style.name}`);
+    return;
+  }
+  if (revisionOf(existing.text) === style.revision) return;
+  await client.send('PUT', path, { raw: { body: style.sld, contentType: sldType } });
+  changes.push(`updated style ${workspace}:${style.name}`);
+}
+
+async function ensureLayerStyles(client: GeoServerClient, o: ProvisionOptions, defaultStyle: RenderedStyle, alternates: RenderedStyle[], changes: string[]): Promise<void> {
+  const qualified = (name: string) => `${o.workspace}:${name}`;
+  const path = `/layers/${encodeURIComponent(qualified(o.layer))}`;
+  const current = (await client.getJson<{ layer: { defaultStyle?: { name?: string }; styles?: { style?: { name: string } | { name: string }[] } } }>(path)).layer;
+  const wantedDefault = qualified(defaultStyle.name);
+  const wantedAlternates = alternates.map((s) => qualified(s.name)).sort();
+  const currentAlternates = asList(current.styles?.style).map((s) => s.name).sort();
+  if (current.defaultStyle?.name === wantedDefault && JSON.stringify(currentAlternates) === JSON.stringify(wantedAlternates)) return;
+  await client.send('PUT', path, {
+    json: {
+      layer: {
+        defaultStyle: { name: wantedDefault },
+        styles: { '@class': 'linked-hash-set', style: wantedAlternates.map((name) => ({ name })) },
+      },
+    },
+  });
+  changes.push(`set styles of layer ${qualified(o.layer)}`);
+}
+
+async function ensureWfsTransactional(client: GeoServerClient, changes: string[]): Promise<void> {
+  const current = (await client.getJson<{ wfs: { enabled?: boolean | string; serviceLevel?: string } }>('/services/wfs/settings')).wfs;
+  if (String(current.enabled) === 'true' && current.serviceLevel === 'TRANSACTIONAL') return;
+  await client.send('PUT', '/services/wfs/settings', { json: { wfs: { enabled: true, serviceLevel: 'TRANSACTIONAL' } } });
+  changes.push('set WFS service level TRANSACTIONAL');
+}
+
+type VersionList = { 'org.geotools.util.Version'?: { version: string } | { version: string }[] };
+
+async function ensureWms130(client: GeoServerClient, changes: string[]): Promise<void> {
+  const current = (await client.getJson<{ wms: { enabled?: boolean | string; versions?: VersionList } }>('/services/wms/settings')).wms;
+  const versions = asList(current.versions?.['org.geotools.util.Version']).map((v) => v.version);
+  if (String(current.enabled) === 'true' && versions.includes('1.3.0')) return;
+  const wanted = [...new Set([...versions, '1.1.1', '1.3.0'])].sort();
+  await client.send('PUT', '/services/wms/settings', {
+    json: { wms: { enabled: true, versions: { 'org.geotools.util.Version': wanted.map((version) => ({ version })) } } },
+  });
+  changes.push('enabled WMS 1.3.0');
+}
+
+/** Add missing rules (POST) and correct differing ones (PUT); rules of others stay untouched. */
+async function ensureAclRules(client: GeoServerClient, path: '/security/acl/layers' | '/security/acl/services', wanted: Record<string, string>, changes: string[]): Promise<void> {
+  const current = await client.getJson<Record<string, string>>(path);
+  const missing: Record<string, string> = {};
+  const differing: Record<string, string> = {};
+  for (const [rule, roles] of Object.entries(wanted)) {
+    if (current[rule] === undefined) missing[rule] = roles;
+    else if (normalizeRoles(current[rule]) !== normalizeRoles(roles)) differing[rule] = roles;
+  }
+  if (Object.keys(missing).length > 0) {
+    await client.send('POST', path, { json: missing });
+    changes.push(`added ACL rules ${Object.keys(missing).join(', ')}`);
+  }
+  if (Object.keys(differing).length > 0) {
+    await client.send('PUT', path, { json: differing });
+    changes.push(`corrected ACL rules ${Object.keys(differing).join(', ')}`);
+  }
+}

@@ -1,0 +1,56 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { exampleConfig, installMocks, type RegisteredResource } from './testing/pulumi-mocks.js';
+
+/**
+ * The same program with the optional disk limit on and a failing Kratos migration: the identity
+ * containers get the 10 GB writable-layer limit, and Kratos is never created after its migration
+ * failed (the deployment stops there), while Hydra, whose migration succeeded, still comes up.
+ */
+
+const CONTAINER = 'docker:index/container:Container';
+let registered: RegisteredResource[];
+const errors: string[] = [];
+
+beforeAll(async () => {
+  registered = await installMocks({
+    config: { ...exampleConfig({ identityDiskLimit: 'true' }), smtpConnectionUri: 'smtp://mail.example.org:25/' },
+    secretKeys: ['smtpConnectionUri'],
+    jobExitCodes: { 'kratos-migrate': 1 },
+  });
+  // The failed job's error surfaces as the rejection of the dependent's registration.
+  const onRejection = (reason: unknown) => errors.push(String(reason instanceof Error ? reason.message : reason));
+  process.on('unhandledRejection', onRejection);
+  const program = await import('./program.js');
+  const { hydra } = program.stack.containers;
+  await new Promise<void>((resolve) => hydra.id.apply(() => resolve()));
+  // Let the rejected registration settle.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  process.off('unhandledRejection', onRejection);
+});
+
+const container = (name: string) => registered.find((r) => r.type === CONTAINER && r.name === name);
+
+describe('with identityDiskLimit', () => {
+  it('every identity container has a 10G writable-layer limit, the others none', () => {
+    // (Kratos and the login app are not created in this run: see the failed migration below.)
+    for (const name of ['identity-db', 'kratos-migrate', 'hydra-migrate', 'hydra']) {
+      expect(container(name)?.inputs.storageOpts, name).toEqual({ size: '10G' });
+    }
+    for (const name of ['features-db', 'geoserver', 'proxy', 'webhook']) {
+      expect(container(name)?.inputs.storageOpts, name).toBeUndefined();
+    }
+  });
+});
+
+describe('a failed migration', () => {
+  it('stops Kratos from being created and names the job in the error', () => {
+    expect(container('kratos-migrate')).toBeDefined();
+    expect(container('kratos')).toBeUndefined();
+    expect(container('login'), 'the login app needs Kratos').toBeUndefined();
+    expect(errors.join('\n')).toContain('job kratos-migrate exited with code 1');
+  });
+
+  it('does not hold back the other identity service', () => {
+    expect(container('hydra')).toBeDefined();
+  });
+});
