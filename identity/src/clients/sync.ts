@@ -1,0 +1,126 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { OAuth2Api, OAuth2Client } from '@ory/hydra-client';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ConfigError } from '../../../services/shared/config.js';
+import { substitute, type Env } from '../config/render.js';
+import { oryStatus } from '../ory.js';
+
+/**
+ * OAuth2 clients declared in YAML (identity/config/clients.yaml), synced into Hydra through the admin API.
+ *
+ * Idempotent: a client that matches its declaration is left alone; one that differs is replaced with PUT
+ * (which keeps its secret); a missing one is created with a freshly generated secret, which is returned
+ * once and never stored anywhere by this tool. Hydra itself only keeps a hash of it.
+ */
+
+/** Grants and scopes are the platform's, not the operator's: code flow, refresh tokens, OIDC identity. */
+export const CLIENT_GRANT_TYPES = ['authorization_code', 'refresh_token'];
+export const CLIENT_RESPONSE_TYPES = ['code'];
+/** `offline_access` is what makes Hydra issue the refresh token the refresh_token grant needs. */
+export const CLIENT_SCOPE = 'openid offline_access profile email';
+
+const redirectUri = z.string().regex(/^[a-z][a-z0-9+.-]*:\/?\/?[^\s]*$/i, 'an absolute URI (https://… or an app scheme)');
+
+export const ClientDeclarationSchema = z
+  .object({
+    client_id: z.string().regex(/^[a-z0-9][a-z0-9._-]{2,63}$/, 'lower-case letters, digits, . _ -, 3 to 64 characters'),
+    client_name: z.string().min(1).max(100),
+    public: z.boolean().default(false),
+    first_party: z.boolean().default(false),
+    redirect_uris: z.array(redirectUri).min(1),
+    post_logout_redirect_uris: z.array(redirectUri).default([]),
+  })
+  .strict()
+  .superRefine((client, ctx) => {
+    client.redirect_uris.forEach((uri, i) => {
+      if (uri.startsWith('http://') && !/^http:\/\/(127\.0\.0\.1|localhost)[:/]/.test(uri)) {
+        ctx.addIssue({ code: 'custom', path: ['redirect_uris', i], message: 'http is only allowed for localhost; use https' });
+      }
+    });
+  });
+
+export const ClientsFileSchema = z.object({ clients: z.array(ClientDeclarationSchema) }).strict().superRefine((file, ctx) => {
+  const seen = new Set<string>();
+  file.clients.forEach((c, i) => {
+    if (seen.has(c.client_id)) ctx.addIssue({ code: 'custom', path: ['clients', i, 'client_id'], message: `duplicate client_id ${c.client_id}` });
+    seen.add(c.client_id);
+  });
+});
+
+export type ClientDeclaration = z.output<typeof ClientDeclarationSchema>;
+
+export function loadClientDeclarations(path: string, env: Env): ClientDeclaration[] {
+  let raw: unknown;
+  try {
+    raw = substitute(parseYaml(readFileSync(path, 'utf8')), env, `${path}:`);
+  } catch (cause) {
+    if (cause instanceof ConfigError) throw cause;
+    throw new ConfigError(`cannot read ${path}: ${(cause as Error).message}`, { cause });
+  }
+  const parsed = ClientsFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw new ConfigError(`invalid ${path}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  }
+  return parsed.data.clients;
+}
+
+/** The Hydra client a declaration stands for (without a secret). */
+export function desiredClient(declaration: ClientDeclaration): OAuth2Client {
+  return {
+    client_id: declaration.client_id,
+    client_name: declaration.client_name,
+    redirect_uris: declaration.redirect_uris,
+    post_logout_redirect_uris: declaration.post_logout_redirect_uris,
+    grant_types: CLIENT_GRANT_TYPES,
+    response_types: CLIENT_RESPONSE_TYPES,
+    scope: CLIENT_SCOPE,
+    token_endpoint_auth_method: declaration.public ? 'none' : 'client_secret_basic',
+    skip_consent: declaration.first_party,
+    metadata: { managed_by: 'identity-clients-sync' },
+  };
+}
+
+const COMPARED: ReadonlyArray<keyof OAuth2Client> = ['client_name', 'redirect_uris', 'post_logout_redirect_uris', 'grant_types', 'response_types', 'scope', 'token_endpoint_auth_method', 'skip_consent'];
+
+function normalise(value: unknown): string {
+  return JSON.stringify(Array.isArray(value) ? [...(value as string[])].sort() : (value ?? null));
+}
+
+export function differingFields(existing: OAuth2Client, desired: OAuth2Client): string[] {
+  return COMPARED.filter((field) => normalise(existing[field] ?? (Array.isArray(desired[field]) ? [] : field === 'skip_consent' ? false : undefined)) !== normalise(desired[field]));
+}
+
+export type SyncOutcome =
+  | { clientId: string; action: 'created'; clientSecret?: string }
+  | { clientId: string; action: 'updated'; fields: string[] }
+  | { clientId: string; action: 'unchanged' };
+
+export async function syncClients(oauth2: OAuth2Api, declarations: ClientDeclaration[], options: { dryRun?: boolean } = {}): Promise<SyncOutcome[]> {
+  const outcomes: SyncOutcome[] = [];
+  for (const declaration of declarations) {
+    const desired = desiredClient(declaration);
+    let existing: OAuth2Client | undefined;
+    try {
+      existing = (await oauth2.getOAuth2Client({ id: declaration.client_id })).data;
+    } catch (error) {
+      if (oryStatus(error) !== 404) throw error;
+    }
+    if (!existing) {
+      const clientSecret = declaration.public ? undefined : randomBytes(32).toString('base64url');
+      if (!options.dryRun) await oauth2.createOAuth2Client({ oAuth2Client: { ...desired, ...(clientSecret ? { client_secret: clientSecret } : {}) } });
+      outcomes.push({ clientId: declaration.client_id, action: 'created', ...(clientSecret && !options.dryRun ? { clientSecret } : {}) });
+      continue;
+    }
+    const fields = differingFields(existing, desired);
+    if (fields.length === 0) {
+      outcomes.push({ clientId: declaration.client_id, action: 'unchanged' });
+      continue;
+    }
+    // PUT without client_secret keeps the stored secret (Hydra's documented behaviour).
+    if (!options.dryRun) await oauth2.setOAuth2Client({ id: declaration.client_id, oAuth2Client: desired });
+    outcomes.push({ clientId: declaration.client_id, action: 'updated', fields });
+  }
+  return outcomes;
+}

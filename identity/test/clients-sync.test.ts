@@ -1,0 +1,93 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError } from '../../services/shared/config.js';
+import { loadClientDeclarations, syncClients, type ClientDeclaration } from '../src/clients/sync.js';
+import { CONFIG_DIR } from '../src/config/render.js';
+import { createOryClients, type OryClients } from '../src/ory.js';
+import { HydraDouble } from './doubles/hydra-double.js';
+
+/** Client sync against the contract-checked Hydra admin double: idempotent, secret shown once. */
+
+const run = promisify(execFile);
+let hydra: HydraDouble;
+let ory: OryClients;
+
+beforeAll(async () => {
+  hydra = await new HydraDouble({ loginUrl: 'http://x/login', consentUrl: 'http://x/consent', logoutUrl: 'http://x/logout', postLogoutRedirect: 'http://x/' }).start();
+  ory = createOryClients({ kratosPublicUrl: 'http://127.0.0.1:9', kratosAdminUrl: 'http://127.0.0.1:9', hydraAdminUrl: hydra.admin.url });
+});
+afterAll(async () => {
+  await hydra.close();
+});
+afterEach(() => {
+  expect(hydra.violations).toEqual([]);
+});
+
+const declarations: ClientDeclaration[] = [
+  { client_id: 'editor', client_name: 'Editor', public: false, first_party: true, redirect_uris: ['https://app.example.org/cb'], post_logout_redirect_uris: [] },
+  { client_id: 'mobile', client_name: 'Mobile', public: true, first_party: false, redirect_uris: ['de.example.app:/cb'], post_logout_redirect_uris: ['de.example.app:/bye'] },
+];
+
+describe('client sync', () => {
+  it('creates the clients, with a generated secret for a confidential one and none for a public one', async () => {
+    const outcomes = await syncClients(ory.oauth2, declarations);
+    expect(outcomes).toEqual([
+      { clientId: 'editor', action: 'created', clientSecret: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) },
+      { clientId: 'mobile', action: 'created' },
+    ]);
+    const editor = hydra.clients.get('editor');
+    expect(editor).toMatchObject({ grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], scope: 'openid offline_access profile email', skip_consent: true, token_endpoint_auth_method: 'client_secret_basic' });
+    expect(editor?.client_secret).toBe((outcomes[0] as { clientSecret: string }).clientSecret);
+    expect(hydra.clients.get('mobile')).toMatchObject({ token_endpoint_auth_method: 'none' });
+  });
+
+  it('a second run changes nothing and shows no secret', async () => {
+    const secretBefore = hydra.clients.get('editor')?.client_secret;
+    const outcomes = await syncClients(ory.oauth2, declarations);
+    expect(outcomes).toEqual([
+      { clientId: 'editor', action: 'unchanged' },
+      { clientId: 'mobile', action: 'unchanged' },
+    ]);
+    expect(hydra.admin.count('setOAuth2Client')).toBe(0);
+    expect(hydra.clients.get('editor')?.client_secret).toBe(secretBefore);
+  });
+
+  it('a changed redirect URI updates the client and keeps its secret', async () => {
+    const secretBefore = hydra.clients.get('editor')?.client_secret;
+    const changed = [{ ...(declarations[0] as ClientDeclaration), redirect_uris: ['https://app.example.org/cb', 'https://beta.example.org/cb'] }];
+    expect(await syncClients(ory.oauth2, changed)).toEqual([{ clientId: 'editor', action: 'updated', fields: ['redirect_uris'] }]);
+    expect(hydra.clients.get('editor')?.redirect_uris).toEqual(['https://app.example.org/cb', 'https://beta.example.org/cb']);
+    expect(hydra.clients.get('editor')?.client_secret).toBe(secretBefore);
+    expect(await syncClients(ory.oauth2, changed)).toEqual([{ clientId: 'editor', action: 'unchanged' }]);
+  });
+
+  it('the command run twice as a process: the secret is printed once, then never again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'clients-'));
+    const file = join(dir, 'clients.yaml');
+    writeFileSync(file, 'clients:\n  - client_id: reports\n    client_name: Reports\n    redirect_uris:\n      - https://reports.${IDENTITY_PARENT_DOMAIN}/cb\n');
+    const env = { ...process.env, HYDRA_ADMIN_URL: hydra.admin.url, IDENTITY_PARENT_DOMAIN: 'example.org' };
+    const cli = join(import.meta.dirname, '../src/clients/sync-cli.ts');
+    const first = await run(process.execPath, ['--import', 'tsx', cli, '--file', file], { env });
+    expect(first.stdout).toMatch(/created {3}reports\n {10}client_secret \(shown once, store it now\): \S{43}\n/);
+    const second = await run(process.execPath, ['--import', 'tsx', cli, '--file', file], { env });
+    expect(second.stdout).toBe('unchanged reports\n');
+    expect(hydra.clients.get('reports')?.redirect_uris).toEqual(['https://reports.example.org/cb']);
+  });
+
+  it('the shipped clients.yaml is valid', () => {
+    const clients = loadClientDeclarations(join(CONFIG_DIR, 'clients.yaml'), { IDENTITY_PARENT_DOMAIN: 'example.org' });
+    expect(clients.map((c) => c.client_id)).toEqual(['map-editor', 'field-app']);
+  });
+
+  it('refuses a file with a plain-http redirect URI or a duplicate client_id, naming the key', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'clients-'));
+    const file = join(dir, 'clients.yaml');
+    writeFileSync(file, 'clients:\n  - client_id: a-client\n    client_name: A\n    redirect_uris: [http://app.example.org/cb]\n  - client_id: a-client\n    client_name: B\n    redirect_uris: [https://x.example.org/cb]\n');
+    expect(() => loadClientDeclarations(file, {})).toThrow(ConfigError);
+    expect(() => loadClientDeclarations(file, {})).toThrow(/clients\.0\.redirect_uris\.0: http is only allowed for localhost.*clients\.1\.client_id: duplicate client_id a-client/);
+  });
+});
