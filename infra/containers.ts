@@ -44,7 +44,10 @@ export interface NetworkAttachment {
 export interface CommonSpec {
   image: pulumi.Input<string>;
   limits: Limits;
+  /** Networks to join; empty when the container shares another container's network namespace. */
   networks: NetworkAttachment[];
+  /** Join this container's network namespace (same localhost, same addresses) instead of networks. */
+  shareNetworkWith?: docker.Container;
   envs?: pulumi.Input<pulumi.Input<string>[]>;
   command?: pulumi.Input<string>[];
   entrypoints?: pulumi.Input<string>[];
@@ -94,8 +97,12 @@ function commonArgs(containerName: string, spec: CommonSpec): docker.ContainerAr
     volumes: spec.volumes,
     tmpfs: spec.tmpfs,
     readOnly: spec.readOnly,
-    networkMode: 'bridge',
-    networksAdvanced: spec.networks.map((n) => ({ name: n.network.name, aliases: n.aliases, ipv4Address: n.ipv4Address })),
+    ...(spec.shareNetworkWith
+      ? { networkMode: pulumi.interpolate`container:${spec.shareNetworkWith.name}` }
+      : {
+          networkMode: 'bridge',
+          networksAdvanced: spec.networks.map((n) => ({ name: n.network.name, aliases: n.aliases, ipv4Address: n.ipv4Address })),
+        }),
     // A container never gains privileges it did not start with (setuid binaries, file capabilities).
     securityOpts: ['no-new-privileges:true'],
     logDriver: 'json-file',

@@ -316,6 +316,14 @@ describe('branch sites', () => {
     expect(shared('sites').find((v) => v.containerPath === '/srv/sites')?.readOnly).toBe(true);
   });
 
+  it('the webhook joins the sites network namespace, so the deploy health check on 127.0.0.1 reaches the site', () => {
+    expect(container('webhook').inputs.networkMode).toBe('container:geodata-sites');
+    expect(container('webhook').inputs.networksAdvanced).toBeUndefined();
+    const sitesAliases = networksOf(container('sites')).flatMap((n) => n.aliases ?? []);
+    expect(sitesAliases).toEqual(expect.arrayContaining(['sites', 'webhook']));
+    expect(envOf(container('webhook')).WEBHOOK_HOST).toBe('0.0.0.0');
+  });
+
   it('every deploy target has its webhook secret in the webhook environment', () => {
     const webhookEnv = envOf(container('webhook'));
     for (const name of ['SECRET_MAIN', 'SECRET_DEVELOP', 'SECRET_TEAM_DE1', 'SECRET_TEAM_DE2', 'SECRET_TEAM_FV']) {

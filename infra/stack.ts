@@ -21,7 +21,7 @@ import type { StackSecrets } from './secrets.js';
  *   admin   internal: true. Kratos 4434 and Hydra 4445 listen on their fixed addresses in this network
  *           and nowhere else; only the API, the login app and Hydra (Kratos as identity provider) join it.
  *   egress  a plain bridge for the few containers that must reach the outside: Kratos (SMTP) and the
- *           webhook server (git clone, npm).
+ *           sites/webhook pair (git clone, npm ci).
  *
  * Order (what waits for what)
  *   features-db → features-db-roles (job) → api-migrate (job) → api
@@ -443,11 +443,18 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
   const targetsYaml = readFileSync(cfg.targetsFile, 'utf8');
   const webhookSecretEnv = Object.fromEntries(Object.entries(secrets.webhookTargetSecrets));
   const sitesSocket = '/run/sites/control.sock';
+  // The sites container owns the network namespace the webhook server joins: the deploy script's
+  // health check (http://127.0.0.1:<port>) then reaches the site it just restarted, while process
+  // control stays with the sites container (separate PID namespaces; the control socket is the only
+  // way in). The namespace has egress for the webhook's git clone and npm ci.
   const sites = service('sites', n('sites'), {
     image: built.webhook.imageName,
     limits: LIMITS.sites,
-    networks: [{ network: app, aliases: [UPSTREAMS.sites.host] }],
-    command: ['node', '--import', 'tsx', 'infra/sites/supervisor.ts'],
+    networks: [
+      { network: app, aliases: [UPSTREAMS.sites.host, UPSTREAMS.webhook.host] },
+      { network: egress },
+    ],
+    command: ['node', '--import', 'tsx', 'infra/sites/main.ts'],
     user: 'node',
     envs: env({
       NODE_ENV: 'production',
@@ -455,6 +462,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
       DEPLOY_ROOT: '/srv/sites',
       SITES_CONTROL_SOCKET: sitesSocket,
       SITES_HOST: '0.0.0.0',
+      LOG_LEVEL: cfg.logLevel,
     }),
     uploads: [fileUpload('/etc/geodata/targets.yaml', targetsYaml)],
     volumes: [
@@ -462,19 +470,18 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
       { volumeName: volumes.deployRoot.name, containerPath: '/srv/sites', readOnly: true },
       { volumeName: volumes.sitesControl.name, containerPath: '/run/sites' },
     ],
-    healthcheck: { test: ['CMD', 'node', '--import', 'tsx', 'infra/sites/restart-client.ts', '--ping'], interval: '30s' },
+    healthcheck: { test: ['CMD', '/usr/local/bin/sites-restart', '--ping'], interval: '30s' },
   });
   const webhook = service('webhook', n('webhook'), {
     image: built.webhook.imageName,
     limits: LIMITS.webhook,
-    networks: [
-      { network: app, aliases: [UPSTREAMS.webhook.host] },
-      { network: egress },
-    ],
+    networks: [],
+    shareNetworkWith: sites,
     user: 'node',
     envs: env({
       NODE_ENV: 'production',
       WEBHOOK_PORT: String(UPSTREAMS.webhook.port),
+      WEBHOOK_HOST: '0.0.0.0',
       TARGETS_FILE: '/etc/geodata/targets.yaml',
       DEPLOY_ROOT: '/srv/sites',
       WEBHOOK_STATE_DIR: '/var/lib/webhook',
@@ -482,7 +489,6 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
       // No Docker socket: a restart is a request on the sites container's control socket (infra/sites).
       RESTART_COMMAND: '/usr/local/bin/sites-restart',
       SITES_CONTROL_SOCKET: sitesSocket,
-      SITE_HOST: UPSTREAMS.sites.host,
       LOG_LEVEL: cfg.logLevel,
       ...webhookSecretEnv,
     }),
