@@ -1,0 +1,71 @@
+/**
+ * The webhook server's Express app, built from its dependencies (no listening, no signals here).
+ */
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Logger } from 'pino';
+import { AppError } from '../../api/src/errors.js';
+import { authFailureLimiter } from './auth-failure-limiter.js';
+import type { WebhookConfig } from './config.js';
+import type { DeployQueue } from './deployments/queue.js';
+import type { DeploymentStore } from './deployments/store.js';
+import { deploymentsRouter } from './routes/deployments.js';
+import { webhookHandler } from './routes/webhook.js';
+import type { SecretBook } from './secret-book.js';
+
+export interface WebhookAppDeps {
+  config: Pick<
+    WebhookConfig,
+    'targets' | 'unmatchedBranchStatus' | 'maxBodyBytes' | 'adminToken' | 'authFailuresPerMinute' | 'trustProxy'
+  >;
+  secrets: SecretBook;
+  queue: DeployQueue;
+  store: DeploymentStore;
+  logger: Logger;
+}
+
+export function createApp(deps: WebhookAppDeps): express.Express {
+  const { config, logger } = deps;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', config.trustProxy);
+  app.set('etag', false);
+
+  app.use(authFailureLimiter(config.authFailuresPerMinute));
+
+  app.post('/webhook', express.raw({ type: () => true, limit: config.maxBodyBytes }), webhookHandler(deps));
+  app.all('/webhook', methodNotAllowed('POST'));
+  app.use(deploymentsRouter({ adminToken: config.adminToken, store: deps.store }));
+  app.all(['/deployments', '/deployments/:id'], methodNotAllowed('GET'));
+
+  app.use((_req: Request, _res: Response) => {
+    throw new AppError('NOT_FOUND', 'no such endpoint');
+  });
+  app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const problem = toAppError(error);
+    if (problem.statusCode >= 500) logger.error({ err: error, path: req.path }, 'request failed');
+    for (const [name, value] of Object.entries(problem.headers ?? {})) res.setHeader(name, value);
+    res
+      .status(problem.statusCode)
+      .type('application/problem+json')
+      .json({ type: 'about:blank', title: problem.code, status: problem.statusCode, code: problem.code, detail: problem.message });
+  });
+  return app;
+}
+
+function methodNotAllowed(allowed: string) {
+  return (_req: Request, res: Response): void => {
+    res.setHeader('Allow', allowed);
+    throw new AppError('METHOD_NOT_ALLOWED', `use ${allowed}`);
+  };
+}
+
+/** Body-parser errors carry a `type`; everything unknown is an internal error that leaks nothing. */
+function toAppError(error: unknown): AppError {
+  if (error instanceof AppError) return error;
+  const type = (error as { type?: string } | null)?.type;
+  if (type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit');
+  if (type === 'request.aborted' || type === 'request.size.invalid' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
+    return new AppError('VALIDATION_FAILED', 'the request body could not be read');
+  }
+  return new AppError('INTERNAL', 'internal error');
+}

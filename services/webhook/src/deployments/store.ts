@@ -1,0 +1,163 @@
+/**
+ * Persistent record of recent deployments and seen delivery ids, so a restart neither forgets what
+ * was deployed nor redeploys a replayed delivery.
+ *
+ * Format: one JSON line per change in `<stateDir>/deployments.jsonl` (a deployment snapshot or a
+ * delivery id). Lines are appended in batches with O_APPEND; a torn last line after a crash is
+ * skipped on load. When the journal grows past twice what is kept, it is rewritten atomically
+ * (temporary file, then rename) with only the current state.
+ */
+import { appendFile, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { FINAL_STATES, type Deployment } from './types.js';
+
+type JournalLine =
+  | { type: 'deployment'; deployment: Deployment }
+  | { type: 'delivery'; id: string; deploymentId: string; at: string };
+
+export interface DeploymentStoreOptions {
+  /** Finished deployments kept (running and queued ones are always kept). */
+  maxDeployments?: number;
+  /** Delivery ids remembered; providers redeliver within days, so thousands is plenty. */
+  maxDeliveries?: number;
+}
+
+export class DeploymentStore {
+  private readonly deployments = new Map<string, Deployment>();
+  private readonly deliveries = new Map<string, { deploymentId: string; at: string }>();
+  private readonly file: string;
+  private readonly maxDeployments: number;
+  private readonly maxDeliveries: number;
+  private pendingLines: string[] = [];
+  private writeChain: Promise<void> = Promise.resolve();
+  private scheduledWrite: Promise<void> | null = null;
+  private journalLines = 0;
+
+  private constructor(
+    private readonly dir: string,
+    private readonly logger: Logger,
+    options: DeploymentStoreOptions,
+  ) {
+    this.file = join(dir, 'deployments.jsonl');
+    this.maxDeployments = options.maxDeployments ?? 500;
+    this.maxDeliveries = options.maxDeliveries ?? 20_000;
+  }
+
+  static async open(dir: string, logger: Logger, options: DeploymentStoreOptions = {}): Promise<DeploymentStore> {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const store = new DeploymentStore(dir, logger, options);
+    await store.load();
+    return store;
+  }
+
+  private async load(): Promise<void> {
+    let text: string;
+    try {
+      text = await readFile(this.file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw error;
+    }
+    let skipped = 0;
+    for (const line of text.split('\n')) {
+      if (line.trim() === '') continue;
+      let entry: JournalLine;
+      try {
+        entry = JSON.parse(line) as JournalLine;
+      } catch {
+        skipped++;
+        continue;
+      }
+      if (entry.type === 'deployment' && entry.deployment?.id) this.remember(entry.deployment);
+      else if (entry.type === 'delivery' && entry.id) this.rememberDelivery(entry.id, entry.deploymentId, entry.at);
+    }
+    if (skipped) this.logger.warn({ skipped, file: this.file }, 'skipped unreadable lines in the deployment journal');
+    await this.compact();
+  }
+
+  get(id: string): Deployment | undefined {
+    return this.deployments.get(id);
+  }
+
+  /** Newest first. */
+  list(filter: { target?: string; limit?: number } = {}): Deployment[] {
+    const all = [...this.deployments.values()].reverse();
+    const matching = filter.target ? all.filter((d) => d.target === filter.target) : all;
+    return matching.slice(0, filter.limit ?? 50);
+  }
+
+  all(): Deployment[] {
+    return [...this.deployments.values()];
+  }
+
+  deploymentOfDelivery(deliveryId: string): string | undefined {
+    return this.deliveries.get(deliveryId)?.deploymentId;
+  }
+
+  /** Store a deployment snapshot; resolves once it is written to the journal. */
+  save(deployment: Deployment): Promise<void> {
+    this.remember({ ...deployment });
+    return this.append({ type: 'deployment', deployment });
+  }
+
+  recordDelivery(deliveryId: string, deploymentId: string): Promise<void> {
+    const at = new Date().toISOString();
+    this.rememberDelivery(deliveryId, deploymentId, at);
+    return this.append({ type: 'delivery', id: deliveryId, deploymentId, at });
+  }
+
+  /** Resolves when everything saved so far is on disk. */
+  flush(): Promise<void> {
+    return this.scheduledWrite ?? this.writeChain;
+  }
+
+  private remember(deployment: Deployment): void {
+    this.deployments.delete(deployment.id); // re-insert: the map stays in order of last change
+    this.deployments.set(deployment.id, deployment);
+    if (this.deployments.size <= this.maxDeployments) return;
+    for (const [id, d] of this.deployments) {
+      if (this.deployments.size <= this.maxDeployments) break;
+      if (FINAL_STATES.has(d.state)) this.deployments.delete(id);
+    }
+  }
+
+  private rememberDelivery(id: string, deploymentId: string, at: string): void {
+    this.deliveries.set(id, { deploymentId, at });
+    if (this.deliveries.size > this.maxDeliveries) {
+      const oldest = this.deliveries.keys().next().value;
+      if (oldest !== undefined) this.deliveries.delete(oldest);
+    }
+  }
+
+  /** Batch lines: concurrent saves share one append; each caller learns when its line is written. */
+  private append(line: JournalLine): Promise<void> {
+    this.pendingLines.push(`${JSON.stringify(line)}\n`);
+    if (!this.scheduledWrite) {
+      const write = this.writeChain
+        .catch(() => undefined)
+        .then(async () => {
+          this.scheduledWrite = null;
+          const batch = this.pendingLines;
+          this.pendingLines = [];
+          await appendFile(this.file, batch.join(''), { mode: 0o600 });
+          this.journalLines += batch.length;
+          if (this.journalLines > 2 * (this.maxDeployments + this.maxDeliveries)) await this.compact();
+        });
+      this.scheduledWrite = write;
+      this.writeChain = write;
+    }
+    return this.scheduledWrite;
+  }
+
+  /** Rewrite the journal with only the current state, atomically. */
+  private async compact(): Promise<void> {
+    const lines: string[] = [];
+    for (const [id, { deploymentId, at }] of this.deliveries) lines.push(JSON.stringify({ type: 'delivery', id, deploymentId, at }));
+    for (const deployment of this.deployments.values()) lines.push(JSON.stringify({ type: 'deployment', deployment }));
+    const temporary = join(this.dir, `deployments.jsonl.tmp-${process.pid}`);
+    await writeFile(temporary, lines.length ? `${lines.join('\n')}\n` : '', { mode: 0o600 });
+    await rename(temporary, this.file);
+    this.journalLines = lines.length;
+  }
+}

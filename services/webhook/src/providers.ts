@@ -1,0 +1,89 @@
+/**
+ * The two webhook dialects.
+ * - gitlab: `X-Gitlab-Token` carries the shared secret itself; `X-Gitlab-Event` names the event;
+ *   `Idempotency-Key` stays the same across GitLab's retries of one event.
+ * - github (also Gitea and Forgejo): `X-Hub-Signature-256: sha256=<hex>` is HMAC-SHA256 of the raw
+ *   body under the secret; `X-GitHub-Event` / `X-Gitea-Event` / `X-Forgejo-Event` name the event and
+ *   the matching `…-Delivery` header identifies a delivery (kept on redelivery).
+ * A target only ever looks at its own provider's header: a valid GitLab token does not count for
+ * a GitHub-style target and vice versa. Every comparison is constant-time.
+ */
+import { createHmac } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import { safeEqual } from '../../shared/safe-compare.js';
+import type { Target } from '../../shared/targets.js';
+
+export type Provider = Target['provider'];
+
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? undefined : value; // a repeated auth header is never valid
+}
+
+/** True when the request carries any credential header at all (cheap first filter). */
+export function hasCredentials(headers: IncomingHttpHeaders): boolean {
+  return headers['x-gitlab-token'] !== undefined || headers['x-hub-signature-256'] !== undefined;
+}
+
+const SIGNATURE_PATTERN = /^sha256=([0-9a-f]{64})$/i;
+
+/**
+ * Checks one request against sets of secrets. HMACs are cached per secret, so asking about several
+ * targets (to tell "unknown branch" from "forged") costs one HMAC per distinct secret.
+ */
+export class RequestAuthenticator {
+  private readonly hmacs = new Map<string, string>();
+
+  constructor(
+    private readonly headers: IncomingHttpHeaders,
+    private readonly rawBody: Buffer,
+  ) {}
+
+  /** Does the request authenticate for a target of `provider` holding one of `secrets`? */
+  authenticates(provider: Provider, secrets: readonly string[]): boolean {
+    let ok = false;
+    if (provider === 'gitlab') {
+      const token = header(this.headers, 'x-gitlab-token');
+      if (token === undefined) return false;
+      for (const secret of secrets) ok = safeEqual(token, secret) || ok; // no early exit: same work for every secret
+      return ok;
+    }
+    const signature = SIGNATURE_PATTERN.exec(header(this.headers, 'x-hub-signature-256') ?? '');
+    if (!signature) return false;
+    const presented = signature[1]!.toLowerCase();
+    for (const secret of secrets) ok = safeEqual(presented, this.hmacOf(secret)) || ok;
+    return ok;
+  }
+
+  private hmacOf(secret: string): string {
+    let digest = this.hmacs.get(secret);
+    if (!digest) {
+      digest = createHmac('sha256', secret).update(this.rawBody).digest('hex');
+      this.hmacs.set(secret, digest);
+    }
+    return digest;
+  }
+}
+
+export type EventKind = 'push' | 'ping' | 'other' | 'unknown';
+
+/** The event a request announces, from whichever provider header is present. */
+export function eventOf(headers: IncomingHttpHeaders): { kind: EventKind; name: string | null } {
+  const gitlab = header(headers, 'x-gitlab-event');
+  if (gitlab !== undefined) return { kind: gitlab === 'Push Hook' ? 'push' : 'other', name: gitlab };
+  const github = header(headers, 'x-github-event') ?? header(headers, 'x-gitea-event') ?? header(headers, 'x-forgejo-event');
+  if (github !== undefined) {
+    return { kind: github === 'push' ? 'push' : github === 'ping' ? 'ping' : 'other', name: github };
+  }
+  return { kind: 'unknown', name: null };
+}
+
+/** The provider's delivery id, stable across redeliveries of one event, if it sent one. */
+export function deliveryIdOf(headers: IncomingHttpHeaders): string | null {
+  const id =
+    header(headers, 'x-github-delivery') ??
+    header(headers, 'x-gitea-delivery') ??
+    header(headers, 'x-forgejo-delivery') ??
+    header(headers, 'idempotency-key');
+  return id && /^[\w.:-]{1,128}$/.test(id) ? id : null;
+}
