@@ -16,7 +16,7 @@ import { deployDirOf, loadWebhookConfig, type WebhookConfig } from './config.js'
 import { DeployQueue } from './deployments/queue.js';
 import { DeploymentStore } from './deployments/store.js';
 import { SecretBook } from './secret-book.js';
-import { createDevelopmentSecrets, loadTargetSecrets, resolveTargetSecrets, secretVariableNames } from './secrets.js';
+import { loadTargetSecrets, resolveTargetSecrets, secretVariableNames } from './secrets.js';
 
 export { createDevelopmentSecrets } from './secrets.js';
 export { startDevelopmentWebhookServer } from './development.js';
