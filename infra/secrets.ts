@@ -28,7 +28,8 @@ export const SECRET_SPECS = {
   kratosDefaultSecret: { length: 48, alphanumeric: true },
   hydraSystemSecret: { length: 48, alphanumeric: true },
   hydraCookieSecret: { length: 48, alphanumeric: true },
-  loginCsrfSecret: { length: 48, alphanumeric: true },
+  loginCookieSecret: { length: 48, alphanumeric: true },
+  accountsUiSecret: { length: 48, alphanumeric: true },
   geoserverAdminPassword: { length: 32, alphanumeric: true },
   webhookAdminToken: { length: 48, alphanumeric: true },
 } as const satisfies Record<string, SecretSpec>;
