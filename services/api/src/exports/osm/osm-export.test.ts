@@ -227,6 +227,26 @@ describe('re-export after an edit', () => {
     expect(record).toEqual({ type: 'relation', id: previous.id, version: 1, changesetId: expect.any(Number) as number });
   });
 
+  it('a MultiPolygon that gains a polygon gets a new outer way and a modified relation', async () => {
+    const first = snapshot({ type: 'MultiPolygon', coordinates: [squareWithHole.coordinates as never] });
+    const previous = exported(await exporter().export({ snapshot: first, previous: null, journal: createMemoryJournal() }));
+    const before = osm.element('relation', previous.id)!;
+    const added = [[[13.5, 52.5], [13.51, 52.5], [13.51, 52.51], [13.5, 52.5]]];
+    const second = { ...first, version: 2, name: 'Zwei Teile', geometry: { type: 'MultiPolygon', coordinates: [squareWithHole.coordinates, added] } as FeatureGeometry };
+    const record = exported(await exporter().export({ snapshot: second, previous, journal: createMemoryJournal() }));
+
+    const blocks = lastUpload(2);
+    expect(blocks.map((b) => b.action)).toEqual(['create', 'modify']);
+    expect(blocks[0]!.elements.map((e) => `${e.type} ${e.attrs.id}`)).toEqual(['node -1', 'node -2', 'node -3', 'way -4']);
+    expect(blocks[0]!.elements[3]!.nodeRefs).toEqual(['-1', '-2', '-3', '-1']);
+    const relation = blocks[1]!.elements.find((e) => e.type === 'relation')!;
+    expect(relation.attrs).toMatchObject({ id: String(previous.id), version: '1' });
+    expect(relation.members).toEqual([...before.members!.map((m) => ({ type: 'way', ref: String(m.ref), role: m.role })), { type: 'way', ref: '-4', role: 'outer' }]);
+    expect(relation.tags).toEqual({ type: 'multipolygon', landuse: 'cemetery', name: 'Zwei Teile' });
+    expect(blocks[1]!.elements).toHaveLength(1);
+    expect(record).toMatchObject({ type: 'relation', id: previous.id, version: 2 });
+  });
+
   it('an unchanged snapshot sends nothing and opens no changeset', async () => {
     const first = snapshot(square);
     const previous = exported(await exporter().export({ snapshot: first, previous: null, journal: createMemoryJournal() }));

@@ -19,7 +19,7 @@ export function featureTags(snapshot: FeatureSnapshot, rule: CategoryRule, asMul
 export function mergeTags(existing: OsmTags, ours: OsmTags, managedKeys: ReadonlySet<string>): OsmTags {
   const merged: OsmTags = {};
   for (const [k, v] of Object.entries(existing)) {
-    if (!managedKeys.has(k) && !k.startsWith('addr:') && k !== 'type') merged[k] = v;
+    if (!managedKeys.has(k) && !k.startsWith('addr:')) merged[k] = v;
   }
   return { ...merged, ...ours };
 }
