@@ -36,7 +36,7 @@ export const DomainsSchema = z
 
 export type Domains = z.infer<typeof DomainsSchema>;
 
-const StackConfigSchema = z.object({
+export const StackConfigSchema = z.object({
   domains: DomainsSchema,
   acmeEmail: z.string().email(),
   internalCidrs: z.array(cidr).min(1),

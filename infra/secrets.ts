@@ -14,6 +14,9 @@ interface SecretSpec {
   length: number;
   /** When true, generated values use only [A-Za-z0-9] (safe in DSNs and URLs without escaping). */
   alphanumeric?: boolean;
+  /** Rules for operator-set values (Ory ignores a cipher secret that is not exactly 32 characters). */
+  exactLength?: number;
+  minLength?: number;
 }
 
 export const SECRET_SPECS = {
@@ -24,11 +27,11 @@ export const SECRET_SPECS = {
   hydraDbPassword: { length: 40, alphanumeric: true },
   geoserverDbPassword: { length: 40, alphanumeric: true },
   kratosCookieSecret: { length: 48, alphanumeric: true },
-  kratosCipherSecret: { length: 32, alphanumeric: true },
+  kratosCipherSecret: { length: 32, alphanumeric: true, exactLength: 32 },
   kratosDefaultSecret: { length: 48, alphanumeric: true },
-  hydraSystemSecret: { length: 48, alphanumeric: true },
+  hydraSystemSecret: { length: 48, alphanumeric: true, minLength: 32 },
   hydraCookieSecret: { length: 48, alphanumeric: true },
-  loginCookieSecret: { length: 48, alphanumeric: true },
+  loginCookieSecret: { length: 48, alphanumeric: true, minLength: 32 },
   accountsUiSecret: { length: 48, alphanumeric: true },
   geoserverAdminPassword: { length: 32, alphanumeric: true },
   webhookAdminToken: { length: 48, alphanumeric: true },
@@ -44,7 +47,14 @@ export type StackSecrets = Record<SecretName, pulumi.Output<string>> & {
 
 function configOrGenerated(config: pulumi.Config, name: string, spec: SecretSpec): pulumi.Output<string> {
   const given = config.getSecret(name);
-  if (given !== undefined) return given;
+  if (given !== undefined) {
+    // Checked when the value is known; the message names the key, never the value.
+    return given.apply((value) => {
+      if (spec.exactLength !== undefined && value.length !== spec.exactLength) throw new Error(`config ${name} must be exactly ${spec.exactLength} characters`);
+      if (spec.minLength !== undefined && value.length < spec.minLength) throw new Error(`config ${name} must be at least ${spec.minLength} characters`);
+      return value;
+    });
+  }
   const generated = new random.RandomPassword(name, {
     length: spec.length,
     special: !spec.alphanumeric,

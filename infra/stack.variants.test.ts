@@ -10,11 +10,12 @@ import { exampleConfig, installMocks, type RegisteredResource } from './testing/
 const CONTAINER = 'docker:index/container:Container';
 let registered: RegisteredResource[];
 const errors: string[] = [];
+const SHORT_SECRET = 'too-short-login-secret-31-chars';
 
 beforeAll(async () => {
   registered = await installMocks({
-    config: { ...exampleConfig({ identityDiskLimit: 'true' }), smtpConnectionUri: 'smtp://mail.example.org:25/' },
-    secretKeys: ['smtpConnectionUri'],
+    config: { ...exampleConfig({ identityDiskLimit: 'true' }), smtpConnectionUri: 'smtp://mail.example.org:25/', loginCookieSecret: SHORT_SECRET },
+    secretKeys: ['smtpConnectionUri', 'loginCookieSecret'],
     jobExitCodes: { 'kratos-migrate': 1 },
   });
   // The failed job's error surfaces as the rejection of the dependent's registration.
@@ -52,5 +53,13 @@ describe('a failed migration', () => {
 
   it('does not hold back the other identity service', () => {
     expect(container('hydra')).toBeDefined();
+  });
+});
+
+describe('an operator-set secret that breaks a rule', () => {
+  it('fails the deployment naming the key, never the value', () => {
+    const all = errors.join('\n');
+    expect(all).toContain('config loginCookieSecret must be at least 32 characters');
+    expect(all).not.toContain(SHORT_SECRET);
   });
 });
