@@ -169,3 +169,14 @@ export async function waitForDeployment(h: Harness, id: string, timeoutMs = 20_0
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/** Wait until no deploy is running or waiting. */
+export async function waitIdle(h: Harness, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { running, waiting } = h.server.queue.activity();
+    if (running.length === 0 && waiting.length === 0) return;
+    if (Date.now() > deadline) throw new Error('deploys still active');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
