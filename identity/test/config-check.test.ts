@@ -7,28 +7,12 @@ import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { checkIdentityConfig, formatFinding } from '../src/config/check.js';
 import { CONFIG_DIR, containerEnvironment, effectiveConfig, parseListVariable } from '../src/config/render.js';
+import { VALID_ENV } from './fixtures.js';
 
 /** The shipped Kratos/Hydra configs against the vendored v26.2.0 schemas, and each runtime rule failing. */
 
 const run = promisify(execFile);
 
-export const VALID_ENV: Record<string, string> = {
-  IDENTITY_PARENT_DOMAIN: 'example.org',
-  IDENTITY_AUTH_URL: 'https://auth.example.org',
-  IDENTITY_APP_URL: 'https://app.example.org',
-  KRATOS_PUBLIC_URL: 'https://auth.example.org/kratos',
-  KRATOS_ADMIN_URL: 'http://kratos:4434',
-  HYDRA_PUBLIC_URL: 'https://oauth.example.org/',
-  HYDRA_ADMIN_URL: 'http://hydra:4445',
-  IDENTITY_SMTP_FROM: 'noreply@example.org',
-  KRATOS_DSN: 'postgres://kratos:k-pass@db:5432/kratos?sslmode=disable',
-  KRATOS_SECRETS_DEFAULT: 'default-secret-0123456789abcdef',
-  KRATOS_SECRETS_COOKIE: 'cookie-secret-0123456789abcdef',
-  KRATOS_SECRETS_CIPHER: '0123456789abcdef0123456789abcdef',
-  KRATOS_SMTP_URI: 'smtps://mailer:m-pass@mail.example.org:465/',
-  HYDRA_DSN: 'postgres://hydra:h-pass@db:5432/hydra?sslmode=disable',
-  HYDRA_SECRETS_SYSTEM: 'system-secret-0123456789abcdef-0123456789',
-};
 
 function check(changes: Record<string, string | undefined>, configDir?: string) {
   const env = { ...VALID_ENV, ...changes };
@@ -49,16 +33,22 @@ describe('shipped configuration', () => {
   });
 
   it('sets the session cookie on the parent domain, Hydra\'s login/consent/logout on the auth app, PKCE for public clients', () => {
-    const kratos = effectiveConfig('kratos', VALID_ENV) as Record<string, any>;
-    const hydra = effectiveConfig('hydra', VALID_ENV) as Record<string, any>;
-    expect(kratos.session.cookie.domain).toBe('example.org');
-    expect(kratos.serve.public.cors.allowed_origins).toEqual(['https://example.org', 'https://*.example.org']);
-    expect(kratos.selfservice.methods.totp.enabled).toBe(true);
-    expect(kratos.selfservice.methods.webauthn.enabled).toBe(true);
-    expect(kratos.selfservice.flows.recovery.use).toBe('code');
-    expect(hydra.urls).toMatchObject({ login: 'https://auth.example.org/login', consent: 'https://auth.example.org/consent', logout: 'https://auth.example.org/logout' });
-    expect(hydra.urls.identity_provider.url).toBe('http://kratos:4434');
-    expect(hydra.oauth2.pkce.enforced_for_public_clients).toBe(true);
+    const kratos = effectiveConfig('kratos', VALID_ENV);
+    const hydra = effectiveConfig('hydra', VALID_ENV);
+    const at = (doc: unknown, path: string): unknown => path.split('.').reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], doc);
+    expect(at(kratos, 'session.cookie.domain')).toBe('example.org');
+    expect(at(kratos, 'serve.public.cors.allowed_origins')).toEqual(['https://example.org', 'https://*.example.org']);
+    expect(at(kratos, 'selfservice.methods.totp.enabled')).toBe(true);
+    expect(at(kratos, 'selfservice.methods.webauthn.enabled')).toBe(true);
+    expect(at(kratos, 'selfservice.methods.passkey.enabled')).toBe(true);
+    expect(at(kratos, 'selfservice.flows.recovery.use')).toBe('code');
+    expect(at(kratos, 'selfservice.flows.verification.use')).toBe('code');
+    expect(at(kratos, 'selfservice.flows.login.ui_url')).toBe('https://auth.example.org/self-service/login');
+    expect(at(kratos, 'selfservice.flows.registration.ui_url')).toBe('https://auth.example.org/registration');
+    expect(at(effectiveConfig('kratos', { ...VALID_ENV, IDENTITY_ACCOUNTS_URL: 'https://accounts.example.org' }), 'selfservice.flows.registration.ui_url')).toBe('https://accounts.example.org/registration');
+    expect(at(hydra, 'urls')).toMatchObject({ login: 'https://auth.example.org/login', consent: 'https://auth.example.org/consent', logout: 'https://auth.example.org/logout' });
+    expect(at(hydra, 'urls.identity_provider.url')).toBe('http://kratos:4434');
+    expect(at(hydra, 'oauth2.pkce.enforced_for_public_clients')).toBe(true);
   });
 
   it('the container environment uses Ory\'s own variable names', () => {
@@ -140,8 +130,9 @@ describe('schema findings name the key', () => {
   it('an identity schema off the Kratos meta-schema → the key inside it', () => {
     const dir = mkdtempSync(join(tmpdir(), 'identity-config-'));
     cpSync(CONFIG_DIR, dir, { recursive: true });
-    const schema = JSON.parse(readFileSync(join(dir, 'identity.schema.json'), 'utf8')) as Record<string, any>;
-    schema.properties.traits.properties.email['ory.sh/kratos'].credentials.password.identifier = 'yes';
+    const text = readFileSync(join(dir, 'identity.schema.json'), 'utf8').replace('"password": { "identifier": true }', '"password": { "identifier": "yes" }');
+    expect(text).toContain('"identifier": "yes"');
+    const schema = JSON.parse(text) as unknown;
     writeFileSync(join(dir, 'identity.schema.json'), JSON.stringify(schema));
     expect(check({}, dir)).toContain('identity.schema.json: properties.traits.properties.email.ory.sh/kratos.credentials.password.identifier must be boolean');
   });

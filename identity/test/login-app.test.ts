@@ -28,6 +28,7 @@ describe('self-service login page', () => {
     expect(page.body).toContain('<label for="identifier">E-mail</label>');
     expect(page.body).toContain('autocomplete="current-password"');
     expect(page.body).not.toContain('<script');
+    expect(page.body).toContain(`href="${stack.kratos.public.url}/self-service/recovery/browser"`);
     expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
     expect(page.headers.get('x-frame-options')).toBe('DENY');
   });

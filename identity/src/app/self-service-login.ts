@@ -28,7 +28,7 @@ function messages(flow: LoginFlow): UiText[] {
   return [...(flow.ui.messages ?? []), ...flow.ui.nodes.flatMap((n) => n.messages ?? [])];
 }
 
-function renderForm(flow: LoginFlow, csrf: string, identifier: string): string {
+function renderForm(flow: LoginFlow, csrf: string, identifier: string, kratosPublicUrl: string): string {
   const errors = messages(flow).filter((m) => m.type === 'error');
   const errorList: SafeHtml | undefined = errors.length > 0 ? html`<div class="error" role="alert" id="login-errors">${errors.map((m) => html`<p>${m.text}</p>`)}</div>` : undefined;
   const title = flow.refresh ? 'Confirm it is you' : flow.requested_aal === 'aal2' ? 'Second factor' : 'Sign in';
@@ -45,7 +45,7 @@ function renderForm(flow: LoginFlow, csrf: string, identifier: string): string {
 <input type="password" id="password" name="password" autocomplete="current-password" required>
 <button type="submit">Sign in</button>
 </form>
-<p><a href="/recovery">Forgot your password?</a> · <a href="/registration">Create an account</a></p>`,
+<p><a href="${kratosPublicUrl}/self-service/recovery/browser">Forgot your password?</a> · <a href="${kratosPublicUrl}/self-service/registration/browser">Create an account</a></p>`,
   );
 }
 
@@ -75,7 +75,7 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
     }
     const flow = await loadFlow(req, res, id);
     if (!flow) return;
-    res.type('html').send(renderForm(flow, ctx.csrfToken(req, res), ''));
+    res.type('html').send(renderForm(flow, ctx.csrfToken(req, res), '', config.kratosPublicUrl));
   };
 
   const submit: RequestHandler = async (req, res) => {
@@ -101,7 +101,7 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
       const status = oryStatus(error);
       if (status === 400 && isAxiosError(error)) {
         // Wrong credentials: Kratos answers the flow with its messages. Counted by the per-account limiter.
-        res.status(400).type('html').send(renderForm(oryBody(error) as LoginFlow, ctx.csrfToken(req, res), identifier));
+        res.status(400).type('html').send(renderForm(oryBody(error) as LoginFlow, ctx.csrfToken(req, res), identifier, config.kratosPublicUrl));
         return;
       }
       if (status === 422) {

@@ -46,10 +46,11 @@ export const SECRET_VARIABLES: Record<ServiceName, readonly SecretVariable[]> = 
   ],
 };
 
-/** Non-secret variables the templates use (name, default or undefined when required, meaning). */
+/** Non-secret variables the templates use (name, default or undefined when required, meaning); a default `$NAME` means "the value of NAME". */
 export const TEMPLATE_VARIABLES: ReadonlyArray<{ name: string; default?: string; meaning: string }> = [
   { name: 'IDENTITY_PARENT_DOMAIN', meaning: 'parent domain of every site, e.g. example.org; the session cookie is set on it' },
   { name: 'IDENTITY_AUTH_URL', meaning: 'public URL of the login/consent app, e.g. https://auth.example.org' },
+  { name: 'IDENTITY_ACCOUNTS_URL', default: '$IDENTITY_AUTH_URL', meaning: 'base URL of the self-service pages for registration, recovery, verification, settings and errors (the official Kratos UI container), e.g. https://accounts.example.org' },
   { name: 'IDENTITY_APP_URL', meaning: 'where users land after login or logout without a return URL, e.g. https://app.example.org' },
   { name: 'KRATOS_PUBLIC_URL', meaning: 'public URL of Kratos, e.g. https://auth.example.org/kratos' },
   { name: 'KRATOS_ADMIN_URL', meaning: 'internal admin URL of Kratos, e.g. http://kratos:4434' },
@@ -67,6 +68,8 @@ function substituteString(text: string, env: Env, where: string): string {
   return text.replace(PLACEHOLDER, (_match, name: string, fallback: string | undefined) => {
     const value = env[name];
     if (value !== undefined && value !== '') return value;
+    // `${A:-$B}`: A, or else the value of B (itself required).
+    if (fallback !== undefined && /^\$[A-Z][A-Z0-9_]*$/.test(fallback)) return substituteString(`\${${fallback.slice(1)}}`, env, where);
     if (fallback !== undefined) return fallback;
     throw new ConfigError(`${where} needs the environment variable ${name}`);
   });

@@ -1,0 +1,228 @@
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { connect, type PeerCertificate } from 'node:tls';
+import { createTransport } from 'nodemailer';
+import { ConfigError } from '../../../services/shared/config.js';
+import { loadIdentityAppConfig } from '../app/config.js';
+import { hydraRuntimeFindings } from '../config/check.js';
+import { effectiveConfig, isDevMode, parseListVariable, type Env } from '../config/render.js';
+
+/**
+ * The seed's production checklist as checks that pass or fail, each with the reason. Items about the
+ * deployment read infra/ (the Pulumi program) read-only; when it or what an item looks for is missing,
+ * the item fails and says so. Network items (TLS, SMTP) only pass after really connecting.
+ */
+
+export interface ChecklistItem {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface ChecklistOptions {
+  env: Env;
+  repoRoot: string;
+  /** Connect to every auth domain on 443 and verify its certificate. */
+  live?: boolean;
+  /** Send a test mail through the configured SMTP relay to this address. */
+  testMailTo?: string;
+  /** Extra trusted CA (tests); production uses the system store. */
+  tlsCa?: string;
+  /** Port for the TLS probe (tests); 443 otherwise. */
+  tlsPort?: number;
+  /** Where kratos.yml/hydra.yml live (tests); identity/config otherwise. */
+  configDir?: string;
+}
+
+const item = (name: string, ok: boolean, detail: string): ChecklistItem => ({ name, ok, detail });
+
+function filesUnder(dir: string, accept: (path: string) => boolean): string[] {
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const entry of readdirSync(dir)) {
+    if (entry === 'node_modules' || entry.startsWith('.')) continue;
+    const path = join(dir, entry);
+    if (statSync(path).isDirectory()) out.push(...filesUnder(path, accept));
+    else if (accept(path)) out.push(path);
+  }
+  return out;
+}
+
+/** Deployment sources: infra/ without its tests and test doubles, and compose files at the top. */
+function deploymentFiles(repoRoot: string): string[] {
+  const infra = filesUnder(join(repoRoot, 'infra'), (p) => /\.(ts|ya?ml|sh|env|json|conf|Caddyfile)$/.test(p) && !/\.test\.ts$/.test(p) && !/[/\\](testing|fixtures)[/\\]/.test(p));
+  const compose = readdirSync(repoRoot).filter((f) => /^(docker-)?compose.*\.ya?ml$/.test(f)).map((f) => join(repoRoot, f));
+  return [...infra, ...compose, ...filesUnder(join(repoRoot, 'identity', 'config'), () => true)];
+}
+
+function systemSecret(env: Env): ChecklistItem {
+  const name = 'Hydra system secret ≥ 32 characters';
+  const raw = env.HYDRA_SECRETS_SYSTEM;
+  if (!raw) return item(name, false, 'HYDRA_SECRETS_SYSTEM is not set');
+  const findings = hydraRuntimeFindings({ urls: { self: { issuer: 'https://x/' } }, secrets: { system: parseListVariable(raw) } }, true);
+  return findings.length === 0 ? item(name, true, 'every HYDRA_SECRETS_SYSTEM entry has at least 32 characters') : item(name, false, findings.map((f) => `${f.key} ${f.message}`).join('; '));
+}
+
+const LITERAL_DSN_PASSWORD = /postgres(?:ql)?:\/\/[^:/\s'"`@]+:([^@\s'"`]+)@/;
+// `KEY = "x"`, `key: 'x'` (YAML, TS); not psql's `PASSWORD :'variable'` interpolation.
+const LITERAL_PASSWORD_ASSIGNMENT = /\b[A-Za-z_]*(?:PASSWORD|password|Password)[A-Za-z_]*["']?\s*(?:=|:\s)\s*['"]([^'"]{4,})['"]/;
+
+function databasePasswords(repoRoot: string): ChecklistItem {
+  const name = 'database passwords outside the stack and compose files';
+  if (!existsSync(join(repoRoot, 'infra'))) return item(name, false, 'infra/ does not exist yet: nothing to verify');
+  const offenders: string[] = [];
+  for (const file of deploymentFiles(repoRoot)) {
+    readFileSync(file, 'utf8').split('\n').forEach((line, i) => {
+      const dsn = LITERAL_DSN_PASSWORD.exec(line);
+      const assignment = LITERAL_PASSWORD_ASSIGNMENT.exec(line);
+      const literal = [dsn?.[1], assignment?.[1]].find((v) => v !== undefined && !/^\$|\$\{|^<|^\*+$/.test(v));
+      // The location only: the point is to find a secret, not to print it.
+      if (literal !== undefined) offenders.push(`${relative(repoRoot, file)}:${i + 1}`);
+    });
+  }
+  return offenders.length === 0
+    ? item(name, true, 'no literal database password in infra/, compose files or identity/config')
+    : item(name, false, `literal password at ${offenders.join(', ')}`);
+}
+
+function authHosts(env: Env): string[] {
+  return [...new Set(['IDENTITY_AUTH_URL', 'KRATOS_PUBLIC_URL', 'HYDRA_PUBLIC_URL'].map((k) => env[k]).filter((v): v is string => Boolean(v)).map((v) => new URL(v).host))];
+}
+
+async function probeCertificate(host: string, port: number, ca?: string): Promise<PeerCertificate> {
+  const [hostname] = host.split(':') as [string];
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port, servername: hostname, rejectUnauthorized: true, timeout: 5000, ...(ca ? { ca } : {}) }, () => {
+      const cert = socket.getPeerCertificate();
+      socket.end();
+      resolve(cert);
+    });
+    socket.once('timeout', () => socket.destroy(new Error('timed out')));
+    socket.once('error', reject);
+  });
+}
+
+async function tlsCertificates(options: ChecklistOptions): Promise<ChecklistItem> {
+  const name = 'TLS certificates for every auth domain';
+  const urls = ['IDENTITY_AUTH_URL', 'KRATOS_PUBLIC_URL', 'HYDRA_PUBLIC_URL'].map((k) => [k, options.env[k]] as const);
+  const missing = urls.filter(([, v]) => !v).map(([k]) => k);
+  if (missing.length > 0) return item(name, false, `${missing.join(', ')} not set`);
+  const plain = urls.filter(([, v]) => !(v as string).startsWith('https://')).map(([k]) => k);
+  if (plain.length > 0) return item(name, false, `${plain.join(', ')} not https`);
+  if (!options.live) return item(name, false, `not verified: run with --live on a host that reaches ${authHosts(options.env).join(', ')}`);
+  const problems: string[] = [];
+  for (const host of authHosts(options.env)) {
+    try {
+      const cert = await probeCertificate(host, options.tlsPort ?? 443, options.tlsCa);
+      const daysLeft = (Date.parse(cert.valid_to) - Date.now()) / 86_400_000;
+      if (daysLeft < 14) problems.push(`${host}: certificate expires in ${Math.floor(daysLeft)} days`);
+    } catch (error) {
+      problems.push(`${host}: ${(error as Error).message}`);
+    }
+  }
+  return problems.length === 0 ? item(name, true, `valid certificates for ${authHosts(options.env).join(', ')}`) : item(name, false, problems.join('; '));
+}
+
+function adminInternal(options: ChecklistOptions): ChecklistItem {
+  const name = 'admin APIs (Kratos 4434, Hydra 4445) internal only';
+  const problems: string[] = [];
+  const publicDomain = options.env.IDENTITY_PARENT_DOMAIN;
+  for (const key of ['KRATOS_ADMIN_URL', 'HYDRA_ADMIN_URL']) {
+    const value = options.env[key];
+    if (!value) problems.push(`${key} not set`);
+    else if (publicDomain && new URL(value).hostname.endsWith(publicDomain)) problems.push(`${key} points at a public host (${new URL(value).hostname})`);
+  }
+  const infra = join(options.repoRoot, 'infra');
+  if (!existsSync(infra)) return item(name, false, [...problems, 'infra/ does not exist yet: cannot verify ports and proxy'].join('; '));
+  const files = deploymentFiles(options.repoRoot).filter((f) => f.startsWith(infra));
+  const text = files.map((f) => readFileSync(f, 'utf8')).join('\n');
+  if (/external\s*:\s*(4434|4445)\b|["']?(4434|4445):(4434|4445)["']?/.test(text)) problems.push('infra/ publishes an admin port on the host');
+  if (!/\/admin\*?/.test(text) || !/\b403\b/.test(text)) problems.push('no proxy rule answering 403 to /admin found in infra/');
+  return problems.length === 0 ? item(name, true, 'admin URLs are internal hosts, no admin port is published, the proxy answers 403 to /admin') : item(name, false, problems.join('; '));
+}
+
+function loginRateLimits(env: Env): ChecklistItem {
+  const name = 'login rate limiting on';
+  try {
+    const { loginLimit } = loadIdentityAppConfig(env as NodeJS.ProcessEnv);
+    const ok = loginLimit.perAccount <= 20 && loginLimit.perIp <= 300;
+    const detail = `${loginLimit.perIp} attempts per IP and ${loginLimit.perAccount} failed attempts per account per ${loginLimit.windowMs / 60_000} min on POST /self-service/login`;
+    return item(name, ok, ok ? detail : `${detail}: too lax (at most 20 per account and 300 per IP)`);
+  } catch (error) {
+    return item(name, false, error instanceof ConfigError ? `login app configuration invalid: ${error.message}` : String(error));
+  }
+}
+
+function corsRestricted(env: Env, configDir?: string): ChecklistItem {
+  const name = 'CORS restricted to own domains';
+  const parent = env.IDENTITY_PARENT_DOMAIN;
+  if (!parent) return item(name, false, 'IDENTITY_PARENT_DOMAIN not set');
+  const problems: string[] = [];
+  try {
+    for (const service of ['kratos', 'hydra'] as const) {
+      const config = effectiveConfig(service, env, configDir) as { serve?: Record<string, { cors?: { enabled?: boolean; allowed_origins?: string[] } }> };
+      for (const port of ['public', 'admin']) {
+        const cors = config.serve?.[port]?.cors;
+        if (!cors?.enabled) continue;
+        for (const origin of cors.allowed_origins ?? []) {
+          const host = origin.replace(/^https:\/\//, '').replace(/^\*\./, '');
+          if (!origin.startsWith('https://') || origin === '*' || (host !== parent && !host.endsWith(`.${parent}`))) problems.push(`${service} ${port}: ${origin}`);
+        }
+        if ((cors.allowed_origins ?? []).length === 0) problems.push(`${service} ${port}: CORS on without an origin list (allows every origin)`);
+      }
+    }
+  } catch (error) {
+    return item(name, false, (error as Error).message);
+  }
+  return problems.length === 0 ? item(name, true, `only https://${parent} and its subdomains`) : item(name, false, `foreign or open origins: ${problems.join(', ')}`);
+}
+
+async function smtp(options: ChecklistOptions): Promise<ChecklistItem> {
+  const name = 'SMTP reachable and a test mail sent';
+  const uri = options.env.KRATOS_SMTP_URI;
+  if (!uri) return item(name, false, 'KRATOS_SMTP_URI not set');
+  if (!options.testMailTo) return item(name, false, 'not verified: run with --send-test-mail <address>');
+  const transport = createTransport(uri);
+  try {
+    await transport.verify();
+    const info = await transport.sendMail({
+      from: options.env.IDENTITY_SMTP_FROM ?? 'noreply@localhost',
+      to: options.testMailTo,
+      subject: 'Production checklist test mail',
+      text: 'This mail was sent by npm run identity:prod-check to prove the identity service can send mail.',
+    });
+    return item(name, true, `accepted by ${new URL(uri).hostname} for ${options.testMailTo} (${String(info.messageId)})`);
+  } catch (error) {
+    // Only the host: the URI carries the relay's credentials.
+    return item(name, false, `${new URL(uri).hostname}: ${(error as Error).message}`);
+  } finally {
+    transport.close();
+  }
+}
+
+function backupJob(repoRoot: string): ChecklistItem {
+  const name = 'database backup job present';
+  const infra = join(repoRoot, 'infra');
+  if (!existsSync(infra)) return item(name, false, 'infra/ does not exist yet: no backup job');
+  const files = deploymentFiles(repoRoot).filter((f) => f.startsWith(infra));
+  const scripts = files.filter((f) => /pg_dump|pg_dumpall|pgbackrest|wal-g/.test(readFileSync(f, 'utf8')) && /backup/i.test(f));
+  if (scripts.length === 0) return item(name, false, 'no backup script (pg_dump, pgBackRest or WAL-G) under infra/');
+  const names = scripts.map((s) => relative(repoRoot, s).replace(/\\/g, '/'));
+  const referenced = files.some((f) => !scripts.includes(f) && names.some((n) => readFileSync(f, 'utf8').includes(n)));
+  return referenced ? item(name, true, `${names.join(', ')} run by the infra program`) : item(name, false, `${names.join(', ')} exists but nothing in infra/ runs it`);
+}
+
+export async function runChecklist(options: ChecklistOptions): Promise<ChecklistItem[]> {
+  const devNote = isDevMode(options.env) ? [item('not in dev mode', false, 'IDENTITY_DEV_MODE=true')] : [];
+  return [
+    systemSecret(options.env),
+    databasePasswords(options.repoRoot),
+    await tlsCertificates(options),
+    adminInternal(options),
+    loginRateLimits(options.env),
+    corsRestricted(options.env, options.configDir),
+    await smtp(options),
+    backupJob(options.repoRoot),
+    ...devNote,
+  ];
+}
