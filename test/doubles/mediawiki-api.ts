@@ -61,6 +61,8 @@ export interface Contribution {
 
 export interface WikiFault {
   action: string;
+  /** Narrows the fault to requests whose parameters match (e.g. meta=tokens). */
+  when?: (params: Record<string, string>) => boolean;
   /** `status`: answer the HTTP status without processing; `drop-after-processing`: apply, then cut the connection. */
   mode: 'status' | 'drop-after-processing';
   status?: number;
@@ -368,7 +370,7 @@ export async function startMediaWikiDouble(
         const params = await readParams(req, url);
         requests.push({ method: req.method ?? 'GET', params: { ...params }, headers: { ...req.headers } });
         const action = params.action ?? '';
-        const fault = faults.find((f) => f.remaining > 0 && f.action === action);
+        const fault = faults.find((f) => f.remaining > 0 && f.action === action && (f.when?.(params) ?? true));
         if (fault) fault.remaining--;
         if (fault?.mode === 'status') {
           res.writeHead(fault.status ?? 503, { 'content-type': 'text/html' }).end('<html>injected fault</html>');

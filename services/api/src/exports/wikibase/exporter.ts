@@ -68,12 +68,22 @@ export class WikibaseExporter {
 
   /** Run a wikibase-edit call; its errors become RetryableExportError or an EditRejected outcome. */
   private async viaWikibaseEdit<T>(call: () => Promise<T>): Promise<T> {
+    // wikibase-edit retries a refused connection during its token fetch without limit; the deadline
+    // hands the job back to the queue instead of hanging (see docs/qc.md, residual risks).
+    const deadlineMs = this.deps.settings.httpTimeoutMs * 4;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new RetryableExportError(`Wikibase did not answer within ${deadlineMs} ms`)), deadlineMs);
+      timer.unref();
+    });
     try {
-      return await call();
+      return await Promise.race([call(), deadline]);
     } catch (error) {
       // A failed login or token fetch stays cached inside a wikibase-edit instance; start afresh next time.
       this.edit = null;
-      throw classify(error);
+      throw error instanceof RetryableExportError ? error : classify(error);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

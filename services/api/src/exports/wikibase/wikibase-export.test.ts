@@ -16,11 +16,11 @@ beforeAll(async () => {
 });
 afterAll(() => wiki.close());
 
-function exporter(overrides: { url?: string | undefined; credentials?: WikibaseCredentials | undefined } = {}): WikibaseExporter {
+function exporter(overrides: { url?: string | undefined; credentials?: WikibaseCredentials | undefined; timeoutMs?: number } = {}): WikibaseExporter {
   return new WikibaseExporter({
     settings: {
       userAgent: UA,
-      httpTimeoutMs: 5000,
+      httpTimeoutMs: overrides.timeoutMs ?? 5000,
       wikibase: {
         instanceUrl: 'url' in overrides ? overrides.url : wiki.url,
         credentials: 'credentials' in overrides ? overrides.credentials : BOT,
@@ -165,6 +165,24 @@ describe('not applicable, skipped, failed, retryable', () => {
     await expect(wb.export({ snapshot: feature, previous: null, journal })).rejects.toBeInstanceOf(RetryableExportError);
     exported(await wb.export({ snapshot: feature, previous: null, journal }));
     expect(wiki.createdItems().length).toBe(itemsBefore + 1);
+  });
+
+  it('wikibase-edit retrying its token fetch without end is cut off by a deadline and handed back to the queue', async () => {
+    // A wiki of its own: wikibase-edit keeps retrying in the background after the deadline.
+    const flaky = await startMediaWikiDouble();
+    try {
+      flaky.injectFault({ action: 'query', when: (p) => p.meta === 'tokens', mode: 'status', status: 502, times: 1000 });
+      const slow = new WikibaseExporter({
+        settings: { userAgent: UA, httpTimeoutMs: 300, wikibase: { instanceUrl: flaky.url, credentials: { oauth2Token: 'wiki-oauth2-token' }, bot: false, language: 'de', instanceOfProperty: 'P31', coordinatesProperty: 'P625' } },
+        mapping: SEED_CATEGORY_MAPPING,
+      });
+      const started = Date.now();
+      await expect(slow.export({ snapshot: snapshot(), previous: null, journal: createMemoryJournal() })).rejects.toThrow('Wikibase did not answer within 1200 ms');
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(flaky.createdItems()).toHaveLength(0);
+    } finally {
+      await flaky.close();
+    }
   });
 });
 
