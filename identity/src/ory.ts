@@ -58,3 +58,16 @@ export function goneRedirect(error: unknown): string | undefined {
   const body = oryBody(error) as { redirect_to?: unknown } | undefined;
   return typeof body?.redirect_to === 'string' ? body.redirect_to : undefined;
 }
+
+/**
+ * A failed Ory call reduced to what is safe to log. An AxiosError carries the request config, and with it
+ * the forwarded Cookie header (a live Kratos session) — it must never reach a log line whole.
+ */
+export function describeError(error: unknown): Record<string, unknown> {
+  if (isAxiosError(error)) {
+    const url = error.config?.url ? new URL(error.config.url, error.config.baseURL ?? 'http://unknown').pathname : undefined;
+    return { type: 'OryRequestFailed', message: error.message, code: error.code, status: error.response?.status, method: error.config?.method?.toUpperCase(), path: url };
+  }
+  if (error instanceof Error) return { type: error.name, message: error.message, stack: error.stack };
+  return { type: typeof error, message: String(error) };
+}

@@ -159,4 +159,33 @@ describe('GET /health/ready', () => {
     expect(response.status).toBe(503);
     expect(((await response.json()) as { checks: { hydra: string } }).checks.hydra).toBe('unavailable');
   });
+
+  it('a login while Hydra is unreachable shows a 502 page that leaks nothing, and logs the cause without cookies', async () => {
+    // Hydra's admin port was closed by the previous test.
+    const response = await fetch(`${stack.appUrl}/login?login_challenge=abc`, { headers: { cookie: 'ory_kratos_session=very-secret-session' } });
+    expect(response.status).toBe(502);
+    const body = await response.text();
+    expect(body).toContain('Sign-in unavailable');
+    expect(body).not.toMatch(/ECONNREFUSED|at \w+ \(|axios/i);
+    const logged = stack.logLines.join('');
+    expect(logged).toContain('identity request failed');
+    expect(logged).not.toContain('very-secret-session');
+  });
+
+  it('when Kratos is unreachable the logged error carries no session cookie', async () => {
+    const fresh = await startIdentityStack();
+    try {
+      fresh.hydra.addClient({ client_id: 'c1', redirect_uris: ['http://127.0.0.1:9/cb'] });
+      const auth = await fetch(`${fresh.hydra.public.url}/oauth2/auth?client_id=c1&response_type=code&scope=openid&state=abcdefgh&redirect_uri=${encodeURIComponent('http://127.0.0.1:9/cb')}`, { redirect: 'manual' });
+      const loginUrl = auth.headers.get('location') as string;
+      await fresh.kratos.public.close();
+      const response = await fetch(loginUrl, { headers: { cookie: 'ory_kratos_session=another-secret-session' } });
+      expect(response.status).toBe(502);
+      const logged = fresh.logLines.join('');
+      expect(logged).toContain('"path":"/sessions/whoami"');
+      expect(logged).not.toContain('another-secret-session');
+    } finally {
+      await fresh.close();
+    }
+  });
 });

@@ -1,7 +1,7 @@
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import cookieParser from 'cookie-parser';
 import type { Logger } from 'pino';
-import type { OryClients } from '../ory.js';
+import { describeError, type OryClients } from '../ory.js';
 import type { IdentityAppConfig } from './config.js';
 import { createConsentRoutes } from './consent.js';
 import { createReadinessRoute } from './health.js';
@@ -69,7 +69,7 @@ export function createIdentityApp(deps: IdentityAppDeps): Express {
       return;
     }
     // Ory unreachable or answering off-contract: log the cause, show a page that leaks nothing.
-    logger.error({ err: error, path: req.path }, 'identity request failed');
+    logger.error({ error: describeError(error), path: req.path }, 'identity request failed');
     res.status(502).type('html').send(errorPage('Sign-in unavailable', 'The sign-in service is not reachable right now. Please try again in a minute.'));
   });
   return app;
