@@ -63,8 +63,11 @@ export interface WikiFault {
   action: string;
   /** Narrows the fault to requests whose parameters match (e.g. meta=tokens). */
   when?: (params: Record<string, string>) => boolean;
-  /** `status`: answer the HTTP status without processing; `drop-after-processing`: apply, then cut the connection. */
-  mode: 'status' | 'drop-after-processing';
+  /**
+   * `status`: answer the HTTP status without processing; `drop-after-processing`: apply, then cut the
+   * connection; `hold-after-processing`: apply and never answer (the client is killed meanwhile).
+   */
+  mode: 'status' | 'drop-after-processing' | 'hold-after-processing';
   status?: number;
   times?: number;
 }
@@ -392,6 +395,7 @@ export async function startMediaWikiDouble(
           res.socket?.destroy();
           return;
         }
+        if (fault?.mode === 'hold-after-processing') return;
         reply(answer.body, answer.cookies);
       } catch (error) {
         if (error instanceof ApiError) {

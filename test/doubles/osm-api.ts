@@ -55,8 +55,11 @@ export interface OsmUser {
 export interface Fault {
   method: string;
   path: RegExp;
-  /** `status`: answer with `status` without processing. `drop-after-processing`: apply, then cut the connection. */
-  mode: 'status' | 'drop-after-processing';
+  /**
+   * `status`: answer with `status` without processing. `drop-after-processing`: apply, then cut the
+   * connection. `hold-after-processing`: apply and never answer (the client is killed meanwhile).
+   */
+  mode: 'status' | 'drop-after-processing' | 'hold-after-processing';
   status?: number;
   /** How many matching requests the fault applies to (default 1). */
   times?: number;
@@ -458,6 +461,7 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
             res.socket?.destroy();
             return;
           }
+          if (fault?.mode === 'hold-after-processing') return;
           res.writeHead(answer.status, { 'content-type': `${answer.type}; charset=utf-8` }).end(answer.body);
         })
         .catch((error: unknown) => {

@@ -1,3 +1,5 @@
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+
 /**
  * Write-ahead journal ports for crash-safe exports. One journal is scoped to ONE export of ONE approved
  * feature version (one job); phase 2 backs it by columns on the export job row in Postgres, so a
@@ -37,5 +39,37 @@ export function createMemoryJournal(): ExportJournal & { readonly entries: { cha
       entries.intent = token;
       return Promise.resolve();
     },
+  };
+}
+
+/**
+ * A journal in a JSON file, written with fsync before `record*` resolves: for one-off CLI exports and
+ * for the process-kill tests. Production backs the ports by the job row in Postgres.
+ */
+export function createFileJournal(path: string): ExportJournal {
+  const read = (): { changesetId: number | null; intent: string | null } => {
+    try {
+      return JSON.parse(readFileSync(path, 'utf8')) as { changesetId: number | null; intent: string | null };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { changesetId: null, intent: null };
+      throw error;
+    }
+  };
+  const write = (entries: { changesetId: number | null; intent: string | null }) => {
+    const temp = `${path}.tmp`;
+    const fd = openSync(temp, 'w');
+    try {
+      writeSync(fd, JSON.stringify(entries));
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temp, path);
+  };
+  return {
+    recordedChangeset: () => Promise.resolve(read().changesetId),
+    recordChangeset: (changesetId) => Promise.resolve(write({ ...read(), changesetId })),
+    recordedIntent: () => Promise.resolve(read().intent),
+    recordIntent: (intent) => Promise.resolve(write({ ...read(), intent })),
   };
 }

@@ -91,6 +91,8 @@ export class OsmExporter {
 
     const plan = await this.plan(client, snapshot, previous, categoryTags);
     if (isEmptyChange(plan.change)) {
+      // An empty changeset left open by an earlier attempt would linger for an hour.
+      if (changesetId !== null) await client.closeChangeset(changesetId).catch(() => undefined);
       return { status: 'unchanged', result: { type: plan.root.type, id: plan.root.id, version: plan.unchangedRootVersion!, changesetId: null } };
     }
 

@@ -1,0 +1,101 @@
+/**
+ * Crash safety with a real process: an export runs in a child process, the remote double applies its
+ * write and holds the answer, the child is killed with SIGKILL, and a fresh run with the same
+ * (file-backed, fsynced) journal must recover the result instead of writing a second time.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../../../test/doubles/mediawiki-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../../test/doubles/osm-api.js';
+import { SEED_CATEGORY_MAPPING } from './category-mapping.js';
+import { exportsSettingsFrom, ExportsEnvSchema } from './config.js';
+import { parseEnv } from '../../../shared/config.js';
+import { createFileJournal } from './journal.js';
+import { OsmExporter } from './osm/exporter.js';
+import type { FeatureSnapshot } from './types.js';
+import { WikibaseExporter } from './wikibase/exporter.js';
+
+const SCRIPT = fileURLToPath(new URL('./testing/export-once.ts', import.meta.url));
+const UA = 'feature-mapping-platform-tests/1.0';
+
+let osm: OsmApiDouble;
+let wiki: MediaWikiDouble;
+let dir: string;
+beforeAll(async () => {
+  osm = await startOsmApiDouble();
+  wiki = await startMediaWikiDouble();
+  dir = mkdtempSync(join(tmpdir(), 'fmp-kill-'));
+});
+afterAll(async () => {
+  await Promise.all([osm.close(), wiki.close()]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function until(condition: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Start the export in a child process, SIGKILL it once `applied()` is true, and wait for it to die. */
+async function runAndKill(input: unknown, applied: () => boolean): Promise<NodeJS.Signals | null> {
+  const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT, JSON.stringify(input)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+  try {
+    await until(applied);
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw new Error(`the child never got that far: ${output}`, { cause: error });
+  }
+  child.kill('SIGKILL');
+  return exited;
+}
+
+const snapshot = (id: string, geometry: FeatureSnapshot['geometry']): FeatureSnapshot => ({ id, version: 1, name: `Killed ${id.slice(-4)}`, kategorie: 'friedhof', geometry });
+
+describe('export process killed with SIGKILL after the remote side accepted', () => {
+  it('OSM: the re-run recovers the elements from the journaled changeset and uploads nothing', async () => {
+    const env = { OSM_API_URL: osm.url, OSM_ACCESS_TOKEN: 'test-token', EXPORT_USER_AGENT: UA };
+    const feature = snapshot('20000000-0000-4000-8000-000000000001', { type: 'Polygon', coordinates: [[[13.4, 52.5], [13.41, 52.5], [13.41, 52.51], [13.4, 52.5]]] });
+    const journalPath = join(dir, 'osm.json');
+    osm.injectFault({ method: 'POST', path: /\/upload$/, mode: 'hold-after-processing' });
+
+    const signal = await runAndKill({ target: 'osm', env, snapshot: feature, journalPath }, () => osm.acceptedUploads.length === 1);
+    expect(signal).toBe('SIGKILL');
+    const journaled = (JSON.parse(readFileSync(journalPath, 'utf8')) as { changesetId: number }).changesetId;
+    expect(osm.changeset(journaled)!.changes.length).toBeGreaterThan(0);
+
+    const settings = exportsSettingsFrom(parseEnv(ExportsEnvSchema, env));
+    const outcome = await new OsmExporter({ settings, mapping: SEED_CATEGORY_MAPPING }).export({ snapshot: feature, previous: null, journal: createFileJournal(journalPath) });
+    expect(outcome).toMatchObject({ status: 'exported', detail: `recovered from changeset ${journaled}`, result: { type: 'way', version: 1, changesetId: journaled } });
+    expect(osm.acceptedUploads).toHaveLength(1);
+    expect(osm.visible('way').filter((w) => w.tags.name === feature.name)).toHaveLength(1);
+    expect(osm.visible('node')).toHaveLength(3);
+  });
+
+  it('Wikibase: the re-run finds the item by its journaled intent and creates no second one', async () => {
+    const env = { WIKIBASE_URL: wiki.url, WIKIBASE_USERNAME: 'Exporter@qc', WIKIBASE_PASSWORD: 'bot-password-123', EXPORT_USER_AGENT: UA };
+    const feature = snapshot('20000000-0000-4000-8000-000000000002', { type: 'Point', coordinates: [12.37, 51.34] });
+    const journalPath = join(dir, 'wikibase.json');
+    wiki.injectFault({ action: 'wbeditentity', mode: 'hold-after-processing' });
+
+    const signal = await runAndKill({ target: 'wikibase', env, snapshot: feature, journalPath }, () => wiki.createdItems().length === 1);
+    expect(signal).toBe('SIGKILL');
+
+    const settings = exportsSettingsFrom(parseEnv(ExportsEnvSchema, env));
+    const outcome = await new WikibaseExporter({ settings, mapping: SEED_CATEGORY_MAPPING }).export({ snapshot: feature, previous: null, journal: createFileJournal(journalPath) });
+    const created = wiki.createdItems();
+    expect(created).toHaveLength(1);
+    expect(outcome).toMatchObject({ status: 'exported', result: { itemId: created[0]!.id } });
+    expect(outcome.status === 'exported' && outcome.detail).toMatch(/^recovered item created by an earlier attempt/);
+  });
+});
