@@ -97,17 +97,20 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
   });
   const egress = new docker.Network('egress', { name: n('egress'), internal: false, labels: label('egress') });
 
-  const volume = (name: string) => new docker.Volume(name, { name: n(name), labels: [{ label: 'platform.volume', value: name }] });
+  // Volumes holding data survive `pulumi destroy` (retainOnDelete): tearing the stack down must not
+  // delete the databases, the backups or the certificates. docs/infra.md says how to remove them.
+  const volume = (name: string, holdsData: boolean) =>
+    new docker.Volume(name, { name: n(name), labels: [{ label: 'platform.volume', value: name }] }, { retainOnDelete: holdsData });
   const volumes = {
-    featuresDb: volume('features-db-data'),
-    identityDb: volume('identity-db-data'),
-    geoserverData: volume('geoserver-data'),
-    caddyData: volume('caddy-data'),
-    caddyConfig: volume('caddy-config'),
-    deployRoot: volume('deploy-root'),
-    sitesControl: volume('sites-control'),
-    webhookState: volume('webhook-state'),
-    backups: volume('backups'),
+    featuresDb: volume('features-db-data', true),
+    identityDb: volume('identity-db-data', true),
+    geoserverData: volume('geoserver-data', true),
+    caddyData: volume('caddy-data', true),
+    caddyConfig: volume('caddy-config', false),
+    deployRoot: volume('deploy-root', true),
+    sitesControl: volume('sites-control', false),
+    webhookState: volume('webhook-state', true),
+    backups: volume('backups', true),
   };
 
   // ---------------------------------------------------------------- images
