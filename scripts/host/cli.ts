@@ -1,0 +1,224 @@
+/**
+ * Host integration CLI (`npm run host -- <command>`): secrets file, systemd units and privilege
+ * rules, Caddyfile, and manual deploy / rollback of a target.
+ *
+ *   secrets init [--file F] [--force]     a new secrets file: 32 random bytes (hex) per target, mode 600
+ *   secrets add [--file F]                add secrets for targets that have none yet
+ *   secrets rotate <NAME|key> [--file F]  new current secret, old one kept as <NAME>_PREVIOUS
+ *   secrets finish <NAME|key> [--file F]  drop <NAME>_PREVIOUS once the Git host sends the new secret
+ *   systemd --out DIR [layout options]    webhook-server.service, astro-*.service, sudoers, polkit rule
+ *   caddy [--out F] [--webhook-domain D] [--email E]
+ *   deploy <key> [<branch>]               run scripts/deploy-branch.sh for a target (branch: the key)
+ *   rollback <key> [<release>]            put the previous (or the named) release back live
+ *
+ * Targets come from TARGETS_FILE (default config/targets.yaml), the secrets file from --file or
+ * WEBHOOK_SECRETS_FILE (default /etc/webhook-server/secrets.env), deploy directories from
+ * DEPLOY_ROOT (default /srv/sites).
+ * Exit codes: 0 ok, 1 failure, 2 usage; deploy and rollback pass on the script's exit code.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { ConfigError } from '../../services/shared/config.js';
+import { loadTargets, serviceNameOf, type Target } from '../../services/shared/targets.js';
+import {
+  finishRotation,
+  generateSecrets,
+  newSecret,
+  previousSecretName,
+  readSecretsFile,
+  rotateSecret,
+  writeSecretsFile,
+} from '../../services/webhook/src/secrets.js';
+import { renderCaddyfile } from './render/caddy.js';
+import { defaultLayout, renderSystemdFiles, type HostLayout } from './render/systemd.js';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+class UsageError extends Error {}
+
+function usage(message: string): never {
+  throw new UsageError(message);
+}
+
+function targetsFrom(env: NodeJS.ProcessEnv): Target[] {
+  return loadTargets(env.TARGETS_FILE ? resolve(env.TARGETS_FILE) : join(repoRoot, 'config/targets.yaml'));
+}
+
+function targetNamed(targets: Target[], key: string | undefined): Target {
+  const target = targets.find((t) => t.key === key);
+  if (!target) usage(`unknown target ${key ?? '(none)'}; targets: ${targets.map((t) => t.key).join(', ')}`);
+  return target;
+}
+
+/** A secret variable name given directly or through its target's key. */
+function secretNameOf(targets: Target[], nameOrKey: string | undefined): string {
+  const target = targets.find((t) => t.secret === nameOrKey || t.key === nameOrKey);
+  if (!target) usage(`unknown secret or target ${nameOrKey ?? '(none)'}`);
+  return target.secret;
+}
+
+function secrets(args: string[], env: NodeJS.ProcessEnv, out: (line: string) => void): number {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { file: { type: 'string' }, force: { type: 'boolean', default: false } },
+    allowPositionals: true,
+  });
+  const [action, name] = positionals;
+  const file = resolve(values.file ?? env.WEBHOOK_SECRETS_FILE ?? '/etc/webhook-server/secrets.env');
+  const targets = targetsFrom(env);
+  switch (action) {
+    case 'init': {
+      if (existsSync(file) && !values.force) usage(`${file} exists; use --force to replace every secret`);
+      mkdirSync(dirname(file), { recursive: true });
+      writeSecretsFile(file, generateSecrets(targets));
+      out(`wrote ${targets.length} secrets to ${file} (mode 600); put each into its Git host's webhook settings`);
+      return 0;
+    }
+    case 'add': {
+      const current = readSecretsFile(file);
+      const missing = targets.filter((t) => !current[t.secret]);
+      writeSecretsFile(file, { ...current, ...Object.fromEntries(missing.map((t) => [t.secret, newSecret()])) });
+      out(missing.length ? `added ${missing.map((t) => t.secret).join(', ')}` : 'every target already has a secret');
+      return 0;
+    }
+    case 'rotate': {
+      const secretName = secretNameOf(targets, name);
+      writeSecretsFile(file, rotateSecret(readSecretsFile(file), secretName));
+      out(`${secretName} rotated; ${previousSecretName(secretName)} is still accepted. Reload the server (systemctl reload webhook-server),`);
+      out(`set the new secret in the Git host, then run: npm run host -- secrets finish ${secretName}`);
+      return 0;
+    }
+    case 'finish': {
+      const secretName = secretNameOf(targets, name);
+      writeSecretsFile(file, finishRotation(readSecretsFile(file), secretName));
+      out(`${previousSecretName(secretName)} removed; reload the server (systemctl reload webhook-server)`);
+      return 0;
+    }
+    default:
+      usage('secrets init|add|rotate|finish');
+  }
+}
+
+function systemd(args: string[], env: NodeJS.ProcessEnv, out: (line: string) => void): number {
+  const { values } = parseArgs({
+    args,
+    options: {
+      out: { type: 'string' },
+      user: { type: 'string' },
+      group: { type: 'string' },
+      'app-dir': { type: 'string' },
+      node: { type: 'string' },
+      'deploy-root': { type: 'string' },
+      'site-exec': { type: 'string' },
+      'secrets-file': { type: 'string' },
+      'shutdown-grace': { type: 'string' },
+    },
+  });
+  if (!values.out) usage('systemd --out DIR');
+  const layout: HostLayout = {
+    ...defaultLayout,
+    user: values.user ?? defaultLayout.user,
+    group: values.group ?? values.user ?? defaultLayout.group,
+    appDir: values['app-dir'] ?? defaultLayout.appDir,
+    nodePath: values.node ?? defaultLayout.nodePath,
+    deployRoot: values['deploy-root'] ?? env.DEPLOY_ROOT ?? defaultLayout.deployRoot,
+    siteExec: values['site-exec'] ?? defaultLayout.siteExec,
+    secretsFile: values['secrets-file'] ?? defaultLayout.secretsFile,
+    shutdownGraceSeconds: values['shutdown-grace'] ? Number(values['shutdown-grace']) : defaultLayout.shutdownGraceSeconds,
+  };
+  for (const [name, path] of Object.entries({ user: layout.user, group: layout.group })) {
+    if (!/^[a-z_][a-z0-9_-]*$/.test(path)) usage(`--${name} must be a plain user or group name`);
+  }
+  for (const path of [layout.appDir, layout.nodePath, layout.deployRoot, layout.secretsFile]) {
+    if (!/^\/[\w./-]*$/.test(path)) usage(`not an absolute path of plain characters: ${path}`);
+  }
+  if (!Number.isInteger(layout.shutdownGraceSeconds) || layout.shutdownGraceSeconds <= 0) usage('--shutdown-grace takes seconds');
+  mkdirSync(values.out, { recursive: true });
+  for (const [name, content] of Object.entries(renderSystemdFiles(targetsFrom(env), layout))) {
+    writeFileSync(join(values.out, name), content);
+    out(join(values.out, name));
+  }
+  return 0;
+}
+
+function caddy(args: string[], env: NodeJS.ProcessEnv, out: (line: string) => void): number {
+  const { values } = parseArgs({
+    args,
+    options: { out: { type: 'string' }, 'webhook-domain': { type: 'string' }, email: { type: 'string' } },
+  });
+  const webhookDomain = values['webhook-domain'];
+  if (webhookDomain !== undefined && !/^[a-z0-9.-]+$/i.test(webhookDomain)) usage('--webhook-domain must be a host name');
+  if (values.email !== undefined && !/^[^\s{}]+@[^\s{}]+$/.test(values.email)) usage('--email must be an e-mail address');
+  const text = renderCaddyfile(targetsFrom(env), { webhookDomain, email: values.email });
+  if (values.out) {
+    writeFileSync(values.out, text);
+    out(values.out);
+  } else out(text);
+  return 0;
+}
+
+function runScript(file: string, args: string[], env: NodeJS.ProcessEnv): number {
+  const result = spawnSync(file, args, { stdio: 'inherit', env });
+  if (result.error) throw result.error;
+  return result.status ?? 1;
+}
+
+const deployRootOf = (env: NodeJS.ProcessEnv): string => resolve(env.DEPLOY_ROOT ?? '/srv/sites');
+
+function deploy(args: string[], env: NodeJS.ProcessEnv): number {
+  const targets = targetsFrom(env);
+  const target = targetNamed(targets, args[0]);
+  const branch = args[1] ?? target.key;
+  const script = env.DEPLOY_SCRIPT ? resolve(env.DEPLOY_SCRIPT) : join(repoRoot, 'scripts/deploy-branch.sh');
+  return runScript(script, [branch, join(deployRootOf(env), target.deployPath), String(target.port), target.repo], {
+    ...env,
+    SERVICE_NAME: serviceNameOf(target),
+  });
+}
+
+function rollback(args: string[], env: NodeJS.ProcessEnv): number {
+  const target = targetNamed(targetsFrom(env), args[0]);
+  const extra = args[1] ? [args[1]] : [];
+  return runScript(
+    join(repoRoot, 'scripts/host/rollback.sh'),
+    [join(deployRootOf(env), target.deployPath), String(target.port), serviceNameOf(target), ...extra],
+    env,
+  );
+}
+
+export function runHostCli(argv: string[], env: NodeJS.ProcessEnv = process.env, out: (line: string) => void = console.log): number {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'secrets':
+        return secrets(rest, env, out);
+      case 'systemd':
+        return systemd(rest, env, out);
+      case 'caddy':
+        return caddy(rest, env, out);
+      case 'deploy':
+        return deploy(rest, env);
+      case 'rollback':
+        return rollback(rest, env);
+      default:
+        usage('usage: host secrets|systemd|caddy|deploy|rollback … (see scripts/host/cli.ts)');
+    }
+  } catch (error) {
+    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      console.error((error as Error).message);
+      return 2;
+    }
+    if (error instanceof ConfigError) {
+      console.error(`error: ${error.message}`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = runHostCli(process.argv.slice(2));
+}
