@@ -12,6 +12,7 @@ import { stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { renderCaddyfile } from '../../scripts/host/render/caddy.js';
 import { runHostCli } from '../../scripts/host/cli.js';
+import type { Target } from '../../services/shared/targets.js';
 import { parseSecretsFile, readSecretsFile } from '../../services/webhook/src/secrets.js';
 import { deployEnv, FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, stopFixtureSites, waitFor } from './support/helpers.js';
 import { pushPayload, sendGitlab, seedTargets, startHarness } from './support/webhook-harness.js';
@@ -139,7 +140,7 @@ describe('Caddy', () => {
   it('a Caddy on loopback started from the rendered config routes each domain to its target by Host header', async () => {
     if (!hasBinary('caddy')) return console.warn('skipping the Caddy routing test: caddy is not installed');
     const backends: Server[] = [];
-    const targets = [];
+    const targets: Target[] = [];
     for (const target of seedTargets()) {
       const port = await freePort();
       const server = createServer((_req, res) => res.end(`site ${target.key}`));
