@@ -188,4 +188,19 @@ describe('GET /health/ready', () => {
       await fresh.close();
     }
   });
+
+  it('hands a second-factor (aal2) login flow to the accounts UI, which renders TOTP and WebAuthn', async () => {
+    const withAccounts = await startIdentityStack({ accountsUrl: 'http://127.0.0.1:9/accounts' });
+    try {
+      const user = withAccounts.kratos.addIdentity({ email: 'two@example.org', name: 'Two', password: 'x', secondFactor: true });
+      const browser = new TestBrowser();
+      browser.cookies.set('ory_kratos_session', withAccounts.kratos.createSession(user.id).token);
+      browser.stopAt = ['http://127.0.0.1:9/accounts'];
+      const page = await browser.go(`${withAccounts.kratos.public.url}/self-service/login/browser?aal=aal2&return_to=${encodeURIComponent('http://127.0.0.1:9/app')}`);
+      expect(page.url).toMatch(/^http:\/\/127\.0\.0\.1:9\/accounts\/login\?flow=[0-9a-f-]{36}$/);
+      expect(contractViolations(withAccounts)).toEqual([]);
+    } finally {
+      await withAccounts.close();
+    }
+  });
 });

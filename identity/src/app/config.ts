@@ -12,6 +12,8 @@ export const IdentityAppEnvSchema = z.object({
   IDENTITY_PORT: z.coerce.number().int().min(0).max(65535).default(4455),
   IDENTITY_AUTH_URL: url,
   IDENTITY_APP_URL: url,
+  /** The official Kratos self-service UI; second-factor (aal2) logins are handed to it. */
+  IDENTITY_ACCOUNTS_URL: url.optional(),
   KRATOS_PUBLIC_URL: url,
   /** Kratos' public API as seen from this container (defaults to KRATOS_PUBLIC_URL). */
   KRATOS_PUBLIC_INTERNAL_URL: url.optional(),
@@ -31,6 +33,7 @@ export interface IdentityAppConfig {
   port: number;
   authUrl: string;
   appUrl: string;
+  accountsUrl?: string;
   kratosPublicUrl: string;
   kratosPublicInternalUrl: string;
   kratosAdminUrl: string;
@@ -50,6 +53,7 @@ export function loadIdentityAppConfig(env: NodeJS.ProcessEnv = process.env): Ide
     port: e.IDENTITY_PORT,
     authUrl: e.IDENTITY_AUTH_URL,
     appUrl: e.IDENTITY_APP_URL,
+    ...(e.IDENTITY_ACCOUNTS_URL ? { accountsUrl: e.IDENTITY_ACCOUNTS_URL } : {}),
     kratosPublicUrl: e.KRATOS_PUBLIC_URL,
     kratosPublicInternalUrl: e.KRATOS_PUBLIC_INTERNAL_URL ?? e.KRATOS_PUBLIC_URL,
     kratosAdminUrl: e.KRATOS_ADMIN_URL,

@@ -3,7 +3,7 @@ import type { LoginFlow, UiNode, UiNodeInputAttributes, UiText } from '@ory/krat
 import { isAxiosError } from 'axios';
 import { kratosCookies } from '../kratos-session.js';
 import { oryBody, oryStatus } from '../ory.js';
-import { html, page, type SafeHtml } from './html.js';
+import { errorPage, html, page, type SafeHtml } from './html.js';
 import { kratosLoginUrl } from './kratos-redirect.js';
 import type { RouteContext } from './context.js';
 
@@ -31,7 +31,7 @@ function messages(flow: LoginFlow): UiText[] {
 function renderForm(flow: LoginFlow, csrf: string, identifier: string, kratosPublicUrl: string): string {
   const errors = messages(flow).filter((m) => m.type === 'error');
   const errorList: SafeHtml | undefined = errors.length > 0 ? html`<div class="error" role="alert" id="login-errors">${errors.map((m) => html`<p>${m.text}</p>`)}</div>` : undefined;
-  const title = flow.refresh ? 'Confirm it is you' : flow.requested_aal === 'aal2' ? 'Second factor' : 'Sign in';
+  const title = flow.refresh ? 'Confirm it is you' : 'Sign in';
   return page(
     title,
     html`${errorList}
@@ -75,6 +75,12 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
     }
     const flow = await loadFlow(req, res, id);
     if (!flow) return;
+    if (flow.requested_aal === 'aal2') {
+      // TOTP, WebAuthn and passkeys need the official UI (and its script); it renders this same flow.
+      if (config.accountsUrl) return res.redirect(303, `${config.accountsUrl}/login?flow=${encodeURIComponent(flow.id)}`);
+      res.status(501).type('html').send(errorPage('Second factor', 'The second-factor pages are not configured (IDENTITY_ACCOUNTS_URL). Please contact the administrators.'));
+      return;
+    }
     res.type('html').send(renderForm(flow, ctx.csrfToken(req, res), '', config.kratosPublicUrl));
   };
 
