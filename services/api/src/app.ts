@@ -1,0 +1,68 @@
+import express, { type Express } from 'express';
+import rateLimit from 'express-rate-limit';
+import type { Logger } from 'pino';
+import { authenticate } from './auth/middleware.js';
+import type { Authenticator } from './auth/types.js';
+import type { ApiConfig } from './config.js';
+import { pendingMigrations, readMigrations } from './db/migrate.js';
+import type { Db } from './db/pool.js';
+import { AppError } from './errors.js';
+import { featureRoutes } from './features/routes.js';
+import { createFeatureService } from './features/service.js';
+import { notFoundHandler, problemHandler } from './http/problem.js';
+import { openApiRoutes } from './openapi.js';
+
+export interface AppDependencies {
+  db: Db;
+  config: Pick<ApiConfig, 'rateLimit'>;
+  authenticator: Authenticator;
+  logger: Logger;
+  /** Injected for tests of time-dependent behaviour; the API reads time through it only. */
+  clock?: () => Date;
+}
+
+/** The API as an Express app built from its dependencies; server.ts listens, tests use port 0. */
+export function createApp(deps: AppDependencies): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false); // feature ETags are versions, set by the routes
+  app.set('query parser', 'simple');
+
+  const migrationNames = readMigrations().map((m) => m.name);
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', async (_req, res) => {
+    let pending: string[];
+    try {
+      pending = await pendingMigrations(deps.db, migrationNames);
+    } catch (error) {
+      throw new AppError('SERVICE_UNAVAILABLE', 'the database is not reachable', { cause: error });
+    }
+    if (pending.length > 0) throw new AppError('SERVICE_UNAVAILABLE', `the database is not migrated: pending ${pending.join(', ')}`);
+    res.json({ status: 'ready' });
+  });
+
+  app.use('/api', (_req, res, next) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    next();
+  });
+  if (deps.config.rateLimit.writesPerMinute > 0) {
+    app.use(
+      '/api',
+      rateLimit({
+        windowMs: 60_000,
+        limit: deps.config.rateLimit.writesPerMinute,
+        skip: (req) => req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS',
+        standardHeaders: 'draft-7',
+        legacyHeaders: false,
+        handler: (_req, _res, next) => next(new AppError('TOO_MANY_REQUESTS', 'too many changes from this address; retry in a minute', { headers: { 'Retry-After': '60' } })),
+      }),
+    );
+  }
+  app.use('/api', openApiRoutes());
+  app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db)));
+  app.use(notFoundHandler);
+  app.use(problemHandler(deps.logger));
+  return app;
+}

@@ -1,0 +1,54 @@
+import { createServer } from 'node:http';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { closeGracefully, listen } from '../../shared/http-server.js';
+import { createApp } from './app.js';
+import { createAuthenticator } from './auth/index.js';
+import type { ApiConfig } from './config.js';
+import { startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
+import { migrate } from './db/migrate.js';
+import { createPool } from './db/pool.js';
+
+export interface RunningApi {
+  port: number;
+  /** The database the API uses (the embedded one's URL when DATABASE_URL is unset). */
+  databaseUrl: string;
+  /** Stop accepting requests, drain, close the pool and the embedded database. */
+  close(): Promise<void>;
+}
+
+/**
+ * Boot the API: database (embedded when DATABASE_URL is unset), migrations, authenticator, HTTP
+ * server. Shared by `npm run api` (server.ts) and `npm start` (scripts/start.ts).
+ */
+export async function startApi(config: ApiConfig, logger: Logger): Promise<RunningApi> {
+  let embedded: EmbeddedDatabase | undefined;
+  if (!config.databaseUrl) {
+    embedded = await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger });
+  }
+  const databaseUrl = config.databaseUrl ?? embedded!.url;
+  const db = createPool(databaseUrl, { logger });
+  try {
+    await migrate(db, { logger });
+    const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir });
+    const server = createServer(createApp({ db, config, authenticator, logger }));
+    // A slow or stalled client must not hold a connection forever.
+    server.requestTimeout = 30_000;
+    server.headersTimeout = 10_000;
+    const port = await listen(server, config.port);
+    logger.info({ port, database: embedded ? 'embedded' : 'external' }, 'api listening');
+    return {
+      port,
+      databaseUrl,
+      async close() {
+        await closeGracefully(server);
+        await db.end();
+        await embedded?.close();
+      },
+    };
+  } catch (error) {
+    await db.end().catch(() => undefined);
+    await embedded?.close().catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,28 @@
+import { AppError } from '../errors.js';
+
+/**
+ * The one place that maps PostgreSQL failures to API errors. Messages are ours, never the
+ * database's, so no SQL, table or constraint name reaches a client.
+ */
+export function fromDatabaseError(error: unknown): AppError | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return undefined;
+  if (code === '23505') return new AppError('CONFLICT', 'a feature with this id already exists', { cause: error });
+  if (code === '23514' || code === '23502') return new AppError('VALIDATION_FAILED', 'the feature violates a data rule of the database', { cause: error });
+  // Class 22: data exceptions (invalid text, out-of-range numbers, unparsable GeoJSON) — bad input.
+  if (code.startsWith('22') || code === 'XX000') {
+    // XX000 is what PostGIS raises for geometry it cannot parse or process.
+    return code === 'XX000' && !isGeometryError(error) ? undefined : new AppError('VALIDATION_FAILED', 'the database refused a value of this request as invalid', { cause: error });
+  }
+  if (code === '40001' || code === '40P01') return new AppError('SERVICE_UNAVAILABLE', 'a concurrent change conflicted; retry the request', { cause: error, headers: { 'Retry-After': '1' } });
+  if (code === '57014') return new AppError('SERVICE_UNAVAILABLE', 'the database query took too long', { cause: error });
+  if (code === '57P01' || code === '57P03' || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code.startsWith('08')) {
+    return new AppError('SERVICE_UNAVAILABLE', 'the database is not reachable', { cause: error, headers: { 'Retry-After': '5' } });
+  }
+  return undefined;
+}
+
+function isGeometryError(error: unknown): boolean {
+  const message = String((error as { message?: unknown }).message ?? '');
+  return /geojson|geometry|lwgeom|ring|coordinates/i.test(message);
+}

@@ -1,0 +1,25 @@
+/**
+ * `npm run migrate`: apply pending migrations to DATABASE_URL, or to the embedded database in
+ * DATA_DIR when DATABASE_URL is unset. Exit codes: 0 done, 1 a migration failed, 2 bad configuration.
+ */
+import { join } from 'node:path';
+import { createLogger } from '../../../shared/logger.js';
+import { runMain } from '../../../shared/config.js';
+import { loadApiConfig } from '../config.js';
+import { startEmbeddedDatabase } from './embedded.js';
+import { migrate } from './migrate.js';
+import { createPool } from './pool.js';
+
+runMain(async () => {
+  const config = loadApiConfig();
+  const logger = createLogger('migrate', { level: config.logLevel });
+  const embedded = config.databaseUrl ? undefined : await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger });
+  const pool = createPool(config.databaseUrl ?? embedded!.url, { max: 1, logger });
+  try {
+    const applied = await migrate(pool, { logger });
+    logger.info({ applied }, applied.length ? 'migrations applied' : 'database already up to date');
+  } finally {
+    await pool.end();
+    await embedded?.close();
+  }
+});

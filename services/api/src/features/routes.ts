@@ -1,0 +1,122 @@
+import { Router, type Request } from 'express';
+import { principalOf, requirePermission } from '../auth/middleware.js';
+import { AppError } from '../errors.js';
+import { jsonBody } from '../http/body.js';
+import { parseOrThrow } from '../http/validate.js';
+import { FeatureSchema, ListQuerySchema } from './schema.js';
+import { etagOf, parseIfMatch, type FeatureService } from './service.js';
+
+const GEOJSON = 'application/geo+json';
+
+/**
+ * /api/features. Each route states its permission first, so an anonymous caller gets 401 (and a
+ * caller whose role lacks it 403) before any body is read.
+ */
+export function featureRoutes(service: FeatureService): Router {
+  const router = Router();
+
+  router.get('/', requirePermission('read', 'read features'), async (req, res) => {
+    const query = parseOrThrow(ListQuerySchema, singleValued(req.query), 'INVALID_QUERY', 'query');
+    const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+    const page = await service.list(query, after);
+    const links: Array<{ rel: string; href: string; type: string }> = [];
+    if (page.nextAfter !== null) {
+      const href = withCursor(req, encodeCursor(page.nextAfter));
+      links.push({ rel: 'next', href, type: GEOJSON });
+      res.setHeader('Link', `<${href}>; rel="next"`);
+    }
+    // The features array is JSON text from Postgres; only the envelope is assembled here.
+    res
+      .type(GEOJSON)
+      .send(`{"type":"FeatureCollection","numberReturned":${page.count},"links":${JSON.stringify(links)},"features":${page.featuresJson}}`);
+  });
+
+  router.post('/', requirePermission('create', 'create features'), ...jsonBody(), async (req, res) => {
+    const input = parseOrThrow(FeatureSchema, req.body, 'VALIDATION_FAILED', 'feature');
+    const created = await service.create(principalOf(res), input);
+    res
+      .status(201)
+      .location(`${req.baseUrl}/${encodeURIComponent(created.id)}`)
+      .setHeader('ETag', etagOf(created.version))
+      .type(GEOJSON)
+      .send(created.json);
+  });
+
+  router.get('/:id', requirePermission('read', 'read features'), async (req, res) => {
+    const feature = await service.get(featureId(req));
+    res.setHeader('ETag', etagOf(feature.version));
+    res.setHeader('Cache-Control', 'no-cache');
+    res.type(GEOJSON).send(feature.json);
+  });
+
+  router.put('/:id', requirePermission('update:own', 'update features'), ...jsonBody(), async (req, res) => {
+    const id = featureId(req);
+    const input = parseOrThrow(FeatureSchema, req.body, 'VALIDATION_FAILED', 'feature');
+    const updated = await service.replace(principalOf(res), id, input, parseIfMatch(req.get('if-match')));
+    res.setHeader('ETag', etagOf(updated.version));
+    res.type(GEOJSON).send(updated.json);
+  });
+
+  router.delete('/:id', requirePermission('delete', 'delete features'), async (req, res) => {
+    await service.remove(principalOf(res), featureId(req), parseIfMatch(req.get('if-match')));
+    res.status(204).end();
+  });
+
+  router.get('/:id/history', requirePermission('read', 'read feature history'), async (req, res) => {
+    const id = featureId(req);
+    const versions = await service.history(id);
+    res.type('application/json').send(`{"featureId":${JSON.stringify(id)},"versions":${versions}}`);
+  });
+
+  router.all(['/', '/:id', '/:id/history'], (req, res) => {
+    const allow = req.path === '/' ? 'GET, HEAD, POST' : req.path.endsWith('/history') ? 'GET, HEAD' : 'GET, HEAD, PUT, DELETE';
+    res.setHeader('Allow', allow);
+    throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: ${allow}`);
+  });
+
+  return router;
+}
+
+/**
+ * The id from the path. Ids written outside the API (WFS-T, SQL) may use characters the API would
+ * not hand out, so lookups accept any text a row could hold; something no row can hold is a 404.
+ */
+function featureId(req: Request): string {
+  const id = req.params.id as string;
+  if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
+  return id;
+}
+
+/** Repeated query parameters (?limit=1&limit=2) are ambiguous: refuse them by name. */
+function singleValued(query: Request['query']): Record<string, unknown> {
+  for (const [key, value] of Object.entries(query)) {
+    if (Array.isArray(value)) {
+      throw new AppError('INVALID_QUERY', `invalid query: ${key}: must be given once`, { fields: [{ field: key, message: 'must be given once' }] });
+    }
+  }
+  return query;
+}
+
+const CURSOR_PREFIX = 'c1.';
+
+/** The cursor is the last id of the previous page; opaque to clients so its format may change. */
+export function encodeCursor(lastId: string): string {
+  return CURSOR_PREFIX + Buffer.from(lastId, 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string): string {
+  const payload = cursor.startsWith(CURSOR_PREFIX) ? cursor.slice(CURSOR_PREFIX.length) : '';
+  const id = /^[A-Za-z0-9_-]+$/.test(payload) ? Buffer.from(payload, 'base64url').toString('utf8') : '';
+  if (id.length === 0 || id.includes('\u0000') || encodeCursor(id) !== cursor) {
+    throw new AppError('INVALID_QUERY', 'invalid query: cursor: is not a cursor issued by this API', {
+      fields: [{ field: 'cursor', message: 'is not a cursor issued by this API' }],
+    });
+  }
+  return id;
+}
+
+function withCursor(req: Request, cursor: string): string {
+  const url = new URL(req.originalUrl, 'http://localhost');
+  url.searchParams.set('cursor', cursor);
+  return `${url.pathname}${url.search}`;
+}

@@ -1,0 +1,124 @@
+import { createRequire } from 'node:module';
+import express, { Router } from 'express';
+import { z } from 'zod';
+import { createDocument, type ZodOpenApiResponsesObject } from 'zod-openapi';
+import { FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, HistorySchema, ListQuerySchema, ProblemSchema } from './features/schema.js';
+
+/**
+ * GET /api/openapi.json — OpenAPI 3.1 generated from the zod schemas that validate requests — and a
+ * Swagger UI page at /api/docs served from the installed swagger-ui-dist (no CDN).
+ */
+const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: ProblemSchema } } });
+
+const errors = {
+  '400': problem('invalid request (the fields list names each offending field) or malformed JSON'),
+  '401': problem('missing credentials for a non-read action, or an invalid, expired or wrongly signed token'),
+  '403': problem('the role of the caller lacks the permission'),
+} satisfies ZodOpenApiResponsesObject;
+
+const ifMatch = z.string().optional().meta({ description: 'strong ETag of the version the change is based on; a stale one gets 412', example: '"3"' });
+const idParam = z.object({ id: FeatureIdSchema });
+const geojson = (schema: z.ZodType) => ({ 'application/geo+json': { schema } });
+const featureResponse = (description: string) => ({
+  description,
+  headers: z.object({ ETag: z.string().meta({ description: 'strong ETag: the version in quotes' }) }),
+  content: geojson(FeatureSchema),
+});
+const body = { required: true, content: { 'application/json': { schema: FeatureSchema }, 'application/geo+json': { schema: FeatureSchema } } };
+
+export function buildOpenApiDocument() {
+  return createDocument({
+    openapi: '3.1.0',
+    info: {
+      title: 'Feature API',
+      version: '1.0.0',
+      description:
+        'Mapped features (friedhof, blumenbeet, denkmal) as GeoJSON in EPSG:4326 with version history. Reading is open to guests; other actions need a Bearer JWT whose role grants them.',
+    },
+    servers: [{ url: '/' }],
+    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+    security: [{}, { bearer: [] }],
+    paths: {
+      '/api/features': {
+        get: {
+          summary: 'List features (keyset paging)',
+          requestParams: { query: ListQuerySchema },
+          responses: { '200': { description: 'a page of features; links[rel=next] while more follow', content: geojson(FeatureCollectionSchema) }, '400': errors['400'] },
+        },
+        post: {
+          summary: 'Create a feature (create permission)',
+          requestBody: body,
+          responses: {
+            '201': { ...featureResponse('created; Location names the new feature'), headers: z.object({ ETag: z.string(), Location: z.string() }) },
+            ...errors,
+            '409': problem('a feature with this id exists'),
+            '413': problem('body over 1 MiB'),
+            '415': problem('Content-Type is not application/json or application/geo+json'),
+          },
+        },
+      },
+      '/api/features/{id}': {
+        get: { summary: 'One feature', requestParams: { path: idParam }, responses: { '200': featureResponse('the feature'), '404': problem('no such feature') } },
+        put: {
+          summary: 'Replace a feature (update:own for its creator, update for admins)',
+          requestParams: { path: idParam, header: z.object({ 'If-Match': ifMatch }) },
+          requestBody: body,
+          responses: {
+            '200': featureResponse('the updated feature'),
+            ...errors,
+            '404': problem('no such feature'),
+            '412': problem('If-Match does not match the current version; nothing was changed'),
+            '413': problem('body over 1 MiB'),
+            '415': problem('unsupported Content-Type'),
+          },
+        },
+        delete: {
+          summary: 'Delete a feature (admins); its history is kept',
+          requestParams: { path: idParam, header: z.object({ 'If-Match': ifMatch }) },
+          responses: { '204': { description: 'deleted' }, '401': errors['401'], '403': errors['403'], '404': problem('no such feature'), '412': problem('stale If-Match') },
+        },
+      },
+      '/api/features/{id}/history': {
+        get: {
+          summary: 'Recorded versions, newest first (also of deleted features and of edits made outside the API)',
+          requestParams: { path: idParam },
+          responses: { '200': { description: 'the versions', content: { 'application/json': { schema: HistorySchema } } }, '404': problem('the feature never existed') },
+        },
+      },
+      '/healthz': { get: { summary: 'the process is up', responses: { '200': { description: 'ok' } } } },
+      '/readyz': { get: { summary: 'the database is reachable and migrated', responses: { '200': { description: 'ready' }, '503': problem('not ready') } } },
+    },
+  });
+}
+
+const swaggerUiDir = (createRequire(import.meta.url)('swagger-ui-dist') as { getAbsoluteFSPath(): string }).getAbsoluteFSPath();
+
+const INITIALIZER = `window.onload = function () {
+  window.ui = SwaggerUIBundle({
+    url: '../openapi.json',
+    dom_id: '#swagger-ui',
+    deepLinking: true,
+    presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
+    plugins: [SwaggerUIBundle.plugins.DownloadUrl],
+    layout: 'StandaloneLayout',
+  });
+};
+`;
+
+export function openApiRoutes(): Router {
+  const document = JSON.stringify(buildOpenApiDocument());
+  const router = Router();
+  router.get('/openapi.json', (_req, res) => {
+    res.type('application/json').send(document);
+  });
+  router.get('/docs', (req, res, next) => {
+    // Relative asset URLs in the page need the trailing slash.
+    if (req.originalUrl.split('?')[0] === '/api/docs') return res.redirect(301, '/api/docs/');
+    next();
+  });
+  router.get('/docs/swagger-initializer.js', (_req, res) => {
+    res.type('text/javascript').send(INITIALIZER);
+  });
+  router.use('/docs', express.static(swaggerUiDir, { index: 'index.html', maxAge: '1h' }));
+  return router;
+}
