@@ -146,7 +146,12 @@ export function job(name: string, containerName: string, spec: JobSpec, opts: pu
       // A finished job is stopped; that is its desired state, not a drift to repair.
       mustRun: false,
     },
-    { ...opts, dependsOn: [...(spec.dependsOn ?? []), ...toArray(opts.dependsOn)] },
+    {
+      ...opts,
+      dependsOn: [...(spec.dependsOn ?? []), ...toArray(opts.dependsOn)],
+      // The captured output lives in the stack state: keep it encrypted like any secret.
+      additionalSecretOutputs: ['containerLogs'],
+    },
   );
 }
 

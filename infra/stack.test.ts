@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as pulumi from '@pulumi/pulumi';
@@ -91,6 +91,12 @@ describe('every container', () => {
       expect(c.inputs.securityOpts, c.name).toContain('no-new-privileges:true');
       expect(c.inputs.privileged, c.name).not.toBe(true);
     }
+  });
+
+  it('that runs a TypeScript entry point of this repository runs one that exists', () => {
+    const entries = containers().flatMap((c) => ((reveal(c.inputs.command) as string[] | undefined) ?? []).filter((a) => a.endsWith('.ts')));
+    expect(entries.sort()).toEqual(['infra/geoserver/cli.ts', 'infra/sites/main.ts', 'services/api/src/db/migrate-cli.ts']);
+    for (const entry of entries) expect(existsSync(join(import.meta.dirname, '..', entry)), entry).toBe(true);
   });
 
   it('never mounts the Docker socket', () => {

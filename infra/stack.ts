@@ -45,8 +45,9 @@ const LIMITS = {
 } satisfies Record<string, Limits>;
 
 /** Node-based images: the health check is Node's own fetch, so the images need neither curl nor wget. */
-function nodeHttpCheck(port: number, path: string): string[] {
-  const script = `fetch('http://127.0.0.1:${port}${path}').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))`;
+function nodeHttpCheck(port: number, path: string, expectedStatus?: number): string[] {
+  const healthy = expectedStatus === undefined ? 'r.ok' : `r.status===${expectedStatus}`;
+  const script = `fetch('http://127.0.0.1:${port}${path}').then(r=>process.exit(${healthy}?0:1),()=>process.exit(1))`;
   return ['CMD', 'node', '-e', script];
 }
 
@@ -110,6 +111,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
     deployRoot: volume('deploy-root', true),
     sitesControl: volume('sites-control', false),
     webhookState: volume('webhook-state', true),
+    apiData: volume('api-data', true),
     backups: volume('backups', true),
   };
 
@@ -213,6 +215,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
   const templateEnv = {
     IDENTITY_PARENT_DOMAIN: cfg.parentDomain,
     IDENTITY_AUTH_URL: https(domains.auth),
+    IDENTITY_ACCOUNTS_URL: cfg.selfServiceUi ? https(domains.accounts) : https(domains.auth),
     IDENTITY_APP_URL: cfg.appUrl,
     KRATOS_PUBLIC_URL: `${https(domains.kratos)}/`,
     KRATOS_ADMIN_URL: `${kratosAdminUrl}/`,
@@ -320,6 +323,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
       KRATOS_ADMIN_URL: kratosAdminUrl,
       HYDRA_ADMIN_URL: hydraAdminUrl,
       IDENTITY_COOKIE_SECRET: secrets.loginCookieSecret,
+      ...(cfg.selfServiceUi ? { IDENTITY_ACCOUNTS_URL: https(domains.accounts) } : {}),
       // Only the proxy reaches the app (internal network): trust its X-Forwarded-For for rate limits.
       IDENTITY_TRUST_PROXY: 'uniquelocal',
       LOG_LEVEL: cfg.logLevel,
@@ -350,6 +354,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
     : undefined;
 
   // ---------------------------------------------------------------- API
+  // services/api/src/config.ts owns these names.
   const apiEnv = {
     NODE_ENV: 'production',
     PORT: String(UPSTREAMS.api.port),
@@ -357,10 +362,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
     AUTH_ISSUER: `${https(domains.hydra)}/`,
     AUTH_JWKS_URL: `${hydraPublicInternal}/.well-known/jwks.json`,
     AUTH_AUDIENCE: cfg.apiAudience,
-    KRATOS_PUBLIC_URL: kratosPublicInternal,
-    KRATOS_ADMIN_URL: kratosAdminUrl,
-    HYDRA_ADMIN_URL: hydraAdminUrl,
-    CORS_ORIGINS: origins.join(','),
+    DATA_DIR: '/var/lib/api',
     LOG_LEVEL: cfg.logLevel,
   };
   const apiMigrate = job('api-migrate', n('api-migrate'), {
@@ -384,8 +386,10 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
     user: 'node',
     readOnly: true,
     tmpfs: { '/tmp': 'rw,noexec,nosuid,size=64m' },
+    // Export journals and other state the API keeps between restarts.
+    volumes: [{ volumeName: volumes.apiData.name, containerPath: '/var/lib/api' }],
     labels: { 'platform.after': succeeded('api-migrate', apiMigrate) },
-    healthcheck: { test: nodeHttpCheck(UPSTREAMS.api.port, '/health'), interval: '15s' },
+    healthcheck: { test: nodeHttpCheck(UPSTREAMS.api.port, '/healthz'), interval: '15s' },
     waitHealthy: true,
     dependsOn: [apiMigrate, hydra],
   });
@@ -487,6 +491,8 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
       NODE_ENV: 'production',
       WEBHOOK_PORT: String(UPSTREAMS.webhook.port),
       WEBHOOK_HOST: '0.0.0.0',
+      // Only the proxy reaches it (internal network): its X-Forwarded-For is the client address.
+      WEBHOOK_TRUST_PROXY: 'uniquelocal',
       TARGETS_FILE: '/etc/geodata/targets.yaml',
       DEPLOY_ROOT: '/srv/sites',
       WEBHOOK_STATE_DIR: '/var/lib/webhook',
@@ -503,7 +509,8 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
       { volumeName: volumes.sitesControl.name, containerPath: '/run/sites' },
       { volumeName: volumes.webhookState.name, containerPath: '/var/lib/webhook' },
     ],
-    healthcheck: { test: nodeHttpCheck(UPSTREAMS.webhook.port, '/health'), interval: '15s' },
+    // The webhook server has no health route; GET /webhook answers 405 whenever it is up.
+    healthcheck: { test: nodeHttpCheck(UPSTREAMS.webhook.port, '/webhook', 405), interval: '15s' },
     dependsOn: [sites],
   });
 

@@ -23,15 +23,17 @@ RUN mkdir /keep \
 
 # ---- runtime: code owned by root and read-only for the service user
 FROM ${NODE_IMAGE} AS runtime
-ENV NODE_ENV=production PORT=8080
+ENV NODE_ENV=production PORT=8080 DATA_DIR=/var/lib/api
 WORKDIR /app
 COPY --from=runtime-deps /app/node_modules ./node_modules
 COPY package.json tsconfig.json ./
 COPY services/shared ./services/shared
 COPY services/api ./services/api
 COPY config ./config
+# State kept between restarts (a named volume copies this directory's ownership on first use).
+RUN mkdir -p /var/lib/api && chown node:node /var/lib/api
 USER node
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 CMD ["node", "--import", "tsx", "services/api/src/server.ts"]
