@@ -138,6 +138,17 @@ describe('POST /webhook', () => {
     expect(emptyForm.status).toBe(400);
   });
 
+  it('answers 400 to branch names git would refuse (control characters, .., trailing .lock) without queuing', async () => {
+    await waitIdle(h);
+    const before = h.recordedDeploys().length;
+    for (const branch of ['feature/team-de1/a\u0000b', 'feature/team-de1/a b', 'feature/team-de1/../x', 'feature/team-de1/x.lock', 'feature/team-de1/-x/..']) {
+      const res = await sendGithub(h.url, pushPayload(branch), h.secrets.SECRET_TEAM_DE1!);
+      expect(res.status, JSON.stringify(branch)).toBe(400);
+    }
+    expect(h.server.queue.activity()).toEqual({ running: [], waiting: [] });
+    expect(h.recordedDeploys()).toHaveLength(before);
+  });
+
   it('answers 405 to other methods and JSON 404 to other paths', async () => {
     const get = await send(h.url, '', { method: 'GET' });
     expect(get.status).toBe(405);

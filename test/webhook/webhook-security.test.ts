@@ -126,7 +126,8 @@ describe('webhook authentication', () => {
 
   it('passes branch names with shell metacharacters to the script as one inert argument', async () => {
     const sentinel = join(h.root, 'pwned');
-    const branch = `feature/team-de2/x;touch ${sentinel};$(touch ${sentinel})\`touch ${sentinel}\`|&&'"\\`;
+    // Valid as a git branch name (no spaces or backslashes), so it really reaches the script.
+    const branch = `feature/team-de2/x;touch\${IFS}${sentinel};$(touch\${IFS}${sentinel})\`touch\${IFS}${sentinel}\`|&&'"<>`;
     const res = await sendGithub(h.url, pushPayload(branch), h.secrets.SECRET_TEAM_DE2!);
     expect(res.status).toBe(202);
     await waitForDeployment(h, String(res.json.deploymentId));

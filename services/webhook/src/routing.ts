@@ -12,6 +12,28 @@ export function branchOfRef(ref: string): string | null {
   return ref.startsWith(BRANCH_REF_PREFIX) && ref.length > BRANCH_REF_PREFIX.length ? ref.slice(BRANCH_REF_PREFIX.length) : null;
 }
 
+/**
+ * Git's branch name rules (git check-ref-format --branch), checked before anything is queued so a
+ * name the deploy script would refuse gets a 400 instead of a failed deploy. Shell metacharacters
+ * are valid in branch names; they reach the script as one argv element and are never interpreted.
+ */
+export function isValidBranchName(branch: string): boolean {
+  return (
+    branch.length > 0 &&
+    branch.length <= 255 &&
+    !/[\x00-\x20\x7f~^:?*[\\]/.test(branch) &&
+    !branch.startsWith('-') &&
+    !branch.startsWith('/') &&
+    !branch.endsWith('/') &&
+    !branch.endsWith('.') &&
+    !branch.includes('..') &&
+    !branch.includes('//') &&
+    !branch.includes('@{') &&
+    branch !== '@' &&
+    !branch.split('/').some((part) => part.startsWith('.') || part.endsWith('.lock'))
+  );
+}
+
 export function targetMatches(target: Pick<Target, 'key' | 'matchPattern'>, branch: string): boolean {
   if (target.matchPattern === 'exact') return branch === target.key;
   const prefix = `${target.key}/`;

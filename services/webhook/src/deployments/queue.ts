@@ -139,7 +139,13 @@ export class DeployQueue {
     const running: NonNullable<Lane['running']> = { deployment, process: null, done: Promise.resolve() };
     lane.running = running;
     running.done = this.run(target, deployment, running)
-      .catch((error: unknown) => this.options.logger.error({ err: error, deploymentId: deployment.id }, 'deploy bookkeeping failed'))
+      .catch(async (error: unknown) => {
+        this.options.logger.error({ err: error, deploymentId: deployment.id }, 'deploy failed to run');
+        // Never leave a record "running" forever: whatever broke, this deploy is over.
+        deployment.state = 'failed';
+        deployment.finishedAt = new Date().toISOString();
+        await this.options.store.save(deployment).catch(() => undefined);
+      })
       .finally(() => {
         lane.running = null;
         this.drain(key);

@@ -38,12 +38,21 @@ export function startDeploy(invocation: DeployInvocation): RunningDeploy {
   mkdirSync(dirname(invocation.logPath), { recursive: true });
   const logFd = openSync(invocation.logPath, 'a', 0o640);
   writeSync(logFd, `${new Date().toISOString()} ${invocation.script} ${JSON.stringify(invocation.args)}\n`);
-  const child = spawn(invocation.script, [...invocation.args], {
-    env: invocation.env,
-    detached: true, // its own process group, killed as a whole
-    stdio: ['ignore', logFd, logFd],
-    shell: false,
-  });
+  let child: ReturnType<typeof spawn>;
+  try {
+    child = spawn(invocation.script, [...invocation.args], {
+      env: invocation.env,
+      detached: true, // its own process group, killed as a whole
+      stdio: ['ignore', logFd, logFd],
+      shell: false,
+    });
+  } catch (error) {
+    // Synchronous refusals (e.g. an argument Node cannot pass) are failed deploys, not crashes.
+    writeSync(logFd, `could not start the deploy script: ${(error as Error).message}\n`);
+    closeSync(logFd);
+    const outcome: DeployOutcome = { exitCode: null, signal: null, stoppedBecause: null, spawnError: (error as Error).message };
+    return { pid: undefined, outcome: Promise.resolve(outcome), stop: () => undefined };
+  }
   closeSync(logFd);
 
   let stoppedBecause: DeployOutcome['stoppedBecause'] = null;

@@ -5,7 +5,7 @@
  *   no credential header → 401 · body not JSON / not a push → 400 (401 if it authenticates for no
  *   target) · ping → 200 · other events, tags, branch deletions → 202 ignored · branch matching no
  *   target → 404 or 202 ignored (WEBHOOK_UNMATCHED_BRANCH) · wrong secret for the matched target
- *   → 401 · redelivery → 200 duplicate · otherwise → 202 with the deployment id.
+ *   → 401 · a branch name git would refuse → 400 · redelivery → 200 duplicate · otherwise → 202 with the deployment id.
  * Requests for which no target is determined are only answered beyond 401 when they authenticate
  * for at least one target of their provider, so an outsider learns nothing about branches.
  */
@@ -17,7 +17,7 @@ import type { WebhookConfig } from '../config.js';
 import type { DeployQueue } from '../deployments/queue.js';
 import { decodeBody, isDeletionCommit, MalformedPayload, parsePush } from '../payload.js';
 import { deliveryIdOf, eventOf, hasCredentials, RequestAuthenticator } from '../providers.js';
-import { branchOfRef, matchTarget } from '../routing.js';
+import { branchOfRef, isValidBranchName, matchTarget } from '../routing.js';
 import type { SecretBook } from '../secret-book.js';
 
 export interface WebhookRouteDeps {
@@ -94,6 +94,7 @@ export function webhookHandler({ config, secrets, queue, logger }: WebhookRouteD
       logger.warn({ target: target.key, ip: req.ip }, 'webhook rejected: wrong token or signature for the target');
       throw unauthenticated();
     }
+    if (!isValidBranchName(branch)) throw new AppError('VALIDATION_FAILED', 'push payload: ref: not a valid git branch name');
     if (isDeletionCommit(push.after)) {
       ignore('branch deleted');
       return;
