@@ -21,7 +21,7 @@ export function isValidBranchName(branch: string): boolean {
   return (
     branch.length > 0 &&
     branch.length <= 255 &&
-    !/[\x00-\x20\x7f~^:?*[\\]/.test(branch) &&
+    ![...branch].some((c) => c.charCodeAt(0) <= 0x20 || c.charCodeAt(0) === 0x7f || '~^:?*[\\'.includes(c)) &&
     !branch.startsWith('-') &&
     !branch.startsWith('/') &&
     !branch.endsWith('/') &&
