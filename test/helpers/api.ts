@@ -1,0 +1,89 @@
+/**
+ * The feature API under test: the real app on a real HTTP server (127.0.0.1, port 0) against a test
+ * database, authenticating against a real JWKS issuer (test-issuer.ts).
+ *
+ *   const api = await startTestApi(db);
+ *   const token = await api.tokenFor('contributor', 'alice');
+ *   await api.request('POST', '/api/features', { token, body: feature });
+ */
+import { createServer } from 'node:http';
+import { pino } from 'pino';
+import { createApp } from '../../services/api/src/app.js';
+import { createAuthenticator } from '../../services/api/src/auth/index.js';
+import type { Role } from '../../services/api/src/auth/types.js';
+import type { ApiConfig } from '../../services/api/src/config.js';
+import { closeGracefully, listen } from '../../services/shared/http-server.js';
+import type { TestDatabase } from './db.js';
+import { startTestIssuer, type TestIssuer } from './test-issuer.js';
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  text: string;
+  /** The parsed body, or undefined when it is not JSON. */
+  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- tests inspect arbitrary bodies
+}
+
+export interface RequestOptions {
+  token?: string;
+  body?: unknown;
+  /** Sent as is (for malformed JSON or other media types). */
+  rawBody?: string | Buffer;
+  headers?: Record<string, string>;
+}
+
+export interface TestApi {
+  url: string;
+  issuer: TestIssuer;
+  tokenFor(role: Role | string, sub: string): Promise<string>;
+  request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
+  close(): Promise<void>;
+}
+
+export async function startTestApi(db: TestDatabase, options: { config?: Partial<Pick<ApiConfig, 'rateLimit'>> } = {}): Promise<TestApi> {
+  const issuer = await startTestIssuer();
+  const authenticator = await createAuthenticator({ issuer: issuer.issuer, jwksUrl: issuer.jwksUrl, production: false, dataDir: '/nonexistent' });
+  const config = { rateLimit: { writesPerMinute: 0 }, ...options.config };
+  const server = createServer(createApp({ db: db.pool, config, authenticator, logger: pino({ level: 'silent' }) }));
+  const port = await listen(server, 0, '127.0.0.1');
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    issuer,
+    tokenFor: (role, sub) => issuer.sign({ sub, role }),
+    async request(method, path, { token, body, rawBody, headers = {} } = {}) {
+      const init: RequestInit = { method, headers: { ...headers } };
+      const h = init.headers as Record<string, string>;
+      if (token) h.authorization = `Bearer ${token}`;
+      if (body !== undefined) {
+        init.body = JSON.stringify(body);
+        h['content-type'] ??= 'application/json';
+      } else if (rawBody !== undefined) {
+        init.body = rawBody;
+      }
+      const response = await fetch(`${url}${path}`, init);
+      const text = await response.text();
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      return { status: response.status, headers: response.headers, text, json };
+    },
+    async close() {
+      await closeGracefully(server, 1_000);
+      await issuer.close();
+    },
+  };
+}
+
+/** A valid feature body; override parts with the spread of your choice. */
+export function aFeature(overrides: { properties?: Record<string, unknown>; geometry?: unknown; id?: string } = {}) {
+  return {
+    type: 'Feature',
+    ...(overrides.id !== undefined ? { id: overrides.id } : {}),
+    geometry: overrides.geometry ?? { type: 'Point', coordinates: [13.4, 52.5] },
+    properties: { name: 'Alter Friedhof', kategorie: 'friedhof', ...overrides.properties },
+  };
+}
