@@ -43,6 +43,11 @@ export type StackSecrets = Record<SecretName, pulumi.Output<string>> & {
   smtpConnectionUri: pulumi.Output<string>;
   /** One shared webhook secret per deploy target, keyed by the target's `secret` variable name. */
   webhookTargetSecrets: Record<string, pulumi.Output<string>>;
+  /**
+   * Previous secrets during a rotation (`<NAME>_PREVIOUS` in webhookSecrets): the webhook server
+   * accepts both while both are set, so the git host can be switched without failed deliveries.
+   */
+  webhookPreviousSecrets: pulumi.Output<Record<string, string>>;
 };
 
 function configOrGenerated(config: pulumi.Config, name: string, spec: SecretSpec): pulumi.Output<string> {
@@ -81,5 +86,11 @@ export function loadSecrets(config: pulumi.Config, targets: Target[]): StackSecr
       return [target.secret, pulumi.secret(value)];
     }),
   );
-  return { ...secrets, smtpConnectionUri, webhookTargetSecrets };
+  const previousNames = new Set(targets.map((t) => `${t.secret}_PREVIOUS`));
+  const webhookPreviousSecrets = pulumi.secret(
+    (givenWebhookSecrets ?? pulumi.output<Record<string, string> | undefined>(undefined)).apply((all) =>
+      Object.fromEntries(Object.entries(all ?? {}).filter(([name]) => previousNames.has(name))),
+    ),
+  );
+  return { ...secrets, smtpConnectionUri, webhookTargetSecrets, webhookPreviousSecrets };
 }

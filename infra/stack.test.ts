@@ -18,6 +18,7 @@ const CONTAINER = 'docker:index/container:Container';
 const JOB_DURATION_MS = 150;
 // Operator-set secrets carry markers that must never appear outside a secret envelope.
 const GIVEN_SECRETS = {
+  webhookSecrets: JSON.stringify({ SECRET_MAIN: 'MARK-webhook-main-current', SECRET_MAIN_PREVIOUS: 'MARK-webhook-main-previous', UNRELATED_PREVIOUS: 'MARK-not-for-webhook' }),
   smtpConnectionUri: 'smtps://mailer:MARK-smtp-7c1d@smtp.example.org:465/',
   geoserverAdminPassword: 'MARK-geoserver-admin-51ab',
   kratosCipherSecret: 'MARK-cipher-000000000000000000000'.slice(0, 32),
@@ -196,7 +197,8 @@ describe('images', () => {
 
 describe('secrets', () => {
   it('operator-set secrets never appear outside a Pulumi secret in any resource input', () => {
-    const markers = Object.values(GIVEN_SECRETS);
+    const markers = Object.values(GIVEN_SECRETS).flatMap((value) => value.match(/MARK-[A-Za-z0-9-]+/g) ?? []);
+    expect(markers.length).toBe(6);
     for (const r of registered) {
       for (const text of plainStrings(r.inputs)) {
         for (const marker of markers) expect(text.includes(marker), `${r.type} ${r.name} leaks a secret`).toBe(false);
@@ -332,9 +334,16 @@ describe('branch sites', () => {
 
   it('every deploy target has its webhook secret in the webhook environment', () => {
     const webhookEnv = envOf(container('webhook'));
-    for (const name of ['SECRET_MAIN', 'SECRET_DEVELOP', 'SECRET_TEAM_DE1', 'SECRET_TEAM_DE2', 'SECRET_TEAM_FV']) {
+    expect(webhookEnv.SECRET_MAIN).toBe('MARK-webhook-main-current');
+    for (const name of ['SECRET_DEVELOP', 'SECRET_TEAM_DE1', 'SECRET_TEAM_DE2', 'SECRET_TEAM_FV']) {
       expect(webhookEnv[name], name).toMatch(/^[0-9a-f]{64}$/);
     }
+  });
+
+  it('a previous webhook secret set for a rotation reaches the webhook server; unrelated keys do not', () => {
+    const webhookEnv = envOf(container('webhook'));
+    expect(webhookEnv.SECRET_MAIN_PREVIOUS).toBe('MARK-webhook-main-previous');
+    expect(webhookEnv.UNRELATED_PREVIOUS).toBeUndefined();
   });
 });
 

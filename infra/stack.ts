@@ -487,7 +487,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
     networks: [],
     shareNetworkWith: sites,
     user: 'node',
-    envs: env({
+    envs: pulumi.all([secrets.webhookPreviousSecrets, env({
       NODE_ENV: 'production',
       WEBHOOK_PORT: String(UPSTREAMS.webhook.port),
       WEBHOOK_HOST: '0.0.0.0',
@@ -502,7 +502,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
       SITES_CONTROL_SOCKET: sitesSocket,
       LOG_LEVEL: cfg.logLevel,
       ...webhookSecretEnv,
-    }),
+    })]).apply(([previous, current]) => [...current, ...Object.entries(previous).map(([k, v]) => `${k}=${v}`)]),
     uploads: [fileUpload('/etc/geodata/targets.yaml', targetsYaml)],
     volumes: [
       { volumeName: volumes.deployRoot.name, containerPath: '/srv/sites' },
