@@ -2,8 +2,10 @@
  * Webhook benchmarks (`npm run bench -- webhook`).
  *
  * 1. Acknowledgement latency: 200 signed 1 MB push deliveries, 20 at a time, against the webhook
- *    server (its own process, deploy script /usr/bin/true) and, as the baseline in the same run,
- *    against a bare node:http server that only reads the body and answers 202. Target p99 ≤ 20 ms.
+ *    server (its own process) and, as the baseline in the same run, against a bare node:http server
+ *    that only reads the body and answers 202. Target p99 ≤ 20 ms. The deploy script is a stand-in
+ *    that takes 2 s like a (fast) real deploy, so pushes collapse per target as they do in
+ *    production instead of spawning one process per delivery.
  * 2. Push to live: a signed push to the server until the fixture site answers with the new
  *    version, via the real deploy script and a file:// repository; cold (empty target directory,
  *    `npm ci`) and with an unchanged lockfile (dependencies reused). Baseline: the bare work of a
@@ -13,6 +15,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { createLogger } from '../services/shared/logger.js';
@@ -42,6 +45,7 @@ if (process.argv[2] === '--serve') {
   } else {
     const targets = seedTargets();
     writeFileSync(join(dir, 'targets.yaml'), stringify({ targets }));
+    writeFileSync(join(dir, 'deploy-stand-in.sh'), '#!/bin/sh\nsleep 2\n', { mode: 0o755 });
     const running = await startWebhookServer({
       logger: createLogger('webhook', { level: 'warn' }),
       secrets: Object.fromEntries(targets.map((t) => [t.secret, secretOf(t)])),
@@ -50,7 +54,7 @@ if (process.argv[2] === '--serve') {
         WEBHOOK_PORT: '0',
         TARGETS_FILE: join(dir, 'targets.yaml'),
         DEPLOY_ROOT: join(dir, 'sites'),
-        DEPLOY_SCRIPT: '/usr/bin/true',
+        DEPLOY_SCRIPT: join(dir, 'deploy-stand-in.sh'),
         WEBHOOK_STATE_DIR: join(dir, 'state'),
       },
     });
@@ -141,6 +145,7 @@ async function load(port: number, deliveries: Delivery[]): Promise<{ samples: nu
 
 async function acknowledgementLatency(): Promise<void> {
   console.log(`\n-- acknowledgement latency: ${DELIVERIES} signed ${BODY_BYTES / 1024 / 1024} MB deliveries, ${CONCURRENCY} concurrent`);
+  console.log(`   (${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')})`);
   const dir = makeTempDir('bench-webhook');
   const deliveries = makeDeliveries(DELIVERIES + WARMUP);
   const rows = [];

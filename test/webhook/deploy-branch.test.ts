@@ -3,6 +3,7 @@
  * the fixture site's real `npm ci` and build, and a restart command that really (re)starts the
  * site on its port.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +15,10 @@ import {
   freePort,
   liveRelease,
   makeTempDir,
+  recordDeployScript,
   releasesOf,
+  repoRoot,
+  restartFixtureSite,
   rollbackScript,
   runScript,
   startScript,
@@ -236,6 +240,17 @@ describe('deploy-branch.sh', () => {
     expect(existsSync(join(dir, 'pwned'))).toBe(false);
     expect(existsSync(join(root, 'pwned'))).toBe(false);
     expect((await fetchBuild(port)).version).toBe('feature');
+  });
+
+  it('is shellcheck clean, with the sourced library and the test stand-ins', () => {
+    if (spawnSync('sh', ['-c', 'command -v shellcheck']).status !== 0) {
+      console.warn('skipping shellcheck: the binary is not installed');
+      return;
+    }
+    const scripts = [deployScript, rollbackScript, join(repoRoot, 'scripts/host/lib/releases.sh'), restartFixtureSite, recordDeployScript];
+    const result = spawnSync('shellcheck', ['-x', ...scripts], { encoding: 'utf8', cwd: repoRoot });
+    expect(result.stdout + result.stderr).toBe('');
+    expect(result.status).toBe(0);
   });
 
   it('refuses bad arguments with exit code 2 before touching anything', async () => {

@@ -19,12 +19,14 @@ import {
   stopFixtureSites,
   waitFor,
 } from './support/helpers.js';
+import { createDevelopmentSecrets, startDevelopmentWebhookServer } from '../../services/webhook/src/server.js';
 import {
   commitId,
   getDeployment,
   pushPayload,
   sendGithub,
   sendGitlab,
+  seedTargets,
   startHarness,
   waitForDeployment,
   waitIdle,
@@ -166,6 +168,30 @@ describe('end to end with the real deploy script', () => {
       await h.close();
       stopFixtureSites(root);
     }
+  });
+});
+
+describe('development start (npm start)', () => {
+  it('generates a secret per target, prints them and accepts a push signed with one', async () => {
+    const dir = makeTempDir('webhook-dev');
+    const env = { PATH: process.env.PATH, WEBHOOK_PORT: '0', WEBHOOK_STATE_DIR: join(dir, 'state'), DEPLOY_ROOT: join(dir, 'sites'), DEPLOY_SCRIPT: recordDeployScript, RECORD_DEPLOY_FILE: join(dir, 'record.jsonl'), LOG_LEVEL: 'silent' };
+    const dev = await startDevelopmentWebhookServer(env);
+    try {
+      expect(Object.keys(dev.secrets).sort()).toEqual(['SECRET_DEVELOP', 'SECRET_MAIN', 'SECRET_TEAM_DE1', 'SECRET_TEAM_DE2', 'SECRET_TEAM_FV']);
+      for (const [name, value] of Object.entries(dev.secrets)) {
+        expect(value).toMatch(/^[0-9a-f]{64}$/);
+        expect(dev.banner).toContain(`${name}=${value}`);
+      }
+      const res = await sendGithub(dev.server.url, pushPayload('feature/team-fv/x'), dev.secrets.SECRET_TEAM_FV!);
+      expect(res.status).toBe(202);
+    } finally {
+      await dev.server.close();
+    }
+  });
+
+  it('refuses development secrets with NODE_ENV=production', async () => {
+    await expect(startDevelopmentWebhookServer({ NODE_ENV: 'production', WEBHOOK_PORT: '0' })).rejects.toThrow(/production/);
+    expect(() => createDevelopmentSecrets(seedTargets(), { NODE_ENV: 'production' })).toThrow(/production/);
   });
 });
 
