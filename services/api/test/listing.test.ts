@@ -1,0 +1,164 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+
+let db: TestDatabase;
+let api: TestApi;
+let token: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  api = await startTestApi(db);
+  token = await api.tokenFor('contributor', 'lena');
+});
+afterAll(async () => {
+  await api?.close();
+  await db?.close();
+});
+beforeEach(async () => {
+  await db.pool.query('DELETE FROM features.features');
+});
+
+/** Insert points directly (fast), ids p00000…, returns their ids. */
+async function seedPoints(count: number, options: { lon?: (i: number) => number; lat?: (i: number) => number; prefix?: string } = {}) {
+  const prefix = options.prefix ?? 'p';
+  const lons = Array.from({ length: count }, (_, i) => options.lon?.(i) ?? 10 + (i % 100) / 100);
+  const lats = Array.from({ length: count }, (_, i) => options.lat?.(i) ?? 50 + Math.floor(i / 100) / 100);
+  const { rows } = await db.pool.query<{ id: string }>(
+    `INSERT INTO features.features (id, name, kategorie, geom)
+     SELECT $1::text || lpad(i::text, 5, '0'), 'P' || i, (ARRAY['friedhof','blumenbeet','denkmal'])[1 + i % 3],
+            ST_SetSRID(ST_MakePoint(($2::float8[])[i + 1], ($3::float8[])[i + 1]), 4326)
+     FROM generate_series(0, $4::int - 1) AS i
+     RETURNING id`,
+    [prefix, lons, lats, count],
+  );
+  return rows.map((r) => r.id);
+}
+
+const list = (query: string) => api.request('GET', `/api/features${query}`);
+
+describe('GET /api/features', () => {
+  it('returns a GeoJSON FeatureCollection with application/geo+json', async () => {
+    await seedPoints(3);
+    const response = await list('');
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^application\/geo\+json/);
+    expect(response.json).toMatchObject({ type: 'FeatureCollection', numberReturned: 3, links: [] });
+    expect(response.json.features[0]).toMatchObject({ type: 'Feature', id: 'p00000', geometry: { type: 'Point' }, properties: { name: 'P0', version: 1 } });
+  });
+
+  it('returns an empty collection for an empty table', async () => {
+    const response = await list('?bbox=-180,-90,180,90');
+    expect(response.json).toEqual({ type: 'FeatureCollection', numberReturned: 0, links: [], features: [] });
+  });
+
+  it('pages by 100 by default and caps limit at 10 000', async () => {
+    await seedPoints(10_005);
+    const first = await list('');
+    expect(first.json.numberReturned).toBe(100);
+    expect(first.json.links[0].rel).toBe('next');
+    const capped = await list('?limit=20000');
+    expect(capped.json.numberReturned).toBe(10_000);
+    const rest = await api.request('GET', capped.json.links[0].href);
+    expect(rest.json.numberReturned).toBe(5);
+    expect(rest.json.links).toEqual([]);
+    const exact = await list('?limit=10005');
+    expect(exact.json.numberReturned).toBe(10_000);
+  });
+
+  it('filters by kategorie', async () => {
+    await seedPoints(9);
+    const response = await list('?kategorie=denkmal');
+    expect(response.json.features.map((f: any) => f.properties.kategorie)).toEqual(['denkmal', 'denkmal', 'denkmal']);
+  });
+
+  it('returns the features intersecting the bbox, boundary included, combinable with kategorie', async () => {
+    await seedPoints(1, { prefix: 'in', lon: () => 13.4, lat: () => 52.5 });
+    await seedPoints(1, { prefix: 'edge', lon: () => 13.5, lat: () => 52.5 });
+    await seedPoints(1, { prefix: 'out', lon: () => 13.6, lat: () => 52.5 });
+    await api.request('POST', '/api/features', {
+      token,
+      body: aFeature({ id: 'crossing-line', geometry: { type: 'LineString', coordinates: [[13.0, 52.0], [13.0, 53.0]] } }),
+    });
+    const response = await list('?bbox=12.9,52.4,13.5,52.6');
+    expect(response.json.features.map((f: any) => f.id).sort()).toEqual(['crossing-line', 'edge00000', 'in00000']);
+    const filtered = await list('?bbox=12.9,52.4,13.5,52.6&kategorie=blumenbeet');
+    expect(filtered.json.features).toEqual([]);
+  });
+
+  it('splits a bbox crossing the antimeridian (minLon > maxLon) into both sides', async () => {
+    await seedPoints(1, { prefix: 'east', lon: () => 179.5, lat: () => 0 });
+    await seedPoints(1, { prefix: 'west', lon: () => -179.5, lat: () => 0 });
+    await seedPoints(1, { prefix: 'greenwich', lon: () => 0, lat: () => 0 });
+    await seedPoints(1, { prefix: 'north', lon: () => 179.5, lat: () => 20 });
+    const across = await list('?bbox=179,-10,-179,10');
+    expect(across.json.features.map((f: any) => f.id).sort()).toEqual(['east00000', 'west00000']);
+    const normal = await list('?bbox=-179,-10,179,10');
+    expect(normal.json.features.map((f: any) => f.id)).toEqual(['greenwich00000']);
+  });
+
+  it('follows next links with no duplicates and no gaps while features are being added', async () => {
+    const original = await seedPoints(300);
+    const seen: string[] = [];
+    let href: string | undefined = '/api/features?limit=37&bbox=-180,-90,180,90';
+    let pages = 0;
+    let added = 0;
+    while (href) {
+      // Writers keep adding features (ids sorting before and after the cursor) while we page.
+      const [page] = await Promise.all([
+        api.request('GET', href),
+        api.request('POST', '/api/features', { token, body: aFeature({ id: `a-new-${added}` }) }),
+        api.request('POST', '/api/features', { token, body: aFeature({ id: `z-new-${added++}` }) }),
+      ]);
+      expect(page.status).toBe(200);
+      seen.push(...page.json.features.map((f: any) => f.id as string));
+      href = page.json.links.find((l: any) => l.rel === 'next')?.href;
+      if (href) expect(page.headers.get('link')).toBe(`<${href}>; rel="next"`);
+      pages++;
+      expect(pages).toBeLessThan(50);
+    }
+    expect(new Set(seen).size).toBe(seen.length);
+    const missing = original.filter((id) => !seen.includes(id));
+    expect(missing).toEqual([]);
+    expect(pages).toBeGreaterThanOrEqual(Math.ceil(300 / 37));
+  });
+
+  it('keeps the other query parameters in the next link', async () => {
+    await seedPoints(12);
+    const first = await list('?kategorie=friedhof&limit=2');
+    const next = new URL(first.json.links[0].href, 'http://x');
+    expect(next.pathname).toBe('/api/features');
+    expect(next.searchParams.get('kategorie')).toBe('friedhof');
+    expect(next.searchParams.get('limit')).toBe('2');
+    expect(next.searchParams.get('cursor')).toMatch(/^c1\./);
+  });
+
+  it.each([
+    ['bbox=1,2,3', 'bbox'],
+    ['bbox=a,b,c,d', 'bbox'],
+    ['bbox=1,2,3,4,5', 'bbox'],
+    ['bbox=', 'bbox'],
+    ['bbox=0,-91,1,0', 'bbox'],
+    ['bbox=-181,0,1,1', 'bbox'],
+    ['bbox=0,10,1,5', 'bbox'],
+    ['bbox=1e400,0,1,1', 'bbox'],
+    ['bbox=0x10,0,1,1', 'bbox'],
+    ['limit=0', 'limit'],
+    ['limit=-5', 'limit'],
+    ['limit=1.5', 'limit'],
+    ['limit=abc', 'limit'],
+    ['limit=', 'limit'],
+    ['kategorie=park', 'kategorie'],
+    ['cursor=garbage', 'cursor'],
+    ['cursor=c1.', 'cursor'],
+    ['cursor=c1.%2F%2F', 'cursor'],
+    ['limit=1&limit=2', 'limit'],
+    ['sort=name', 'sort'],
+    ['bbox[]=1', 'bbox[]'],
+  ])('answers ?%s with 400 naming %s', async (query, field) => {
+    const response = await list(`?${query}`);
+    expect(response.status).toBe(400);
+    expect(response.json.code).toBe('INVALID_QUERY');
+    expect(response.json.fields.map((f: any) => f.field)).toContain(field);
+  });
+});
