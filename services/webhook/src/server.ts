@@ -35,6 +35,7 @@ export interface RunningWebhookServer {
   config: WebhookConfig;
   queue: DeployQueue;
   store: DeploymentStore;
+  logger: Logger;
   /** Re-read the secrets file; keeps the old secrets (and throws) when the new ones are invalid. */
   reloadSecrets(): void;
   /** Stop accepting requests, let running deploys finish within the grace period, close. */
@@ -79,6 +80,7 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
     config,
     queue,
     store,
+    logger,
     reloadSecrets() {
       secrets.replace(loadSecrets());
       logger.info('webhook secrets reloaded');
@@ -108,7 +110,7 @@ export function scriptEnvironment(env: NodeJS.ProcessEnv, config: WebhookConfig)
 
 async function main(): Promise<void> {
   const running = await startWebhookServer();
-  const logger = createLogger('webhook');
+  const { logger } = running;
   const stop = (signal: string): void => {
     logger.info({ signal }, 'stopping');
     running.close().then(
