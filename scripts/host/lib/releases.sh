@@ -67,7 +67,7 @@ health_check() {
     if [[ $status =~ ^[1-4][0-9][0-9]$ ]]; then
       return 0
     fi
-    sleep 0.2
+    sleep 0.1
   done
   return 1
 }

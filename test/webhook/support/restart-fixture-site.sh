@@ -11,9 +11,11 @@ if [[ -f $pid_file ]]; then
   old_pid=$(<"$pid_file")
   if kill -0 "$old_pid" 2>/dev/null; then
     kill "$old_pid" || true
-    for _ in $(seq 50); do
-      kill -0 "$old_pid" 2>/dev/null || break
-      sleep 0.1
+    # Gone, or a zombie waiting for init to reap it (slow in some containers), counts as stopped.
+    for _ in $(seq 100); do
+      state=$(ps -o stat= -p "$old_pid" 2>/dev/null || true)
+      [[ -z $state || $state == Z* ]] && break
+      sleep 0.05
     done
   fi
   rm -f -- "$pid_file"
