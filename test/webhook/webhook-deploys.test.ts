@@ -91,6 +91,19 @@ describe('deploy queue', () => {
       expect(h.recordedDeploys()).toHaveLength(1);
     }));
 
+  it('queues a commit that is running again when a different commit is waiting, so the newest push wins', () =>
+    withHarness({ RECORD_DEPLOY_SLEEP: '0.5' }, async (h) => {
+      const [a, b] = [commitId(), commitId()];
+      const first = await sendGitlab(h.url, pushPayload('main', a), h.secrets.SECRET_MAIN!);
+      await waitFor(() => h.server.queue.activity().running.length === 1, 5000, 'first deploy running');
+      const second = await sendGitlab(h.url, pushPayload('main', b), h.secrets.SECRET_MAIN!);
+      const backToA = await sendGitlab(h.url, pushPayload('main', a), h.secrets.SECRET_MAIN!);
+      expect([first.status, second.status, backToA.status]).toEqual([202, 202, 202]);
+      await waitIdle(h);
+      expect(await getDeployment(h, String(second.json.deploymentId))).toMatchObject({ state: 'superseded' });
+      expect(await getDeployment(h, String(backToA.json.deploymentId))).toMatchObject({ state: 'succeeded', commit: a });
+    }));
+
   it('records a failing deploy script as failed with its exit code and log', () =>
     withHarness({ RECORD_DEPLOY_EXIT: '6' }, async (h) => {
       const res = await sendGitlab(h.url, pushPayload('develop'), h.secrets.SECRET_DEVELOP!);

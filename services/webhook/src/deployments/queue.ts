@@ -73,9 +73,12 @@ export class DeployQueue {
     let duplicate: Extract<SubmitResult, { kind: 'duplicate' }> | null = null;
     const seenDelivery = push.deliveryId ? store.deploymentOfDelivery(push.deliveryId) : undefined;
     if (seenDelivery) return { kind: 'duplicate', reason: 'delivery', deploymentId: seenDelivery };
-    if (lane.waiting?.commit === commit) duplicate = { kind: 'duplicate', reason: 'queued', deploymentId: lane.waiting.id };
-    else if (lane.running?.deployment.commit === commit) {
-      duplicate = { kind: 'duplicate', reason: 'running', deploymentId: lane.running.deployment.id };
+    // Only the last word counts: a commit that is live but about to be replaced by a waiting or
+    // running deploy of another commit is queued again, so the newest push still wins.
+    if (lane.waiting) {
+      if (lane.waiting.commit === commit) duplicate = { kind: 'duplicate', reason: 'queued', deploymentId: lane.waiting.id };
+    } else if (lane.running) {
+      if (lane.running.deployment.commit === commit) duplicate = { kind: 'duplicate', reason: 'running', deploymentId: lane.running.deployment.id };
     } else if (liveCommit === commit) {
       const lastGood = store.list({ target: push.target.key, limit: 500 }).find((d) => d.state === 'succeeded' && d.deployedCommit === commit);
       duplicate = { kind: 'duplicate', reason: 'live', deploymentId: lastGood?.id ?? null };
