@@ -42,9 +42,9 @@ export function webhookHandler({ config, secrets, queue, logger }: WebhookRouteD
     if (!hasCredentials(req.headers)) throw unauthenticated();
     const auth = new RequestAuthenticator(req.headers, rawBody);
     const event = eventOf(req.headers);
-    const ignore = (reason: string, status = 202): void => {
+    const ignore = (reason: string): void => {
       logger.info({ reason, event: event.name }, 'webhook ignored');
-      res.status(status).json({ status: 'ignored', reason });
+      res.status(202).json({ status: 'ignored', reason });
     };
 
     let body: unknown;
