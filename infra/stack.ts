@@ -509,8 +509,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
       { volumeName: volumes.sitesControl.name, containerPath: '/run/sites' },
       { volumeName: volumes.webhookState.name, containerPath: '/var/lib/webhook' },
     ],
-    // The webhook server has no health route; GET /webhook answers 405 whenever it is up.
-    healthcheck: { test: nodeHttpCheck(UPSTREAMS.webhook.port, '/webhook', 405), interval: '15s' },
+    healthcheck: { test: nodeHttpCheck(UPSTREAMS.webhook.port, '/health'), interval: '15s' },
     dependsOn: [sites],
   });
 

@@ -42,7 +42,6 @@ RUN printf '#!/bin/sh\ncd /app && exec node --import tsx infra/sites/restart-cli
  && chown node:node /srv/sites /run/sites /var/lib/webhook
 USER node
 EXPOSE 9321
-# The server has no health route; GET /webhook answers 405 whenever it is up.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.WEBHOOK_PORT||9321)+'/webhook').then(r=>process.exit(r.status===405?0:1),()=>process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.WEBHOOK_PORT||9321)+'/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 CMD ["node", "--import", "tsx", "services/webhook/src/server.ts"]

@@ -158,6 +158,12 @@ describe('POST /webhook', () => {
     expect((await send(h.url, '', { method: 'GET', path: '/nope' })).status).toBe(404);
   });
 
+  it('answers GET /health with 200 and no credentials, for container health checks', async () => {
+    const res = await send(h.url, '', { method: 'GET', path: '/health' });
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual({ status: 'ok' });
+  });
+
   it('lists deployments newest first with target, commit, state, timings and log path', async () => {
     const res = await send(h.url, '', { method: 'GET', path: '/deployments?target=main', headers: { authorization: `Bearer ${h.adminToken}` } });
     expect(res.status).toBe(200);

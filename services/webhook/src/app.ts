@@ -30,6 +30,11 @@ export function createApp(deps: WebhookAppDeps): express.Express {
   app.set('trust proxy', config.trustProxy);
   app.set('etag', false);
 
+  // Liveness for container health checks and load balancers: no secrets, no state, no auth.
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+
   app.use(authFailureLimiter(config.authFailuresPerMinute));
 
   app.post('/webhook', express.raw({ type: () => true, limit: config.maxBodyBytes }), webhookHandler(deps));
