@@ -24,6 +24,14 @@ export interface TestResponse {
   json: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- tests inspect arbitrary bodies
 }
 
+/** A feature as the API returns it (for typing test assertions). */
+export interface FeatureJson {
+  type: 'Feature';
+  id: string;
+  geometry: { type: string; coordinates: unknown };
+  properties: Record<string, unknown>;
+}
+
 export interface RequestOptions {
   token?: string;
   body?: unknown;

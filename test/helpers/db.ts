@@ -167,12 +167,12 @@ function spawnDaemon(registry: string): Promise<string> {
     const fail = (error: Error) => reject(new Error(`${error.message} (log: ${registry}.log)`));
     child.once('error', fail);
     child.once('exit', (code) => fail(new Error(`the PGlite test database exited with ${code} before listening`)));
-    child.stdout.on('data', (chunk: Buffer) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString('utf8');
       const newline = output.indexOf('\n');
       if (newline < 0) return;
       child.removeAllListeners('exit');
-      child.stdout.destroy();
+      child.stdout!.destroy();
       child.unref();
       try {
         resolve((JSON.parse(output.slice(0, newline)) as { url: string }).url);

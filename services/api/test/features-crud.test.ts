@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
+import { aFeature, startTestApi, type FeatureJson, type TestApi } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 
 let db: TestDatabase;
@@ -136,7 +136,7 @@ describe('history', () => {
     const history = await api.request('GET', `/api/features/${id}/history`);
     expect(history.status).toBe(200);
     expect(history.json.featureId).toBe(id);
-    const versions = history.json.versions as Array<Record<string, any>>;
+    const versions = history.json.versions as Array<{ operation: string; version: number; actor: string; recordedAt: string; feature: FeatureJson }>;
     expect(versions.map((v) => [v.operation, v.version, v.actor])).toEqual([
       ['delete', 2, 'root'],
       ['update', 2, 'root'],

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
+import { aFeature, startTestApi, type FeatureJson, type TestApi, type TestResponse } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 
 let db: TestDatabase;
@@ -69,7 +69,7 @@ describe('GET /api/features', () => {
   it('filters by kategorie', async () => {
     await seedPoints(9);
     const response = await list('?kategorie=denkmal');
-    expect(response.json.features.map((f: any) => f.properties.kategorie)).toEqual(['denkmal', 'denkmal', 'denkmal']);
+    expect(response.json.features.map((f: FeatureJson) => f.properties.kategorie)).toEqual(['denkmal', 'denkmal', 'denkmal']);
   });
 
   it('returns the features intersecting the bbox, boundary included, combinable with kategorie', async () => {
@@ -81,7 +81,7 @@ describe('GET /api/features', () => {
       body: aFeature({ id: 'crossing-line', geometry: { type: 'LineString', coordinates: [[13.0, 52.0], [13.0, 53.0]] } }),
     });
     const response = await list('?bbox=12.9,52.4,13.5,52.6');
-    expect(response.json.features.map((f: any) => f.id).sort()).toEqual(['crossing-line', 'edge00000', 'in00000']);
+    expect(response.json.features.map((f: FeatureJson) => f.id).sort()).toEqual(['crossing-line', 'edge00000', 'in00000']);
     const filtered = await list('?bbox=12.9,52.4,13.5,52.6&kategorie=blumenbeet');
     expect(filtered.json.features).toEqual([]);
   });
@@ -92,9 +92,9 @@ describe('GET /api/features', () => {
     await seedPoints(1, { prefix: 'greenwich', lon: () => 0, lat: () => 0 });
     await seedPoints(1, { prefix: 'north', lon: () => 179.5, lat: () => 20 });
     const across = await list('?bbox=179,-10,-179,10');
-    expect(across.json.features.map((f: any) => f.id).sort()).toEqual(['east00000', 'west00000']);
+    expect(across.json.features.map((f: FeatureJson) => f.id).sort()).toEqual(['east00000', 'west00000']);
     const normal = await list('?bbox=-179,-10,179,10');
-    expect(normal.json.features.map((f: any) => f.id)).toEqual(['greenwich00000']);
+    expect(normal.json.features.map((f: FeatureJson) => f.id)).toEqual(['greenwich00000']);
   });
 
   it('follows next links with no duplicates and no gaps while features are being added', async () => {
@@ -105,14 +105,14 @@ describe('GET /api/features', () => {
     let added = 0;
     while (href) {
       // Writers keep adding features (ids sorting before and after the cursor) while we page.
-      const [page] = await Promise.all([
+      const [page]: [TestResponse, TestResponse, TestResponse] = await Promise.all([
         api.request('GET', href),
         api.request('POST', '/api/features', { token, body: aFeature({ id: `a-new-${added}` }) }),
         api.request('POST', '/api/features', { token, body: aFeature({ id: `z-new-${added++}` }) }),
       ]);
       expect(page.status).toBe(200);
-      seen.push(...page.json.features.map((f: any) => f.id as string));
-      href = page.json.links.find((l: any) => l.rel === 'next')?.href;
+      seen.push(...page.json.features.map((f: FeatureJson) => f.id as string));
+      href = page.json.links.find((l: { rel: string; href: string }) => l.rel === 'next')?.href;
       if (href) expect(page.headers.get('link')).toBe(`<${href}>; rel="next"`);
       pages++;
       expect(pages).toBeLessThan(50);
@@ -159,6 +159,6 @@ describe('GET /api/features', () => {
     const response = await list(`?${query}`);
     expect(response.status).toBe(400);
     expect(response.json.code).toBe('INVALID_QUERY');
-    expect(response.json.fields.map((f: any) => f.field)).toContain(field);
+    expect(response.json.fields.map((f: { field: string }) => f.field)).toContain(field);
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
+import { aFeature, startTestApi, type TestApi, type TestResponse } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 
 /**
@@ -39,7 +39,7 @@ async function featureOwnedBy(owner: 'contributor' | 'reviewer' | 'admin'): Prom
 interface Case {
   endpoint: string;
   expected: Record<Caller, number>;
-  call(token: string | undefined): Promise<{ status: number; headers: Headers; json: any }>;
+  call(token: string | undefined): Promise<TestResponse>;
 }
 
 const READ = { anonymous: 200, guest: 200, contributor: 200, reviewer: 200, admin: 200 };

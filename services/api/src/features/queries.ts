@@ -68,25 +68,23 @@ export function listConditions(filter: Omit<ListFilter, 'limit'>, values: unknow
 export function listFeatures(filter: ListFilter): Query {
   const values: unknown[] = [];
   const conditions = listConditions(filter, values);
-  values.push(filter.limit + 1);
-  const limitPlusOne = `$${values.length}::int`;
   values.push(filter.limit);
   const limit = `$${values.length}::int`;
+  // One pass over at most limit + 1 rows: the extra row only tells whether another page follows.
   return {
     text: `
-      WITH candidates AS (
-        SELECT f.* FROM features.features f
+      SELECT
+        count(*) > ${limit} AS "hasMore",
+        max(f.id) FILTER (WHERE f.n <= ${limit}) AS "lastId",
+        (count(*) FILTER (WHERE f.n <= ${limit}))::int AS "count",
+        coalesce(json_agg(${FEATURE_JSON} ORDER BY f.id) FILTER (WHERE f.n <= ${limit}), '[]'::json)::text AS "featuresJson"
+      FROM (
+        SELECT f.*, row_number() OVER (ORDER BY f.id) AS n
+        FROM features.features f
         ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
         ORDER BY f.id
-        LIMIT ${limitPlusOne}
-      ), page AS (
-        SELECT f.* FROM candidates f ORDER BY f.id LIMIT ${limit}
-      )
-      SELECT
-        (SELECT count(*) FROM candidates) > ${limit} AS "hasMore",
-        (SELECT max(f.id) FROM page f) AS "lastId",
-        (SELECT count(*)::int FROM page) AS "count",
-        coalesce((SELECT json_agg(${FEATURE_JSON} ORDER BY f.id) FROM page f), '[]'::json)::text AS "featuresJson"`,
+        LIMIT ${limit} + 1
+      ) f`,
     values,
   };
 }

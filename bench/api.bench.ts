@@ -1,0 +1,251 @@
+/**
+ * Feature API benchmark (`npm run bench -- api`).
+ *
+ * 1. bbox listing: GET /api/features?bbox=…&limit=N returning 1 000 and 10 000 of 100 000 features,
+ *    against the raw SQL producing the same GeoJSON FeatureCollection read through `pg` in this
+ *    process — same database, same run, interleaved. Target: API median ≤ 1.25× raw SQL median.
+ * 2. single-feature GET and POST with 16 concurrent clients (autocannon): throughput, p50/p99
+ *    latency, peak RSS of the API process.
+ *
+ * The API runs as its own process (`services/api/src/server.ts`) so its RSS is its own. Database:
+ * BENCH_DATABASE_URL or TEST_DATABASE_URL (a PostgreSQL superuser URL; a scratch database is created
+ * and dropped) or, when neither is set, an in-memory embedded PGlite in this process.
+ * BENCH_QUICK=1 shortens every phase (for a smoke run).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { Agent, get } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
+import { startEmbeddedDatabase } from '../services/api/src/db/embedded.js';
+import { migrate } from '../services/api/src/db/migrate.js';
+import { FEATURE_JSON, listConditions } from '../services/api/src/features/queries.js';
+import type { Bbox } from '../services/api/src/features/schema.js';
+import { median, peakRssMiB, percentile, printTable, ratio } from './stats.js';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+const quick = process.env.BENCH_QUICK === '1';
+const TOTAL = 100_000;
+const COLUMNS = 1_000; // features on a 1 000 × 100 grid of small squares, ids in grid order
+const STEP = 0.01;
+
+// --- database ---------------------------------------------------------------------------------------
+
+async function openDatabase(): Promise<{ url: string; kind: string; close(): Promise<void> }> {
+  const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+  if (!adminUrl) {
+    const embedded = await startEmbeddedDatabase();
+    return { url: embedded.url, kind: 'PGlite (embedded, in memory)', close: () => embedded.close() };
+  }
+  const name = `fp_bench_${process.pid}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  const server = new pg.Client({ connectionString: url.toString() });
+  await server.connect();
+  const version = (await server.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
+  await server.end();
+  return {
+    url: url.toString(),
+    kind: `PostgreSQL ${version}`,
+    async close() {
+      const cleaner = new pg.Client({ connectionString: adminUrl });
+      await cleaner.connect();
+      await cleaner.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+      await cleaner.end();
+    },
+  };
+}
+
+async function seed(pool: pg.Pool): Promise<void> {
+  await migrate(pool);
+  // Small squares (5-position polygons) on a grid; in batches so PGlite's memory stays flat.
+  const batch = 10_000;
+  for (let start = 0; start < TOTAL; start += batch) {
+    await pool.query(
+      `INSERT INTO features.features (id, name, kategorie, adresse, geom)
+       SELECT 'f' || lpad(i::text, 6, '0'), 'Feature ' || i, (ARRAY['friedhof','blumenbeet','denkmal'])[1 + i % 3],
+              'Musterstraße ' || i || ', 12345 Musterstadt',
+              ST_MakeEnvelope((i % $3::int) * $4::float8, (i / $3::int) * $4::float8,
+                              (i % $3::int) * $4::float8 + $4::float8 / 2, (i / $3::int) * $4::float8 + $4::float8 / 2, 4326)
+       FROM generate_series($1::int, $2::int) AS i`,
+      [start, Math.min(TOTAL, start + batch) - 1, COLUMNS, STEP],
+    );
+  }
+  await pool.query('ANALYZE features.features');
+}
+
+/** A bbox covering the first `rows` grid rows and `columns` grid columns: exactly rows × columns features. */
+function bboxFor(columns: number, rows: number): Bbox {
+  return { minLon: -STEP / 4, minLat: -STEP / 4, maxLon: (columns - 1) * STEP + STEP / 4, maxLat: (rows - 1) * STEP + STEP / 4 };
+}
+
+/** The baseline: the same FeatureCollection straight from SQL, no HTTP, no Express. */
+function rawSql(bbox: Bbox, limit: number): { text: string; values: unknown[] } {
+  const values: unknown[] = [];
+  const conditions = listConditions({ bbox }, values);
+  values.push(limit);
+  return {
+    text: `SELECT json_build_object('type', 'FeatureCollection',
+             'features', coalesce(json_agg(${FEATURE_JSON} ORDER BY f.id), '[]'::json))::text AS collection
+           FROM (SELECT * FROM features.features f WHERE ${conditions.join(' AND ')} ORDER BY f.id LIMIT $${values.length}::int) f`,
+    values,
+  };
+}
+
+// --- the API process --------------------------------------------------------------------------------
+
+async function startApiProcess(databaseUrl: string, dataDir: string): Promise<{ base: string; child: ChildProcess; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/server.ts'], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl, PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'info', RATE_LIMIT_WRITES_PER_MINUTE: '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise<string>((resolve, reject) => {
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /"port":(\d+),"database"/.exec(output);
+      if (match) resolve(match[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`the API exited with ${code}`)));
+  });
+  child.stdout!.resume();
+  return {
+    base: `http://127.0.0.1:${port}`,
+    child,
+    stop: () =>
+      new Promise((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+// --- measurements -----------------------------------------------------------------------------------
+
+/** GET a URL and read the whole body, with node:http (lean, like a server-side client would be). */
+function httpGet(url: string, onServerTiming?: (dbMs: number) => void): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    get(url, { agent: keepAlive }, (response) => {
+      const chunks: Buffer[] = [];
+      const timing = /db;dur=([\d.]+)/.exec(String(response.headers['server-timing'] ?? ''));
+      if (timing) onServerTiming?.(Number(timing[1]));
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => (response.statusCode === 200 ? resolve(Buffer.concat(chunks)) : reject(new Error(`GET ${url}: ${response.statusCode}`))));
+      response.on('error', reject);
+    }).on('error', reject);
+  });
+}
+const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
+
+async function timeIt(work: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  await work();
+  return performance.now() - started;
+}
+
+async function compareListing(pool: pg.Pool, base: string, columns: number, rows: number, iterations: number) {
+  const bbox = bboxFor(columns, rows);
+  const expected = columns * rows;
+  const query = rawSql(bbox, expected);
+  const url = `${base}/api/features?bbox=${bbox.minLon},${bbox.minLat},${bbox.maxLon},${bbox.maxLat}&limit=${expected}`;
+
+  // Same features from both, or the comparison means nothing.
+  const apiBody = JSON.parse((await httpGet(url)).toString('utf8')) as { features: unknown[] };
+  const sqlBody = JSON.parse((await pool.query<{ collection: string }>(query.text, query.values)).rows[0]!.collection) as { features: unknown[] };
+  if (apiBody.features.length !== expected || JSON.stringify(apiBody.features) !== JSON.stringify(sqlBody.features)) {
+    throw new Error(`API and SQL disagree for ${expected} features (${apiBody.features.length} vs ${sqlBody.features.length})`);
+  }
+
+  const api: number[] = [];
+  const apiDb: number[] = [];
+  const sql: number[] = [];
+  let bytes = 0;
+  for (let i = 0; i < iterations; i++) {
+    // Interleaved, so drift in machine load hits both sides alike.
+    api.push(await timeIt(async () => (bytes = (await httpGet(url, (ms) => apiDb.push(ms))).byteLength)));
+    sql.push(await timeIt(() => pool.query(query.text, query.values)));
+  }
+  return {
+    features: expected,
+    'body MiB': (bytes / 1024 / 1024).toFixed(2),
+    'API median ms': median(api).toFixed(1),
+    'raw SQL median ms': median(sql).toFixed(1),
+    'of which API query ms': median(apiDb).toFixed(1),
+    'API p90 ms': percentile(api, 90).toFixed(1),
+    'raw SQL p90 ms': percentile(sql, 90).toFixed(1),
+    'API / SQL (median)': ratio(median(api), median(sql)),
+    target: '≤ 1.25×',
+  };
+}
+
+async function load(name: string, options: autocannon.Options, apiPid: number) {
+  const result = await autocannon({ connections: 16, duration: quick ? 3 : 10, ...options });
+  return {
+    scenario: name,
+    'req/s': Math.round(result.requests.average),
+    'p50 ms': result.latency.p50,
+    'p99 ms': result.latency.p99,
+    'non-2xx': result.non2xx,
+    errors: result.errors,
+    'API peak RSS MiB': (await peakRssMiB(apiPid)).toFixed(0),
+  };
+}
+
+async function main(): Promise<void> {
+  const database = await openDatabase();
+  const dataDir = mkdtempSync(join(tmpdir(), 'bench-api-'));
+  const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+  let api: Awaited<ReturnType<typeof startApiProcess>> | undefined;
+  try {
+    console.log(`database: ${database.kind}; seeding ${TOTAL.toLocaleString('en')} features…`);
+    const seeded = await timeIt(() => seed(pool));
+    console.log(`seeded in ${(seeded / 1000).toFixed(1)} s`);
+    api = await startApiProcess(database.url, dataDir);
+
+    console.log('\nbbox listing vs raw SQL (same GeoJSON, interleaved runs):');
+    const listing = [
+      await compareListing(pool, api.base, 100, 10, quick ? 5 : 80),
+      await compareListing(pool, api.base, 1_000, 10, quick ? 3 : 25),
+    ];
+    printTable(listing);
+
+    const token = await (await loadOrCreateDevKeys(dataDir)).sign({ sub: 'bench', role: 'admin' });
+    console.log('\nsingle features, 16 concurrent clients:');
+    const results = [
+      await load('GET /api/features/:id', { url: `${api.base}/api/features/f050000` }, api.child.pid!),
+      await load(
+        'POST /api/features',
+        {
+          url: `${api.base}/api/features`,
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({
+            type: 'Feature',
+            geometry: { type: 'Polygon', coordinates: [[[13.0, 52.0], [13.1, 52.0], [13.1, 52.1], [13.0, 52.1], [13.0, 52.0]]] },
+            properties: { name: 'Benchmark', kategorie: 'blumenbeet', telefon: '+49 30 123' },
+          }),
+        },
+        api.child.pid!,
+      ),
+    ];
+    printTable(results);
+    if (results.some((r) => r['non-2xx'] > 0 || r.errors > 0)) throw new Error('some load requests failed');
+  } finally {
+    keepAlive.destroy();
+    await api?.stop();
+    await pool.end();
+    await database.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();
