@@ -14,12 +14,17 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Agent, get } from 'node:http';
+import { Agent, createServer, get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
+import { pino } from 'pino';
+import { createApp } from '../services/api/src/app.js';
+import { createAuthenticator } from '../services/api/src/auth/index.js';
+import { createPool } from '../services/api/src/db/pool.js';
+import { closeGracefully, listen } from '../services/shared/http-server.js';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
 import { startEmbeddedDatabase } from '../services/api/src/db/embedded.js';
 import { migrate } from '../services/api/src/db/migrate.js';
@@ -129,17 +134,40 @@ async function startApiProcess(databaseUrl: string, dataDir: string): Promise<{ 
   };
 }
 
+async function startApiInProcess(databaseUrl: string, dataDir: string): Promise<{ base: string; stop(): Promise<void> }> {
+  const db = createPool(databaseUrl, { max: 10 });
+  const authenticator = await createAuthenticator({ production: false, dataDir });
+  const server = createServer(createApp({ db, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }) }));
+  const port = await listen(server, 0, '127.0.0.1');
+  return {
+    base: `http://127.0.0.1:${port}`,
+    async stop() {
+      await closeGracefully(server, 1_000);
+      await db.end();
+    },
+  };
+}
+
 // --- measurements -----------------------------------------------------------------------------------
 
-/** GET a URL and read the whole body, with node:http (lean, like a server-side client would be). */
-function httpGet(url: string, onServerTiming?: (dbMs: number) => void): Promise<Buffer> {
+/**
+ * GET a URL with node:http (a lean client, as a server-side consumer would use) and read the whole
+ * body; keeps it only when asked, so the client's own copying is not billed to the API.
+ */
+function httpGet(url: string, options: { keep?: boolean; onServerTiming?: (dbMs: number) => void } = {}): Promise<{ bytes: number; body?: Buffer }> {
   return new Promise((resolve, reject) => {
     get(url, { agent: keepAlive }, (response) => {
       const chunks: Buffer[] = [];
+      let bytes = 0;
       const timing = /db;dur=([\d.]+)/.exec(String(response.headers['server-timing'] ?? ''));
-      if (timing) onServerTiming?.(Number(timing[1]));
-      response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => (response.statusCode === 200 ? resolve(Buffer.concat(chunks)) : reject(new Error(`GET ${url}: ${response.statusCode}`))));
+      if (timing) options.onServerTiming?.(Number(timing[1]));
+      response.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+        if (options.keep) chunks.push(chunk);
+      });
+      response.on('end', () =>
+        response.statusCode === 200 ? resolve({ bytes, ...(options.keep ? { body: Buffer.concat(chunks) } : {}) }) : reject(new Error(`GET ${url}: ${response.statusCode}`)),
+      );
       response.on('error', reject);
     }).on('error', reject);
   });
@@ -152,14 +180,14 @@ async function timeIt(work: () => Promise<unknown>): Promise<number> {
   return performance.now() - started;
 }
 
-async function compareListing(pool: pg.Pool, base: string, columns: number, rows: number, iterations: number) {
+async function compareListing(pool: pg.Pool, where: string, base: string, columns: number, rows: number, iterations: number) {
   const bbox = bboxFor(columns, rows);
   const expected = columns * rows;
   const query = rawSql(bbox, expected);
   const url = `${base}/api/features?bbox=${bbox.minLon},${bbox.minLat},${bbox.maxLon},${bbox.maxLat}&limit=${expected}`;
 
   // Same features from both, or the comparison means nothing.
-  const apiBody = JSON.parse((await httpGet(url)).toString('utf8')) as { features: unknown[] };
+  const apiBody = JSON.parse((await httpGet(url, { keep: true })).body!.toString('utf8')) as { features: unknown[] };
   const sqlBody = JSON.parse((await pool.query<{ collection: string }>(query.text, query.values)).rows[0]!.collection) as { features: unknown[] };
   if (apiBody.features.length !== expected || JSON.stringify(apiBody.features) !== JSON.stringify(sqlBody.features)) {
     throw new Error(`API and SQL disagree for ${expected} features (${apiBody.features.length} vs ${sqlBody.features.length})`);
@@ -171,10 +199,11 @@ async function compareListing(pool: pg.Pool, base: string, columns: number, rows
   let bytes = 0;
   for (let i = 0; i < iterations; i++) {
     // Interleaved, so drift in machine load hits both sides alike.
-    api.push(await timeIt(async () => (bytes = (await httpGet(url, (ms) => apiDb.push(ms))).byteLength)));
+    api.push(await timeIt(async () => (bytes = (await httpGet(url, { onServerTiming: (ms) => apiDb.push(ms) })).bytes)));
     sql.push(await timeIt(() => pool.query(query.text, query.values)));
   }
   return {
+    API: where,
     features: expected,
     'body MiB': (bytes / 1024 / 1024).toFixed(2),
     'API median ms': median(api).toFixed(1),
@@ -205,17 +234,24 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-api-'));
   const pool = new pg.Pool({ connectionString: database.url, max: 4 });
   let api: Awaited<ReturnType<typeof startApiProcess>> | undefined;
+  let inProcess: Awaited<ReturnType<typeof startApiInProcess>> | undefined;
   try {
     console.log(`database: ${database.kind}; seeding ${TOTAL.toLocaleString('en')} features…`);
     const seeded = await timeIt(() => seed(pool));
     console.log(`seeded in ${(seeded / 1000).toFixed(1)} s`);
     api = await startApiProcess(database.url, dataDir);
 
+    // The API twice: in this process (its own cost: HTTP, Express, validation, forwarding the
+    // text) and as its own process (plus a process hop competing for the same two cores).
+    inProcess = await startApiInProcess(database.url, dataDir);
     console.log('\nbbox listing vs raw SQL (same GeoJSON, interleaved runs):');
-    const listing = [
-      await compareListing(pool, api.base, 100, 10, quick ? 5 : 80),
-      await compareListing(pool, api.base, 1_000, 10, quick ? 3 : 25),
-    ];
+    const listing = [];
+    for (const [where, base] of [['in process', inProcess.base], ['own process', api.base]] as const) {
+      listing.push(await compareListing(pool, where, base, 100, 10, quick ? 5 : 60));
+      listing.push(await compareListing(pool, where, base, 1_000, 10, quick ? 3 : 20));
+    }
+    await inProcess.stop();
+    inProcess = undefined;
     printTable(listing);
 
     const token = await (await loadOrCreateDevKeys(dataDir)).sign({ sub: 'bench', role: 'admin' });
@@ -241,6 +277,7 @@ async function main(): Promise<void> {
     if (results.some((r) => r['non-2xx'] > 0 || r.errors > 0)) throw new Error('some load requests failed');
   } finally {
     keepAlive.destroy();
+    await inProcess?.stop();
     await api?.stop();
     await pool.end();
     await database.close();
