@@ -198,9 +198,17 @@ async function compareListing(pool: pg.Pool, where: string, base: string, column
   const sql: number[] = [];
   let bytes = 0;
   for (let i = 0; i < iterations; i++) {
-    // Interleaved, so drift in machine load hits both sides alike.
-    api.push(await timeIt(async () => (bytes = (await httpGet(url, { onServerTiming: (ms) => apiDb.push(ms) })).bytes)));
-    sql.push(await timeIt(() => pool.query(query.text, query.values)));
+    // Interleaved, the order alternating, so drift in machine load and garbage collection left by
+    // the previous run hit both sides alike.
+    const viaApi = async () => api.push(await timeIt(async () => (bytes = (await httpGet(url, { onServerTiming: (ms) => apiDb.push(ms) })).bytes)));
+    const viaSql = async () => sql.push(await timeIt(() => pool.query(query.text, query.values)));
+    if (i % 2 === 0) {
+      await viaApi();
+      await viaSql();
+    } else {
+      await viaSql();
+      await viaApi();
+    }
   }
   return {
     API: where,
