@@ -13,6 +13,9 @@
  *   await db.close();                        // in afterAll
  *   db.pool / db.url                         // for the app under test and direct SQL
  *   await db.reset({ migrate: false })       // an empty database, e.g. to test migrations
+ *
+ * Call it once per test file: in PGlite mode every call in the same worker returns the same database
+ * (and resets it).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';

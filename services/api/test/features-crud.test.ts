@@ -211,7 +211,7 @@ describe('the rest of the surface', () => {
     expect(doc.json.openapi).toBe('3.1.0');
     expect(Object.keys(doc.json.paths)).toEqual(expect.arrayContaining(['/api/features', '/api/features/{id}', '/api/features/{id}/history']));
     const properties = doc.json.components.schemas.FeatureProperties;
-    expect(properties.properties.name.maxLength ?? properties.properties.name.description).toBeTruthy();
+    expect(properties.properties.name).toMatchObject({ minLength: 1, maxLength: 255 });
     expect(properties.properties.kategorie.enum).toEqual(['friedhof', 'blumenbeet', 'denkmal']);
     expect(properties.additionalProperties).toBe(false);
 

@@ -82,10 +82,11 @@ export const FeaturePropertiesSchema = z
     name: text()
       .refine((s) => codePoints(s) >= 1, 'must not be empty')
       .refine((s) => codePoints(s) <= NAME_MAX, `must be at most ${NAME_MAX} characters`)
-      .meta({ description: `1 to ${NAME_MAX} characters`, example: 'Alter Friedhof' }),
+      .meta({ description: `1 to ${NAME_MAX} characters`, example: 'Alter Friedhof', override: { minLength: 1, maxLength: NAME_MAX } }),
     kategorie: z.enum(KATEGORIEN, { error: `must be one of ${KATEGORIEN.join(', ')}` }),
     adresse: text()
       .refine((s) => codePoints(s) <= ADRESSE_MAX, `must be at most ${ADRESSE_MAX} characters`)
+      .meta({ override: { maxLength: ADRESSE_MAX } })
       .nullable()
       .optional()
       .meta({ example: 'Friedhofstraße 1, 12345 Musterstadt' }),
