@@ -50,7 +50,7 @@ export interface TestApi {
 
 export async function startTestApi(db: TestDatabase, options: { config?: Partial<Pick<ApiConfig, 'rateLimit'>> } = {}): Promise<TestApi> {
   const issuer = await startTestIssuer();
-  const authenticator = await createAuthenticator({ issuer: issuer.issuer, jwksUrl: issuer.jwksUrl, production: false, dataDir: '/nonexistent' });
+  const authenticator = await readyAuthenticator(issuer);
   const config = { rateLimit: { writesPerMinute: 0 }, ...options.config };
   const server = createServer(createApp({ db: db.pool, config, authenticator, logger: pino({ level: 'silent' }) }));
   const port = await listen(server, 0, '127.0.0.1');
@@ -84,6 +84,25 @@ export async function startTestApi(db: TestDatabase, options: { config?: Partial
       await issuer.close();
     },
   };
+}
+
+/**
+ * An authenticator that has already fetched the issuer's key set. The first fetch happens here, in
+ * the setup hook, and is retried: on a starved machine it can exceed jose's 5 s timeout, after which
+ * jose would not refetch for 30 s and every authenticated test of the file would fail for a reason
+ * that is not the one under test.
+ */
+async function readyAuthenticator(issuer: TestIssuer) {
+  for (let attempt = 1; ; attempt++) {
+    const authenticator = await createAuthenticator({ issuer: issuer.issuer, jwksUrl: issuer.jwksUrl, production: false, dataDir: '/nonexistent' });
+    try {
+      const token = await issuer.sign({ sub: 'warm-up', role: 'guest' });
+      await authenticator.authenticate({ headers: { authorization: `Bearer ${token}` } });
+      return authenticator;
+    } catch (error) {
+      if (attempt === 3) throw error;
+    }
+  }
 }
 
 /** A valid feature body; override parts with the spread of your choice. */
