@@ -159,15 +159,16 @@ function spawnDaemon(registry: string): Promise<string> {
   return new Promise((resolve, reject) => {
     // Not the fork's stderr: the daemon outlives this fork, and an inherited pipe would keep vitest
     // waiting for it to close. Its output goes to a log file beside the registry instead.
-    const log = openSync(`${registry}.log`, 'w');
-    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'pglite-daemon.ts'), registry, String(process.ppid)], {
+    const logFile = `${registry}.${Date.now()}.log`;
+    const log = openSync(logFile, 'a');
+    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'pglite-daemon.ts'), registry, String(process.ppid), logFile], {
       cwd: repoRoot,
       detached: true,
       stdio: ['ignore', 'pipe', log],
     });
     let output = '';
     closeSync(log);
-    const fail = (error: Error) => reject(new Error(`${error.message} (log: ${registry}.log)`));
+    const fail = (error: Error) => reject(new Error(`${error.message} (log: ${logFile})`));
     child.once('error', fail);
     child.once('exit', (code) => fail(new Error(`the PGlite test database exited with ${code} before listening`)));
     child.stdout!.on('data', (chunk: Buffer) => {

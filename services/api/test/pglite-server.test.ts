@@ -37,6 +37,13 @@ describe('a pg pool over the PGlite wire server', () => {
     results.forEach((r, i) => expect(r.rows[0]).toEqual({ n: i + 1, s: `s${i}` }));
   });
 
+  it('reassembles messages that arrive in many pieces (a 4 MB parameter)', async () => {
+    const big = 'ä'.repeat(2_000_000);
+    const { rows } = await pool.query<{ n: number; same: boolean }>('SELECT char_length($1::text) AS n, $1::text = $2::text AS same', [big, big]);
+    expect(rows[0]).toEqual({ n: 2_000_000, same: true });
+    expect((await pool.query('SELECT 1 AS still_serving')).rows).toEqual([{ still_serving: 1 }]);
+  });
+
   it('keeps a transaction to its connection: others wait, then see only committed work', async () => {
     const writer = await pool.connect();
     try {

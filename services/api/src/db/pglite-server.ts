@@ -69,6 +69,8 @@ class Connection {
   private buffer: Buffer = Buffer.alloc(0);
   private started = false;
   private busy = false;
+  /** Data came in while a batch was running: look at the buffer again when it is done. */
+  private arrivedWhileBusy = false;
   private closed = false;
 
   constructor(
@@ -79,7 +81,8 @@ class Connection {
     socket.setNoDelay(true);
     socket.on('data', (chunk) => {
       this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk]);
-      void this.pump();
+      if (this.busy) this.arrivedWhileBusy = true;
+      else void this.pump();
     });
     socket.on('error', () => socket.destroy());
     socket.on('close', () => void this.onClose());
@@ -108,6 +111,7 @@ class Connection {
     this.busy = true;
     try {
       for (;;) {
+        this.arrivedWhileBusy = false;
         const messages = this.takeMessages();
         if (messages.length === 0) break;
         const forward: Buffer[] = [];
@@ -132,7 +136,9 @@ class Connection {
     } finally {
       this.busy = false;
     }
-    if (this.buffer.length > 0 && !this.closed) void this.pump();
+    // Only new data can complete a message that was incomplete a moment ago; re-examining the same
+    // partial buffer would recurse without end.
+    if (this.arrivedWhileBusy && !this.closed) void this.pump();
   }
 
   private async flush(messages: Buffer[]): Promise<void> {
