@@ -106,6 +106,12 @@ async function createPostgresDatabase(adminUrl: string): Promise<TestDatabase> {
         await templatePool.end();
       }
       await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(template)} IS_TEMPLATE true`);
+      // Templates of earlier migration sets are obsolete now.
+      const stale = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'fp\\_template\\_%' AND datname <> $1::text", [template]);
+      for (const { datname } of stale.rows) {
+        await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(datname)} IS_TEMPLATE false`).catch(() => undefined);
+        await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(datname)}`).catch(() => undefined);
+      }
     }
     await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} TEMPLATE ${pg.escapeIdentifier(template)}`);
   } finally {
