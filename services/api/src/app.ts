@@ -1,3 +1,4 @@
+import type { IdentityApi } from '@ory/kratos-client';
 import express, { type Express } from 'express';
 import rateLimit from 'express-rate-limit';
 import type { Logger } from 'pino';
@@ -9,13 +10,20 @@ import type { Db } from './db/pool.js';
 import { AppError } from './errors.js';
 import { featureRoutes } from './features/routes.js';
 import { createFeatureService } from './features/service.js';
+import { cors } from './http/cors.js';
+import { originCheckForCookieWrites } from './http/csrf.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
 import { openApiRoutes } from './openapi.js';
+import { createUserRecorder, recordingCallers } from './users/recorder.js';
+import { userRoutes } from './users/routes.js';
+import { createUserService } from './users/service.js';
 
 export interface AppDependencies {
   db: Db;
-  config: Pick<ApiConfig, 'rateLimit'>;
+  config: Pick<ApiConfig, 'rateLimit'> & Partial<Pick<ApiConfig, 'cors'>>;
   authenticator: Authenticator;
+  /** Kratos admin API for role changes (PUT /api/users/:id/role); without it they answer 503. */
+  identityAdmin?: IdentityApi | undefined;
   logger: Logger;
   /** Injected for tests of time-dependent behaviour; the API reads time through it only. */
   clock?: () => Date;
@@ -47,6 +55,9 @@ export function createApp(deps: AppDependencies): Express {
     res.setHeader('X-Content-Type-Options', 'nosniff');
     next();
   });
+  // Before the rate limit: preflights are answered here and never count as changes.
+  const allowedOrigins = deps.config.cors?.origins ?? [];
+  app.use('/api', cors({ origins: allowedOrigins }));
   if (deps.config.rateLimit.writesPerMinute > 0) {
     app.use(
       '/api',
@@ -61,6 +72,12 @@ export function createApp(deps: AppDependencies): Express {
     );
   }
   app.use('/api', openApiRoutes());
+  // Every /api route below: the caller once (and recorded in users.users on first sight), then the CSRF
+  // Origin check for cookie-authenticated changes. Routers' own authenticate() reuse this answer.
+  const userRecorder = createUserRecorder(deps.db, deps.logger);
+  const authenticator = recordingCallers(deps.authenticator, userRecorder);
+  app.use('/api', authenticate(authenticator), originCheckForCookieWrites({ origins: allowedOrigins }));
+  app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
   app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db)));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));

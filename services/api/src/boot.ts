@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { closeGracefully, listen } from '../../shared/http-server.js';
 import { createApp } from './app.js';
-import { createAuthenticator } from './auth/index.js';
+import { createAuthenticator, createIdentityAdmin } from './auth/index.js';
 import type { ApiConfig } from './config.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
@@ -30,8 +30,9 @@ export async function startApi(config: ApiConfig, logger: Logger): Promise<Runni
   const db = createPool(databaseUrl, { logger });
   try {
     await migrate(db, { logger });
-    const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir });
-    const server = createServer(createApp({ db, config, authenticator, logger }));
+    const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir, identity: config.identity });
+    const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
+    const server = createServer(createApp({ db, config, authenticator, identityAdmin, logger }));
     // A slow or stalled client must not hold a connection forever.
     server.requestTimeout = 30_000;
     server.headersTimeout = 10_000;

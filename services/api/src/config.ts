@@ -21,6 +21,17 @@ export const ApiEnvSchema = z
     DATA_DIR: z.string().min(1).default('./data'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     RATE_LIMIT_WRITES_PER_MINUTE: z.coerce.number().int().min(0).default(600),
+    // Ory (identity): each optional, so the API also runs with JWTs alone.
+    KRATOS_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of the Kratos public API' }).optional(),
+    KRATOS_ADMIN_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of the Kratos admin API' }).optional(),
+    HYDRA_ADMIN_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of the Hydra admin API' }).optional(),
+    SESSION_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(15),
+    INTROSPECTION_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(300),
+    CORS_ORIGINS: z
+      .string()
+      .default('')
+      .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
+      .pipe(z.array(z.url({ protocol: /^https?$/, error: 'a comma-separated list of origins like https://app.example.org' }).refine((origin) => /^https?:\/\/[^/]+\/?$/.test(origin), 'an origin (scheme://host[:port]) without a path'))),
   })
   .superRefine((env, ctx) => {
     // The development signing key must never guard a production deployment.
@@ -43,6 +54,16 @@ export interface ApiConfig {
   /** Changes (POST/PUT/DELETE) per client address and minute; 0 disables the limit. */
   rateLimit: { writesPerMinute: number };
   auth: { issuer: string | undefined; jwksUrl: string | undefined; audience: string | undefined };
+  /** Ory Kratos/Hydra; unset URLs switch the matching credential type off. */
+  identity: {
+    kratosPublicUrl: string | undefined;
+    kratosAdminUrl: string | undefined;
+    hydraAdminUrl: string | undefined;
+    sessionCacheMs: number;
+    introspectionCacheMs: number;
+  };
+  /** Origins allowed to call the API from a browser (CORS) and to send cookie-authenticated changes. */
+  cors: { origins: string[] };
 }
 
 export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
@@ -55,5 +76,13 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     logLevel: parsed.LOG_LEVEL,
     rateLimit: { writesPerMinute: parsed.RATE_LIMIT_WRITES_PER_MINUTE },
     auth: { issuer: parsed.AUTH_ISSUER, jwksUrl: parsed.AUTH_JWKS_URL, audience: parsed.AUTH_AUDIENCE },
+    identity: {
+      kratosPublicUrl: parsed.KRATOS_PUBLIC_URL,
+      kratosAdminUrl: parsed.KRATOS_ADMIN_URL,
+      hydraAdminUrl: parsed.HYDRA_ADMIN_URL,
+      sessionCacheMs: parsed.SESSION_CACHE_SECONDS * 1000,
+      introspectionCacheMs: parsed.INTROSPECTION_CACHE_SECONDS * 1000,
+    },
+    cors: { origins: parsed.CORS_ORIGINS.map((origin) => new URL(origin).origin) },
   };
 }

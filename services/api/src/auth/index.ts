@@ -1,3 +1,8 @@
+import { Configuration as KratosConfiguration, FrontendApi, IdentityApi } from '@ory/kratos-client';
+import { Configuration as HydraConfiguration, OAuth2Api } from '@ory/hydra-client';
+import { createTokenIntrospector } from '../../../../identity/src/introspection.js';
+import { createSessionResolver } from '../../../../identity/src/session-resolver.js';
+import { createCompositeAuthenticator } from './composite.js';
 import { createJwtAuthenticator } from './jwt.js';
 import { loadOrCreateDevKeys } from './dev-keys.js';
 import type { Authenticator } from './types.js';
@@ -12,6 +17,21 @@ export interface AuthenticatorOptions {
   production: boolean;
   /** Where the development key lives (used only without jwksUrl, outside production). */
   dataDir: string;
+  /** Ory: each part is optional, so the API also runs with JWTs alone. */
+  identity?: IdentityAuthOptions;
+}
+
+export interface IdentityAuthOptions {
+  /** Kratos public API: session cookies are accepted when set (whoami). */
+  kratosPublicUrl?: string | undefined;
+  /** Hydra admin API: opaque access tokens are accepted when set (introspection). */
+  hydraAdminUrl?: string | undefined;
+  /** How long a whoami answer is reused (a session ended elsewhere works here at most this long). */
+  sessionCacheMs?: number;
+  /** Upper bound on reusing an introspection answer (never past the token's exp). */
+  introspectionCacheMs?: number;
+  /** Per-call timeout of Ory requests. */
+  timeoutMs?: number;
 }
 
 /**
@@ -19,10 +39,32 @@ export interface AuthenticatorOptions {
  * otherwise (development only) the local development key that `npm run token` signs with.
  */
 export async function createAuthenticator(options: AuthenticatorOptions): Promise<Authenticator> {
+  const jwt = await createJwtOnlyAuthenticator(options);
+  const identity = options.identity;
+  if (!identity?.kratosPublicUrl && !identity?.hydraAdminUrl) return jwt;
+  // No redirects: whoami and introspection answer directly; a redirect would mean a misconfigured URL.
+  const baseOptions = { timeout: identity.timeoutMs ?? 5_000, maxRedirects: 0 };
+  return createCompositeAuthenticator({
+    jwt,
+    ...(identity.kratosPublicUrl
+      ? { sessions: createSessionResolver({ frontend: new FrontendApi(new KratosConfiguration({ basePath: identity.kratosPublicUrl, baseOptions })), ...(identity.sessionCacheMs !== undefined ? { ttlMs: identity.sessionCacheMs } : {}) }) }
+      : {}),
+    ...(identity.hydraAdminUrl
+      ? { introspector: createTokenIntrospector({ oauth2: new OAuth2Api(new HydraConfiguration({ basePath: identity.hydraAdminUrl, baseOptions })), ...(identity.introspectionCacheMs !== undefined ? { maxCacheMs: identity.introspectionCacheMs } : {}) }) }
+      : {}),
+  });
+}
+
+async function createJwtOnlyAuthenticator(options: AuthenticatorOptions): Promise<Authenticator> {
   if (options.jwksUrl) {
     return createJwtAuthenticator({ jwksUrl: options.jwksUrl, issuer: options.issuer, audience: options.audience });
   }
   if (options.production) throw new Error('AUTH_JWKS_URL is required in production');
   const dev = await loadOrCreateDevKeys(options.dataDir);
   return createJwtAuthenticator({ localJwks: dev.jwks, issuer: dev.issuer, audience: options.audience });
+}
+
+/** The Kratos admin API client for user administration (role changes). */
+export function createIdentityAdmin(kratosAdminUrl: string, timeoutMs = 5_000): IdentityApi {
+  return new IdentityApi(new KratosConfiguration({ basePath: kratosAdminUrl, baseOptions: { timeout: timeoutMs, maxRedirects: 0 } }));
 }

@@ -2,9 +2,14 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { assertCan } from './permissions.js';
 import { ANONYMOUS, type Authenticator, type Permission, type Principal } from './types.js';
 
-/** Resolves the caller once per request; later handlers read it with principalOf(res). */
+/**
+ * Resolves the caller once per request; later handlers read it with principalOf(res). Idempotent: when
+ * the app already authenticated the request (for the CSRF check in front of every /api route), a
+ * router's own authenticate() reuses that answer instead of verifying the credentials again.
+ */
 export function authenticate(authenticator: Authenticator): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
+    if (res.locals.principal !== undefined) return next();
     try {
       res.locals.principal = await authenticator.authenticate(req);
       next();

@@ -1,0 +1,54 @@
+import type { RequestHandler } from 'express';
+import { AppError } from '../errors.js';
+
+/**
+ * CORS for the platform's own sites only (CORS_ORIGINS). A browser on an allowed origin may call the API
+ * with credentials (the Kratos cookie) and read the answer; any other origin gets no CORS headers, so
+ * the browser keeps the answer from its script, and its preflights are refused with 403.
+ *
+ * CORS only controls who may READ answers. Whether a cookie-authenticated change is accepted at all is
+ * decided by the Origin check in csrf.ts.
+ */
+
+export interface CorsOptions {
+  /** Exact origins, e.g. https://app.example.org (scheme, host and port; no path). */
+  origins: readonly string[];
+  maxAgeSeconds?: number;
+}
+
+const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, DELETE';
+const ALLOWED_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match';
+const EXPOSED_HEADERS = 'ETag, Link, Location, Retry-After, Server-Timing, WWW-Authenticate';
+
+/** The origin of a URL as browsers send it in the Origin header; throws for anything else. */
+export function normalizeOrigin(value: string): string {
+  const url = new URL(value);
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error(`${value} is not an http(s) origin`);
+  if (url.pathname !== '/' || url.search || url.hash || url.username) throw new Error(`${value} must be an origin (scheme://host[:port]) without a path`);
+  return url.origin;
+}
+
+export function cors(options: CorsOptions): RequestHandler {
+  const allowed = new Set(options.origins.map(normalizeOrigin));
+  const maxAge = String(options.maxAgeSeconds ?? 600);
+  return (req, res, next) => {
+    const origin = req.headers.origin;
+    // Answers differ by Origin: shared caches must keep them apart.
+    res.vary('Origin');
+    const isAllowed = origin !== undefined && allowed.has(origin);
+    const isPreflight = req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined;
+    if (isAllowed) {
+      res.setHeader('Access-Control-Allow-Origin', origin);
+      res.setHeader('Access-Control-Allow-Credentials', 'true');
+    }
+    if (!isPreflight) {
+      if (isAllowed) res.setHeader('Access-Control-Expose-Headers', EXPOSED_HEADERS);
+      return next();
+    }
+    if (!isAllowed) return next(new AppError('FORBIDDEN', `cross-origin requests from ${origin ?? '(no origin)'} are not allowed`));
+    res.setHeader('Access-Control-Allow-Methods', ALLOWED_METHODS);
+    res.setHeader('Access-Control-Allow-Headers', ALLOWED_HEADERS);
+    res.setHeader('Access-Control-Max-Age', maxAge);
+    res.status(204).end();
+  };
+}

@@ -1,0 +1,41 @@
+import type { RequestHandler } from 'express';
+import { principalOf } from '../auth/middleware.js';
+import { AppError } from '../errors.js';
+import { normalizeOrigin } from './cors.js';
+
+/**
+ * CSRF protection for cookie-authenticated changes. The browser attaches the Kratos session cookie
+ * (SameSite=Lax, on the parent domain) to requests from any of our subdomains, so a change that is
+ * authenticated by that cookie must prove where it came from: its Origin header (which page scripts
+ * cannot forge) must be the API itself or one of CORS_ORIGINS. A missing, `null` or foreign Origin is
+ * refused with 403 before the route runs.
+ *
+ * Requests authenticated by a Bearer token are not subject to it: a foreign page cannot make the
+ * browser add an Authorization header. Safe methods (GET, HEAD, OPTIONS) change nothing.
+ * Runs after authentication, as it needs to know how the caller authenticated.
+ */
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+export function originCheckForCookieWrites(options: { origins: readonly string[] }): RequestHandler {
+  const allowed = new Set(options.origins.map(normalizeOrigin));
+  return (req, res, next) => {
+    if (SAFE_METHODS.has(req.method) || principalOf(res).via !== 'session') return next();
+    const origin = req.headers.origin;
+    if (origin === undefined || origin === 'null') {
+      return next(new AppError('CSRF_REJECTED', 'a change authenticated by the session cookie must carry an Origin header', { statusCode: 403 }));
+    }
+    if (allowed.has(origin) || isSameOrigin(origin, req.headers.host)) return next();
+    return next(new AppError('CSRF_REJECTED', `a change authenticated by the session cookie is not accepted from ${origin}`, { statusCode: 403 }));
+  };
+}
+
+/** The API's own pages: the Origin's host:port is the Host the request was sent to. */
+function isSameOrigin(origin: string, host: string | undefined): boolean {
+  if (!host) return false;
+  try {
+    return new URL(origin).host === host.toLowerCase();
+  } catch {
+    return false;
+  }
+}
