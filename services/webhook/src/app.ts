@@ -5,6 +5,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Logger } from 'pino';
 import { AppError } from '../../api/src/errors.js';
 import { authFailureLimiter } from './auth-failure-limiter.js';
+import { rawBody } from './body.js';
 import type { WebhookConfig } from './config.js';
 import type { DeployQueue } from './deployments/queue.js';
 import type { DeploymentStore } from './deployments/store.js';
@@ -37,7 +38,7 @@ export function createApp(deps: WebhookAppDeps): express.Express {
 
   app.use(authFailureLimiter(config.authFailuresPerMinute));
 
-  app.post('/webhook', express.raw({ type: () => true, limit: config.maxBodyBytes }), webhookHandler(deps));
+  app.post('/webhook', rawBody(config.maxBodyBytes), webhookHandler(deps));
   app.all('/webhook', methodNotAllowed('POST'));
   app.use(deploymentsRouter({ adminToken: config.adminToken, store: deps.store }));
   app.all(['/deployments', '/deployments/:id'], methodNotAllowed('GET'));

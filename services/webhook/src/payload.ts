@@ -2,6 +2,7 @@
  * The push payload: JSON, or form-encoded with the JSON in a `payload` field (GitHub's and Gitea's
  * "application/x-www-form-urlencoded" content type). Only the fields routing needs are validated.
  */
+import { isAscii } from 'node:buffer';
 import { z } from 'zod';
 
 /** `after` of a deleted branch: forty zeros (or sixty-four in SHA-256 repositories). */
@@ -20,7 +21,9 @@ export class MalformedPayload extends Error {
 
 /** Decode the body into a JSON value; throws MalformedPayload on anything that is not. */
 export function decodeBody(rawBody: Buffer, contentType: string | undefined): unknown {
-  const text = rawBody.toString('utf8');
+  // Pushes are nearly always pure ASCII; for ASCII, latin1 decoding gives the very same string
+  // as UTF-8 at a quarter of the cost (a copy instead of a validating decode).
+  const text = isAscii(rawBody) ? rawBody.toString('latin1') : rawBody.toString('utf8');
   let json = text;
   if ((contentType ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')) {
     const payload = new URLSearchParams(text).get('payload');

@@ -27,6 +27,11 @@ export function hasCredentials(headers: IncomingHttpHeaders): boolean {
 
 const SIGNATURE_PATTERN = /^sha256=([0-9a-f]{64})$/i;
 
+/** True when the request carries a GitHub-style signature header of the right shape. */
+export function hasWellFormedSignature(headers: IncomingHttpHeaders): boolean {
+  return SIGNATURE_PATTERN.test(header(headers, 'x-hub-signature-256') ?? '');
+}
+
 /**
  * Checks one request against sets of secrets. HMACs are cached per secret, so asking about several
  * targets (to tell "unknown branch" from "forged") costs one HMAC per distinct secret.

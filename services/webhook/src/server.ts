@@ -90,7 +90,7 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
         const http = closeGracefully(server, 5_000);
         await queue.shutdown(config.shutdownGraceMs);
         await http;
-        await store.flush();
+        await store.close();
         logger.info('webhook server stopped');
       })();
       return closing;

@@ -65,23 +65,35 @@ export class DeployQueue {
   /** Accept a push; the deploy itself starts after the caller has answered (next tick). */
   async submit(push: Push): Promise<SubmitResult> {
     const { store } = this.options;
-    // The only read before the checks; from here to the lane update nothing awaits, so two
-    // concurrent pushes of one commit or one delivery id cannot both pass.
-    const liveCommit = await this.liveCommit(push.target);
     const commit = push.commit.toLowerCase();
     const lane = this.lane(push.target.key);
-    let duplicate: Extract<SubmitResult, { kind: 'duplicate' }> | null = null;
-    const seenDelivery = push.deliveryId ? store.deploymentOfDelivery(push.deliveryId) : undefined;
-    if (seenDelivery) return { kind: 'duplicate', reason: 'delivery', deploymentId: seenDelivery };
-    // Only the last word counts: a commit that is live but about to be replaced by a waiting or
-    // running deploy of another commit is queued again, so the newest push still wins.
-    if (lane.waiting) {
-      if (lane.waiting.commit === commit) duplicate = { kind: 'duplicate', reason: 'queued', deploymentId: lane.waiting.id };
-    } else if (lane.running) {
-      if (lane.running.deployment.commit === commit) duplicate = { kind: 'duplicate', reason: 'running', deploymentId: lane.running.deployment.id };
-    } else if (liveCommit === commit) {
-      const lastGood = store.list({ target: push.target.key, limit: 500 }).find((d) => d.state === 'succeeded' && d.deployedCommit === commit);
-      duplicate = { kind: 'duplicate', reason: 'live', deploymentId: lastGood?.id ?? null };
+    // The live commit only matters when the lane is idle, so it is read (from disk: a manual
+    // deploy or rollback may have changed it) only then. Each pass of the checks below runs
+    // without awaiting, so two concurrent pushes of one commit or one delivery id cannot both
+    // pass; when the read had to wait, the checks run again on what is true after it.
+    let liveCommit: string | null | undefined;
+    let duplicate: Extract<SubmitResult, { kind: 'duplicate' }> | null;
+    for (;;) {
+      duplicate = null;
+      const seenDelivery = push.deliveryId ? store.deploymentOfDelivery(push.deliveryId) : undefined;
+      if (seenDelivery) return { kind: 'duplicate', reason: 'delivery', deploymentId: seenDelivery };
+      // Only the last word counts: a commit that is live but about to be replaced by a waiting or
+      // running deploy of another commit is queued again, so the newest push still wins.
+      if (lane.waiting) {
+        if (lane.waiting.commit === commit) duplicate = { kind: 'duplicate', reason: 'queued', deploymentId: lane.waiting.id };
+      } else if (lane.running) {
+        if (lane.running.deployment.commit === commit) duplicate = { kind: 'duplicate', reason: 'running', deploymentId: lane.running.deployment.id };
+      } else {
+        if (liveCommit === undefined) {
+          liveCommit = await this.liveCommit(push.target);
+          continue; // the lane may have changed while reading
+        }
+        if (liveCommit === commit) {
+          const lastGood = store.list({ target: push.target.key, limit: 500 }).find((d) => d.state === 'succeeded' && d.deployedCommit === commit);
+          duplicate = { kind: 'duplicate', reason: 'live', deploymentId: lastGood?.id ?? null };
+        }
+      }
+      break;
     }
     if (duplicate) {
       if (push.deliveryId && duplicate.deploymentId) await store.recordDelivery(push.deliveryId, duplicate.deploymentId);

@@ -7,7 +7,7 @@
  * skipped on load. When the journal grows past twice what is kept, it is rewritten atomically
  * (temporary file, then rename) with only the current state.
  */
-import { appendFile, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { FINAL_STATES, type Deployment } from './types.js';
@@ -33,6 +33,8 @@ export class DeploymentStore {
   private writeChain: Promise<void> = Promise.resolve();
   private scheduledWrite: Promise<void> | null = null;
   private journalLines = 0;
+  /** The journal, open for appending: one write per batch instead of open + write + close. */
+  private journal: FileHandle | null = null;
 
   private constructor(
     private readonly dir: string,
@@ -140,7 +142,13 @@ export class DeploymentStore {
           this.scheduledWrite = null;
           const batch = this.pendingLines;
           this.pendingLines = [];
-          await appendFile(this.file, batch.join(''), { mode: 0o600 });
+          this.journal ??= await open(this.file, 'a', 0o600);
+          try {
+            await this.journal.write(batch.join(''));
+          } catch (error) {
+            await this.closeJournal();
+            throw error;
+          }
           this.journalLines += batch.length;
           if (this.journalLines > 2 * (this.maxDeployments + this.maxDeliveries)) await this.compact();
         });
@@ -148,6 +156,18 @@ export class DeploymentStore {
       this.writeChain = write;
     }
     return this.scheduledWrite;
+  }
+
+  private async closeJournal(): Promise<void> {
+    const journal = this.journal;
+    this.journal = null;
+    await journal?.close().catch(() => undefined);
+  }
+
+  /** Resolves when everything saved so far is on disk; then closes the journal. */
+  async close(): Promise<void> {
+    await this.flush().catch(() => undefined);
+    await this.closeJournal();
   }
 
   /** Rewrite the journal with only the current state, atomically. */
@@ -158,6 +178,7 @@ export class DeploymentStore {
     const temporary = join(this.dir, `deployments.jsonl.tmp-${process.pid}`);
     await writeFile(temporary, lines.length ? `${lines.join('\n')}\n` : '', { mode: 0o600 });
     await rename(temporary, this.file);
+    await this.closeJournal(); // it still points at the replaced file
     this.journalLines = lines.length;
   }
 }

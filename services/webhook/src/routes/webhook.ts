@@ -2,7 +2,8 @@
  * POST /webhook: authenticate, route the pushed branch to its target, queue the deploy, answer.
  *
  * Order of checks (every answer is JSON):
- *   no credential header → 401 · body not JSON / not a push → 400 (401 if it authenticates for no
+ *   no credential header, or a GitLab token that is no GitLab target's secret (without a signature
+ *   header) → 401 before the body is decoded · body not JSON / not a push → 400 (401 if it authenticates for no
  *   target) · ping → 200 · other events, tags, branch deletions → 202 ignored · branch matching no
  *   target → 404 or 202 ignored (WEBHOOK_UNMATCHED_BRANCH) · wrong secret for the matched target
  *   → 401 · a branch name git would refuse → 400 · redelivery → 200 duplicate · otherwise → 202 with the deployment id.
@@ -16,7 +17,7 @@ import type { Target } from '../../../shared/targets.js';
 import type { WebhookConfig } from '../config.js';
 import type { DeployQueue } from '../deployments/queue.js';
 import { decodeBody, isDeletionCommit, MalformedPayload, parsePush } from '../payload.js';
-import { deliveryIdOf, eventOf, hasCredentials, RequestAuthenticator } from '../providers.js';
+import { deliveryIdOf, eventOf, hasCredentials, hasWellFormedSignature, RequestAuthenticator } from '../providers.js';
 import { branchOfRef, isValidBranchName, matchTarget } from '../routing.js';
 import type { SecretBook } from '../secret-book.js';
 
@@ -41,6 +42,14 @@ export function webhookHandler({ config, secrets, queue, logger }: WebhookRouteD
     const rawBody = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     if (!hasCredentials(req.headers)) throw unauthenticated();
     const auth = new RequestAuthenticator(req.headers, rawBody);
+    // Authenticate before decoding where that is cheap: a GitLab token is the secret itself, so a
+    // request whose token is no GitLab target's secret (and that has no signature to check
+    // instead) is refused before its body is decoded or parsed. A signature is an HMAC of the
+    // body under the target's secret; it is checked once the payload names the target, so a
+    // genuine delivery costs one HMAC, not one per configured secret.
+    if (!hasWellFormedSignature(req.headers) && !authenticatesForAny(auth, config.targets.filter((t) => t.provider === 'gitlab'))) {
+      throw unauthenticated();
+    }
     const event = eventOf(req.headers);
     const ignore = (reason: string): void => {
       logger.info({ reason, event: event.name }, 'webhook ignored');

@@ -1,0 +1,95 @@
+/**
+ * Reads the raw webhook body into one Buffer (`req.body`), with fewer copies than express.raw:
+ * with a Content-Length (what GitHub, GitLab, Gitea and Forgejo send) the buffer is allocated once
+ * at its final size and every chunk is copied into it as it arrives, so nothing is concatenated
+ * at the end. Bodies without a length (chunked) are collected and joined once. A compressed body
+ * (Content-Encoding other than identity) goes to express.raw, which inflates it, so the accepted
+ * requests and the answers to bad ones stay exactly those of express.raw:
+ * over the limit → 413 (before reading, when the announced length says so); a body shorter or
+ * longer than announced, or an aborted upload → 400.
+ */
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { AppError } from '../../api/src/errors.js';
+
+export function rawBody(limit: number) {
+  const inflatingReader = express.raw({ type: () => true, limit });
+
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+    if (encoding !== 'identity') {
+      inflatingReader(req, res, next);
+      return;
+    }
+    const announced = req.headers['content-length'];
+    const hasBody = announced !== undefined || req.headers['transfer-encoding'] !== undefined;
+    if (!hasBody) {
+      next();
+      return;
+    }
+    const length = announced === undefined ? null : Number(announced);
+    if (length !== null && length > limit) {
+      // Read nothing into memory; like body-parser, answer once the upload is drained, because
+      // clients (fetch, curl) only read an answer after they have sent their whole body.
+      drainThen(req, () => next(new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit')));
+      return;
+    }
+    readInto(req, length, limit).then(
+      (body) => {
+        req.body = body;
+        next();
+      },
+      (error: unknown) => next(error),
+    );
+  };
+}
+
+function drainThen(req: Request, then: () => void): void {
+  if (req.complete) return then();
+  let done = false;
+  const once = (): void => {
+    if (done) return;
+    done = true;
+    then();
+  };
+  req.on('end', once);
+  req.on('close', once);
+  req.on('error', once);
+  req.resume();
+}
+
+const unreadable = (): AppError => new AppError('VALIDATION_FAILED', 'the request body could not be read');
+
+/** Copy the body into one buffer; on a problem stop keeping data, drain the rest, then reject. */
+function readInto(req: Request, length: number | null, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    // Node's HTTP parser has already checked that Content-Length is a non-negative integer.
+    const sized = length === null ? null : Buffer.allocUnsafe(length);
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let failure: AppError | null = null;
+    const onData = (chunk: Buffer): void => {
+      if (failure) return;
+      const end = received + chunk.length;
+      if (end > limit) failure = new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit');
+      else if (sized && end > sized.length) failure = unreadable();
+      else if (sized) chunk.copy(sized, received);
+      else chunks.push(chunk);
+      received = end;
+    };
+    let finished = false;
+    const finish = (): void => {
+      if (finished) return;
+      finished = true;
+      req.off('data', onData);
+      drainThen(req, () => {
+        if (!failure && (!req.complete || (sized && received !== sized.length))) failure = unreadable();
+        if (failure) reject(failure);
+        else resolve(sized ?? (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)));
+      });
+    };
+    req.on('data', onData);
+    req.once('end', finish);
+    req.once('close', finish);
+    req.once('error', finish);
+  });
+}
