@@ -14,13 +14,15 @@ import { cors } from './http/cors.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
 import { openApiRoutes } from './openapi.js';
+import { mountQc } from './qc/routes.js';
+import { createQcService } from './qc/service.js';
 import { createUserRecorder, recordingCallers } from './users/recorder.js';
 import { userRoutes } from './users/routes.js';
 import { createUserService } from './users/service.js';
 
 export interface AppDependencies {
   db: Db;
-  config: Pick<ApiConfig, 'rateLimit'> & Partial<Pick<ApiConfig, 'cors'>>;
+  config: Pick<ApiConfig, 'rateLimit'> & Partial<Pick<ApiConfig, 'cors' | 'qc'>>;
   authenticator: Authenticator;
   /** Kratos admin API for role changes (PUT /api/users/:id/role); without it they answer 503. */
   identityAdmin?: IdentityApi | undefined;
@@ -78,6 +80,7 @@ export function createApp(deps: AppDependencies): Express {
   const authenticator = recordingCallers(deps.authenticator, userRecorder);
   app.use('/api', authenticate(authenticator), originCheckForCookieWrites({ origins: allowedOrigins }));
   app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
+  mountQc(app, { service: createQcService(deps.db, { maxAttempts: deps.config.qc?.maxAttempts ?? 12 }), authenticator: deps.authenticator });
   app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db)));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));

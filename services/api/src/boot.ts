@@ -8,6 +8,7 @@ import type { ApiConfig } from './config.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
+import { migrateQueue, startQcWorker, type QcWorker } from './qc/worker.js';
 
 export interface RunningApi {
   port: number;
@@ -30,6 +31,8 @@ export async function startApi(config: ApiConfig, logger: Logger): Promise<Runni
   const db = createPool(databaseUrl, { logger });
   try {
     await migrate(db, { logger });
+    // graphile-worker's schema: the QC routes queue side effects with graphile_worker.add_job.
+    await migrateQueue(db, logger);
     const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir, identity: config.identity });
     const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
     const server = createServer(createApp({ db, config, authenticator, identityAdmin, logger }));
@@ -37,12 +40,20 @@ export async function startApi(config: ApiConfig, logger: Logger): Promise<Runni
     server.requestTimeout = 30_000;
     server.headersTimeout = 10_000;
     const port = await listen(server, config.port);
+    let worker: QcWorker | undefined;
+    let workerPool: ReturnType<typeof createPool> | undefined;
+    if (config.worker.enabled) {
+      workerPool = createPool(databaseUrl, { logger, max: config.worker.concurrency + 3 });
+      worker = await startQcWorker({ pool: workerPool, settings: config.exports, worker: config.worker, logger });
+    }
     logger.info({ port, database: embedded ? 'embedded' : 'external' }, 'api listening');
     return {
       port,
       databaseUrl,
       async close() {
         await closeGracefully(server);
+        await worker?.stop();
+        await workerPool?.end();
         await db.end();
         await embedded?.close();
       },

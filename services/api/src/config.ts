@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseEnv } from '../../shared/config.js';
+import { checkExportsEnv, exportsEnvShape, exportsSettingsFrom, type ExportsSettings } from './exports/config.js';
 
 /**
  * The API's environment, parsed once at start. A bad value stops the process with a message naming
@@ -21,6 +22,13 @@ export const ApiEnvSchema = z
     DATA_DIR: z.string().min(1).default('./data'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     RATE_LIMIT_WRITES_PER_MINUTE: z.coerce.number().int().min(0).default(600),
+    // QC side effects (docs/qc.md): exports, notices, and the worker that runs them.
+    ...exportsEnvShape,
+    WORKER_ENABLED: z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1'),
+    WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+    WORKER_POLL_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(2_000),
+    WORKER_HEARTBEAT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
+    QC_JOB_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(12),
     // Ory (identity): each optional, so the API also runs with JWTs alone.
     KRATOS_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of the Kratos public API' }).optional(),
     KRATOS_ADMIN_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of the Kratos admin API' }).optional(),
@@ -34,6 +42,7 @@ export const ApiEnvSchema = z
       .pipe(z.array(z.url({ protocol: /^https?$/, error: 'a comma-separated list of origins like https://app.example.org' }).refine((origin) => /^https?:\/\/[^/]+\/?$/.test(origin), 'an origin (scheme://host[:port]) without a path'))),
   })
   .superRefine((env, ctx) => {
+    checkExportsEnv(env, ctx);
     // The development signing key must never guard a production deployment.
     if (env.NODE_ENV === 'production' && !env.AUTH_JWKS_URL) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWKS_URL'], message: 'required when NODE_ENV=production' });
@@ -64,6 +73,11 @@ export interface ApiConfig {
   };
   /** Origins allowed to call the API from a browser (CORS) and to send cookie-authenticated changes. */
   cors: { origins: string[] };
+  /** QC side effects: OSM/Wikibase exports, reviewer and agency notices (docs/qc.md). */
+  exports: ExportsSettings;
+  /** The QC worker; `enabled` runs it inside the API process. */
+  worker: { enabled: boolean; concurrency: number; pollIntervalMs: number; heartbeatMs: number };
+  qc: { maxAttempts: number };
 }
 
 export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
@@ -84,5 +98,13 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
       introspectionCacheMs: parsed.INTROSPECTION_CACHE_SECONDS * 1000,
     },
     cors: { origins: parsed.CORS_ORIGINS.map((origin) => new URL(origin).origin) },
+    exports: exportsSettingsFrom(parsed),
+    worker: {
+      enabled: parsed.WORKER_ENABLED,
+      concurrency: parsed.WORKER_CONCURRENCY,
+      pollIntervalMs: parsed.WORKER_POLL_INTERVAL_MS,
+      heartbeatMs: parsed.WORKER_HEARTBEAT_MS,
+    },
+    qc: { maxAttempts: parsed.QC_JOB_MAX_ATTEMPTS },
   };
 }

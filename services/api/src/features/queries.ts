@@ -99,7 +99,7 @@ export function getFeature(id: string): Query {
 /** Lock the row for a change in the current transaction; its owner and version decide whether the change may happen. */
 export function lockFeature(id: string): Query {
   return {
-    text: `SELECT f.version, f.created_by AS "createdBy" FROM features.features f WHERE f.id = $1::text FOR UPDATE`,
+    text: `SELECT f.version, f.created_by AS "createdBy", f.status FROM features.features f WHERE f.id = $1::text FOR UPDATE`,
     values: [id],
   };
 }

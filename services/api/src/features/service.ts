@@ -67,6 +67,7 @@ export function createFeatureService(db: Db) {
         const current = await lockOrThrow(client, id);
         assertMayUpdate(principal, current.createdBy);
         assertPrecondition(expected, current.version);
+        assertNotInQc(current.status);
         await assertValidGeometry(client, input);
         const { rows } = await run(client, sql.replaceFeature(id, valuesOf(input)));
         const row = rows[0] as { version: number; featureJson: string };
@@ -78,6 +79,7 @@ export function createFeatureService(db: Db) {
       await transaction(db, principal, async (client) => {
         const current = await lockOrThrow(client, id);
         assertPrecondition(expected, current.version);
+        assertNotInQc(current.status);
         await run(client, sql.deleteFeature(id));
       });
     },
@@ -126,11 +128,16 @@ async function transaction<T>(db: Db, principal: Principal, work: (client: DbCli
   }
 }
 
-async function lockOrThrow(client: DbClient, id: string): Promise<{ version: number; createdBy: string | null }> {
+async function lockOrThrow(client: DbClient, id: string): Promise<{ version: number; createdBy: string | null; status: string }> {
   const { rows } = await run(client, sql.lockFeature(id));
-  const row = rows[0] as { version: number; createdBy: string | null } | undefined;
+  const row = rows[0] as { version: number; createdBy: string | null; status: string } | undefined;
   if (!row) throw notFound(id);
   return row;
+}
+
+/** A feature under review stays as submitted until a reviewer decides (docs/qc.md). */
+function assertNotInQc(status: string): void {
+  if (status === 'in_qc') throw new AppError('INVALID_STATE', 'the feature is in review (in_qc); it can be changed or deleted once a reviewer has approved or rejected it');
 }
 
 function assertPrecondition(expected: ExpectedVersion, current: number): void {

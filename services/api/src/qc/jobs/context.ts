@@ -1,0 +1,108 @@
+import type { Queryable } from '../../db/pool.js';
+import { CategoryMappingSchema } from '../../exports/category-mapping.js';
+import type { CategoryMapping, FeatureGeometry, FeatureSnapshot } from '../../exports/types.js';
+import type { JobTask } from '../states.js';
+
+/** Everything a job needs, read from the database when it runs (never from the live feature row). */
+export interface JobContext {
+  id: number;
+  task: JobTask;
+  featureId: string;
+  version: number;
+  /** The transition that caused the job: its actor, time, comment and the feature as it was. */
+  transition: { id: number; actor: string; actorName: string | null; comment: string | null; at: Date; snapshot: FeatureSnapshot };
+}
+
+/** Claim the job for this attempt; null when it is already finished (a duplicate graphile job). */
+export async function startAttempt(db: Queryable, jobId: number, processId: string, graphileWorkerId: string | null): Promise<JobContext | null> {
+  const { rows } = await db.query(
+    `UPDATE qc.jobs j SET status = 'running', attempts = j.attempts + 1, process_id = $2::text,
+            graphile_worker_id = $3::text, updated_at = clock_timestamp()
+     FROM qc.transitions t
+     WHERE j.id = $1::bigint AND t.id = j.transition_id AND j.status IN ('queued', 'retrying', 'running')
+     RETURNING j.id, j.task, j.feature_id AS "featureId", j.version, t.id AS "transitionId", t.actor,
+               t.actor_name AS "actorName", t.comment, t.created_at AS "at", t.snapshot`,
+    [jobId, processId, graphileWorkerId],
+  );
+  const row = rows[0] as
+    | { id: string; task: JobTask; featureId: string; version: number; transitionId: string; actor: string; actorName: string | null; comment: string | null; at: Date; snapshot: Record<string, unknown> }
+    | undefined;
+  if (!row) return null;
+  return {
+    id: Number(row.id),
+    task: row.task,
+    featureId: row.featureId,
+    version: row.version,
+    transition: { id: Number(row.transitionId), actor: row.actor, actorName: row.actorName, comment: row.comment, at: new Date(row.at), snapshot: snapshotFrom(row.snapshot) },
+  };
+}
+
+/** A stored row snapshot (to_jsonb of features.features, geom as GeoJSON) as the exporters' type. */
+export function snapshotFrom(stored: Record<string, unknown>): FeatureSnapshot {
+  return {
+    id: String(stored.id),
+    version: Number(stored.version),
+    name: String(stored.name),
+    kategorie: String(stored.kategorie),
+    adresse: (stored.adresse as string | null | undefined) ?? null,
+    telefon: (stored.telefon as string | null | undefined) ?? null,
+    geometry: stored.geometry as FeatureGeometry,
+  };
+}
+
+export async function loadCategoryMapping(db: Queryable): Promise<CategoryMapping> {
+  const { rows } = await db.query(`SELECT kategorie, osm_tags AS "osmTags", wikidata_class AS "wikidataClass" FROM metadata.category_mapping`);
+  const raw: Record<string, unknown> = {};
+  for (const row of rows as { kategorie: string; osmTags: unknown; wikidataClass: string | null }[]) raw[row.kategorie] = { osmTags: row.osmTags, wikidataClass: row.wikidataClass };
+  return CategoryMappingSchema.parse(raw);
+}
+
+export async function exportRecord<R>(db: Queryable, featureId: string, target: 'osm' | 'wikibase'): Promise<R | null> {
+  const { rows } = await db.query(`SELECT record FROM qc.export_records WHERE feature_id = $1::text AND target = $2::text`, [featureId, target]);
+  return ((rows[0] as { record: R } | undefined)?.record ?? null) as R | null;
+}
+
+/** The version approved before this approval, for the agency's changeset; null on a first approval. */
+export async function previousApproval(db: Queryable, featureId: string, transitionId: number): Promise<FeatureSnapshot | null> {
+  const { rows } = await db.query(
+    `SELECT snapshot FROM qc.transitions WHERE feature_id = $1::text AND action = 'approve' AND id < $2::bigint ORDER BY id DESC LIMIT 1`,
+    [featureId, transitionId],
+  );
+  const row = rows[0] as { snapshot: Record<string, unknown> } | undefined;
+  return row ? snapshotFrom(row.snapshot) : null;
+}
+
+/** Reviewers and admins with an address (REVIEWER_EMAILS is added by the notifier). */
+export async function reviewerAddresses(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query(`SELECT email FROM users.users WHERE role IN ('reviewer', 'admin') AND email IS NOT NULL ORDER BY id`);
+  return (rows as { email: string }[]).map((r) => r.email);
+}
+
+export async function userEmail(db: Queryable, userId: string): Promise<string | null> {
+  const { rows } = await db.query(`SELECT email FROM users.users WHERE id = $1::text`, [userId]);
+  return (rows[0] as { email: string | null } | undefined)?.email ?? null;
+}
+
+export type TerminalOutcome =
+  | { status: 'exported' | 'unchanged' | 'sent'; result: unknown; detail?: string | undefined }
+  | { status: 'conflict' | 'failed' | 'skipped' | 'not_applicable'; reason: string };
+
+/** Record the terminal outcome; an export's new record replaces the feature's previous one in the same transaction. */
+export async function finishAttempt(db: Queryable, job: JobContext, outcome: TerminalOutcome, recordTarget: 'osm' | 'wikibase' | null): Promise<void> {
+  const result = 'result' in outcome ? JSON.stringify(outcome.result) : null;
+  const reason = 'reason' in outcome ? outcome.reason : (outcome.detail ?? null);
+  await db.query(
+    `WITH finished AS (
+       UPDATE qc.jobs SET status = $2::text, reason = $3::text, result = $4::jsonb, last_error = NULL, process_id = NULL,
+              finished_at = clock_timestamp(), updated_at = clock_timestamp()
+       WHERE id = $1::bigint RETURNING id, feature_id)
+     INSERT INTO qc.export_records (feature_id, target, record, job_id)
+     SELECT feature_id, $5::text, $4::jsonb, id FROM finished WHERE $5::text IS NOT NULL AND $4::jsonb IS NOT NULL
+     ON CONFLICT (feature_id, target) DO UPDATE SET record = EXCLUDED.record, job_id = EXCLUDED.job_id, updated_at = clock_timestamp()`,
+    [job.id, outcome.status, reason, result, recordTarget && (outcome.status === 'exported' || outcome.status === 'unchanged') ? recordTarget : null],
+  );
+}
+
+export async function markRetrying(db: Queryable, jobId: number, error: string): Promise<void> {
+  await db.query(`UPDATE qc.jobs SET status = 'retrying', last_error = $2::text, process_id = NULL, updated_at = clock_timestamp() WHERE id = $1::bigint`, [jobId, error.slice(0, 2000)]);
+}

@@ -1,0 +1,81 @@
+import { Router, type Express, type Request, type RequestHandler } from 'express';
+import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
+import type { Authenticator } from '../auth/types.js';
+import { AppError } from '../errors.js';
+import { jsonBody } from '../http/body.js';
+import { parseOrThrow } from '../http/validate.js';
+import { ApproveBodySchema, JobIdSchema, JobListQuerySchema, QueueQuerySchema, RejectBodySchema, SubmitBodySchema } from './schema.js';
+import type { QcService } from './service.js';
+
+/**
+ * /api/qc/* and GET /api/features/:id/reviews. Each route states its permission first, so an
+ * anonymous caller gets 401 and a role without it 403 before a body is read.
+ */
+export function mountQc(app: Express, deps: { service: QcService; authenticator: Authenticator }): void {
+  const auth = authenticate(deps.authenticator);
+  // Before the feature router, which would otherwise answer 404 for the sub-path.
+  app.get('/api/features/:id/reviews', auth, requirePermission('read', 'read reviews'), async (req, res) => {
+    res.type('application/json').send(await deps.service.reviews(featureId(req.params.id as string)));
+  });
+  app.use('/api/qc', auth, qcRoutes(deps.service));
+}
+
+export function qcRoutes(service: QcService): Router {
+  const router = Router();
+
+  router.post('/submit', requirePermission('qc:submit', 'submit features for review'), ...jsonBody(), async (req, res) => {
+    const body = parseOrThrow(SubmitBodySchema, req.body, 'VALIDATION_FAILED', 'submission');
+    res.json(await service.submit(principalOf(res), body.featureId, blankToNull(body.comment)));
+  });
+
+  router.get('/queue', requirePermission('qc:review', 'see the review queue'), async (req, res) => {
+    const query = parseOrThrow(QueueQuerySchema, req.query, 'INVALID_QUERY', 'query');
+    res.type('application/json').send(`{"items":${await service.queue(query.limit)}}`);
+  });
+
+  router.post('/approve/:id', requirePermission('qc:review', 'approve features'), ...optionalJsonBody(), async (req, res) => {
+    const body = parseOrThrow(ApproveBodySchema, req.body ?? {}, 'VALIDATION_FAILED', 'approval');
+    res.json(await service.approve(principalOf(res), featureId(req.params.id as string), blankToNull(body.comment)));
+  });
+
+  router.post('/reject/:id', requirePermission('qc:review', 'reject features'), ...jsonBody(), async (req, res) => {
+    const body = parseOrThrow(RejectBodySchema, req.body, 'VALIDATION_FAILED', 'rejection');
+    res.json(await service.reject(principalOf(res), featureId(req.params.id as string), body.reason.trim()));
+  });
+
+  router.get('/jobs', requirePermission('jobs:admin', 'see QC jobs'), async (req, res) => {
+    const query = parseOrThrow(JobListQuerySchema, req.query, 'INVALID_QUERY', 'query');
+    res.type('application/json').send(`{"jobs":${await service.jobs(query.status, query.task, query.limit)}}`);
+  });
+
+  router.post('/jobs/:id/rerun', requirePermission('jobs:admin', 're-run QC jobs'), async (req, res) => {
+    const id = JobIdSchema.safeParse(req.params.id);
+    if (!id.success) throw new AppError('NOT_FOUND', 'no job with this id');
+    res.type('application/json').send(await service.rerun(principalOf(res), Number(id.data)));
+  });
+
+  const allow: Record<string, string> = { '/submit': 'POST', '/queue': 'GET, HEAD', '/jobs': 'GET, HEAD' };
+  router.all(['/submit', '/queue', '/jobs', '/approve/:id', '/reject/:id', '/jobs/:id/rerun'], (req, _res, next) => {
+    const methods = allow[req.path] ?? 'POST';
+    next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not allowed here; use ${methods}`, { headers: { Allow: methods } }));
+  });
+  return router;
+}
+
+/** Approval takes an optional body: none at all is `{}`; a body present must be JSON. */
+function optionalJsonBody(): RequestHandler[] {
+  const [requireJson, parse] = jsonBody() as [RequestHandler, RequestHandler];
+  const present = (req: Request) => req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
+  return [(req, res, next) => (present(req) ? requireJson(req, res, next) : next()), (req, res, next) => (present(req) ? parse(req, res, next) : next())];
+}
+
+/** Any string a feature row could hold is looked up; anything else cannot exist. */
+function featureId(id: string): string {
+  if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
+  return id;
+}
+
+function blankToNull(comment: string | null | undefined): string | null {
+  return comment?.trim() ? comment.trim() : null;
+}
+

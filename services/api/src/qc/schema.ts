@@ -1,0 +1,110 @@
+import { z } from 'zod';
+import { FeatureIdSchema } from '../features/schema.js';
+import { JOB_TASKS, PENDING_JOB_STATUSES, QC_STATUSES, TERMINAL_JOB_STATUSES } from './states.js';
+
+/** Request bodies, query strings and answers of the QC endpoints; also the OpenAPI document's source. */
+const noNul = (s: string) => !s.includes('\u0000');
+const text = (max: number) => z.string().max(max, `must be at most ${max} characters`).refine(noNul, 'must not contain NUL characters');
+
+export const SubmitBodySchema = z
+  .object({
+    featureId: FeatureIdSchema,
+    comment: text(4000).nullish().meta({ description: 'a note for the reviewers' }),
+  })
+  .strict();
+
+export const ApproveBodySchema = z.object({ comment: text(4000).nullish() }).strict();
+
+export const RejectBodySchema = z
+  .object({
+    reason: text(4000)
+      .refine((s) => s.trim().length > 0, 'is required and must not be empty')
+      .meta({ description: 'why the feature is rejected (required, not only whitespace)' }),
+  })
+  .strict();
+
+const ALL_JOB_STATUSES = [...PENDING_JOB_STATUSES, ...TERMINAL_JOB_STATUSES] as const;
+
+export const JobListQuerySchema = z
+  .object({
+    status: z
+      .string()
+      .default('failed,conflict,skipped')
+      .transform((raw) => raw.split(',').map((s) => s.trim()).filter(Boolean))
+      .pipe(z.array(z.enum(ALL_JOB_STATUSES)).min(1))
+      .meta({ description: 'comma-separated job statuses (default: failed,conflict,skipped)' }),
+    task: z.enum(JOB_TASKS).optional(),
+    limit: z.coerce.number().int().min(1).max(1000).default(100),
+  })
+  .strict();
+
+export const QueueQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(200) }).strict();
+
+export const JobIdSchema = z.string().regex(/^[1-9]\d{0,15}$/, 'a job id');
+
+export const TransitionSchema = z
+  .object({
+    id: z.number(),
+    featureId: z.string(),
+    action: z.enum(['submit', 'approve', 'reject', 'reopen']),
+    fromStatus: z.enum(QC_STATUSES),
+    toStatus: z.enum(QC_STATUSES),
+    version: z.number().meta({ description: 'the feature version the transition concerns' }),
+    actor: z.string(),
+    actorName: z.string().nullable(),
+    comment: z.string().nullable().meta({ description: 'comment, or the reason of a rejection' }),
+    at: z.string(),
+  })
+  .meta({ id: 'QcTransition' });
+
+export const JobSchema = z
+  .object({
+    id: z.number(),
+    featureId: z.string(),
+    version: z.number(),
+    task: z.enum(JOB_TASKS),
+    status: z.enum(ALL_JOB_STATUSES),
+    reason: z.string().nullable(),
+    result: z.unknown().meta({ description: 'the export record or delivery (OSM element, Wikibase item, recipients)' }),
+    attempts: z.number(),
+    lastError: z.string().nullable(),
+    reruns: z.number(),
+    rerunBy: z.string().nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+    finishedAt: z.string().nullable(),
+  })
+  .meta({ id: 'QcJob' });
+
+export const QcItemSchema = z
+  .object({
+    featureId: z.string(),
+    status: z.enum(QC_STATUSES),
+    version: z.number(),
+    transition: TransitionSchema,
+    jobs: z.array(z.object({ id: z.number(), task: z.enum(JOB_TASKS) })),
+  })
+  .meta({ id: 'QcItem' });
+
+export const QueueItemSchema = z
+  .object({
+    featureId: z.string(),
+    version: z.number(),
+    name: z.string(),
+    kategorie: z.string(),
+    submitter: z.string(),
+    submitterName: z.string().nullable(),
+    submittedAt: z.string(),
+    comment: z.string().nullable(),
+  })
+  .meta({ id: 'QcQueueItem' });
+
+export const ReviewsSchema = z
+  .object({
+    featureId: z.string(),
+    status: z.enum(QC_STATUSES).nullable().meta({ description: 'null when the feature was deleted' }),
+    transitions: z.array(TransitionSchema),
+    jobs: z.array(JobSchema),
+    exportRecords: z.record(z.string(), z.unknown()).meta({ description: 'osm: {type, id, version, changesetId}; wikibase: {itemId, revisionId}' }),
+  })
+  .meta({ id: 'QcReviews' });

@@ -1,0 +1,156 @@
+import type { Principal } from '../auth/types.js';
+import { fromDatabaseError } from '../db/errors.js';
+import { withTransaction, type Db, type DbClient, type Queryable } from '../db/pool.js';
+import type { Query } from '../features/queries.js';
+import { AppError } from '../errors.js';
+import * as sql from './queries.js';
+import {
+  ALLOWED_FROM,
+  RERUNNABLE_JOB_STATUSES,
+  SIDE_EFFECTS,
+  TARGET_STATUS,
+  TASK_IDENTIFIERS,
+  queueNameOf,
+  type JobStatus,
+  type JobTask,
+  type QcAction,
+  type QcStatus,
+} from './states.js';
+
+/**
+ * Where submission, approval and rejection happen. Each transition is one transaction: lock the
+ * feature row, check the state and the four-eyes rule, change the status, record the transition and
+ * queue its side effects — all commit together or nothing does. Concurrent decisions on one feature
+ * queue on the row lock; the loser finds the feature no longer in_qc and gets 409.
+ */
+export interface QcServiceOptions {
+  /** graphile-worker max_attempts of every side effect (exponential backoff between attempts). */
+  maxAttempts: number;
+}
+
+export interface TransitionResult {
+  featureId: string;
+  status: QcStatus;
+  version: number;
+  transition: unknown;
+  jobs: { id: number; task: JobTask }[];
+}
+
+export function createQcService(db: Db, options: QcServiceOptions) {
+  async function transition(principal: Principal, action: QcAction, featureId: string, comment: string | null): Promise<TransitionResult> {
+    const actor = principal.id;
+    if (actor === null) throw new AppError('UNAUTHENTICATED', 'authentication required');
+    return inTransaction(db, actor, async (client) => {
+      const { rows } = await run(client, sql.lockForTransition(featureId));
+      const current = rows[0] as { status: QcStatus; version: number; snapshot: unknown; submittedBy: string | null } | undefined;
+      if (!current) throw new AppError('FEATURE_NOT_FOUND', `no feature with id ${featureId}`);
+      if (!ALLOWED_FROM[action].includes(current.status)) {
+        throw new AppError('INVALID_STATE', stateMessage(action, current.status));
+      }
+      if (action !== 'submit' && principal.role !== 'admin' && current.submittedBy === actor) {
+        throw new AppError('FORBIDDEN', 'four-eyes rule: you submitted this feature, another reviewer (or an admin) must decide it');
+      }
+      const to = TARGET_STATUS[action];
+      const updated = await run(client, sql.setStatus(featureId, current.status, to));
+      if (updated.rowCount !== 1) throw new AppError('INVALID_STATE', stateMessage(action, current.status));
+      const inserted = await run(
+        client,
+        sql.insertTransition({
+          featureId,
+          action,
+          from: current.status,
+          to,
+          version: current.version,
+          actor,
+          actorName: principal.name ?? null,
+          comment,
+          snapshot: action === 'reject' ? null : current.snapshot,
+        }),
+      );
+      const transitionRow = inserted.rows[0] as { id: string; json: unknown };
+      const jobs: TransitionResult['jobs'] = [];
+      for (const task of SIDE_EFFECTS[action]) {
+        const queued = await run(
+          client,
+          sql.enqueueJob({
+            transitionId: Number(transitionRow.id),
+            featureId,
+            version: current.version,
+            task,
+            taskIdentifier: TASK_IDENTIFIERS[task],
+            queueName: queueNameOf(task, featureId),
+            maxAttempts: options.maxAttempts,
+          }),
+        );
+        jobs.push({ id: Number((queued.rows[0] as { id: string }).id), task });
+      }
+      return { featureId, status: to, version: current.version, transition: transitionRow.json, jobs };
+    });
+  }
+
+  return {
+    submit: (principal: Principal, featureId: string, comment: string | null) => transition(principal, 'submit', featureId, comment),
+    approve: (principal: Principal, featureId: string, comment: string | null) => transition(principal, 'approve', featureId, comment),
+    reject: (principal: Principal, featureId: string, reason: string) => transition(principal, 'reject', featureId, reason),
+
+    async queue(limit: number): Promise<string> {
+      const { rows } = await run(db, sql.reviewQueue(limit));
+      return (rows[0] as { itemsJson: string }).itemsJson;
+    },
+
+    async reviews(featureId: string): Promise<string> {
+      const exists = await run(db, sql.featureExists(featureId));
+      if (exists.rowCount === 0) throw new AppError('FEATURE_NOT_FOUND', `no feature with id ${featureId}`);
+      const { rows } = await run(db, sql.featureReviews(featureId));
+      return (rows[0] as { json: string }).json;
+    },
+
+    async jobs(statuses: readonly JobStatus[], task: JobTask | undefined, limit: number): Promise<string> {
+      const { rows } = await run(db, sql.listJobs(statuses, task, limit));
+      return (rows[0] as { json: string }).json;
+    },
+
+    /** An admin re-runs a finished job that needs a person: conflict, failed or skipped. */
+    async rerun(principal: Principal, jobId: number): Promise<string> {
+      const admin = principal.id ?? 'admin';
+      return inTransaction(db, admin, async (client) => {
+        const { rows } = await run(client, sql.lockJob(jobId));
+        const job = rows[0] as { id: string; task: JobTask; status: JobStatus; featureId: string; version: number; latestApprovedVersion: number | null } | undefined;
+        if (!job) throw new AppError('NOT_FOUND', `no job with id ${jobId}`);
+        if (!(RERUNNABLE_JOB_STATUSES as readonly string[]).includes(job.status)) {
+          throw new AppError('INVALID_STATE', `job ${jobId} is ${job.status}; only ${RERUNNABLE_JOB_STATUSES.join(', ')} jobs can be re-run`);
+        }
+        if ((job.task === 'osm_export' || job.task === 'wikibase_export') && job.latestApprovedVersion !== null && job.version < job.latestApprovedVersion) {
+          // Exporting an older version would overwrite the newer approval on the remote side.
+          throw new AppError('INVALID_STATE', `job ${jobId} exports version ${job.version}, but version ${job.latestApprovedVersion} was approved since; re-run that export instead`);
+        }
+        await run(client, sql.requeueJob(jobId, admin, TASK_IDENTIFIERS[job.task], queueNameOf(job.task, job.featureId), options.maxAttempts));
+        const fresh = await run(client, sql.jobJson(jobId));
+        return (fresh.rows[0] as { json: string }).json;
+      });
+    },
+  };
+}
+
+export type QcService = ReturnType<typeof createQcService>;
+
+function stateMessage(action: QcAction, status: QcStatus): string {
+  if (action === 'submit') return `the feature is ${status}; it can be submitted only from draft, approved or rejected`;
+  return `the feature is ${status}, not in_qc; only a submitted feature can be ${action === 'approve' ? 'approved' : 'rejected'}`;
+}
+
+async function run(db: Queryable, query: Query) {
+  try {
+    return await db.query(query.text, query.values);
+  } catch (error) {
+    throw fromDatabaseError(error) ?? error;
+  }
+}
+
+async function inTransaction<T>(db: Db, actor: string, work: (client: DbClient) => Promise<T>): Promise<T> {
+  try {
+    return await withTransaction(db, work, { actor });
+  } catch (error) {
+    throw fromDatabaseError(error) ?? error;
+  }
+}

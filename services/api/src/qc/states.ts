@@ -1,0 +1,60 @@
+/**
+ * The QC workflow's states and rules, independent of HTTP and SQL.
+ *
+ * Glossary
+ * - status: the QC state of a feature (features.features.status).
+ * - transition: one state change, recorded in qc.transitions with actor, time, comment or reason and
+ *   the feature version it concerns. `reopen` is written by the database trigger when an edit puts an
+ *   approved, rejected or in_qc feature back to draft.
+ * - side effect / job: work a transition causes outside the database (reviewer e-mail, OSM and
+ *   Wikibase export, agency notice), queued in the same transaction (qc.jobs + graphile-worker).
+ * - outcome: the terminal status of a job; see TERMINAL_JOB_STATUSES.
+ * - four-eyes: the reviewer deciding must not be the one who submitted (admins are exempt).
+ */
+export const QC_STATUSES = ['draft', 'in_qc', 'approved', 'rejected'] as const;
+export type QcStatus = (typeof QC_STATUSES)[number];
+
+export type QcAction = 'submit' | 'approve' | 'reject';
+
+/** Which states an action may start from. Edits (reopen) are handled by the database trigger. */
+export const ALLOWED_FROM: Record<QcAction, readonly QcStatus[]> = {
+  submit: ['draft', 'approved', 'rejected'],
+  approve: ['in_qc'],
+  reject: ['in_qc'],
+};
+
+export const TARGET_STATUS: Record<QcAction, QcStatus> = { submit: 'in_qc', approve: 'approved', reject: 'rejected' };
+
+export const JOB_TASKS = ['reviewer_notice', 'osm_export', 'wikibase_export', 'agency_notice'] as const;
+export type JobTask = (typeof JOB_TASKS)[number];
+
+/** The side effects each action queues. */
+export const SIDE_EFFECTS: Record<QcAction, readonly JobTask[]> = {
+  submit: ['reviewer_notice'],
+  approve: ['osm_export', 'wikibase_export', 'agency_notice'],
+  reject: [],
+};
+
+export const PENDING_JOB_STATUSES = ['queued', 'running', 'retrying'] as const;
+export const TERMINAL_JOB_STATUSES = ['exported', 'unchanged', 'sent', 'conflict', 'failed', 'skipped', 'not_applicable'] as const;
+export type JobStatus = (typeof PENDING_JOB_STATUSES)[number] | (typeof TERMINAL_JOB_STATUSES)[number];
+
+/** Outcomes an admin may re-run: the ones that need a person (conflict, failed) or configuration (skipped). */
+export const RERUNNABLE_JOB_STATUSES = ['conflict', 'failed', 'skipped'] as const;
+
+/** graphile-worker task identifiers, one per side effect. */
+export const TASK_IDENTIFIERS: Record<JobTask, string> = {
+  reviewer_notice: 'qc_reviewer_notice',
+  osm_export: 'qc_osm_export',
+  wikibase_export: 'qc_wikibase_export',
+  agency_notice: 'qc_agency_notice',
+};
+
+/**
+ * Jobs of one feature and target run one after the other (a graphile named queue), so two approvals
+ * in quick succession cannot both create an OSM element or a Wikibase item.
+ */
+export function queueNameOf(task: JobTask, featureId: string): string | null {
+  if (task === 'osm_export' || task === 'wikibase_export') return `${task}:${featureId}`;
+  return null;
+}

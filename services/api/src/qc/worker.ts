@@ -1,0 +1,136 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { Logger as GraphileLogger, run, runMigrations, type Runner } from 'graphile-worker';
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { withTransaction, type Db } from '../db/pool.js';
+import type { ExportsSettings } from '../exports/config.js';
+import { createSmtpMailer, type Mailer } from '../notifications/mailer.js';
+import { qcTaskList } from './jobs/tasks.js';
+
+/**
+ * The QC worker: graphile-worker running the side-effect tasks, in the API process (WORKER_ENABLED)
+ * or on its own (`npm run worker`).
+ *
+ * Crash recovery: graphile-worker keeps a job locked by a worker that died for 4 hours. Every worker
+ * process therefore registers in qc.worker_processes and beats a heartbeat; a job left `running` by a
+ * process whose heartbeat is older than 3 beats is unlocked (graphile_worker.force_unlock_workers)
+ * and runs again at once. The exporters' journals make that re-run recover, not repeat, an export
+ * the remote side had already accepted.
+ */
+export interface WorkerSettings {
+  concurrency: number;
+  pollIntervalMs: number;
+  heartbeatMs: number;
+}
+
+export interface QcWorkerDeps {
+  /** A pool of its own: graphile holds one connection for LISTEN and one per concurrent job. */
+  pool: Db;
+  settings: ExportsSettings;
+  worker: WorkerSettings;
+  logger: Logger;
+  /** Injected by tests; by default from SMTP_URL. */
+  mailer?: Mailer | null;
+}
+
+export interface QcWorker {
+  processId: string;
+  /** Graceful: running jobs finish (graphile's abort after its timeout), then the process unregisters. */
+  stop(): Promise<void>;
+}
+
+/** graphile-worker's own schema (graphile_worker.*); safe to run from several processes at once. */
+export async function migrateQueue(pool: pg.Pool, logger?: Logger): Promise<void> {
+  await runMigrations({ pgPool: pool, ...(logger ? { logger: graphileLogger(logger) } : {}) });
+}
+
+export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
+  const { pool, logger } = deps;
+  const processId = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
+  const log = logger.child({ worker: processId });
+  await migrateQueue(pool, log);
+  await pool.query(`INSERT INTO qc.worker_processes (id) VALUES ($1::text)`, [processId]);
+
+  const beat = async () => {
+    await pool.query(`UPDATE qc.worker_processes SET heartbeat_at = now() WHERE id = $1::text`, [processId]);
+    await releaseJobsOfDeadWorkers(pool, processId, deps.worker.heartbeatMs * 3, log);
+  };
+  await beat();
+  let beating: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    beating = beat().catch((error: unknown) => log.warn({ err: error }, 'QC worker heartbeat failed'));
+  }, deps.worker.heartbeatMs);
+  timer.unref();
+
+  let runner: Runner;
+  try {
+    runner = await run({
+      pgPool: pool,
+      concurrency: deps.worker.concurrency,
+      pollInterval: deps.worker.pollIntervalMs,
+      noHandleSignals: true,
+      crontab: '',
+      logger: graphileLogger(log),
+      taskList: qcTaskList({
+        db: pool,
+        settings: deps.settings,
+        mailer: deps.mailer === undefined ? createSmtpMailer(deps.settings.mail, deps.settings.httpTimeoutMs) : deps.mailer,
+        logger: log,
+        processId,
+      }),
+    });
+  } catch (error) {
+    clearInterval(timer);
+    throw error;
+  }
+  log.info({ concurrency: deps.worker.concurrency }, 'QC worker started');
+
+  return {
+    processId,
+    async stop() {
+      clearInterval(timer);
+      await beating;
+      await runner.stop();
+      await pool.query(`DELETE FROM qc.worker_processes WHERE id = $1::text`, [processId]).catch(() => undefined);
+      log.info('QC worker stopped');
+    },
+  };
+}
+
+/** Hand jobs of processes that stopped beating back to the queue; returns how many. */
+export async function releaseJobsOfDeadWorkers(pool: Db, self: string, staleMs: number, logger?: Logger): Promise<number> {
+  // One transaction: a job is marked for a re-run exactly when graphile's lock on it is released.
+  const { workerIds, count } = await withTransaction(pool, async (client) => {
+    const { rows } = await client.query(
+    `WITH dead AS (
+       SELECT j.id, j.graphile_worker_id FROM qc.jobs j
+       LEFT JOIN qc.worker_processes p ON p.id = j.process_id
+       WHERE j.status = 'running' AND j.process_id IS DISTINCT FROM $1::text
+         AND (p.id IS NULL OR p.heartbeat_at < now() - make_interval(secs => $2::float8 / 1000))
+       FOR UPDATE OF j SKIP LOCKED
+     ), released AS (
+       UPDATE qc.jobs j SET status = 'retrying', last_error = 'the worker process stopped during the attempt', process_id = NULL,
+              updated_at = clock_timestamp()
+       FROM dead WHERE j.id = dead.id
+       RETURNING j.id, dead.graphile_worker_id
+     )
+     SELECT coalesce(array_agg(DISTINCT graphile_worker_id) FILTER (WHERE graphile_worker_id IS NOT NULL), '{}') AS "workerIds",
+            count(*)::int AS count FROM released`,
+    [self, staleMs],
+    );
+    const released = rows[0] as { workerIds: string[]; count: number };
+    if (released.workerIds.length > 0) await client.query(`SELECT graphile_worker.force_unlock_workers($1::text[])`, [released.workerIds]);
+    return released;
+  });
+  await pool.query(`DELETE FROM qc.worker_processes WHERE heartbeat_at < now() - make_interval(secs => $1::float8 / 1000) * 10`, [staleMs]);
+  if (count > 0) logger?.warn({ jobs: count, workerIds }, 'released QC jobs of a worker process that stopped');
+  return count;
+}
+
+function graphileLogger(logger: Logger): GraphileLogger {
+  return new GraphileLogger((scope) => (level, message, meta) => {
+    const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' ? 'info' : 'debug';
+    logger[method]({ graphile: scope, ...meta }, message);
+  });
+}
