@@ -13,7 +13,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +29,7 @@ const CONCURRENCY = 20;
 const BODY_BYTES = 1024 * 1024;
 const WARMUP = 20;
 const ROUNDS = Number(process.env.WEBHOOK_BENCH_ROUNDS ?? 5);
+const SEQUENTIAL = 100;
 
 const seedTargets = (): Target[] => loadTargets(join(repoRoot, 'config/targets.yaml'));
 const secretOf = (t: Target): string => createHmac('sha256', 'bench').update(t.secret).digest('hex');
@@ -140,6 +141,12 @@ function post(agent: Agent, port: number, delivery: Delivery): Promise<{ totalMs
   });
 }
 
+/** CPU time (user + system) a process has used so far, in ms (Linux /proc; clock ticks of 10 ms). */
+function cpuMsOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10; // utime, stime (fields 14 and 15 of stat)
+}
+
 interface LoadResult {
   total: number[];
   ack: number[];
@@ -147,13 +154,13 @@ interface LoadResult {
   seconds: number;
 }
 
-async function load(port: number, deliveries: readonly Delivery[]): Promise<LoadResult> {
-  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+async function load(port: number, deliveries: readonly Delivery[], concurrency = CONCURRENCY): Promise<LoadResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
   const result: LoadResult = { total: [], ack: [], statuses: new Map(), seconds: 0 };
   let next = 0;
   const started = performance.now();
   await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
+    Array.from({ length: concurrency }, async () => {
       while (next < deliveries.length) {
         const { totalMs, ackMs, status } = await post(agent, port, deliveries[next++]!);
         result.total.push(totalMs);
@@ -179,24 +186,37 @@ async function acknowledgementLatency(): Promise<void> {
   const dir = makeTempDir('bench-webhook');
   const servers = { baseline: await startServerProcess('baseline', dir), webhook: await startServerProcess('webhook', dir) };
   const kinds = ['baseline', 'webhook'] as const;
-  const perRound: Record<(typeof kinds)[number], { p50: number; p99: number; ackP50: number; ackP99: number; rate: number }[]> = { baseline: [], webhook: [] };
+  const perRound: Record<(typeof kinds)[number], { p50: number; p99: number; ackP50: number; ackP99: number; rate: number; cpuMs: number }[]> = {
+    baseline: [],
+    webhook: [],
+  };
   const statuses: Record<string, Map<number, number>> = { baseline: new Map(), webhook: new Map() };
+  const sequential: Record<string, { p50: number; p99: number }> = {};
   try {
     for (let round = 0; round < ROUNDS; round++) {
       const order = round % 2 === 0 ? kinds : ([...kinds].reverse() as unknown as typeof kinds);
       for (const kind of order) {
         // Fresh delivery ids and commits every round: each one is a genuine new push.
         await load(servers[kind].port, makeDeliveries(WARMUP));
-        const r = await load(servers[kind].port, makeDeliveries(DELIVERIES));
+        const deliveries = makeDeliveries(DELIVERIES);
+        const cpuBefore = cpuMsOf(servers[kind].child.pid!);
+        const r = await load(servers[kind].port, deliveries);
+        const cpuMs = (cpuMsOf(servers[kind].child.pid!) - cpuBefore) / DELIVERIES;
         perRound[kind].push({
           p50: median(r.total),
           p99: percentile(r.total, 99),
           ackP50: median(r.ack),
           ackP99: percentile(r.ack, 99),
           rate: r.total.length / r.seconds,
+          cpuMs,
         });
         for (const [status, n] of r.statuses) statuses[kind]!.set(status, (statuses[kind]!.get(status) ?? 0) + n);
       }
+    }
+    // One at a time: the time a delivery takes when nothing queues in front of it.
+    for (const kind of kinds) {
+      const r = await load(servers[kind].port, makeDeliveries(SEQUENTIAL), 1);
+      sequential[kind] = { p50: median(r.total), p99: percentile(r.total, 99) };
     }
   } finally {
     for (const { child } of Object.values(servers)) {
@@ -208,7 +228,7 @@ async function acknowledgementLatency(): Promise<void> {
   const summary = (kind: (typeof kinds)[number]) => {
     const rounds = perRound[kind];
     const of = (field: keyof (typeof rounds)[number]) => median(rounds.map((r) => r[field]));
-    return { p50: of('p50'), p99: of('p99'), ackP50: of('ackP50'), ackP99: of('ackP99'), rate: of('rate') };
+    return { p50: of('p50'), p99: of('p99'), ackP50: of('ackP50'), ackP99: of('ackP99'), rate: of('rate'), cpuMs: of('cpuMs') };
   };
   const fmt = (ms: number) => +ms.toFixed(2);
   printTable(
@@ -221,6 +241,7 @@ async function acknowledgementLatency(): Promise<void> {
         ack_p50_ms: fmt(r.ackP50),
         ack_p99_ms: fmt(r.ackP99),
         deliveries_per_s: Math.round(r.rate),
+        server_cpu_ms_per_delivery: fmt(r.cpuMs),
       })),
     ),
   );
@@ -236,13 +257,19 @@ async function acknowledgementLatency(): Promise<void> {
         'median ack p50 ms': fmt(s.ackP50),
         'median ack p99 ms': fmt(s.ackP99),
         deliveries_per_s: Math.round(s.rate),
+        'server CPU ms/delivery': fmt(s.cpuMs),
         statuses: [...statuses[kind]!].map(([status, n]) => `${status}×${n}`).join(' '),
       };
     }),
   );
   console.log(
     `webhook/baseline — total p50 ${ratio(hook.p50, base.p50)}, total p99 ${ratio(hook.p99, base.p99)}, ` +
-      `ack p50 ${ratio(hook.ackP50, base.ackP50)}, ack p99 ${ratio(hook.ackP99, base.ackP99)}, throughput ${ratio(hook.rate, base.rate)}`,
+      `ack p50 ${ratio(hook.ackP50, base.ackP50)}, ack p99 ${ratio(hook.ackP99, base.ackP99)}, throughput ${ratio(hook.rate, base.rate)}, server CPU per delivery ${ratio(hook.cpuMs, base.cpuMs)}`,
+  );
+  const [seqBase, seqHook] = [sequential.baseline!, sequential.webhook!];
+  console.log(
+    `one at a time (${SEQUENTIAL} deliveries): baseline p50 ${seqBase.p50.toFixed(2)} / p99 ${seqBase.p99.toFixed(2)} ms, ` +
+      `webhook p50 ${seqHook.p50.toFixed(2)} / p99 ${seqHook.p99.toFixed(2)} ms (ratio p50 ${ratio(seqHook.p50, seqBase.p50)}, p99 ${ratio(seqHook.p99, seqBase.p99)})`,
   );
   console.log(`webhook total p99 ${hook.p99.toFixed(2)} ms, ack p99 ${hook.ackP99.toFixed(2)} ms against the 20 ms target (baseline: ${base.p99.toFixed(2)} / ${base.ackP99.toFixed(2)} ms)`);
 }

@@ -13,6 +13,7 @@ import { createLogger } from '../../shared/logger.js';
 import { serviceNameOf } from '../../shared/targets.js';
 import { createApp } from './app.js';
 import { deployDirOf, loadWebhookConfig, type WebhookConfig } from './config.js';
+import { DeployLauncher } from './deployments/launcher.js';
 import { DeployQueue } from './deployments/queue.js';
 import { DeploymentStore } from './deployments/store.js';
 import { SecretBook } from './secret-book.js';
@@ -55,7 +56,10 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
   if (!config.adminToken) logger.warn('WEBHOOK_ADMIN_TOKEN is not set: /deployments answers 401 to everyone');
 
   const store = await DeploymentStore.open(config.stateDir, logger);
+  const launcher = new DeployLauncher(logger);
+  launcher.start();
   const queue = new DeployQueue({
+    launcher,
     store,
     logger,
     deployScript: config.deployScript,
@@ -70,7 +74,14 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
   const server = createServer(createApp({ config, secrets, queue, store, logger }));
   server.requestTimeout = 120_000; // a 25 MB body on a slow link, not forever
   server.headersTimeout = 20_000;
-  const port = await listen(server, config.port, config.host);
+  let port: number;
+  try {
+    port = await listen(server, config.port, config.host);
+  } catch (error) {
+    launcher.close(); // the helper would otherwise keep this process alive
+    await store.close();
+    throw error;
+  }
   logger.info({ port, host: config.host, targets: config.targets.map((t) => t.key) }, 'webhook server listening');
 
   let closing: Promise<void> | null = null;
@@ -89,6 +100,7 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
       closing ??= (async () => {
         const http = closeGracefully(server, 5_000);
         await queue.shutdown(config.shutdownGraceMs);
+        launcher.close();
         await http;
         await store.close();
         logger.info('webhook server stopped');

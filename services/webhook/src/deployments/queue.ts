@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Target } from '../../../shared/targets.js';
 import type { Provider } from '../providers.js';
-import { startDeploy, type DeployOutcome, type RunningDeploy } from './runner.js';
+import { startDeploy, type DeployOutcome, type ProcessLauncher, type RunningDeploy } from './runner.js';
 import type { DeploymentStore } from './store.js';
 import type { Deployment, DeploymentState } from './types.js';
 
@@ -37,6 +37,8 @@ export interface DeployQueueOptions {
   scriptEnv: NodeJS.ProcessEnv;
   targets: readonly Target[];
   killGraceMs?: number;
+  /** Starts the deploy processes (a DeployLauncher: a small helper process, see launcher.ts). */
+  launcher: ProcessLauncher;
 }
 
 interface Lane {
@@ -184,7 +186,7 @@ export class DeployQueue {
       logPath: deployment.logPath,
       timeoutMs: this.options.deployTimeoutMs,
       killGraceMs: this.options.killGraceMs,
-    });
+    }, this.options.launcher);
     running.process = child;
     const outcome = await child.outcome;
 

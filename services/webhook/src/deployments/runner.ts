@@ -1,11 +1,9 @@
 /**
  * Runs the deploy script for one deployment: no shell, exactly four arguments, its own process
  * group (so a time limit or shutdown stops npm and everything under it), stdout and stderr into
- * the deployment's log file.
+ * the deployment's log file. The process itself is started by a ProcessLauncher (launcher.ts);
+ * supervision (time limit, stop, killing the group) happens here.
  */
-import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
 
 export interface DeployInvocation {
   script: string;
@@ -34,57 +32,56 @@ export interface RunningDeploy {
   stop(reason: 'timeout' | 'shutdown'): void;
 }
 
-export function startDeploy(invocation: DeployInvocation): RunningDeploy {
-  mkdirSync(dirname(invocation.logPath), { recursive: true });
-  const logFd = openSync(invocation.logPath, 'a', 0o640);
-  writeSync(logFd, `${new Date().toISOString()} ${invocation.script} ${JSON.stringify(invocation.args)}\n`);
-  let child: ReturnType<typeof spawn>;
-  try {
-    child = spawn(invocation.script, [...invocation.args], {
-      env: invocation.env,
-      detached: true, // its own process group, killed as a whole
-      stdio: ['ignore', logFd, logFd],
-      shell: false,
-    });
-  } catch (error) {
-    // Synchronous refusals (e.g. an argument Node cannot pass) are failed deploys, not crashes.
-    writeSync(logFd, `could not start the deploy script: ${(error as Error).message}\n`);
-    closeSync(logFd);
-    const outcome: DeployOutcome = { exitCode: null, signal: null, stoppedBecause: null, spawnError: (error as Error).message };
-    return { pid: undefined, outcome: Promise.resolve(outcome), stop: () => undefined };
-  }
-  closeSync(logFd);
+/** What a started deploy process reports: its pid once known, then how it ended. */
+export interface LaunchedProcess {
+  readonly pid: number | undefined;
+  /** Called once with the pid when the process runs (never, when it could not start). */
+  onStarted(listener: (pid: number) => void): void;
+  exited: Promise<Pick<DeployOutcome, 'exitCode' | 'signal' | 'spawnError'>>;
+}
 
+/** Starts a deploy process (in the launcher helper process, see launcher.ts). */
+export interface ProcessLauncher {
+  launch(invocation: Pick<DeployInvocation, 'script' | 'args' | 'env' | 'logPath'>): LaunchedProcess;
+}
+
+/** Start a deploy and supervise it: time limit, stop on request, the whole process group. */
+export function startDeploy(invocation: DeployInvocation, launcher: ProcessLauncher): RunningDeploy {
+  const launched = launcher.launch(invocation);
   let stoppedBecause: DeployOutcome['stoppedBecause'] = null;
+  let finished = false;
   let killTimer: NodeJS.Timeout | undefined;
   const signalGroup = (signal: NodeJS.Signals): void => {
-    if (child.pid === undefined) return;
+    if (launched.pid === undefined) return;
     try {
-      process.kill(-child.pid, signal);
+      process.kill(-launched.pid, signal);
     } catch {
       // the group is already gone
     }
   };
   const stop = (reason: 'timeout' | 'shutdown'): void => {
-    if (stoppedBecause || child.exitCode !== null || child.signalCode !== null) return;
+    if (stoppedBecause || finished) return;
     stoppedBecause = reason;
-    signalGroup('SIGTERM');
+    // A stop requested before the pid is known is carried out as soon as it is.
+    if (launched.pid === undefined) launched.onStarted(() => signalGroup('SIGTERM'));
+    else signalGroup('SIGTERM');
     killTimer = setTimeout(() => signalGroup('SIGKILL'), invocation.killGraceMs ?? 10_000);
   };
   const timeout = setTimeout(() => stop('timeout'), invocation.timeoutMs);
 
-  const outcome = new Promise<DeployOutcome>((resolve) => {
-    child.once('error', (error) => {
-      clearTimeout(timeout);
-      resolve({ exitCode: null, signal: null, stoppedBecause: null, spawnError: error.message });
-    });
-    child.once('exit', (exitCode, signal) => {
-      clearTimeout(timeout);
-      // The script is gone; make sure nothing it started outlives it.
-      if (stoppedBecause) signalGroup('SIGKILL');
-      if (killTimer) clearTimeout(killTimer);
-      resolve({ exitCode, signal, stoppedBecause, spawnError: null });
-    });
+  const outcome = launched.exited.then((result) => {
+    finished = true;
+    clearTimeout(timeout);
+    // The script is gone; make sure nothing it started outlives it.
+    if (stoppedBecause) signalGroup('SIGKILL');
+    if (killTimer) clearTimeout(killTimer);
+    return { ...result, stoppedBecause: result.spawnError ? null : stoppedBecause };
   });
-  return { pid: child.pid, outcome, stop };
+  return {
+    get pid() {
+      return launched.pid;
+    },
+    outcome,
+    stop,
+  };
 }
