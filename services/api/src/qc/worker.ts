@@ -49,6 +49,8 @@ export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
   const { pool, logger } = deps;
   const processId = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
   const log = logger.child({ worker: processId });
+  // A connection lost while idle in graphile's hands must not crash the process; the pool replaces it.
+  pool.on('connect', (client) => client.on('error', (error) => log.warn({ err: error }, 'QC worker database connection failed')));
   await migrateQueue(pool, log);
   await pool.query(`INSERT INTO qc.worker_processes (id) VALUES ($1::text)`, [processId]);
 
@@ -70,6 +72,9 @@ export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
       concurrency: deps.worker.concurrency,
       pollInterval: deps.worker.pollIntervalMs,
       noHandleSignals: true,
+      // Named prepared statements collide on the embedded database (PGlite serves every connection from
+      // one backend), and like behind pgbouncer they buy little here: the jobs are I/O-bound.
+      noPreparedStatements: true,
       crontab: '',
       logger: graphileLogger(log),
       taskList: qcTaskList({
