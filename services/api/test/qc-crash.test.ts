@@ -1,0 +1,123 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { prepareQueue, reviewsOf, settledJobs, waitFor } from './qc-harness.js';
+
+/**
+ * Crash safety: `npm run worker` as a real process is killed with SIGKILL while the OSM double and the
+ * Wikibase double hold their answers to writes they have already applied. A second worker process
+ * takes over the abandoned jobs (the dead process's heartbeat stops) and, reading the journals in
+ * qc.jobs, recovers the elements and items instead of creating them again: each approved feature is
+ * exported exactly once.
+ */
+const repoRoot = join(import.meta.dirname, '../../..');
+let db: TestDatabase;
+let api: TestApi;
+let osm: OsmApiDouble;
+let wiki: MediaWikiDouble;
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await prepareQueue(db);
+  [osm, wiki] = await Promise.all([startOsmApiDouble(), startMediaWikiDouble()]);
+  api = await startTestApi(db);
+});
+afterAll(async () => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  await api?.close();
+  await Promise.all([osm?.close(), wiki?.close()]);
+  await db?.close();
+});
+
+function startWorkerProcess(): ChildProcess & { output: () => string } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/qc/worker-main.ts'], {
+    cwd: repoRoot,
+    env: {
+      PATH: process.env.PATH,
+      DATABASE_URL: db.url,
+      LOG_LEVEL: 'info',
+      WORKER_CONCURRENCY: '2',
+      WORKER_POLL_INTERVAL_MS: '100',
+      WORKER_HEARTBEAT_MS: '300',
+      OSM_API_URL: osm.url,
+      OSM_ACCESS_TOKEN: 'test-token',
+      WIKIBASE_URL: wiki.url,
+      WIKIBASE_USERNAME: 'Exporter@qc',
+      WIKIBASE_PASSWORD: 'bot-password-123',
+      EXPORT_HTTP_TIMEOUT_MS: '60000',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  children.push(child);
+  return Object.assign(child, { output: () => output });
+}
+
+const exited = (child: ChildProcess) => new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));
+
+describe('crash safety', () => {
+  it('a worker killed with SIGKILL in the middle of exports and restarted exports each approved feature exactly once', async () => {
+    const contributor = await api.tokenFor('contributor', 'conny');
+    const reviewer = await api.tokenFor('reviewer', 'rita');
+    const features = [
+      { name: 'Crash Friedhof', kategorie: 'friedhof', geometry: { type: 'Point', coordinates: [13.1, 52.1] } },
+      { name: 'Crash Denkmal', kategorie: 'denkmal', geometry: { type: 'Polygon', coordinates: [[[13.2, 52.2], [13.21, 52.2], [13.21, 52.21], [13.2, 52.2]]] } },
+      { name: 'Crash Beet', kategorie: 'blumenbeet', geometry: { type: 'LineString', coordinates: [[13.3, 52.3], [13.31, 52.31]] } },
+    ];
+    const ids: string[] = [];
+    for (const f of features) {
+      const created = await api.request('POST', '/api/features', { token: contributor, body: aFeature({ geometry: f.geometry, properties: { name: f.name, kategorie: f.kategorie } }) });
+      ids.push(created.json.id as string);
+      expect((await api.request('POST', '/api/qc/submit', { token: contributor, body: { featureId: created.json.id } })).status).toBe(200);
+      expect((await api.request('POST', `/api/qc/approve/${created.json.id}`, { token: reviewer })).status).toBe(200);
+    }
+
+    // The first OSM upload and the first item creation are applied, but never answered.
+    osm.injectFault({ method: 'POST', path: /\/upload$/, mode: 'hold-after-processing' });
+    wiki.injectFault({ action: 'wbeditentity', when: (p) => p.new === 'item', mode: 'hold-after-processing' });
+    const first = startWorkerProcess();
+    await waitFor('the doubles to hold an applied upload and an applied item creation', async () => osm.acceptedUploads.length === 1 && wiki.createdItems().length === 1, 60_000).catch((error: Error) => {
+      throw new Error(`${error.message}\n${first.output()}`);
+    });
+    first.kill('SIGKILL');
+    await exited(first);
+    expect(first.signalCode).toBe('SIGKILL');
+    const abandoned = (await db.pool.query<{ task: string }>(`SELECT task FROM qc.jobs WHERE status = 'running' ORDER BY task`)).rows.map((r) => r.task);
+    expect(abandoned).toEqual(['osm_export', 'wikibase_export']);
+
+    const second = startWorkerProcess();
+    try {
+      for (const id of ids) await settledJobs(api, id, 1, 3, 60_000);
+    } catch (error) {
+      throw new Error(`${(error as Error).message}\n${second.output()}`);
+    }
+
+    // Exactly one upload per feature, one tagged element per feature, one item per feature with a class.
+    expect(osm.acceptedUploads).toHaveLength(3);
+    for (const f of features) {
+      const tagged = [...osm.visible('node'), ...osm.visible('way'), ...osm.visible('relation')].filter((e) => e.tags.name === f.name);
+      expect(tagged, f.name).toHaveLength(1);
+    }
+    expect(wiki.createdItems().map((i) => i.labels.de?.value).sort()).toEqual(['Crash Denkmal', 'Crash Friedhof']);
+    for (const [i, id] of ids.entries()) {
+      const reviews = await reviewsOf(api, id);
+      const byTask = Object.fromEntries(reviews.jobs.map((j) => [j.task, j]));
+      expect(byTask.osm_export!.status).toBe('exported');
+      expect(byTask.wikibase_export!.status).toBe(features[i]!.kategorie === 'blumenbeet' ? 'not_applicable' : 'exported');
+      expect(reviews.exportRecords.osm).toBeDefined();
+    }
+    const retried = (await db.pool.query<{ task: string; attempts: number }>(`SELECT task, attempts FROM qc.jobs WHERE attempts > 1 ORDER BY task`)).rows;
+    expect(retried).toEqual([{ task: 'osm_export', attempts: 2 }, { task: 'wikibase_export', attempts: 2 }]);
+
+    second.kill('SIGTERM');
+    await exited(second);
+    expect(second.exitCode).toBe(0);
+  });
+});
