@@ -2,7 +2,9 @@ import { createRequire } from 'node:module';
 import express, { Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiResponsesObject } from 'zod-openapi';
+import { qcOpenApiPaths } from './qc/openapi.js';
 import { FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, HistorySchema, ListQuerySchema, ProblemSchema } from './features/schema.js';
+import { userPaths } from './users/openapi.js';
 
 /**
  * GET /api/openapi.json — OpenAPI 3.1 generated from the zod schemas that validate requests — and a
@@ -36,8 +38,13 @@ export function buildOpenApiDocument() {
         'Mapped features (friedhof, blumenbeet, denkmal) as GeoJSON in EPSG:4326 with version history. Reading is open to guests; other actions need a Bearer JWT whose role grants them.',
     },
     servers: [{ url: '/' }],
-    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
-    security: [{}, { bearer: [] }],
+    components: {
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'a JWT (verified by JWKS) or an opaque Ory Hydra access token (introspected)' },
+        session: { type: 'apiKey', in: 'cookie', name: 'ory_kratos_session', description: 'the Kratos session cookie; changes need an Origin of the platform (CSRF)' },
+      },
+    },
+    security: [{}, { bearer: [] }, { session: [] }],
     paths: {
       '/api/features': {
         get: {
@@ -85,6 +92,8 @@ export function buildOpenApiDocument() {
           responses: { '200': { description: 'the versions', content: { 'application/json': { schema: HistorySchema } } }, '404': problem('the feature never existed') },
         },
       },
+      ...userPaths,
+      ...qcOpenApiPaths(),
       '/healthz': { get: { summary: 'the process is up', responses: { '200': { description: 'ok' } } } },
       '/readyz': { get: { summary: 'the database is reachable and migrated', responses: { '200': { description: 'ready' }, '503': problem('not ready') } } },
     },

@@ -247,4 +247,12 @@ describe('QC state machine over HTTP', () => {
     expect((await api.request('POST', '/api/qc/jobs/999999/rerun', { token: token.admin })).status).toBe(404);
     expect((await api.request('POST', '/api/qc/jobs/abc/rerun', { token: token.admin })).status).toBe(404);
   });
+
+  it('the OpenAPI document describes every QC endpoint', async () => {
+    const doc = (await api.request('GET', '/api/openapi.json')).json;
+    for (const path of ['/api/qc/submit', '/api/qc/queue', '/api/qc/approve/{id}', '/api/qc/reject/{id}', '/api/features/{id}/reviews', '/api/qc/jobs', '/api/qc/jobs/{id}/rerun']) {
+      expect(doc.paths[path], path).toBeDefined();
+    }
+    expect(doc.paths['/api/qc/reject/{id}'].post.responses['409']).toBeDefined();
+  });
 });
