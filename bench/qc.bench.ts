@@ -1,0 +1,182 @@
+/**
+ * QC workflow benchmark (`npm run bench -- qc`).
+ *
+ * 1. Approvals per second: the approve transaction of the QC service (lock, status, transition
+ *    record, three side-effect jobs queued with graphile_worker.add_job) against the same transaction
+ *    without the queue (lock, status, transition record) — same database, same run, alternating
+ *    rounds, 8 approvals in flight. The ratio is the cost of queueing side effects transactionally.
+ * 2. Drain: 1 000 approvals (BENCH_QUICK: 200) exported by the QC worker to the local OSM API double
+ *    (create changeset → upload → close each), from the first job to the last recorded outcome;
+ *    against the baseline of the same exports run by the exporter directly, at the same concurrency,
+ *    without the queue.
+ *
+ * Database: BENCH_DATABASE_URL or TEST_DATABASE_URL (a PostgreSQL superuser URL; a scratch database is
+ * created and dropped), else an in-memory embedded PGlite in this process.
+ */
+import pg from 'pg';
+import { pino } from 'pino';
+import { startOsmApiDouble } from '../test/doubles/osm-api.js';
+import { startEmbeddedDatabase } from '../services/api/src/db/embedded.js';
+import { migrate } from '../services/api/src/db/migrate.js';
+import { withTransaction } from '../services/api/src/db/pool.js';
+import { SEED_CATEGORY_MAPPING } from '../services/api/src/exports/category-mapping.js';
+import { ExportsEnvSchema, exportsSettingsFrom } from '../services/api/src/exports/config.js';
+import { createMemoryJournal } from '../services/api/src/exports/journal.js';
+import { OsmExporter } from '../services/api/src/exports/osm/exporter.js';
+import type { Principal } from '../services/api/src/auth/types.js';
+import * as sql from '../services/api/src/qc/queries.js';
+import { createQcService } from '../services/api/src/qc/service.js';
+import { migrateQueue, startQcWorker } from '../services/api/src/qc/worker.js';
+import { median, printTable, ratio } from './stats.js';
+
+const quick = process.env.BENCH_QUICK === '1';
+const ROUNDS = quick ? 2 : 5;
+const PER_ROUND = quick ? 100 : 300;
+const IN_FLIGHT = 8;
+const DRAIN = quick ? 200 : 1000;
+const CONCURRENCY = Number(process.env.BENCH_WORKER_CONCURRENCY ?? 4);
+const reviewer: Principal = { id: 'bench-reviewer', role: 'reviewer', via: 'jwt', name: 'Bench Reviewer' };
+
+async function openDatabase(): Promise<{ url: string; kind: string; close(): Promise<void> }> {
+  const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+  if (!adminUrl) {
+    const embedded = await startEmbeddedDatabase();
+    return { url: embedded.url, kind: 'PGlite (embedded, in memory)', close: () => embedded.close() };
+  }
+  const name = `fp_bench_qc_${process.pid}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  const version = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    kind: `PostgreSQL ${version}`,
+    async close() {
+      const cleaner = new pg.Client({ connectionString: adminUrl });
+      await cleaner.connect();
+      await cleaner.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+      await cleaner.end();
+    },
+  };
+}
+
+/** `count` features submitted for review (in_qc, with their submit transition), ids prefixed. */
+async function seedInQc(pool: pg.Pool, prefix: string, count: number): Promise<string[]> {
+  await pool.query(
+    `INSERT INTO features.features (id, name, kategorie, geom)
+     SELECT $1::text || lpad(i::text, 6, '0'), 'Bench ' || $1::text || i, 'friedhof',
+            ST_SetSRID(ST_MakePoint(13 + i * 0.0001, 52 + i * 0.0001), 4326)
+     FROM generate_series(1, $2::int) AS i`,
+    [prefix, count],
+  );
+  await pool.query(`UPDATE features.features SET status = 'in_qc' WHERE id LIKE $1::text || '%'`, [prefix]);
+  await pool.query(
+    `INSERT INTO qc.transitions (feature_id, action, from_status, to_status, version, actor)
+     SELECT id, 'submit', 'draft', 'in_qc', version, 'bench-submitter' FROM features.features WHERE id LIKE $1::text || '%'`,
+    [prefix],
+  );
+  return Array.from({ length: count }, (_, i) => `${prefix}${String(i + 1).padStart(6, '0')}`);
+}
+
+/** Run `work` over `items` with `inFlight` at a time; returns elapsed milliseconds. */
+async function timed<T>(items: T[], inFlight: number, work: (item: T) => Promise<unknown>): Promise<number> {
+  const queue = [...items];
+  const started = performance.now();
+  await Promise.all(Array.from({ length: inFlight }, async () => {
+    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);
+  }));
+  return performance.now() - started;
+}
+
+/** The baseline approval: the service's transaction without queueing side effects. */
+async function approveWithoutQueue(pool: pg.Pool, featureId: string): Promise<void> {
+  await withTransaction(pool, async (client) => {
+    const locked = await client.query(sql.lockForTransition(featureId).text, sql.lockForTransition(featureId).values);
+    const current = locked.rows[0] as { status: 'in_qc'; version: number; snapshot: unknown };
+    const update = sql.setStatus(featureId, 'in_qc', 'approved');
+    await client.query(update.text, update.values);
+    const insert = sql.insertTransition({ featureId, action: 'approve', from: 'in_qc', to: 'approved', version: current.version, actor: reviewer.id!, actorName: reviewer.name ?? null, comment: null, snapshot: current.snapshot });
+    await client.query(insert.text, insert.values);
+  }, { actor: reviewer.id });
+}
+
+async function main(): Promise<void> {
+  const database = await openDatabase();
+  const pool = new pg.Pool({ connectionString: database.url, max: IN_FLIGHT + 2 });
+  pool.on('error', () => undefined);
+  const osm = await startOsmApiDouble();
+  try {
+    await migrate(pool);
+    await migrateQueue(pool);
+    const service = createQcService(pool, { maxAttempts: 12 });
+    console.log(`database: ${database.kind}; ${ROUNDS} rounds × ${PER_ROUND} approvals per mode, ${IN_FLIGHT} in flight`);
+
+    // 1. approvals per second, with and without the queue, alternating.
+    const rates: Record<'queued' | 'bare', number[]> = { queued: [], bare: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      const order: ('queued' | 'bare')[] = round % 2 === 0 ? ['queued', 'bare'] : ['bare', 'queued'];
+      for (const mode of order) {
+        const ids = await seedInQc(pool, `${mode[0]}${round}-`, PER_ROUND);
+        const ms = await timed(ids, IN_FLIGHT, (id) => (mode === 'queued' ? service.approve(reviewer, id, null) : approveWithoutQueue(pool, id)));
+        rates[mode].push((PER_ROUND / ms) * 1000);
+      }
+    }
+    const jobsQueued = Number((await pool.query(`SELECT count(*) FROM qc.jobs`)).rows[0].count);
+    const queuedRate = median(rates.queued);
+    const bareRate = median(rates.bare);
+    printTable([
+      { approval: 'with 3 queued jobs (qc.jobs + graphile add_job)', 'approvals/s (median)': queuedRate.toFixed(0), rounds: rates.queued.map((r) => r.toFixed(0)).join(' ') },
+      { approval: 'same transaction without the queue', 'approvals/s (median)': bareRate.toFixed(0), rounds: rates.bare.map((r) => r.toFixed(0)).join(' ') },
+    ]);
+    console.log(`throughput ratio queued/bare: ${ratio(queuedRate, bareRate)} (jobs queued: ${jobsQueued})`);
+
+    // 2. drain: clear the queue of part 1, approve DRAIN features, start the worker, wait for the last outcome.
+    await pool.query(`DELETE FROM graphile_worker._private_jobs`);
+    await pool.query(`UPDATE qc.jobs SET status = 'skipped', reason = 'bench part 1' WHERE status = 'queued'`);
+    const drainIds = await seedInQc(pool, 'd-', DRAIN);
+    await timed(drainIds, IN_FLIGHT, (id) => service.approve(reviewer, id, null));
+    const settings = exportsSettingsFrom(ExportsEnvSchema.parse({ OSM_API_URL: osm.url, OSM_ACCESS_TOKEN: 'test-token', EXPORT_HTTP_TIMEOUT_MS: '30000' }));
+    const workerPool = new pg.Pool({ connectionString: database.url, max: CONCURRENCY + 3 });
+    workerPool.on('error', () => undefined);
+    const started = performance.now();
+    const worker = await startQcWorker({ pool: workerPool, settings, worker: { concurrency: CONCURRENCY, pollIntervalMs: 200, heartbeatMs: 5_000 }, logger: pino({ level: 'warn' }), mailer: null });
+    for (;;) {
+      const { rows } = await pool.query(`SELECT count(*) FILTER (WHERE status IN ('queued', 'running', 'retrying'))::int AS pending,
+                                                count(*) FILTER (WHERE task = 'osm_export' AND status = 'exported')::int AS exported
+                                         FROM qc.jobs WHERE feature_id LIKE 'd-%'`);
+      if (rows[0].pending === 0) {
+        if (rows[0].exported !== DRAIN) throw new Error(`only ${rows[0].exported} of ${DRAIN} OSM exports succeeded`);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const drainMs = performance.now() - started;
+    await worker.stop();
+    await workerPool.end();
+
+    // Baseline: the same exports by the exporter directly, same concurrency, no queue, no database.
+    const exporter = new OsmExporter({ settings, mapping: SEED_CATEGORY_MAPPING });
+    const directMs = await timed(drainIds, CONCURRENCY, async (id) => {
+      const outcome = await exporter.export({
+        snapshot: { id: `direct-${id}`, version: 1, name: `Direct ${id}`, kategorie: 'friedhof', geometry: { type: 'Point', coordinates: [13.5, 52.5] } },
+        previous: null,
+        journal: createMemoryJournal(),
+      });
+      if (outcome.status !== 'exported') throw new Error(`direct export: ${JSON.stringify(outcome)}`);
+    });
+    printTable([
+      { drain: `${DRAIN} approvals through the queue (${DRAIN * 3} jobs, worker concurrency ${CONCURRENCY})`, seconds: (drainMs / 1000).toFixed(1), 'OSM exports/s': ((DRAIN / drainMs) * 1000).toFixed(0) },
+      { drain: `${DRAIN} OSM exports by the exporter directly (concurrency ${CONCURRENCY})`, seconds: (directMs / 1000).toFixed(1), 'OSM exports/s': ((DRAIN / directMs) * 1000).toFixed(0) },
+    ]);
+    console.log(`drain time ratio queue/direct: ${ratio(drainMs, directMs)}`);
+  } finally {
+    await pool.end();
+    await osm.close();
+    await database.close();
+  }
+}
+
+await main();
