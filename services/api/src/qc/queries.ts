@@ -55,21 +55,31 @@ export function insertTransition(v: TransitionValues): Query {
 }
 
 /**
- * A side effect: the qc.jobs row and the graphile-worker job that runs it, in the caller's
- * transaction. Jobs of one feature and export target share a named queue (run one after another).
+ * The side effects of one transition: a qc.jobs row each and the graphile-worker job that runs it, in
+ * the caller's transaction and one round trip. Jobs of one feature and export target share a named
+ * queue (run one after another).
  */
-export function enqueueJob(j: { transitionId: number; featureId: string; version: number; task: JobTask; taskIdentifier: string; queueName: string | null; maxAttempts: number }): Query {
+export function enqueueJobs(j: {
+  transitionId: number;
+  featureId: string;
+  version: number;
+  jobs: { task: JobTask; taskIdentifier: string; queueName: string | null }[];
+  maxAttempts: number;
+}): Query {
   return {
     text: `
-      WITH job AS (
+      WITH wanted AS (
+        SELECT * FROM unnest($4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS w(task, identifier, queue_name, n)
+      ), job AS (
         INSERT INTO qc.jobs (transition_id, feature_id, version, task)
-        VALUES ($1::bigint, $2::text, $3::int, $4::text)
-        RETURNING id
+        SELECT $1::bigint, $2::text, $3::int, w.task FROM wanted w ORDER BY w.n
+        RETURNING id, task
       )
-      SELECT job.id, (graphile_worker.add_job($5::text, json_build_object('jobId', job.id),
-                        queue_name := $6::text, max_attempts := $7::int)).id AS "graphileJobId"
-      FROM job`,
-    values: [j.transitionId, j.featureId, j.version, j.task, j.taskIdentifier, j.queueName, j.maxAttempts],
+      SELECT job.id, job.task, (graphile_worker.add_job(w.identifier, json_build_object('jobId', job.id),
+                                  queue_name := w.queue_name, max_attempts := $7::int)).id AS "graphileJobId"
+      FROM job JOIN wanted w ON w.task = job.task
+      ORDER BY job.id`,
+    values: [j.transitionId, j.featureId, j.version, j.jobs.map((x) => x.task), j.jobs.map((x) => x.taskIdentifier), j.jobs.map((x) => x.queueName), j.maxAttempts],
   };
 }
 

@@ -68,21 +68,20 @@ export function createQcService(db: Db, options: QcServiceOptions) {
         }),
       );
       const transitionRow = inserted.rows[0] as { id: string; json: unknown };
-      const jobs: TransitionResult['jobs'] = [];
-      for (const task of SIDE_EFFECTS[action]) {
+      let jobs: TransitionResult['jobs'] = [];
+      const sideEffects = SIDE_EFFECTS[action];
+      if (sideEffects.length > 0) {
         const queued = await run(
           client,
-          sql.enqueueJob({
+          sql.enqueueJobs({
             transitionId: Number(transitionRow.id),
             featureId,
             version: current.version,
-            task,
-            taskIdentifier: TASK_IDENTIFIERS[task],
-            queueName: queueNameOf(task, featureId),
+            jobs: sideEffects.map((task) => ({ task, taskIdentifier: TASK_IDENTIFIERS[task], queueName: queueNameOf(task, featureId) })),
             maxAttempts: options.maxAttempts,
           }),
         );
-        jobs.push({ id: Number((queued.rows[0] as { id: string }).id), task });
+        jobs = (queued.rows as { id: string; task: JobTask }[]).map((r) => ({ id: Number(r.id), task: r.task }));
       }
       return { featureId, status: to, version: current.version, transition: transitionRow.json, jobs };
     });
