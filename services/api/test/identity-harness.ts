@@ -176,7 +176,7 @@ function patchIdentity(kratos: KratosDouble, harness: IdentityApiHarness, reques
 }
 
 /** Drive Hydra's admin API the way the login and consent apps do, then redeem the code for an access token. */
-async function issueOpaqueToken(hydra: HydraDouble, subject: string, accessTokenSession: Record<string, unknown>): Promise<string> {
+export async function issueOpaqueToken(hydra: HydraDouble, subject: string, accessTokenSession: Record<string, unknown>): Promise<string> {
   const oauth2 = new OAuth2Api(new HydraConfiguration({ basePath: hydra.admin.url }));
   const redirectUri = 'http://127.0.0.1:9/cb';
   const client = hydra.addClient({ client_id: `c-${randomUUID()}`, redirect_uris: [redirectUri], token_endpoint_auth_method: 'client_secret_post' });

@@ -1,0 +1,188 @@
+/**
+ * Authentication overhead benchmark (`npm run bench -- auth`).
+ *
+ * GET /api/features/:id with 16 concurrent clients (autocannon), in one run, authenticated four ways:
+ *   - none (the baseline),
+ *   - a JWT verified against the issuer's JWKS (keys cached),
+ *   - a Kratos session cookie (whoami cached for SESSION_CACHE_SECONDS = 15 s),
+ *   - an opaque Hydra access token (introspection cached until expiry, at most 300 s),
+ * and prints each one's throughput relative to the baseline (target ≥ 0.8× for the cached paths).
+ *
+ * The API runs as its own process (`services/api/src/server.ts`, configured by environment like in
+ * production), so its CPU is its own. Kratos and Hydra are the contract-checked doubles of
+ * identity/test/doubles in this process; the run fails if any exchange broke their OpenAPI contracts.
+ * Scenarios are run in rounds with a rotating order so machine-load drift hits all of them alike; the
+ * median req/s over the rounds is compared. Database: BENCH_DATABASE_URL or TEST_DATABASE_URL (a
+ * scratch database is created and dropped), otherwise an in-memory embedded PGlite.
+ * BENCH_QUICK=1 runs a short smoke version.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { TestClock } from '../identity/test/doubles/clock.js';
+import { HydraDouble } from '../identity/test/doubles/hydra-double.js';
+import { KratosDouble } from '../identity/test/doubles/kratos-double.js';
+import { startEmbeddedDatabase } from '../services/api/src/db/embedded.js';
+import { migrate } from '../services/api/src/db/migrate.js';
+import { issueOpaqueToken } from '../services/api/test/identity-harness.js';
+import { startTestIssuer } from '../test/helpers/test-issuer.js';
+import { median, peakRssMiB, printTable, ratio } from './stats.js';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+const quick = process.env.BENCH_QUICK === '1';
+const ROUNDS = quick ? 1 : 3;
+const SECONDS = quick ? 2 : 6;
+const FEATURE_ID = 'bench-auth-feature';
+
+async function openDatabase(): Promise<{ url: string; kind: string; close(): Promise<void> }> {
+  const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+  if (!adminUrl) {
+    const embedded = await startEmbeddedDatabase();
+    return { url: embedded.url, kind: 'PGlite (embedded, in memory)', close: () => embedded.close() };
+  }
+  const name = `fp_bench_auth_${process.pid}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    kind: 'PostgreSQL',
+    async close() {
+      const cleaner = new pg.Client({ connectionString: adminUrl });
+      await cleaner.connect();
+      await cleaner.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+      await cleaner.end();
+    },
+  };
+}
+
+async function startApiProcess(env: Record<string, string>): Promise<{ base: string; child: ChildProcess; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/server.ts'], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_WRITES_PER_MINUTE: '0', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise<string>((resolve, reject) => {
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /"port":(\d+),"database"/.exec(output);
+      if (match) resolve(match[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`the API exited with ${code}`)));
+  });
+  child.stdout!.resume();
+  return {
+    base: `http://127.0.0.1:${port}`,
+    child,
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+async function main(): Promise<void> {
+  const database = await openDatabase();
+  const dataDir = mkdtempSync(join(tmpdir(), 'bench-auth-'));
+  const clock = new TestClock();
+  const kratos = await new KratosDouble({ clock, loginUiUrl: 'http://auth.invalid/login', allowedReturnUrls: [] }).start();
+  const hydra = await new HydraDouble({
+    clock,
+    loginUrl: 'http://auth.invalid/login',
+    consentUrl: 'http://auth.invalid/consent',
+    logoutUrl: 'http://auth.invalid/logout',
+    postLogoutRedirect: 'http://auth.invalid/',
+    accessTokenLifespanSeconds: 3600,
+  }).start();
+  const issuer = await startTestIssuer();
+  let api: Awaited<ReturnType<typeof startApiProcess>> | undefined;
+  try {
+    const pool = new pg.Pool({ connectionString: database.url, max: 2 });
+    await migrate(pool);
+    await pool.query(
+      `INSERT INTO features.features (id, name, kategorie, geom) VALUES ($1, 'Benchmark', 'denkmal', ST_SetSRID(ST_MakePoint(13.4, 52.5), 4326))`,
+      [FEATURE_ID],
+    );
+    await pool.end();
+
+    api = await startApiProcess({
+      DATABASE_URL: database.url,
+      DATA_DIR: dataDir,
+      AUTH_JWKS_URL: issuer.jwksUrl,
+      AUTH_ISSUER: issuer.issuer,
+      KRATOS_PUBLIC_URL: kratos.public.url,
+      HYDRA_ADMIN_URL: hydra.admin.url,
+    });
+
+    const identity = kratos.addIdentity({ email: 'bench@example.org', name: 'Bench', password: 'x', role: 'admin' });
+    const session = kratos.createSession(identity.id).token;
+    const opaque = await issueOpaqueToken(hydra, 'bench-opaque', { role: 'admin', email: 'opaque@example.org' });
+    const jwt = await issuer.sign({ sub: 'bench-jwt', role: 'admin' }, { expiresIn: '1h' });
+    const scenarios: Array<{ name: string; headers: Record<string, string> }> = [
+      { name: 'unauthenticated', headers: {} },
+      { name: 'JWT (JWKS)', headers: { authorization: `Bearer ${jwt}` } },
+      { name: 'Kratos session (cached whoami)', headers: { cookie: `ory_kratos_session=${session}` } },
+      { name: 'Hydra opaque token (cached introspection)', headers: { authorization: `Bearer ${opaque}` } },
+    ];
+
+    // Each credential really authenticates (an admin-only route answers 200), and warms its cache.
+    for (const scenario of scenarios.slice(1)) {
+      const res = await fetch(`${api.base}/api/users`, { headers: scenario.headers });
+      if (res.status !== 200) throw new Error(`${scenario.name}: GET /api/users answered ${res.status}, the credential is not accepted`);
+    }
+
+    const url = `${api.base}/api/features/${FEATURE_ID}`;
+    // Warm-up (not measured): JIT, connection pool and caches settle before the first scenario counts.
+    for (const scenario of scenarios) await autocannon({ url, connections: 16, duration: quick ? 1 : 2, headers: scenario.headers });
+    const samples = new Map<string, Array<{ rps: number; p50: number; p99: number }>>(scenarios.map((s) => [s.name, []]));
+    const whoamiBefore = kratos.public.count('toSession');
+    const introspectBefore = hydra.admin.count('introspectOAuth2Token');
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = scenarios.map((_, i) => scenarios[(i + round) % scenarios.length]!);
+      for (const scenario of order) {
+        const result = await autocannon({ url, connections: 16, duration: SECONDS, headers: scenario.headers });
+        if (result.non2xx > 0 || result.errors > 0) throw new Error(`${scenario.name}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
+        samples.get(scenario.name)!.push({ rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 });
+      }
+    }
+
+    const baseline = median(samples.get('unauthenticated')!.map((s) => s.rps));
+    const rows = scenarios.map(({ name }) => {
+      const runs = samples.get(name)!;
+      const rps = median(runs.map((s) => s.rps));
+      return {
+        scenario: name,
+        'req/s (median)': Math.round(rps),
+        'req/s per round': runs.map((s) => Math.round(s.rps)).join(' / '),
+        'p50 ms': median(runs.map((s) => s.p50)),
+        'p99 ms': median(runs.map((s) => s.p99)),
+        'vs unauthenticated': ratio(rps, baseline),
+        target: name === 'unauthenticated' ? '' : '≥ 0.80×',
+      };
+    });
+    console.log(`\ndatabase: ${database.kind}; GET /api/features/:id, 16 connections, ${ROUNDS} rounds × ${SECONDS} s per scenario, rotating order`);
+    printTable(rows);
+    console.log(
+      `Ory calls during the load: whoami ${kratos.public.count('toSession') - whoamiBefore}, introspection ${hydra.admin.count('introspectOAuth2Token') - introspectBefore}; API peak RSS ${(await peakRssMiB(api.child.pid!)).toFixed(0)} MiB`,
+    );
+    const violations = [...kratos.violations, ...hydra.violations];
+    if (violations.length > 0) throw new Error(`Ory contract violations:\n${violations.join('\n')}`);
+  } finally {
+    await api?.stop();
+    await Promise.all([kratos.close(), hydra.close(), issuer.close()]);
+    await database.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();
