@@ -39,13 +39,21 @@ export async function startApi(config: ApiConfig, logger: Logger): Promise<Runni
     // A slow or stalled client must not hold a connection forever.
     server.requestTimeout = 30_000;
     server.headersTimeout = 10_000;
-    const port = await listen(server, config.port);
     let worker: QcWorker | undefined;
     let workerPool: ReturnType<typeof createPool> | undefined;
     if (config.worker.enabled) {
+      // Before listening: a worker that cannot start fails the boot instead of leaving a server behind.
       workerPool = createPool(databaseUrl, { logger, max: config.worker.concurrency + 3 });
-      worker = await startQcWorker({ pool: workerPool, settings: config.exports, worker: config.worker, logger });
+      worker = await startQcWorker({ pool: workerPool, settings: config.exports, worker: config.worker, logger }).catch(async (error: unknown) => {
+        await workerPool?.end().catch(() => undefined);
+        throw error;
+      });
     }
+    const port = await listen(server, config.port).catch(async (error: unknown) => {
+      await worker?.stop().catch(() => undefined);
+      await workerPool?.end().catch(() => undefined);
+      throw error;
+    });
     logger.info({ port, database: embedded ? 'embedded' : 'external' }, 'api listening');
     return {
       port,
