@@ -118,7 +118,7 @@ function isRunning(pid: number): boolean {
 
 describe('deploy launcher', () => {
   it('starts deploy scripts from the small launcher process, not by forking the server', async () => {
-    const slow = await startHarness({ env: { RECORD_DEPLOY_SLEEP: '1' } });
+    const slow = await startHarness({ env: { RECORD_DEPLOY_SLEEP: '3' } }); // long enough to look at the running script
     try {
       const res = await sendGitlab(slow.url, pushPayload('develop'), slow.secrets.SECRET_DEVELOP!);
       expect(res.status).toBe(202);

@@ -1,8 +1,9 @@
 /**
  * Reads the raw webhook body into one Buffer (`req.body`), with fewer copies than express.raw:
- * with a Content-Length (what GitHub, GitLab, Gitea and Forgejo send) the buffer is allocated once
- * at its final size and every chunk is copied into it as it arrives, so nothing is concatenated
- * at the end. Bodies without a length (chunked) are collected and joined once. A compressed body
+ * with a Content-Length (what GitHub, GitLab, Gitea and Forgejo send) of up to 4 MiB the buffer
+ * is allocated once at its final size and every chunk is copied into it as it arrives, so nothing
+ * is concatenated at the end. Bodies without a length (chunked) or larger ones are collected and
+ * joined once. A compressed body
  * (Content-Encoding other than identity) goes to express.raw, which inflates it, so the accepted
  * requests and the answers to bad ones stay exactly those of express.raw:
  * over the limit → 413 (before reading, when the announced length says so); a body shorter or
@@ -26,7 +27,8 @@ export function rawBody(limit: number) {
       next();
       return;
     }
-    const length = announced === undefined ? null : Number(announced);
+    const parsedLength = announced === undefined ? Number.NaN : Number(announced);
+    const length = Number.isSafeInteger(parsedLength) && parsedLength >= 0 ? parsedLength : null;
     if (length !== null && length > limit) {
       // Read nothing into memory; like body-parser, answer once the upload is drained, because
       // clients (fetch, curl) only read an answer after they have sent their whole body.
@@ -57,13 +59,17 @@ function drainThen(req: Request, then: () => void): void {
   req.resume();
 }
 
+/** Bodies up to this size are read into a buffer allocated once from Content-Length. */
+const PRESIZE_MAX_BYTES = 4 * 1024 * 1024;
+
 const unreadable = (): AppError => new AppError('VALIDATION_FAILED', 'the request body could not be read');
 
 /** Copy the body into one buffer; on a problem stop keeping data, drain the rest, then reject. */
 function readInto(req: Request, length: number | null, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    // Node's HTTP parser has already checked that Content-Length is a non-negative integer.
-    const sized = length === null ? null : Buffer.allocUnsafe(length);
+    // Presized only up to PRESIZE_MAX_BYTES: a client announcing 25 MB and sending nothing must
+    // not make the server reserve 25 MB up front. Larger bodies (rare) are joined once at the end.
+    const sized = length === null || length > PRESIZE_MAX_BYTES ? null : Buffer.allocUnsafe(length);
     const chunks: Buffer[] = [];
     let received = 0;
     let failure: AppError | null = null;
@@ -71,7 +77,7 @@ function readInto(req: Request, length: number | null, limit: number): Promise<B
       if (failure) return;
       const end = received + chunk.length;
       if (end > limit) failure = new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit');
-      else if (sized && end > sized.length) failure = unreadable();
+      else if (length !== null && end > length) failure = unreadable();
       else if (sized) chunk.copy(sized, received);
       else chunks.push(chunk);
       received = end;
@@ -82,7 +88,7 @@ function readInto(req: Request, length: number | null, limit: number): Promise<B
       finished = true;
       req.off('data', onData);
       drainThen(req, () => {
-        if (!failure && (!req.complete || (sized && received !== sized.length))) failure = unreadable();
+        if (!failure && (!req.complete || (length !== null && received !== length))) failure = unreadable();
         if (failure) reject(failure);
         else resolve(sized ?? (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)));
       });
