@@ -1,6 +1,8 @@
+import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { createLogger } from '../../shared/logger.js';
 import { loadApiConfig } from '../src/config.js';
 import { ACCESS_TOKEN_SECONDS, APP_ORIGIN, startIdentityApi, type IdentityApiHarness } from './identity-harness.js';
 
@@ -199,6 +201,24 @@ describe('outages and wiring', () => {
     expect(res.status).toBe(503);
     expect(res.json.detail).toMatch(/Kratos/);
     expect(JSON.stringify(res.json)).not.toContain(session);
+    await outage.close().catch(() => undefined);
+  });
+
+  it('logs an Ory outage without the cookie or the token it forwarded', async () => {
+    const lines: string[] = [];
+    const logger = createLogger('api', { level: 'debug', destination: new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }) });
+    const outage = await startIdentityApi(db, { logger });
+    const { session } = outage.signedIn('admin');
+    const token = await outage.opaqueToken('logged-user', { role: 'admin' });
+    await Promise.all([outage.kratos.close(), outage.hydra.close()]);
+    expect((await outage.request('GET', '/api/features', { session })).status).toBe(503);
+    expect((await outage.request('GET', '/api/features', { bearer: token })).status).toBe(503);
+    const log = lines.join('');
+    expect(log).not.toContain(session);
+    expect(log).not.toContain(token);
+    expect(log).toMatch(/Kratos/);
+    expect(log).toMatch(/Hydra/);
+    expect(log).toMatch(/\/sessions\/whoami/);
     await outage.close().catch(() => undefined);
   });
 

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { Configuration as HydraConfiguration, OAuth2Api } from '@ory/hydra-client';
 import { Configuration as KratosConfiguration, FrontendApi, IdentityApi } from '@ory/kratos-client';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { createTokenIntrospector } from '../../../identity/src/introspection.js';
 import { createSessionResolver } from '../../../identity/src/session-resolver.js';
 import { TestClock } from '../../../identity/test/doubles/clock.js';
@@ -65,7 +65,7 @@ export interface IdentityApiHarness {
 
 export async function startIdentityApi(
   db: TestDatabase,
-  options: { sessionTtlMs?: number; introspectionMaxMs?: number; kratosAdminUrl?: string; via?: 'composite' | 'config'; pool?: TestDatabase['pool'] } = {},
+  options: { sessionTtlMs?: number; introspectionMaxMs?: number; kratosAdminUrl?: string; via?: 'composite' | 'config'; pool?: TestDatabase['pool']; logger?: Logger } = {},
 ): Promise<IdentityApiHarness> {
   const clock = new TestClock();
   const kratos = await new KratosDouble({ clock, loginUiUrl: 'http://auth.invalid/login', allowedReturnUrls: [] }).start();
@@ -111,7 +111,7 @@ export async function startIdentityApi(
       config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } },
       authenticator,
       identityAdmin,
-      logger: pino({ level: 'silent' }),
+      logger: options.logger ?? pino({ level: 'silent' }),
     }),
   );
   const port = await listen(server, 0, '127.0.0.1');

@@ -35,8 +35,9 @@ export interface IdentityAuthOptions {
 }
 
 /**
- * The API's authenticator from its configuration: the issuer's JWKS when AUTH_JWKS_URL is set,
- * otherwise (development only) the local development key that `npm run token` signs with.
+ * The API's authenticator from its configuration: JWTs against the issuer's JWKS when AUTH_JWKS_URL is
+ * set, otherwise (development only) the local development key that `npm run token` signs with; plus,
+ * when configured, Kratos session cookies (KRATOS_PUBLIC_URL) and opaque Hydra tokens (HYDRA_ADMIN_URL).
  */
 export async function createAuthenticator(options: AuthenticatorOptions): Promise<Authenticator> {
   const jwt = await createJwtOnlyAuthenticator(options);

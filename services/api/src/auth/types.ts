@@ -2,8 +2,9 @@
  * Who is calling and what they may do.
  *
  * Glossary:
- * - principal: the caller of one request, resolved from a bearer JWT, (later) a Kratos session cookie
- *   or an introspected Hydra token; a caller with no credentials is the anonymous guest.
+ * - principal: the caller of one request, resolved from a bearer JWT, an opaque Hydra access token
+ *   (introspection) or a Kratos session cookie (whoami) — see composite.ts; a caller with no credentials
+ *   is the anonymous guest.
  * - role: one of the four platform roles; the permission table below is the seed's.
  * - permission: an action on features or the QC workflow. `update:own` is satisfied only for a
  *   feature the caller created, which the route checks with `isOwner`.
