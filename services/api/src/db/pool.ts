@@ -17,6 +17,11 @@ export function createPool(connectionString: string, options: { max?: number; lo
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', (error) => options.logger?.warn({ err: error }, 'idle database connection failed'));
+  // Nor may a checked-out one: its query fails and the caller handles that, but the client also
+  // emits 'error', which would be unhandled without a listener (graphile-worker checks for this).
+  pool.on('connect', (client) => {
+    client.on('error', (error) => options.logger?.warn({ err: error }, 'database connection failed'));
+  });
   return pool;
 }
 
