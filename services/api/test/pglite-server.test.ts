@@ -1,4 +1,6 @@
+import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
@@ -90,6 +92,147 @@ describe('a pg pool over the PGlite wire server', () => {
     expect((await pool.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
   });
 });
+
+describe('the wire protocol each client sees after an error (PGlite sends one ReadyForQuery too many)', () => {
+  it('answers a failed extended-protocol query once, so the next pipelined query gets its own result', async () => {
+    // pg in pipeline mode sends both queries at once and matches answers to queries by ReadyForQuery:
+    // a stray one after the error would end the second query early, with no rows.
+    const client = new pg.Client({ connectionString: url(), pipeline: true } as pg.ClientConfig);
+    await client.connect();
+    try {
+      const failing = client.query('SELECT 1 / $1::int', [0]);
+      const next = client.query<{ s: string }>('SELECT $1::text AS s', ['after the error']);
+      await expect(failing).rejects.toMatchObject({ code: '22012' });
+      expect((await next).rows).toEqual([{ s: 'after the error' }]);
+      expect((await client.query<{ n: number }>('SELECT $1::int AS n', [7])).rows).toEqual([{ n: 7 }]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('after an error skips until Sync like PostgreSQL: no ReadyForQuery before it, one for it, and the session stays with the client', async () => {
+    const raw = await rawConnection();
+    try {
+      expect((await raw.exchange(startupMessage())).at(-1)).toBe('Z(I)');
+      // Parse/Bind/Execute + Flush, as a client reading rows in pages sends: the error, nothing else.
+      expect(await raw.exchange(...extendedQuery('SELECT 1 / 0'), message('H'))).toEqual(['1', 'E']);
+      // Until its Sync the backend ignores everything of this client and belongs to no one else.
+      let otherDone = false;
+      const other = pool.query<{ n: number }>('SELECT $1::int AS n', [3]).then((r) => {
+        otherDone = true;
+        return r.rows;
+      });
+      expect(await raw.exchange(message('Q', cString('SELECT 1')))).toEqual([]);
+      expect(otherDone).toBe(false);
+      expect(await raw.exchange(message('S'))).toEqual(['Z(I)']);
+      expect(await other).toEqual([{ n: 3 }]);
+      expect(await raw.exchange(...extendedQuery('SELECT 2'), message('S'))).toEqual(['1', '2', 'T', 'D', 'C', 'Z(I)']);
+      // In a transaction: one ReadyForQuery, with the failed-transaction status.
+      expect(await raw.exchange(message('Q', cString('BEGIN')))).toEqual(['C', 'Z(T)']);
+      expect(await raw.exchange(...extendedQuery('SELECT 1 / 0'), message('S'))).toEqual(['1', 'E', 'Z(E)']);
+      expect(await raw.exchange(message('Q', cString('ROLLBACK')))).toEqual(['C', 'Z(I)']);
+    } finally {
+      raw.close();
+    }
+  });
+
+  it('lets two clients race for the same key in transactions, as concurrent graphile-worker migrations do', async () => {
+    await pool.query('CREATE TABLE race (id int PRIMARY KEY)');
+    const migrator = async (): Promise<number> => {
+      const client = await pool.connect();
+      let clashes = 0;
+      try {
+        for (let id = 1; id <= 20; id++) {
+          await client.query('begin');
+          try {
+            await client.query({ text: 'insert into race (id) values ($1)', values: [id] });
+            await client.query('select pg_notify($1, $2)', ['race', String(id)]);
+            await client.query('commit');
+          } catch (error) {
+            await client.query('rollback');
+            if ((error as { code?: string }).code !== '23505') throw error;
+            clashes++;
+          }
+          // Every answer still belongs to its own query, and the key is there exactly once.
+          const { rows } = await client.query<{ id: number; n: number }>('SELECT $1::int AS id, count(*)::int AS n FROM race WHERE id = $1', [id]);
+          expect(rows).toEqual([{ id, n: 1 }]);
+        }
+        return clashes;
+      } finally {
+        client.release();
+      }
+    };
+    const [a, b] = await Promise.all([migrator(), migrator()]);
+    expect(a + b).toBe(20);
+    expect((await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM race')).rows).toEqual([{ n: 20 }]);
+  });
+});
+
+/** One frontend message: type byte, length, body. */
+function message(type: string, ...body: Buffer[]): Buffer {
+  const content = Buffer.concat(body);
+  const header = Buffer.alloc(5);
+  header.write(type, 0, 'latin1');
+  header.writeInt32BE(4 + content.length, 1);
+  return Buffer.concat([header, content]);
+}
+const cString = (text: string) => Buffer.from(`${text}\0`);
+const int16 = (n: number) => Buffer.from([n >> 8, n & 0xff]);
+
+function startupMessage(): Buffer {
+  const body = Buffer.concat([Buffer.from([0, 3, 0, 0]), cString('user'), cString('postgres'), cString('database'), cString('postgres'), Buffer.from([0])]);
+  const length = Buffer.alloc(4);
+  length.writeInt32BE(4 + body.length);
+  return Buffer.concat([length, body]);
+}
+
+/** Parse, Bind (no parameters), Describe portal, Execute — unnamed statement and portal. */
+function extendedQuery(sql: string): Buffer[] {
+  return [
+    message('P', cString(''), cString(sql), int16(0)),
+    message('B', cString(''), cString(''), int16(0), int16(0), int16(0)),
+    message('D', Buffer.from('P'), cString('')),
+    message('E', cString(''), Buffer.alloc(4)),
+  ];
+}
+
+/** A bare protocol connection: send messages, get back the types of the replies ("Z(I)" with status). */
+async function rawConnection() {
+  const socket = connect(server.port, server.host);
+  await once(socket, 'connect');
+  let received = Buffer.alloc(0);
+  socket.on('data', (chunk: Buffer) => {
+    received = Buffer.concat([received, chunk]);
+  });
+  const replyTypes = (): string[] => {
+    const types: string[] = [];
+    let offset = 0;
+    while (received.length - offset >= 5) {
+      const size = 1 + received.readInt32BE(offset + 1);
+      if (received.length - offset < size) break;
+      const type = String.fromCharCode(received[offset]!);
+      // Parameter status, backend key data and notices are not part of what these tests pin down.
+      if (type === 'Z') types.push(`Z(${String.fromCharCode(received[offset + 5]!)})`);
+      else if (!['S', 'K', 'N', 'R', 'A'].includes(type)) types.push(type);
+      offset += size;
+    }
+    received = received.subarray(offset);
+    return types;
+  };
+  return {
+    /** Sends, then collects replies until the server has been quiet for a while. */
+    async exchange(...messages: Buffer[]): Promise<string[]> {
+      socket.write(Buffer.concat(messages));
+      let seen = -1;
+      while (seen !== received.length) {
+        seen = received.length;
+        await new Promise((resolve) => setTimeout(resolve, 150));
+      }
+      return replyTypes();
+    },
+    close: () => socket.destroy(),
+  };
+}
 
 describe('the embedded database folder', () => {
   it('refuses a second process-level open of the same folder and allows it after close', async () => {

@@ -15,6 +15,14 @@ import type { PGlite } from '@electric-sql/pglite';
  * transaction block is open. Other connections wait their turn. So a transaction, or an extended-
  * protocol batch, always runs on its own connection without interleaving; nothing else is shared.
  * The cost is that everything is serialised, which PGlite does anyway.
+ *
+ * PGlite 0.5.x answers an error inside an extended-protocol batch with one ReadyForQuery too many:
+ * right after the ErrorResponse, although the backend then skips messages until Sync and answers
+ * the Sync with its own ReadyForQuery (so Parse/Bind/Execute+Sync gets "E Z Z", and a batch ended
+ * by Flush gets a Z it must not). A pg client takes that stray Z as the end of its next query, and
+ * every answer after it lands on the wrong query ("Received unexpected commandComplete message").
+ * BackendReplies therefore lets through exactly the ReadyForQuery messages a PostgreSQL backend
+ * sends — one per Sync, none while skipping until Sync — see Connection.execute.
  */
 
 const SSL_REQUEST = 80877103;
@@ -25,6 +33,17 @@ const PROTOCOL_3 = 196608;
 const SYNC = 0x53; // 'S'
 const QUERY = 0x51; // 'Q'
 const TERMINATE = 0x58; // 'X'
+/** Parse, Bind, Describe, Execute, Close, Flush, Sync: the extended query protocol. */
+const EXTENDED_PROTOCOL = new Set([0x50, 0x42, 0x44, 0x45, 0x43, 0x48, SYNC]);
+/** Backend message types. */
+const READY_FOR_QUERY = 0x5a; // 'Z'
+const ERROR_RESPONSE = 0x45; // 'E'
+/**
+ * Ends whatever the backend was in the middle of for a vanished client: Execute of a portal that
+ * cannot exist fails, which aborts an unfinished extended batch (its implicit transaction never
+ * commits), and the Sync then brings the backend back to idle. Portal name: "\0"-free, not pg's.
+ */
+const ABANDON_BATCH = Buffer.concat([frontendMessage('E', Buffer.from('pglite-server: abandoned\0\0\0\0\0')), frontendMessage('S', Buffer.alloc(0))]);
 
 export interface PGliteServer {
   /** host:port the server listens on. */
@@ -72,6 +91,8 @@ class Connection {
   /** Data came in while a batch was running: look at the buffer again when it is done. */
   private arrivedWhileBusy = false;
   private closed = false;
+  /** An extended-protocol message of this connection failed; the backend ignores all until Sync. */
+  private skippingTillSync = false;
 
   constructor(
     private readonly socket: Socket,
@@ -146,23 +167,49 @@ class Connection {
     const last = messages[messages.length - 1]!;
     await this.lock.acquire(this);
     if (this.closed) return;
-    await this.db.runExclusive(() =>
-      this.db.execProtocolRawStream(new Uint8Array(Buffer.concat(messages)), {
-        onRawData: (data) => {
-          if (data.length > 0 && this.socket.writable) this.socket.write(Buffer.from(data));
-        },
-      }),
-    );
+    const runs = splitIntoRuns(messages);
+    await this.db.runExclusive(async () => {
+      for (const [index, run] of runs.entries()) await this.execute(run, index === runs.length - 1);
+    });
     const atSyncPoint = !this.started || last[0] === SYNC || last[0] === QUERY || isStartup(last);
-    if (atSyncPoint && !this.db.isInTransaction()) this.lock.release(this);
+    if (atSyncPoint && !this.skippingTillSync && !this.db.isInTransaction()) this.lock.release(this);
+  }
+
+  /**
+   * Runs one run of messages on the backend and forwards its replies, with ReadyForQuery exactly as
+   * a PostgreSQL backend sends it: an extended run gets one, for its Sync, or none if it has no Sync
+   * (then an error in it means the backend skips everything up to the next Sync, which answers for
+   * all of them); any other message gets its own, unless the backend is skipping it.
+   */
+  private async execute(run: Run, syncToFs: boolean): Promise<void> {
+    const replies = new BackendReplies((data) => {
+      if (this.socket.writable) this.socket.write(data);
+    });
+    await this.db.execProtocolRawStream(new Uint8Array(Buffer.concat(run.messages)), {
+      syncToFs,
+      onRawData: (data) => replies.push(Buffer.from(data)),
+    });
+    const { readyForQuery, errorSeen } = replies.finish();
+    let answerReady: boolean;
+    if (run.extended) {
+      answerReady = run.endsWithSync;
+      if (run.endsWithSync) this.skippingTillSync = false;
+      else if (errorSeen) this.skippingTillSync = true;
+    } else {
+      answerReady = !this.skippingTillSync;
+    }
+    if (answerReady && readyForQuery && this.socket.writable) this.socket.write(readyForQuery);
   }
 
   private async onClose(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     if (this.lock.holds(this)) {
-      // A client that vanished mid-transaction must not leave the shared session in its transaction.
+      // A client that vanished mid-batch or mid-transaction must not leave the shared session in
+      // its batch (skipping messages, or about to commit it at the next Sync) or its transaction.
       try {
+        // (Its replies go nowhere: the client is gone.)
+        await this.db.runExclusive(() => this.db.execProtocolRawStream(new Uint8Array(ABANDON_BATCH), { onRawData: () => undefined }));
         if (this.db.isInTransaction()) await this.db.exec('ROLLBACK');
       } catch {
         /* the session is reset by the next statement anyway */
@@ -170,6 +217,97 @@ class Connection {
     }
     this.lock.forget(this);
   }
+}
+
+interface Run {
+  messages: Buffer[];
+  /** Extended-protocol messages, up to and including a Sync if there is one. */
+  extended: boolean;
+  endsWithSync: boolean;
+}
+
+/** Extended-protocol messages run up to each Sync; every other message runs on its own. */
+function splitIntoRuns(messages: Buffer[]): Run[] {
+  const runs: Run[] = [];
+  let extended: Buffer[] = [];
+  const endExtended = (endsWithSync: boolean) => {
+    if (extended.length > 0) runs.push({ messages: extended, extended: true, endsWithSync });
+    extended = [];
+  };
+  for (const message of messages) {
+    if (!isStartup(message) && EXTENDED_PROTOCOL.has(message[0]!)) {
+      extended.push(message);
+      if (message[0] === SYNC) endExtended(true);
+    } else {
+      endExtended(false);
+      runs.push({ messages: [message], extended: false, endsWithSync: false });
+    }
+  }
+  endExtended(false);
+  return runs;
+}
+
+/**
+ * The backend's reply stream to one run, forwarded as it comes except for ReadyForQuery, which is
+ * held back (the caller decides whether the run earns one; it is always the run's last message).
+ * Messages may be split across chunks; large ones stream through without being buffered whole.
+ */
+class BackendReplies {
+  /** The start of a message whose header (or, for ReadyForQuery, whole body) is incomplete. */
+  private pending: Buffer = Buffer.alloc(0);
+  /** Bytes of the current message still to forward unchanged. */
+  private passing = 0;
+  private readyForQuery: Buffer | null = null;
+  private errorSeen = false;
+
+  constructor(private readonly forward: (data: Buffer) => void) {}
+
+  push(chunk: Buffer): void {
+    const out: Buffer[] = [];
+    let offset = 0;
+    while (offset < chunk.length) {
+      if (this.passing > 0) {
+        const n = Math.min(this.passing, chunk.length - offset);
+        out.push(chunk.subarray(offset, offset + n));
+        this.passing -= n;
+        offset += n;
+        continue;
+      }
+      const headerNeeded = 5 - this.pending.length;
+      if (headerNeeded > 0) {
+        const n = Math.min(headerNeeded, chunk.length - offset);
+        this.pending = Buffer.concat([this.pending, chunk.subarray(offset, offset + n)]);
+        offset += n;
+        if (this.pending.length < 5) break;
+      }
+      const type = this.pending[0];
+      const size = 1 + this.pending.readInt32BE(1);
+      if (type === READY_FOR_QUERY) {
+        const n = Math.min(size - this.pending.length, chunk.length - offset);
+        this.pending = Buffer.concat([this.pending, chunk.subarray(offset, offset + n)]);
+        offset += n;
+        if (this.pending.length < size) break;
+        this.readyForQuery = this.pending; // only the last one counts: it carries the final status
+      } else {
+        if (type === ERROR_RESPONSE) this.errorSeen = true;
+        out.push(this.pending);
+        this.passing = size - this.pending.length;
+      }
+      this.pending = Buffer.alloc(0);
+    }
+    if (out.length > 0) this.forward(out.length === 1 ? out[0]! : Buffer.concat(out));
+  }
+
+  finish(): { readyForQuery: Buffer | null; errorSeen: boolean } {
+    return { readyForQuery: this.readyForQuery, errorSeen: this.errorSeen };
+  }
+}
+
+function frontendMessage(type: string, body: Buffer): Buffer {
+  const header = Buffer.alloc(5);
+  header.write(type, 0, 'latin1');
+  header.writeInt32BE(4 + body.length, 1);
+  return Buffer.concat([header, body]);
 }
 
 function isStartup(message: Buffer): boolean {
