@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startEmbeddedDatabase } from '../src/db/embedded.js';
 import { servePGlite, type PGliteServer } from '../src/db/pglite-server.js';
 
@@ -90,6 +90,30 @@ describe('a pg pool over the PGlite wire server', () => {
       inTransaction.release();
     }
     expect((await pool.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+  });
+});
+
+describe('named prepared statements on the one shared backend', () => {
+  it('keeps each client to its own statements under the same name, and drops them when it leaves', async () => {
+    const prepared = async () => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements')).rows[0]!.n;
+    const before = await prepared();
+    const [a, b] = [new pg.Client({ connectionString: url() }), new pg.Client({ connectionString: url() })];
+    await Promise.all([a.connect(), b.connect()]);
+    try {
+      const asNumber = (n: number) => a.query<{ n: number }>({ name: 'same-name', text: 'SELECT $1::int + 1 AS n', values: [n] });
+      const asText = (s: string) => b.query<{ s: string }>({ name: 'same-name', text: 'SELECT $1::text AS s', values: [s] });
+      const [first, second] = await Promise.all([asNumber(1), asText('b')]);
+      expect(first.rows).toEqual([{ n: 2 }]);
+      expect(second.rows).toEqual([{ s: 'b' }]);
+      // Second round: pg only binds the name now, so each must still find its own statement.
+      const [third, fourth] = await Promise.all([asNumber(10), asText('again')]);
+      expect(third.rows).toEqual([{ n: 11 }]);
+      expect(fourth.rows).toEqual([{ s: 'again' }]);
+      expect(await prepared()).toBe(before + 2);
+    } finally {
+      await Promise.all([a.end(), b.end()]);
+    }
+    await vi.waitFor(async () => expect(await prepared()).toBe(before), { timeout: 5_000 });
   });
 });
 

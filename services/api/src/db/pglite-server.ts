@@ -14,7 +14,8 @@ import type { PGlite } from '@electric-sql/pglite';
  * backend is idle again — the connection's last message was a Sync or simple Query and no
  * transaction block is open. Other connections wait their turn. So a transaction, or an extended-
  * protocol batch, always runs on its own connection without interleaving; nothing else is shared.
- * The cost is that everything is serialised, which PGlite does anyway.
+ * The cost is that everything is serialised, which PGlite does anyway. What outlives a handover is
+ * named prepared statements, so each connection gets its own namespace for them (StatementNames).
  *
  * PGlite 0.5.x answers an error inside an extended-protocol batch with one ReadyForQuery too many:
  * right after the ErrorResponse, although the backend then skips messages until Sync and answers
@@ -33,8 +34,14 @@ const PROTOCOL_3 = 196608;
 const SYNC = 0x53; // 'S'
 const QUERY = 0x51; // 'Q'
 const TERMINATE = 0x58; // 'X'
+const PARSE = 0x50; // 'P'
+const BIND = 0x42; // 'B'
+const DESCRIBE = 0x44; // 'D'
+const CLOSE = 0x43; // 'C'
+/** Describe and Close name a prepared statement ('S') or a portal ('P'). */
+const STATEMENT = 0x53;
 /** Parse, Bind, Describe, Execute, Close, Flush, Sync: the extended query protocol. */
-const EXTENDED_PROTOCOL = new Set([0x50, 0x42, 0x44, 0x45, 0x43, 0x48, SYNC]);
+const EXTENDED_PROTOCOL = new Set([PARSE, BIND, DESCRIBE, 0x45, CLOSE, 0x48, SYNC]);
 /** Backend message types. */
 const READY_FOR_QUERY = 0x5a; // 'Z'
 const ERROR_RESPONSE = 0x45; // 'E'
@@ -67,16 +74,22 @@ class SessionLock {
 
   release(connection: Connection): void {
     if (this.owner !== connection) return;
-    const next = this.waiting.shift();
+    const next = this.waiting[0];
     this.owner = next ? next.connection : null;
-    next?.resume();
+    // A connection can wait twice (a batch, and its close tidying up): all its waits end together.
+    for (const entry of this.takeWaits(next?.connection)) entry.resume();
   }
 
   /** A closed connection leaves the queue (and hands the session on if it held it). */
   forget(connection: Connection): void {
-    const index = this.waiting.findIndex((w) => w.connection === connection);
-    if (index >= 0) this.waiting.splice(index, 1)[0]!.resume();
+    for (const entry of this.takeWaits(connection)) entry.resume();
     this.release(connection);
+  }
+
+  private takeWaits(connection: Connection | undefined): Array<{ resume: () => void }> {
+    const taken = this.waiting.filter((w) => w.connection === connection);
+    for (const entry of taken) this.waiting.splice(this.waiting.indexOf(entry), 1);
+    return taken;
   }
 
   holds(connection: Connection): boolean {
@@ -84,7 +97,54 @@ class SessionLock {
   }
 }
 
+/**
+ * Named prepared statements of one client, renamed on the way in to "pgls<connection>:<name>": on
+ * the shared backend two clients' "S_1" would clash ("prepared statement already exists") or, worse,
+ * one client would run the other's. Portals need no such care: they end with their transaction, and
+ * a transaction never spans a handover. Unnamed statements are the backend's one scratch slot, which
+ * is fine because a connection keeps the session from Parse to Sync.
+ */
+class StatementNames {
+  private static connections = 0;
+  private readonly prefix = `pgls${++StatementNames.connections}:`;
+  /** Statements this connection created and has not closed, to close when it goes away. */
+  readonly open = new Set<string>();
+
+  rename(message: Buffer): Buffer {
+    switch (message[0]) {
+      case PARSE:
+        return this.renameAt(message, 5, 'parse');
+      case BIND:
+        return this.renameAt(message, message.indexOf(0, 5) + 1, 'use');
+      case DESCRIBE:
+        return message[5] === STATEMENT ? this.renameAt(message, 6, 'use') : message;
+      case CLOSE:
+        return message[5] === STATEMENT ? this.renameAt(message, 6, 'close') : message;
+      default:
+        return message;
+    }
+  }
+
+  /** Messages that close every statement still open, then a Sync. */
+  closeAll(): Buffer {
+    const closes = [...this.open].map((name) => frontendMessage('C', Buffer.concat([Buffer.from([STATEMENT]), Buffer.from(`${name}\0`)])));
+    this.open.clear();
+    return Buffer.concat([...closes, frontendMessage('S', Buffer.alloc(0))]);
+  }
+
+  private renameAt(message: Buffer, start: number, use: 'parse' | 'use' | 'close'): Buffer {
+    const end = message.indexOf(0, start);
+    if (start <= 0 || end < 0 || end === start) return message; // unnamed, or malformed: the backend says so
+    const name = this.prefix + message.subarray(start, end).toString('utf8');
+    if (use === 'parse') this.open.add(name);
+    if (use === 'close') this.open.delete(name);
+    const body = Buffer.concat([message.subarray(5, start), Buffer.from(name), message.subarray(end)]);
+    return frontendMessage(String.fromCharCode(message[0]!), body);
+  }
+}
+
 class Connection {
+  private readonly statements = new StatementNames();
   private buffer: Buffer = Buffer.alloc(0);
   private started = false;
   private busy = false;
@@ -133,6 +193,7 @@ class Connection {
     try {
       for (;;) {
         this.arrivedWhileBusy = false;
+        if (this.closed) break;
         const messages = this.takeMessages();
         if (messages.length === 0) break;
         const forward: Buffer[] = [];
@@ -146,7 +207,7 @@ class Connection {
             this.socket.end();
             return;
           } else {
-            forward.push(message);
+            forward.push(this.started ? this.statements.rename(message) : message);
           }
         }
         await this.flush(forward);
@@ -165,8 +226,9 @@ class Connection {
   private async flush(messages: Buffer[]): Promise<void> {
     if (messages.length === 0) return;
     const last = messages[messages.length - 1]!;
-    await this.lock.acquire(this);
     if (this.closed) return;
+    await this.lock.acquire(this);
+    if (this.closed) return; // onClose tidies up and hands the session on
     const runs = splitIntoRuns(messages);
     await this.db.runExclusive(async () => {
       for (const [index, run] of runs.entries()) await this.execute(run, index === runs.length - 1);
@@ -204,12 +266,19 @@ class Connection {
   private async onClose(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.lock.holds(this)) {
-      // A client that vanished mid-batch or mid-transaction must not leave the shared session in
-      // its batch (skipping messages, or about to commit it at the next Sync) or its transaction.
+    const holding = this.lock.holds(this);
+    if (holding || this.statements.open.size > 0) {
       try {
-        // (Its replies go nowhere: the client is gone.)
-        await this.db.runExclusive(() => this.db.execProtocolRawStream(new Uint8Array(ABANDON_BATCH), { onRawData: () => undefined }));
+        // Its prepared statements would otherwise live on in the shared session: wait for it.
+        if (!holding) await this.lock.acquire(this);
+        // A client that vanished mid-batch or mid-transaction must not leave the session in its
+        // batch (skipping messages, or about to commit it at the next Sync) or its transaction.
+        // Nobody reads the replies: the client is gone.
+        const discard = { onRawData: () => undefined };
+        await this.db.runExclusive(async () => {
+          if (holding) await this.db.execProtocolRawStream(new Uint8Array(ABANDON_BATCH), discard);
+          if (this.statements.open.size > 0) await this.db.execProtocolRawStream(new Uint8Array(this.statements.closeAll()), discard);
+        });
         if (this.db.isInTransaction()) await this.db.exec('ROLLBACK');
       } catch {
         /* the session is reset by the next statement anyway */
