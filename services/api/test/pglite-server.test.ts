@@ -244,15 +244,21 @@ async function rawConnection() {
     return types;
   };
   return {
-    /** Sends, then collects replies until the server has been quiet for a while. */
+    /** Sends, then collects replies once the server has been quiet for a while (at least 1 s if it says nothing). */
     async exchange(...messages: Buffer[]): Promise<string[]> {
+      const sent = Date.now();
       socket.write(Buffer.concat(messages));
-      let seen = -1;
-      while (seen !== received.length) {
-        seen = received.length;
-        await new Promise((resolve) => setTimeout(resolve, 150));
+      let seen = received.length;
+      let quietSince = Date.now();
+      for (;;) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        if (received.length !== seen) {
+          seen = received.length;
+          quietSince = Date.now();
+        } else if (Date.now() - quietSince >= 150 && (received.length > 0 || Date.now() - sent >= 1_000)) {
+          return replyTypes();
+        }
       }
-      return replyTypes();
     },
     close: () => socket.destroy(),
   };
