@@ -30,7 +30,7 @@ const SSL_REQUEST = 80877103;
 const GSS_ENC_REQUEST = 80877104;
 const CANCEL_REQUEST = 80877102;
 const PROTOCOL_3 = 196608;
-/** Frontend messages after which the backend sends ReadyForQuery. */
+/** Frontend message types; a Sync or a Query is answered with ReadyForQuery. */
 const SYNC = 0x53; // 'S'
 const QUERY = 0x51; // 'Q'
 const TERMINATE = 0x58; // 'X'
