@@ -117,6 +117,35 @@ describe('named prepared statements on the one shared backend', () => {
   });
 });
 
+describe('LISTEN/NOTIFY on the one shared backend', () => {
+  it('delivers a notification to the connections listening on its channel, and only to them', async () => {
+    const [listener, secondListener, bystander, notifier] = [0, 1, 2, 3].map(() => new pg.Client({ connectionString: url() }));
+    const clients = [listener!, secondListener!, bystander!, notifier!];
+    await Promise.all(clients.map((c) => c.connect()));
+    const heard = new Map<pg.Client, string[]>(clients.map((c) => [c, []]));
+    for (const c of clients) c.on('notification', (n) => heard.get(c)!.push(`${n.channel}=${n.payload ?? ''}`));
+    try {
+      await listener!.query('LISTEN "jobs:insert"');
+      await secondListener!.query('listen "jobs:insert"; LISTEN other');
+      await bystander!.query('LISTEN unrelated');
+      await notifier!.query('SELECT pg_notify($1, $2)', ['jobs:insert', 'one']);
+      await notifier!.query('BEGIN');
+      await notifier!.query(`NOTIFY "jobs:insert", 'two'`);
+      await notifier!.query('COMMIT');
+      // One listener leaving the channel (UNLISTEN on the shared backend) must not deafen the other.
+      await secondListener!.query('UNLISTEN "jobs:insert"');
+      await notifier!.query('SELECT pg_notify($1, $2)', ['jobs:insert', 'three']);
+      await notifier!.query('SELECT pg_notify($1, $2)', ['other', 'four']);
+      await vi.waitFor(() => expect(heard.get(listener!)).toEqual(['jobs:insert=one', 'jobs:insert=two', 'jobs:insert=three']), { timeout: 5_000 });
+      await vi.waitFor(() => expect(heard.get(secondListener!)).toEqual(['jobs:insert=one', 'jobs:insert=two', 'other=four']), { timeout: 5_000 });
+      expect(heard.get(bystander!)).toEqual([]);
+      expect(heard.get(notifier!)).toEqual([]);
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
+    }
+  });
+});
+
 describe('the wire protocol each client sees after an error (PGlite sends one ReadyForQuery too many)', () => {
   it('answers a failed extended-protocol query once, so the next pipelined query gets its own result', async () => {
     // pg in pipeline mode sends both queries at once and matches answers to queries by ReadyForQuery:

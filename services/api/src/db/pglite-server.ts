@@ -15,7 +15,8 @@ import type { PGlite } from '@electric-sql/pglite';
  * transaction block is open. Other connections wait their turn. So a transaction, or an extended-
  * protocol batch, always runs on its own connection without interleaving; nothing else is shared.
  * The cost is that everything is serialised, which PGlite does anyway. What outlives a handover is
- * named prepared statements, so each connection gets its own namespace for them (StatementNames).
+ * named prepared statements, so each connection gets its own namespace for them (StatementNames),
+ * and LISTEN registrations, so notifications go to the connections that listen (Listeners).
  *
  * PGlite 0.5.x answers an error inside an extended-protocol batch with one ReadyForQuery too many:
  * right after the ErrorResponse, although the backend then skips messages until Sync and answers
@@ -45,6 +46,7 @@ const EXTENDED_PROTOCOL = new Set([PARSE, BIND, DESCRIBE, 0x45, CLOSE, 0x48, SYN
 /** Backend message types. */
 const READY_FOR_QUERY = 0x5a; // 'Z'
 const ERROR_RESPONSE = 0x45; // 'E'
+const NOTIFICATION_RESPONSE = 0x41; // 'A'
 /**
  * Ends whatever the backend was in the middle of for a vanished client: Execute of a portal that
  * cannot exist fails, which aborts an unfinished extended batch (its implicit transaction never
@@ -95,6 +97,64 @@ class SessionLock {
   holds(connection: Connection): boolean {
     return this.owner === connection;
   }
+}
+
+/**
+ * Which connection listens on which channel. The one backend session holds the LISTENs of every
+ * connection and hands each notification to whoever runs at that moment (often the notifier); here
+ * it goes to the connections that asked for it instead, as a PostgreSQL server delivers it.
+ * Registrations are read from the SQL a client sends (LISTEN/UNLISTEN statements) — a LISTEN in a
+ * transaction that is rolled back still counts, which at worst delivers a few notifications more.
+ */
+class Listeners {
+  private readonly channels = new Map<Connection, Set<string>>();
+
+  /**
+   * Notes the LISTEN/UNLISTEN statements in a Query or Parse message of this connection; true if it
+   * has an UNLISTEN, which on the shared backend may stop the listening of others too.
+   */
+  note(connection: Connection, message: Buffer): boolean {
+    if (message[0] !== QUERY && message[0] !== PARSE) return false;
+    const start = message[0] === QUERY ? 5 : message.indexOf(0, 5) + 1; // Parse: after the statement name
+    const text = message.subarray(start, Math.max(start, message.indexOf(0, start))).toString('utf8');
+    if (!/listen/i.test(text)) return false;
+    let unlisten = false;
+    for (const [, verb, channel] of text.matchAll(LISTEN_STATEMENT)) {
+      const own = this.channels.get(connection) ?? new Set<string>();
+      this.channels.set(connection, own);
+      if (verb!.toUpperCase() === 'LISTEN') own.add(channelName(channel!));
+      else {
+        if (channel === '*') own.clear();
+        else own.delete(channelName(channel!));
+        unlisten = true;
+      }
+    }
+    return unlisten;
+  }
+
+  /** Hands a NotificationResponse to every connection listening on its channel. */
+  deliver(notification: Buffer): void {
+    const start = 9; // type, length, notifying backend's pid
+    const channel = notification.subarray(start, notification.indexOf(0, start)).toString('utf8');
+    for (const [connection, own] of this.channels) if (own.has(channel)) connection.notify(notification);
+  }
+
+  forget(connection: Connection): void {
+    this.channels.delete(connection);
+  }
+
+  /** After an UNLISTEN, the statements that make the backend listen again for everyone else. */
+  relisten(): string | null {
+    const wanted = new Set([...this.channels.values()].flatMap((own) => [...own]));
+    return wanted.size === 0 ? null : [...wanted].map((c) => `LISTEN "${c.replaceAll('"', '""')}";`).join(' ');
+  }
+}
+
+/** LISTEN/UNLISTEN at the start of a statement, with a plain or double-quoted channel, or UNLISTEN *. */
+const LISTEN_STATEMENT = /(?:^|;)\s*(UNLISTEN|LISTEN)\s+(\*|"(?:[^"]|"")+"|[^\s;"\0]+)/gi;
+
+function channelName(identifier: string): string {
+  return identifier.startsWith('"') ? identifier.slice(1, -1).replaceAll('""', '"') : identifier.toLowerCase();
 }
 
 /**
@@ -153,11 +213,14 @@ class Connection {
   private closed = false;
   /** An extended-protocol message of this connection failed; the backend ignores all until Sync. */
   private skippingTillSync = false;
+  /** This connection sent an UNLISTEN: when it hands the session on, others' LISTENs are restored. */
+  private unlistened = false;
 
   constructor(
     private readonly socket: Socket,
     private readonly db: PGlite,
     private readonly lock: SessionLock,
+    private readonly listeners: Listeners,
   ) {
     socket.setNoDelay(true);
     socket.on('data', (chunk) => {
@@ -207,6 +270,7 @@ class Connection {
             this.socket.end();
             return;
           } else {
+            if (this.started && this.listeners.note(this, message)) this.unlistened = true;
             forward.push(this.started ? this.statements.rename(message) : message);
           }
         }
@@ -234,7 +298,26 @@ class Connection {
       for (const [index, run] of runs.entries()) await this.execute(run, index === runs.length - 1);
     });
     const atSyncPoint = !this.started || last[0] === SYNC || last[0] === QUERY || isStartup(last);
-    if (atSyncPoint && !this.skippingTillSync && !this.db.isInTransaction()) this.lock.release(this);
+    if (atSyncPoint && !this.skippingTillSync && !this.db.isInTransaction()) {
+      await this.listenAgainForOthers();
+      this.lock.release(this);
+    }
+  }
+
+  /** The session is idle and still ours: restore LISTENs another connection's UNLISTEN took away. */
+  private async listenAgainForOthers(): Promise<void> {
+    if (!this.unlistened) return;
+    this.unlistened = false;
+    const statements = this.listeners.relisten();
+    if (statements === null) return;
+    await this.db.runExclusive(() =>
+      this.db.execProtocolRawStream(new Uint8Array(frontendMessage('Q', Buffer.from(`${statements}\0`))), { onRawData: () => undefined }),
+    );
+  }
+
+  /** A notification for a channel this connection listens on (the protocol allows one at any time). */
+  notify(notification: Buffer): void {
+    if (this.socket.writable) this.socket.write(notification);
   }
 
   /**
@@ -244,9 +327,12 @@ class Connection {
    * all of them); any other message gets its own, unless the backend is skipping it.
    */
   private async execute(run: Run, syncToFs: boolean): Promise<void> {
-    const replies = new BackendReplies((data) => {
-      if (this.socket.writable) this.socket.write(data);
-    });
+    const replies = new BackendReplies(
+      (data) => {
+        if (this.socket.writable) this.socket.write(data);
+      },
+      (notification) => this.listeners.deliver(notification),
+    );
     await this.db.execProtocolRawStream(new Uint8Array(Buffer.concat(run.messages)), {
       syncToFs,
       onRawData: (data) => replies.push(Buffer.from(data)),
@@ -266,6 +352,7 @@ class Connection {
   private async onClose(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.listeners.forget(this);
     const holding = this.lock.holds(this);
     if (holding || this.statements.open.size > 0) {
       try {
@@ -318,7 +405,8 @@ function splitIntoRuns(messages: Buffer[]): Run[] {
 
 /**
  * The backend's reply stream to one run, forwarded as it comes except for ReadyForQuery, which is
- * held back (the caller decides whether the run earns one; it is always the run's last message).
+ * held back (the caller decides whether the run earns one; it is always the run's last message),
+ * and notifications, which go to their listeners.
  * Messages may be split across chunks; large ones stream through without being buffered whole.
  */
 class BackendReplies {
@@ -329,7 +417,10 @@ class BackendReplies {
   private readyForQuery: Buffer | null = null;
   private errorSeen = false;
 
-  constructor(private readonly forward: (data: Buffer) => void) {}
+  constructor(
+    private readonly forward: (data: Buffer) => void,
+    private readonly notification: (message: Buffer) => void,
+  ) {}
 
   push(chunk: Buffer): void {
     const out: Buffer[] = [];
@@ -351,12 +442,18 @@ class BackendReplies {
       }
       const type = this.pending[0];
       const size = 1 + this.pending.readInt32BE(1);
-      if (type === READY_FOR_QUERY) {
+      if (type === READY_FOR_QUERY || type === NOTIFICATION_RESPONSE) {
         const n = Math.min(size - this.pending.length, chunk.length - offset);
         this.pending = Buffer.concat([this.pending, chunk.subarray(offset, offset + n)]);
         offset += n;
         if (this.pending.length < size) break;
-        this.readyForQuery = this.pending; // only the last one counts: it carries the final status
+        if (type === READY_FOR_QUERY) {
+          this.readyForQuery = this.pending; // only the last one counts: it carries the final status
+        } else {
+          // Routed to its listeners; what came before it goes out first, keeping the order.
+          if (out.length > 0) this.forward(Buffer.concat(out.splice(0)));
+          this.notification(this.pending);
+        }
       } else {
         if (type === ERROR_RESPONSE) this.errorSeen = true;
         out.push(this.pending);
@@ -386,11 +483,12 @@ function isStartup(message: Buffer): boolean {
 export async function servePGlite(db: PGlite, options: { host?: string; port?: number } = {}): Promise<PGliteServer> {
   const host = options.host ?? '127.0.0.1';
   const lock = new SessionLock();
+  const listeners = new Listeners();
   const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
-    new Connection(socket, db, lock);
+    new Connection(socket, db, lock, listeners);
   });
   const port = await new Promise<number>((resolve, reject) => {
     server.once('error', reject);
