@@ -10,18 +10,6 @@ import { APP_ORIGIN, startIdentityApi, type IdentityApiHarness } from './identit
  * users.users — both or neither.
  */
 
-/**
- * The two tests that make the database refuse a write inside the role change's transaction run on
- * PostgreSQL only: on the embedded PGlite wire server (services/api/src/db/pglite-server.ts) a statement
- * failing inside a transaction, followed by ROLLBACK, leaves the next queries of other connections with
- * answers that are not theirs ("Received unexpected commandComplete message from backend") — a defect of
- * that server, reproduced without HTTP and reported; not of the code under test.
- */
-const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
-if (!onPostgres) {
-  console.warn('identity-users.test.ts: skipping the two "database refuses after Kratos accepted" tests: they need TEST_DATABASE_URL (PostgreSQL); the embedded PGlite wire server mishandles a failed statement inside a transaction');
-}
-
 let db: TestDatabase;
 let api: IdentityApiHarness;
 let adminToken: string;
@@ -170,7 +158,7 @@ describe('PUT /api/users/:id/role', () => {
     }
   });
 
-  it.skipIf(!onPostgres)('when the database refuses after Kratos accepted, Kratos is set back: both keep the old role', async () => {
+  it('when the database refuses after Kratos accepted, Kratos is set back: both keep the old role', async () => {
     // An address Kratos accepts but users.users cannot hold (over 320 characters): the row's write fails.
     const identity = api.kratos.addIdentity({ email: `${'x'.repeat(330)}@example.org`, name: 'Long', password: 'x', role: 'contributor' });
     const res = await api.request('PUT', `/api/users/${identity.id}/role`, { bearer: adminToken, body: { role: 'reviewer' } });
@@ -183,7 +171,7 @@ describe('PUT /api/users/:id/role', () => {
     expect(await mirroredRole(identity.id)).toBeUndefined();
   });
 
-  it.skipIf(!onPostgres)('if Kratos cannot be set back either, the answer says the two disagree (500 ROLE_OUT_OF_SYNC), never silently', async () => {
+  it('if Kratos cannot be set back either, the answer says the two disagree (500 ROLE_OUT_OF_SYNC), never silently', async () => {
     const identity = api.kratos.addIdentity({ email: `${'y'.repeat(330)}@example.org`, name: 'Long Two', password: 'x', role: 'contributor' });
     const session = api.kratos.createSession(identity.id).token;
     await api.request('GET', '/api/features?limit=1', { session }); // recorded (without the over-long address)
