@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer as createHttpServer, request, type Server } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
 import { renderCaddyfile, type ProxyRoute } from './caddy.js';
+import { freePort } from '../test/helpers/ports.js';
 
 /**
  * The rendered Caddyfile in a real Caddy on loopback (plain HTTP, driven by Host header): routing by
@@ -19,13 +19,6 @@ let upstream: Server;
 let upstreamPort: number;
 const caddies: ChildProcess[] = [];
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 async function startCaddy(name: string, internalCidrs: string[], routes: ProxyRoute[]): Promise<number> {
   const port = await freePort();

@@ -1,7 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -14,6 +13,7 @@ import { loadIdentityAppConfig } from '../src/app/config.js';
 import { syncClients } from '../src/clients/sync.js';
 import { createOryClients } from '../src/ory.js';
 import { TestBrowser } from './browser.js';
+import { freePort } from '../../test/helpers/ports.js';
 
 /**
  * End to end against the real oryd/kratos and oryd/hydra v26.2.0 images: the rendered configs mounted
@@ -39,12 +39,6 @@ async function dockerUnavailableReason(): Promise<string | undefined> {
 const skipReason = await dockerUnavailableReason();
 if (skipReason) console.warn(`[identity e2e] skipped: ${skipReason}. Run \`npm run identity:e2e\` on a machine with a Docker engine.`);
 
-async function freePort(): Promise<number> {
-  const server = createNetServer();
-  const port = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 async function waitFor(url: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

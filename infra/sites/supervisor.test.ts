@@ -1,12 +1,13 @@
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync, renameSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sendControlRequest } from './restart-client.js';
 import { startControlServer, Supervisor } from './supervisor.js';
+import { freePort } from '../../test/helpers/ports.js';
 
 /**
  * The sites supervisor with real processes: small HTTP "sites" in release directories, restarted
@@ -29,14 +30,6 @@ let socketPath: string;
 let supervisor: Supervisor;
 let control: Server;
 const ports: Record<string, number> = {};
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 function release(deployDir: string, name: string, content = name): string {
   const dir = join(deployDir, 'deploys', name);
