@@ -12,12 +12,10 @@
  * and dropped) or, when neither is set, an in-memory embedded PGlite in this process.
  * BENCH_QUICK=1 shortens every phase (for a smoke run).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, createServer, get } from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { pino } from 'pino';
@@ -26,48 +24,18 @@ import { createAuthenticator } from '../services/api/src/auth/index.js';
 import { createPool } from '../services/api/src/db/pool.js';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
-import { startEmbeddedDatabase } from '../services/api/src/db/embedded.js';
 import { migrate } from '../services/api/src/db/migrate.js';
 import { FEATURE_JSON, listConditions } from '../services/api/src/features/queries.js';
 import type { Bbox } from '../services/api/src/features/schema.js';
 import { median, peakRssMiB, percentile, printTable, ratio } from './stats.js';
+import { openBenchDatabase, startApiProcess } from './support.js';
 
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 const quick = process.env.BENCH_QUICK === '1';
 const TOTAL = 100_000;
 const COLUMNS = 1_000; // features on a 1 000 × 100 grid of small squares, ids in grid order
 const STEP = 0.01;
 
 // --- database ---------------------------------------------------------------------------------------
-
-async function openDatabase(): Promise<{ url: string; kind: string; close(): Promise<void> }> {
-  const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-  if (!adminUrl) {
-    const embedded = await startEmbeddedDatabase();
-    return { url: embedded.url, kind: 'PGlite (embedded, in memory)', close: () => embedded.close() };
-  }
-  const name = `fp_bench_${process.pid}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
-  await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  const server = new pg.Client({ connectionString: url.toString() });
-  await server.connect();
-  const version = (await server.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
-  await server.end();
-  return {
-    url: url.toString(),
-    kind: `PostgreSQL ${version}`,
-    async close() {
-      const cleaner = new pg.Client({ connectionString: adminUrl });
-      await cleaner.connect();
-      await cleaner.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
-      await cleaner.end();
-    },
-  };
-}
 
 async function seed(pool: pg.Pool): Promise<void> {
   await migrate(pool);
@@ -106,33 +74,6 @@ function rawSql(bbox: Bbox, limit: number): { text: string; values: unknown[] } 
 }
 
 // --- the API process --------------------------------------------------------------------------------
-
-async function startApiProcess(databaseUrl: string, dataDir: string): Promise<{ base: string; child: ChildProcess; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/server.ts'], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl, PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'info', RATE_LIMIT_WRITES_PER_MINUTE: '0' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const port = await new Promise<string>((resolve, reject) => {
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /"port":(\d+),"database"/.exec(output);
-      if (match) resolve(match[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`the API exited with ${code}`)));
-  });
-  child.stdout!.resume();
-  return {
-    base: `http://127.0.0.1:${port}`,
-    child,
-    stop: () =>
-      new Promise((resolve) => {
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
-}
 
 async function startApiInProcess(databaseUrl: string, dataDir: string): Promise<{ base: string; stop(): Promise<void> }> {
   const db = createPool(databaseUrl, { max: 10 });
@@ -238,7 +179,7 @@ async function load(name: string, options: autocannon.Options, apiPid: number) {
 }
 
 async function main(): Promise<void> {
-  const database = await openDatabase();
+  const database = await openBenchDatabase('api');
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-api-'));
   const pool = new pg.Pool({ connectionString: database.url, max: 4 });
   let api: Awaited<ReturnType<typeof startApiProcess>> | undefined;
@@ -247,7 +188,7 @@ async function main(): Promise<void> {
     console.log(`database: ${database.kind}; seeding ${TOTAL.toLocaleString('en')} features…`);
     const seeded = await timeIt(() => seed(pool));
     console.log(`seeded in ${(seeded / 1000).toFixed(1)} s`);
-    api = await startApiProcess(database.url, dataDir);
+    api = await startApiProcess({ DATABASE_URL: database.url, DATA_DIR: dataDir });
 
     // The API twice: in this process (its own cost: HTTP, Express, validation, forwarding the
     // text) and as its own process (plus a process hop competing for the same two cores).

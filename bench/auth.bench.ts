@@ -16,83 +16,27 @@
  * scratch database is created and dropped), otherwise an in-memory embedded PGlite.
  * BENCH_QUICK=1 runs a short smoke version.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { TestClock } from '../identity/test/doubles/clock.js';
 import { HydraDouble } from '../identity/test/doubles/hydra-double.js';
 import { KratosDouble } from '../identity/test/doubles/kratos-double.js';
-import { startEmbeddedDatabase } from '../services/api/src/db/embedded.js';
 import { migrate } from '../services/api/src/db/migrate.js';
 import { issueOpaqueToken } from '../services/api/test/identity-harness.js';
 import { startTestIssuer } from '../test/helpers/test-issuer.js';
 import { median, peakRssMiB, printTable, ratio } from './stats.js';
+import { openBenchDatabase, startApiProcess } from './support.js';
 
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 const quick = process.env.BENCH_QUICK === '1';
 const ROUNDS = quick ? 1 : 3;
 const SECONDS = quick ? 2 : 6;
 const FEATURE_ID = 'bench-auth-feature';
 
-async function openDatabase(): Promise<{ url: string; kind: string; close(): Promise<void> }> {
-  const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-  if (!adminUrl) {
-    const embedded = await startEmbeddedDatabase();
-    return { url: embedded.url, kind: 'PGlite (embedded, in memory)', close: () => embedded.close() };
-  }
-  const name = `fp_bench_auth_${process.pid}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
-  await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    kind: 'PostgreSQL',
-    async close() {
-      const cleaner = new pg.Client({ connectionString: adminUrl });
-      await cleaner.connect();
-      await cleaner.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
-      await cleaner.end();
-    },
-  };
-}
-
-async function startApiProcess(env: Record<string, string>): Promise<{ base: string; child: ChildProcess; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/server.ts'], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_WRITES_PER_MINUTE: '0', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const port = await new Promise<string>((resolve, reject) => {
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /"port":(\d+),"database"/.exec(output);
-      if (match) resolve(match[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`the API exited with ${code}`)));
-  });
-  child.stdout!.resume();
-  return {
-    base: `http://127.0.0.1:${port}`,
-    child,
-    stop: () =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
-}
-
 async function main(): Promise<void> {
-  const database = await openDatabase();
+  const database = await openBenchDatabase('auth');
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-auth-'));
   const clock = new TestClock();
   const kratos = await new KratosDouble({ clock, loginUiUrl: 'http://auth.invalid/login', allowedReturnUrls: [] }).start();

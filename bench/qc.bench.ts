@@ -16,7 +16,6 @@
 import pg from 'pg';
 import { pino } from 'pino';
 import { startOsmApiDouble } from '../test/doubles/osm-api.js';
-import { startEmbeddedDatabase } from '../services/api/src/db/embedded.js';
 import { migrate } from '../services/api/src/db/migrate.js';
 import { withTransaction } from '../services/api/src/db/pool.js';
 import { SEED_CATEGORY_MAPPING } from '../services/api/src/exports/category-mapping.js';
@@ -28,6 +27,7 @@ import * as sql from '../services/api/src/qc/queries.js';
 import { createQcService } from '../services/api/src/qc/service.js';
 import { migrateQueue, startQcWorker } from '../services/api/src/qc/worker.js';
 import { median, printTable, ratio } from './stats.js';
+import { openBenchDatabase } from './support.js';
 
 const quick = process.env.BENCH_QUICK === '1';
 const ROUNDS = quick ? 2 : 5;
@@ -36,32 +36,6 @@ const IN_FLIGHT = 8;
 const DRAIN = quick ? 200 : 1000;
 const CONCURRENCY = Number(process.env.BENCH_WORKER_CONCURRENCY ?? 4);
 const reviewer: Principal = { id: 'bench-reviewer', role: 'reviewer', via: 'jwt', name: 'Bench Reviewer' };
-
-async function openDatabase(): Promise<{ url: string; kind: string; close(): Promise<void> }> {
-  const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-  if (!adminUrl) {
-    const embedded = await startEmbeddedDatabase();
-    return { url: embedded.url, kind: 'PGlite (embedded, in memory)', close: () => embedded.close() };
-  }
-  const name = `fp_bench_qc_${process.pid}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
-  const version = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
-  await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    kind: `PostgreSQL ${version}`,
-    async close() {
-      const cleaner = new pg.Client({ connectionString: adminUrl });
-      await cleaner.connect();
-      await cleaner.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
-      await cleaner.end();
-    },
-  };
-}
 
 /** `count` features submitted for review (in_qc, with their submit transition), ids prefixed. */
 async function seedInQc(pool: pg.Pool, prefix: string, count: number): Promise<string[]> {
@@ -104,7 +78,7 @@ async function approveWithoutQueue(pool: pg.Pool, featureId: string): Promise<vo
 }
 
 async function main(): Promise<void> {
-  const database = await openDatabase();
+  const database = await openBenchDatabase('qc');
   const pool = new pg.Pool({ connectionString: database.url, max: IN_FLIGHT + 2 });
   pool.on('error', () => undefined);
   const osm = await startOsmApiDouble();
