@@ -2,7 +2,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import type { OAuth2ConsentRequest } from '@ory/hydra-client';
 import type { Identity } from '@ory/kratos-client';
 import { roleFrom } from '../roles.js';
-import { goneRedirect, oryStatus } from '../ory.js';
+import { answerChallenge, fetchChallenge } from './challenges.js';
 import { errorPage, html, page } from './html.js';
 import type { RouteContext } from './context.js';
 
@@ -47,29 +47,19 @@ export function sessionClaims(identity: Identity, grantedScopes: string[]) {
 export function createConsentRoutes(ctx: RouteContext): { show: RequestHandler; submit: RequestHandler } {
   const { ory, config } = ctx;
 
-  async function fetchConsent(challenge: string, res: Response): Promise<OAuth2ConsentRequest | undefined> {
-    try {
-      return (await ory.oauth2.getOAuth2ConsentRequest({ consentChallenge: challenge })).data;
-    } catch (error) {
-      const redirectTo = goneRedirect(error);
-      if (redirectTo) {
-        res.redirect(303, redirectTo);
-        return undefined;
-      }
-      if (oryStatus(error) === 404 || oryStatus(error) === 400) {
-        res.status(404).type('html').send(errorPage('Consent expired', 'This request is unknown or has expired. Please start again from the application you came from.'));
-        return undefined;
-      }
-      throw error;
-    }
+  function fetchConsent(challenge: string, res: Response): Promise<OAuth2ConsentRequest | undefined> {
+    return fetchChallenge(res, () => ory.oauth2.getOAuth2ConsentRequest({ consentChallenge: challenge }), {
+      title: 'Consent expired',
+      message: 'This request is unknown or has expired. Please start again from the application you came from.',
+    });
   }
 
   async function grant(res: Response, consent: OAuth2ConsentRequest, remember: boolean): Promise<void> {
     const requested = consent.requested_scope ?? [];
     const grantScope = requested.filter((s) => (GRANTABLE as readonly string[]).includes(s));
     const identity = (await ory.identity.getIdentity({ id: consent.subject as string })).data;
-    try {
-      const { data } = await ory.oauth2.acceptOAuth2ConsentRequest({
+    await answerChallenge(res, () =>
+      ory.oauth2.acceptOAuth2ConsentRequest({
         consentChallenge: consent.challenge,
         acceptOAuth2ConsentRequest: {
           grant_scope: grantScope,
@@ -78,13 +68,8 @@ export function createConsentRoutes(ctx: RouteContext): { show: RequestHandler; 
           remember_for: remember ? config.rememberSeconds : 0,
           session: sessionClaims(identity, grantScope),
         },
-      });
-      res.redirect(303, data.redirect_to);
-    } catch (error) {
-      const redirectTo = goneRedirect(error);
-      if (!redirectTo) throw error;
-      res.redirect(303, redirectTo);
-    }
+      }),
+    );
   }
 
   const show: RequestHandler = async (req: Request, res: Response) => {
@@ -125,17 +110,12 @@ export function createConsentRoutes(ctx: RouteContext): { show: RequestHandler; 
       return;
     }
     if (body.decision === 'deny') {
-      try {
-        const { data } = await ory.oauth2.rejectOAuth2ConsentRequest({
+      return answerChallenge(res, () =>
+        ory.oauth2.rejectOAuth2ConsentRequest({
           consentChallenge: challenge,
           rejectOAuth2Request: { error: 'access_denied', error_description: 'The resource owner denied the request' },
-        });
-        return res.redirect(303, data.redirect_to);
-      } catch (error) {
-        const redirectTo = goneRedirect(error);
-        if (redirectTo) return res.redirect(303, redirectTo);
-        throw error;
-      }
+        }),
+      );
     }
     // Scopes come from Hydra again, never from the form: a tampered form cannot widen the grant.
     const consent = await fetchConsent(challenge, res);

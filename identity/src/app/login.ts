@@ -3,7 +3,7 @@ import type { RequestHandler } from 'express';
 import type { OAuth2LoginRequest } from '@ory/hydra-client';
 import { safeEqual } from '../../../services/shared/safe-compare.js';
 import { whoami, kratosCookies } from '../kratos-session.js';
-import { goneRedirect, oryStatus } from '../ory.js';
+import { answerChallenge, fetchChallenge } from './challenges.js';
 import { errorPage } from './html.js';
 import { kratosLoginUrl } from './kratos-redirect.js';
 import type { RouteContext } from './context.js';
@@ -64,26 +64,14 @@ export function createLoginRoute(ctx: RouteContext): RequestHandler {
       return;
     }
 
-    let loginRequest: OAuth2LoginRequest;
-    try {
-      loginRequest = (await ory.oauth2.getOAuth2LoginRequest({ loginChallenge: challenge })).data;
-    } catch (error) {
-      const redirectTo = goneRedirect(error);
-      if (redirectTo) return res.redirect(303, redirectTo);
-      if (oryStatus(error) === 404 || oryStatus(error) === 400) {
-        res.status(404).type('html').send(errorPage('Sign-in expired', 'This sign-in request is unknown or has expired. Please start again from the application you came from.'));
-        return;
-      }
-      throw error;
-    }
+    const loginRequest = await fetchChallenge(res, () => ory.oauth2.getOAuth2LoginRequest({ loginChallenge: challenge }), {
+      title: 'Sign-in expired',
+      message: 'This sign-in request is unknown or has expired. Please start again from the application you came from.',
+    });
+    if (!loginRequest) return;
 
     if (loginRequest.skip) {
-      const { data } = await ory.oauth2.acceptOAuth2LoginRequest({ loginChallenge: challenge, acceptOAuth2LoginRequest: { subject: loginRequest.subject } }).catch((error: unknown) => {
-        const redirectTo = goneRedirect(error);
-        if (redirectTo) return { data: { redirect_to: redirectTo } };
-        throw error;
-      });
-      return res.redirect(303, data.redirect_to);
+      return answerChallenge(res, () => ory.oauth2.acceptOAuth2LoginRequest({ loginChallenge: challenge, acceptOAuth2LoginRequest: { subject: loginRequest.subject } }));
     }
 
     const here = new URL(`${config.authUrl}/login`);
@@ -109,8 +97,8 @@ export function createLoginRoute(ctx: RouteContext): RequestHandler {
       return res.redirect(303, kratosLoginUrl(config, here.toString(), { refresh: true }));
     }
 
-    try {
-      const { data } = await ory.oauth2.acceptOAuth2LoginRequest({
+    return answerChallenge(res, () =>
+      ory.oauth2.acceptOAuth2LoginRequest({
         loginChallenge: challenge,
         acceptOAuth2LoginRequest: {
           subject: session.identity.id,
@@ -121,12 +109,7 @@ export function createLoginRoute(ctx: RouteContext): RequestHandler {
           // Lets Hydra end this Kratos session on OIDC logout (urls.identity_provider in hydra.yml).
           identity_provider_session_id: session.id,
         },
-      });
-      return res.redirect(303, data.redirect_to);
-    } catch (error) {
-      const redirectTo = goneRedirect(error);
-      if (redirectTo) return res.redirect(303, redirectTo);
-      throw error;
-    }
+      }),
+    );
   };
 }

@@ -1,7 +1,8 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { OAuth2LogoutRequest } from '@ory/hydra-client';
 import { kratosCookies, whoami } from '../kratos-session.js';
-import { goneRedirect, oryStatus } from '../ory.js';
+import { oryStatus } from '../ory.js';
+import { answerChallenge, fetchChallenge } from './challenges.js';
 import { errorPage, html, page } from './html.js';
 import type { RouteContext } from './context.js';
 
@@ -14,21 +15,11 @@ import type { RouteContext } from './context.js';
 export function createLogoutRoutes(ctx: RouteContext): { show: RequestHandler; submit: RequestHandler } {
   const { ory, config } = ctx;
 
-  async function fetchLogout(challenge: string, res: Response): Promise<OAuth2LogoutRequest | undefined> {
-    try {
-      return (await ory.oauth2.getOAuth2LogoutRequest({ logoutChallenge: challenge })).data;
-    } catch (error) {
-      const redirectTo = goneRedirect(error);
-      if (redirectTo) {
-        res.redirect(303, redirectTo);
-        return undefined;
-      }
-      if (oryStatus(error) === 404 || oryStatus(error) === 400) {
-        res.status(404).type('html').send(errorPage('Sign-out expired', 'This sign-out request is unknown or has expired.'));
-        return undefined;
-      }
-      throw error;
-    }
+  function fetchLogout(challenge: string, res: Response): Promise<OAuth2LogoutRequest | undefined> {
+    return fetchChallenge(res, () => ory.oauth2.getOAuth2LogoutRequest({ logoutChallenge: challenge }), {
+      title: 'Sign-out expired',
+      message: 'This sign-out request is unknown or has expired.',
+    });
   }
 
   async function endKratosSession(req: Request): Promise<void> {
@@ -44,14 +35,7 @@ export function createLogoutRoutes(ctx: RouteContext): { show: RequestHandler; s
 
   async function accept(req: Request, res: Response, challenge: string): Promise<void> {
     await endKratosSession(req);
-    try {
-      const { data } = await ory.oauth2.acceptOAuth2LogoutRequest({ logoutChallenge: challenge });
-      res.redirect(303, data.redirect_to);
-    } catch (error) {
-      const redirectTo = goneRedirect(error);
-      if (!redirectTo) throw error;
-      res.redirect(303, redirectTo);
-    }
+    await answerChallenge(res, () => ory.oauth2.acceptOAuth2LogoutRequest({ logoutChallenge: challenge }));
   }
 
   const show: RequestHandler = async (req, res) => {
