@@ -22,10 +22,8 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { TestClock } from '../identity/test/doubles/clock.js';
-import { HydraDouble } from '../identity/test/doubles/hydra-double.js';
-import { KratosDouble } from '../identity/test/doubles/kratos-double.js';
 import { migrate } from '../services/api/src/db/migrate.js';
-import { issueOpaqueToken } from '../services/api/test/identity-harness.js';
+import { issueOpaqueToken, startOryDoubles } from '../services/api/test/identity-harness.js';
 import { startTestIssuer } from '../test/helpers/test-issuer.js';
 import { median, peakRssMiB, printTable, ratio } from './stats.js';
 import { openBenchDatabase, startApiProcess } from './support.js';
@@ -39,15 +37,7 @@ async function main(): Promise<void> {
   const database = await openBenchDatabase('auth');
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-auth-'));
   const clock = new TestClock();
-  const kratos = await new KratosDouble({ clock, loginUiUrl: 'http://auth.invalid/login', allowedReturnUrls: [] }).start();
-  const hydra = await new HydraDouble({
-    clock,
-    loginUrl: 'http://auth.invalid/login',
-    consentUrl: 'http://auth.invalid/consent',
-    logoutUrl: 'http://auth.invalid/logout',
-    postLogoutRedirect: 'http://auth.invalid/',
-    accessTokenLifespanSeconds: 3600,
-  }).start();
+  const { kratos, hydra } = await startOryDoubles(clock, 3600);
   const issuer = await startTestIssuer();
   let api: Awaited<ReturnType<typeof startApiProcess>> | undefined;
   try {

@@ -63,11 +63,11 @@ export interface IdentityApiHarness {
   close(): Promise<void>;
 }
 
-export async function startIdentityApi(
-  db: TestDatabase,
-  options: { sessionTtlMs?: number; introspectionMaxMs?: number; kratosAdminUrl?: string; via?: 'composite' | 'config'; pool?: TestDatabase['pool']; logger?: Logger } = {},
-): Promise<IdentityApiHarness> {
-  const clock = new TestClock();
+/**
+ * The contract-checked Kratos and Hydra doubles as the API sees them: only whoami, identity admin and
+ * introspection are used, so the browser-facing URLs point nowhere.
+ */
+export async function startOryDoubles(clock: TestClock, accessTokenLifespanSeconds: number): Promise<{ kratos: KratosDouble; hydra: HydraDouble }> {
   const kratos = await new KratosDouble({ clock, loginUiUrl: 'http://auth.invalid/login', allowedReturnUrls: [] }).start();
   const hydra = await new HydraDouble({
     clock,
@@ -75,8 +75,17 @@ export async function startIdentityApi(
     consentUrl: 'http://auth.invalid/consent',
     logoutUrl: 'http://auth.invalid/logout',
     postLogoutRedirect: 'http://auth.invalid/',
-    accessTokenLifespanSeconds: ACCESS_TOKEN_SECONDS,
+    accessTokenLifespanSeconds,
   }).start();
+  return { kratos, hydra };
+}
+
+export async function startIdentityApi(
+  db: TestDatabase,
+  options: { sessionTtlMs?: number; introspectionMaxMs?: number; kratosAdminUrl?: string; via?: 'composite' | 'config'; pool?: TestDatabase['pool']; logger?: Logger } = {},
+): Promise<IdentityApiHarness> {
+  const clock = new TestClock();
+  const { kratos, hydra } = await startOryDoubles(clock, ACCESS_TOKEN_SECONDS);
   const issuer = await startTestIssuer();
 
   const harness = { failPatch: undefined, patches: [] } as unknown as IdentityApiHarness;
