@@ -13,6 +13,7 @@ import { createLogger } from '../services/shared/logger.js';
 import { startApi } from '../services/api/src/boot.js';
 import { loadApiConfig } from '../services/api/src/config.js';
 import { startDevelopmentWebhookServer } from '../services/webhook/src/server.js';
+import { stopOnSignals } from '../services/shared/shutdown.js';
 
 runMain(async () => {
   const started = performance.now();
@@ -38,21 +39,6 @@ runMain(async () => {
   const readyMs = Math.round(performance.now() - started);
   logger.info({ readyMs, api: `http://localhost:${api.port}/api/features`, docs: `http://localhost:${api.port}/api/docs/` }, 'platform ready');
 
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping');
-    closers
-      .reduce((previous, close) => previous.then(close), Promise.resolve())
-      .then(
-        () => process.exit(0),
-        (error: unknown) => {
-          logger.error({ err: error }, 'stop failed');
-          process.exit(1);
-        },
-      );
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  // Closed in order: the webhook server (it may be finishing a deploy) before the API and its database.
+  stopOnSignals(logger, () => closers.reduce<Promise<void>>((previous, close) => previous.then(close), Promise.resolve()));
 });

@@ -5,6 +5,7 @@ import { createLogger } from '../../../services/shared/logger.js';
 import { createOryClients } from '../ory.js';
 import { createIdentityApp } from './app.js';
 import { loadIdentityAppConfig } from './config.js';
+import { stopOnSignals } from '../../../services/shared/shutdown.js';
 
 /** `npm run identity`: the login/consent/logout app. Listens, drains on SIGTERM, nothing else. */
 runMain(async () => {
@@ -14,10 +15,5 @@ runMain(async () => {
   const server = createServer(createIdentityApp({ ory, config, logger }));
   const port = await listen(server, config.port);
   logger.info({ port }, 'identity app listening');
-  const stop = () => {
-    logger.info('draining');
-    void closeGracefully(server).then(() => process.exit(0));
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  stopOnSignals(logger, () => closeGracefully(server));
 });

@@ -7,21 +7,11 @@ import { runMain } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { startApi } from './boot.js';
 import { loadApiConfig } from './config.js';
+import { stopOnSignals } from '../../shared/shutdown.js';
 
 runMain(async () => {
   const config = loadApiConfig();
   const logger = createLogger('api', { level: config.logLevel });
   const api = await startApi(config, logger);
-  const stop = (signal: string) => {
-    logger.info({ signal }, 'shutting down');
-    api.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  stopOnSignals(logger, () => api.close());
 });

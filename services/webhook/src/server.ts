@@ -18,6 +18,7 @@ import { DeployQueue } from './deployments/queue.js';
 import { DeploymentStore } from './deployments/store.js';
 import { SecretBook } from './secret-book.js';
 import { loadTargetSecrets, resolveTargetSecrets, secretVariableNames } from './secrets.js';
+import { stopOnSignals } from '../../shared/shutdown.js';
 
 export { createDevelopmentSecrets } from './secrets.js';
 export { startDevelopmentWebhookServer } from './development.js';
@@ -123,18 +124,7 @@ export function scriptEnvironment(env: NodeJS.ProcessEnv, config: WebhookConfig)
 async function main(): Promise<void> {
   const running = await startWebhookServer();
   const { logger } = running;
-  const stop = (signal: string): void => {
-    logger.info({ signal }, 'stopping');
-    running.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  stopOnSignals(logger, () => running.close());
   process.on('SIGHUP', () => {
     try {
       running.reloadSecrets();

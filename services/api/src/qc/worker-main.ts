@@ -10,6 +10,7 @@ import { loadApiConfig } from '../config.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { startQcWorker } from './worker.js';
+import { stopOnSignals } from '../../../shared/shutdown.js';
 
 runMain(async () => {
   const config = loadApiConfig();
@@ -18,19 +19,5 @@ runMain(async () => {
   const pool = createPool(config.databaseUrl, { logger, max: config.worker.concurrency + 3 });
   await migrate(pool, { logger });
   const worker = await startQcWorker({ pool, settings: config.exports, worker: config.worker, logger });
-  const stop = (signal: string) => {
-    logger.info({ signal }, 'shutting down');
-    worker
-      .stop()
-      .then(() => pool.end())
-      .then(
-        () => process.exit(0),
-        (error: unknown) => {
-          logger.error({ err: error }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  stopOnSignals(logger, () => worker.stop().then(() => pool.end()));
 });
