@@ -24,4 +24,32 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false } }],
     },
   },
+  // Packages meet only through services/shared: an image copies shared + its own package, so an import
+  // into another package's src/ is a crash at start in production (the wave-1 ERR_MODULE_NOT_FOUND).
+  ...packageBoundaries([
+    ['services/api', ['identity', 'services/webhook', 'services/web', 'infra']],
+    ['services/webhook', ['identity', 'services/api', 'services/web', 'infra']],
+    ['services/web', ['identity', 'services/api', 'services/webhook', 'infra']],
+    ['identity', ['services/api', 'services/webhook', 'services/web', 'infra']],
+    ['infra', ['identity/src', 'services/api', 'services/webhook', 'services/web']],
+    ['scripts', ['identity/src', 'services/api/src', 'services/webhook/src', 'services/web/src']],
+  ]),
 );
+
+/** One no-restricted-imports block per package: its files may not import the listed folders. */
+function packageBoundaries(rules) {
+  return rules.map(([pkg, forbidden]) => ({
+    files: [`${pkg}/**/*.ts`],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: forbidden.map((folder) => ({
+            regex: `^(\\.\\./)+${folder.replace('/', '\\/')}(\\/|$)`,
+            message: `${pkg} may not import ${folder}: move what both need to services/shared.`,
+          })),
+        },
+      ],
+    },
+  }));
+}

@@ -26,7 +26,7 @@ import { closeGracefully, listen } from '../services/shared/http-server.js';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
 import { migrate } from '../services/api/src/db/migrate.js';
 import { FEATURE_JSON, listConditions } from '../services/api/src/features/queries.js';
-import type { Bbox } from '../services/api/src/features/schema.js';
+import type { Bbox } from '../services/shared/features/schema.js';
 import { median, peakRssMiB, percentile, printTable, ratio } from './stats.js';
 import { openBenchDatabase, startApiProcess } from './support.js';
 

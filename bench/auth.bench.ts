@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { TestClock } from '../identity/test/doubles/clock.js';
+import { TestClock } from '../test/doubles/ory/clock.js';
 import { migrate } from '../services/api/src/db/migrate.js';
 import { issueOpaqueToken, startOryDoubles } from '../services/api/test/identity-harness.js';
 import { startTestIssuer } from '../test/helpers/test-issuer.js';

@@ -22,7 +22,7 @@ import { SEED_CATEGORY_MAPPING } from '../services/api/src/exports/category-mapp
 import { ExportsEnvSchema, exportsSettingsFrom } from '../services/api/src/exports/config.js';
 import { createMemoryJournal } from '../services/api/src/exports/journal.js';
 import { OsmExporter } from '../services/api/src/exports/osm/exporter.js';
-import type { Principal } from '../services/api/src/auth/types.js';
+import type { Principal } from '../services/shared/principal.js';
 import * as sql from '../services/api/src/qc/queries.js';
 import { createQcService } from '../services/api/src/qc/service.js';
 import { migrateQueue, startQcWorker } from '../services/api/src/qc/worker.js';

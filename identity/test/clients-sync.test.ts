@@ -7,8 +7,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../services/shared/config.js';
 import { loadClientDeclarations, syncClients, type ClientDeclaration } from '../src/clients/sync.js';
 import { CONFIG_DIR } from '../src/config/render.js';
-import { createOryClients, type OryClients } from '../src/ory.js';
-import { HydraDouble } from './doubles/hydra-double.js';
+import { createOryClients, type OryClients } from '../../services/shared/ory/clients.js';
+import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
 
 /** Client sync against the contract-checked Hydra admin double: idempotent, secret shown once. */
 

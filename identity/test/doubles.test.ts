@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Configuration, OAuth2Api } from '@ory/hydra-client';
-import { ContractServer } from './doubles/contract-server.js';
-import { HYDRA_SPEC, HydraDouble } from './doubles/hydra-double.js';
-import { KratosDouble } from './doubles/kratos-double.js';
-import { OpenApiContract } from './doubles/openapi-contract.js';
+import { ContractServer } from '../../test/doubles/ory/contract-server.js';
+import { HYDRA_SPEC, HydraDouble } from '../../test/doubles/ory/hydra-double.js';
+import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
+import { OpenApiContract } from '../../test/doubles/ory/openapi-contract.js';
 
 /**
  * The doubles are only worth something if they refuse what the real services refuse. These tests send

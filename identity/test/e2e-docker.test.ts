@@ -11,7 +11,7 @@ import { createLogger } from '../../services/shared/logger.js';
 import { createIdentityApp } from '../src/app/app.js';
 import { loadIdentityAppConfig } from '../src/app/config.js';
 import { syncClients } from '../src/clients/sync.js';
-import { createOryClients } from '../src/ory.js';
+import { createOryClients } from '../../services/shared/ory/clients.js';
 import { TestBrowser } from './browser.js';
 import { freePort } from '../../test/helpers/ports.js';
 

@@ -2,9 +2,9 @@ import { createServer, type Server } from 'node:http';
 import express from 'express';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { closeGracefully, listen } from '../../services/shared/http-server.js';
-import { createRouteGuard } from '../src/guard.js';
-import { createOryClients } from '../src/ory.js';
-import { KratosDouble } from './doubles/kratos-double.js';
+import { createRouteGuard } from '../../services/shared/ory/guard.js';
+import { createOryClients } from '../../services/shared/ory/clients.js';
+import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
 
 /** The route guard on a real Express app, asking the Kratos double (contract-checked) who is calling. */
 

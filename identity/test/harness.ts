@@ -4,10 +4,10 @@ import { closeGracefully, listen } from '../../services/shared/http-server.js';
 import { createLogger } from '../../services/shared/logger.js';
 import { createIdentityApp } from '../src/app/app.js';
 import type { IdentityAppConfig } from '../src/app/config.js';
-import { createOryClients, type OryClients } from '../src/ory.js';
-import { TestClock } from './doubles/clock.js';
-import { HydraDouble } from './doubles/hydra-double.js';
-import { KratosDouble } from './doubles/kratos-double.js';
+import { createOryClients, type OryClients } from '../../services/shared/ory/clients.js';
+import { TestClock } from '../../test/doubles/ory/clock.js';
+import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
+import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
 
 /**
  * The identity stack for a test file: the Kratos and Hydra doubles (four real HTTP servers) and the

@@ -1,10 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createTokenIntrospector } from '../src/introspection.js';
-import { createOryClients, type OryClients } from '../src/ory.js';
-import { createSessionResolver } from '../src/session-resolver.js';
-import { TestClock } from './doubles/clock.js';
-import { HydraDouble } from './doubles/hydra-double.js';
-import { KratosDouble } from './doubles/kratos-double.js';
+import { createTokenIntrospector } from '../../services/shared/ory/introspection.js';
+import { createOryClients, type OryClients } from '../../services/shared/ory/clients.js';
+import { createSessionResolver } from '../../services/shared/ory/session-resolver.js';
+import { TestClock } from '../../test/doubles/ory/clock.js';
+import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
+import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
 
 /**
  * The pieces the API will use: session cookie → caller (whoami, cached briefly) and opaque access token →

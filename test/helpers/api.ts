@@ -10,7 +10,7 @@ import { createServer } from 'node:http';
 import { pino } from 'pino';
 import { createApp } from '../../services/api/src/app.js';
 import { createAuthenticator } from '../../services/api/src/auth/index.js';
-import type { Role } from '../../services/api/src/auth/types.js';
+import type { Role } from '../../services/shared/principal.js';
 import type { ApiConfig } from '../../services/api/src/config.js';
 import { closeGracefully, listen } from '../../services/shared/http-server.js';
 import type { TestDatabase } from './db.js';

@@ -1,7 +1,7 @@
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import cookieParser from 'cookie-parser';
 import type { Logger } from 'pino';
-import { describeError, type OryClients } from '../ory.js';
+import { describeError, type OryClients } from '../../../services/shared/ory/clients.js';
 import type { IdentityAppConfig } from './config.js';
 import { createConsentRoutes } from './consent.js';
 import { createReadinessRoute } from './health.js';

@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import { goneRedirect, oryStatus } from '../ory.js';
+import { goneRedirect, oryStatus } from '../../../services/shared/ory/clients.js';
 import { errorPage } from './html.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { OAuth2ConsentRequest } from '@ory/hydra-client';
 import type { Identity } from '@ory/kratos-client';
-import { roleFrom } from '../roles.js';
+import { roleFrom } from '../../../services/shared/roles.js';
 import { answerChallenge, fetchChallenge } from './challenges.js';
 import { errorPage, html, page } from './html.js';
 import type { RouteContext } from './context.js';

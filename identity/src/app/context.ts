@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { OryClients } from '../ory.js';
+import type { OryClients } from '../../../services/shared/ory/clients.js';
 import type { IdentityAppConfig } from './config.js';
 
 /** What every route factory receives: the Ory clients, the parsed config, a logger and a clock. */

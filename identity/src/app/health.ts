@@ -1,5 +1,5 @@
 import type { RequestHandler } from 'express';
-import type { OryClients } from '../ory.js';
+import type { OryClients } from '../../../services/shared/ory/clients.js';
 
 /**
  * GET /health/ready: 200 when Kratos and Hydra both answer their readiness endpoints (admin ports),

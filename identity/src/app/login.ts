@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import type { OAuth2LoginRequest } from '@ory/hydra-client';
 import { safeEqual } from '../../../services/shared/safe-compare.js';
-import { whoami, kratosCookies } from '../kratos-session.js';
+import { whoami, kratosCookies } from '../../../services/shared/ory/kratos-session.js';
 import { answerChallenge, fetchChallenge } from './challenges.js';
 import { errorPage } from './html.js';
 import { kratosLoginUrl } from './kratos-redirect.js';

@@ -1,7 +1,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { OAuth2LogoutRequest } from '@ory/hydra-client';
-import { kratosCookies, whoami } from '../kratos-session.js';
-import { oryStatus } from '../ory.js';
+import { kratosCookies, whoami } from '../../../services/shared/ory/kratos-session.js';
+import { oryStatus } from '../../../services/shared/ory/clients.js';
 import { answerChallenge, fetchChallenge } from './challenges.js';
 import { errorPage, html, page } from './html.js';
 import type { RouteContext } from './context.js';

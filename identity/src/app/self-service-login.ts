@@ -1,8 +1,8 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { LoginFlow, UiNode, UiNodeInputAttributes, UiText } from '@ory/kratos-client';
 import { isAxiosError } from 'axios';
-import { kratosCookies } from '../kratos-session.js';
-import { oryBody, oryStatus } from '../ory.js';
+import { kratosCookies } from '../../../services/shared/ory/kratos-session.js';
+import { oryBody, oryStatus } from '../../../services/shared/ory/clients.js';
 import { errorPage, html, page, type SafeHtml } from './html.js';
 import { kratosLoginUrl } from './kratos-redirect.js';
 import type { RouteContext } from './context.js';

@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import { runMain } from '../../../services/shared/config.js';
 import { closeGracefully, listen } from '../../../services/shared/http-server.js';
 import { createLogger } from '../../../services/shared/logger.js';
-import { createOryClients } from '../ory.js';
+import { createOryClients } from '../../../services/shared/ory/clients.js';
 import { createIdentityApp } from './app.js';
 import { loadIdentityAppConfig } from './config.js';
 import { stopOnSignals } from '../../../services/shared/shutdown.js';

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { parseEnv, runMain } from '../../../services/shared/config.js';
-import { createOryClients } from '../ory.js';
+import { createOryClients } from '../../../services/shared/ory/clients.js';
 import { loadClientDeclarations, syncClients } from './sync.js';
 
 /**

@@ -5,7 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../../../services/shared/config.js';
 import { substitute, type Env } from '../config/render.js';
-import { oryStatus } from '../ory.js';
+import { oryStatus } from '../../../services/shared/ory/clients.js';
 
 /**
  * OAuth2 clients declared in YAML (identity/config/clients.yaml), synced into Hydra through the admin API.

@@ -3,7 +3,7 @@ import express, { Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiResponsesObject } from 'zod-openapi';
 import { qcOpenApiPaths } from './qc/openapi.js';
-import { FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, HistorySchema, ListQuerySchema, ProblemSchema } from './features/schema.js';
+import { FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, HistorySchema, ListQuerySchema, ProblemSchema } from '../../shared/features/schema.js';
 import { userPaths } from './users/openapi.js';
 
 /**

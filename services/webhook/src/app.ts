@@ -3,7 +3,7 @@
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import { AppError } from '../../api/src/errors.js';
+import { AppError, sendProblem } from '../../shared/errors.js';
 import { authFailureLimiter } from './auth-failure-limiter.js';
 import { rawBody } from './body.js';
 import type { WebhookConfig } from './config.js';
@@ -48,12 +48,8 @@ export function createApp(deps: WebhookAppDeps): express.Express {
   });
   app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
     const problem = toAppError(error);
-    if (problem.statusCode >= 500) logger.error({ err: error, path: req.path }, 'request failed');
-    for (const [name, value] of Object.entries(problem.headers ?? {})) res.setHeader(name, value);
-    res
-      .status(problem.statusCode)
-      .type('application/problem+json')
-      .json({ type: 'about:blank', title: problem.code, status: problem.statusCode, code: problem.code, detail: problem.message });
+    if (problem === undefined) logger.error({ err: error, path: req.path }, 'request failed');
+    sendProblem(res, problem);
   });
   return app;
 }
@@ -66,12 +62,12 @@ function methodNotAllowed(allowed: string) {
 }
 
 /** Body-parser errors carry a `type`; everything unknown is an internal error that leaks nothing. */
-function toAppError(error: unknown): AppError {
+function toAppError(error: unknown): AppError | undefined {
   if (error instanceof AppError) return error;
   const type = (error as { type?: string } | null)?.type;
   if (type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit');
   if (type === 'request.aborted' || type === 'request.size.invalid' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
     return new AppError('VALIDATION_FAILED', 'the request body could not be read');
   }
-  return new AppError('INTERNAL', 'internal error');
+  return undefined;
 }

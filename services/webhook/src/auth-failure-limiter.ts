@@ -4,7 +4,7 @@
  * requests are never counted, so a burst of genuine deliveries is never throttled.
  */
 import type { NextFunction, Request, Response } from 'express';
-import { AppError } from '../../api/src/errors.js';
+import { AppError } from '../../shared/errors.js';
 
 const WINDOW_MS = 60_000;
 

@@ -10,7 +10,7 @@
  * longer than announced, or an aborted upload → 400.
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { AppError } from '../../api/src/errors.js';
+import { AppError } from '../../shared/errors.js';
 
 export function rawBody(limit: number) {
   const inflatingReader = express.raw({ type: () => true, limit });

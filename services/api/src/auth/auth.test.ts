@@ -9,11 +9,11 @@ import { SignJWT, UnsecuredJWT, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listen, closeGracefully } from '../../../shared/http-server.js';
 import { startTestIssuer, type TestIssuer } from '../../../../test/helpers/test-issuer.js';
-import { AppError } from '../errors.js';
+import { AppError } from '../../../shared/errors.js';
 import { createAuthenticator } from './index.js';
 import { createJwtAuthenticator } from './jwt.js';
 import { authenticate, principalOf, requirePermission } from './middleware.js';
-import type { Authenticator } from './types.js';
+import type { Authenticator } from '../../../shared/principal.js';
 
 const run = promisify(execFile);
 const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });

@@ -1,9 +1,9 @@
-import type { SessionResolver } from '../../../../identity/src/session-resolver.js';
-import type { TokenIntrospector } from '../../../../identity/src/introspection.js';
-import { AppError } from '../errors.js';
+import type { SessionResolver } from '../../../shared/ory/session-resolver.js';
+import type { TokenIntrospector } from '../../../shared/ory/introspection.js';
+import { AppError } from '../../../shared/errors.js';
 import { bearerTokenOf, invalidToken } from './jwt.js';
 import { oryFailure } from './upstream.js';
-import { ANONYMOUS, type Authenticator, type Principal } from './types.js';
+import { ANONYMOUS, type Authenticator, type Principal } from '../../../shared/principal.js';
 
 /**
  * The API's authenticator when Ory is configured. Credentials, in order of precedence:

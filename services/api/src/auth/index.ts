@@ -1,14 +1,14 @@
 import { Configuration as KratosConfiguration, FrontendApi, IdentityApi } from '@ory/kratos-client';
 import { Configuration as HydraConfiguration, OAuth2Api } from '@ory/hydra-client';
-import { createTokenIntrospector } from '../../../../identity/src/introspection.js';
-import { createSessionResolver } from '../../../../identity/src/session-resolver.js';
+import { createTokenIntrospector } from '../../../shared/ory/introspection.js';
+import { createSessionResolver } from '../../../shared/ory/session-resolver.js';
 import { createCompositeAuthenticator } from './composite.js';
 import { createJwtAuthenticator } from './jwt.js';
 import { loadOrCreateDevKeys } from './dev-keys.js';
-import type { Authenticator } from './types.js';
+import type { Authenticator } from '../../../shared/principal.js';
 
-export type { Authenticator, Principal, Role, Permission } from './types.js';
-export { ANONYMOUS } from './types.js';
+export type { Authenticator, Principal, Role, Permission } from '../../../shared/principal.js';
+export { ANONYMOUS } from '../../../shared/principal.js';
 
 export interface AuthenticatorOptions {
   issuer?: string;

@@ -1,6 +1,6 @@
 import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
-import { AppError } from '../errors.js';
-import { ANONYMOUS, ROLES, type Authenticator, type Principal, type Role } from './types.js';
+import { AppError } from '../../../shared/errors.js';
+import { ANONYMOUS, ROLES, type Authenticator, type Principal, type Role } from '../../../shared/principal.js';
 
 export interface JwtAuthenticatorOptions {
   /** Expected `iss`; when unset any issuer is accepted (only sensible with a local development key). */

@@ -1,6 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { assertCan } from './permissions.js';
-import { ANONYMOUS, type Authenticator, type Permission, type Principal } from './types.js';
+import { ANONYMOUS, type Authenticator, type Permission, type Principal } from '../../../shared/principal.js';
 
 /**
  * Resolves the caller once per request; later handlers read it with principalOf(res). Idempotent: when

@@ -1,5 +1,5 @@
-import { AppError } from '../errors.js';
-import type { Permission, Principal, Role } from './types.js';
+import { AppError } from '../../../shared/errors.js';
+import type { Permission, Principal, Role } from '../../../shared/principal.js';
 
 /** The seed's role table. `*` grants everything, including permissions added later. */
 const ROLE_PERMISSIONS: Record<Role, readonly Permission[] | '*'> = {

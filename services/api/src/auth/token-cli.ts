@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { parseEnv, runMain, ConfigError } from '../../../shared/config.js';
 import { loadOrCreateDevKeys } from './dev-keys.js';
-import { ROLES } from './types.js';
+import { ROLES } from '../../../shared/principal.js';
 
 const Env = z.object({
   DATA_DIR: z.string().default('./data'),

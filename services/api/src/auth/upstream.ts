@@ -1,5 +1,5 @@
-import { describeError } from '../../../../identity/src/ory.js';
-import { AppError } from '../errors.js';
+import { describeError } from '../../../shared/ory/clients.js';
+import { AppError } from '../../../shared/errors.js';
 
 /**
  * A failed call to Ory (Kratos or Hydra) as an AppError that is safe to log. The original AxiosError is

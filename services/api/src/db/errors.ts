@@ -1,4 +1,4 @@
-import { AppError } from '../errors.js';
+import { AppError } from '../../../shared/errors.js';
 
 /**
  * The one place that maps PostgreSQL failures to API errors. Messages are ours, never the

@@ -1,4 +1,4 @@
-import type { Bbox, Kategorie } from './schema.js';
+import type { Bbox, Kategorie } from '../../../shared/features/schema.js';
 
 /**
  * The SQL of the feature API. Every function returns `{ text, values }` for pg; values are always

@@ -1,9 +1,9 @@
 import { Router, type Request } from 'express';
 import { principalOf, requirePermission } from '../auth/middleware.js';
-import { AppError } from '../errors.js';
+import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
 import { parseOrThrow } from '../http/validate.js';
-import { FeatureSchema, ListQuerySchema } from './schema.js';
+import { FeatureSchema, ListQuerySchema } from '../../../shared/features/schema.js';
 import { etagOf, parseIfMatch, type FeatureService } from './service.js';
 
 const GEOJSON = 'application/geo+json';

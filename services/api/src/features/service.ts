@@ -1,11 +1,11 @@
 import { assertMayUpdate } from '../auth/permissions.js';
-import type { Principal } from '../auth/types.js';
+import type { Principal } from '../../../shared/principal.js';
 import { fromDatabaseError } from '../db/errors.js';
 import { withTransaction, type Db, type DbClient, type Queryable } from '../db/pool.js';
-import { AppError } from '../errors.js';
+import { AppError } from '../../../shared/errors.js';
 import * as sql from './queries.js';
-import type { FeatureInput, ListQuery } from './schema.js';
-import { DEFAULT_LIMIT } from './schema.js';
+import type { FeatureInput, ListQuery } from '../../../shared/features/schema.js';
+import { DEFAULT_LIMIT } from '../../../shared/features/schema.js';
 
 /**
  * What the feature endpoints do, independent of HTTP: reads, and changes that run in one

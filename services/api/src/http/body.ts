@@ -1,5 +1,5 @@
 import express, { type RequestHandler } from 'express';
-import { AppError } from '../errors.js';
+import { AppError } from '../../../shared/errors.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 export const JSON_MEDIA_TYPES = ['application/json', 'application/geo+json'];

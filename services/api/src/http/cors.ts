@@ -1,5 +1,5 @@
 import type { RequestHandler } from 'express';
-import { AppError } from '../errors.js';
+import { AppError } from '../../../shared/errors.js';
 
 /**
  * CORS for the platform's own sites only (CORS_ORIGINS). A browser on an allowed origin may call the API

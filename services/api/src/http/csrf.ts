@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express';
 import { principalOf } from '../auth/middleware.js';
-import { AppError } from '../errors.js';
+import { AppError } from '../../../shared/errors.js';
 import { normalizeOrigin } from './cors.js';
 
 /**

@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { fromDatabaseError } from '../db/errors.js';
-import { AppError } from '../errors.js';
+import { AppError, sendProblem } from '../../../shared/errors.js';
 
 /**
  * The one error middleware: every failure leaves as application/problem+json (RFC 9457) with
@@ -47,18 +47,7 @@ export function problemHandler(logger: Logger): ErrorRequestHandler {
       res.destroy();
       return;
     }
-    const body = appError
-      ? {
-          type: 'about:blank',
-          title: STATUS_CODES[status] ?? 'Error',
-          status,
-          code: appError.code,
-          detail: appError.message,
-          ...(appError.fields ? { fields: appError.fields } : {}),
-        }
-      : { type: 'about:blank', title: STATUS_CODES[500], status: 500, code: 'INTERNAL', detail: 'an internal error occurred; it has been logged' };
-    for (const [name, value] of Object.entries(appError?.headers ?? {})) res.setHeader(name, value);
-    res.status(status).type('application/problem+json').send(JSON.stringify(body));
+    sendProblem(res, appError);
   };
 }
 

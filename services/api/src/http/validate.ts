@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { AppError, type FieldError } from '../errors.js';
+import { AppError, type FieldError } from '../../../shared/errors.js';
 
 /** A zod path as a readable field name: properties.name, geometry.coordinates[0][3]. */
 export function fieldName(path: readonly PropertyKey[]): string {

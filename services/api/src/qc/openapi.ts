@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FeatureIdSchema, ProblemSchema } from '../features/schema.js';
+import { FeatureIdSchema, ProblemSchema } from '../../../shared/features/schema.js';
 import { ApproveBodySchema, JobIdSchema, JobListQuerySchema, JobSchema, QcItemSchema, QueueItemSchema, QueueQuerySchema, RejectBodySchema, ReviewsSchema, SubmitBodySchema } from './schema.js';
 
 /** The QC endpoints for the API's OpenAPI document (spread into its `paths`). */

@@ -1,7 +1,7 @@
 import { Router, type Express, type Request, type RequestHandler } from 'express';
 import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
-import type { Authenticator } from '../auth/types.js';
-import { AppError } from '../errors.js';
+import type { Authenticator } from '../../../shared/principal.js';
+import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
 import { parseOrThrow } from '../http/validate.js';
 import { ApproveBodySchema, JobIdSchema, JobListQuerySchema, QueueQuerySchema, RejectBodySchema, SubmitBodySchema } from './schema.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FeatureIdSchema } from '../features/schema.js';
+import { FeatureIdSchema } from '../../../shared/features/schema.js';
 import { JOB_TASKS, PENDING_JOB_STATUSES, QC_STATUSES, TERMINAL_JOB_STATUSES } from './states.js';
 
 /** Request bodies, query strings and answers of the QC endpoints; also the OpenAPI document's source. */

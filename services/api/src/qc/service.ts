@@ -1,8 +1,8 @@
-import type { Principal } from '../auth/types.js';
+import type { Principal } from '../../../shared/principal.js';
 import { fromDatabaseError } from '../db/errors.js';
 import { withTransaction, type Db, type DbClient, type Queryable } from '../db/pool.js';
 import type { Query } from '../features/queries.js';
-import { AppError } from '../errors.js';
+import { AppError } from '../../../shared/errors.js';
 import * as sql from './queries.js';
 import {
   ALLOWED_FROM,

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ZodOpenApiPathsObject } from 'zod-openapi';
-import { ProblemSchema } from '../features/schema.js';
-import { ROLES } from '../auth/types.js';
+import { ProblemSchema } from '../../../shared/features/schema.js';
+import { ROLES } from '../../../shared/principal.js';
 import { RoleChangeSchema, UserIdSchema, UserListQuerySchema } from './schema.js';
 
 /** /api/users in the OpenAPI document (merged into openapi.ts). */

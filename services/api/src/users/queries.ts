@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/pool.js';
-import type { Role } from '../auth/types.js';
+import type { Role } from '../../../shared/principal.js';
 
 /**
  * SQL of users.users, the API's mirror of the identity provider's users (id, contact address, role).

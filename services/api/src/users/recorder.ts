@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/pool.js';
-import type { Authenticator, Principal } from '../auth/types.js';
+import type { Authenticator, Principal } from '../../../shared/principal.js';
 import { upsertSeenUser } from './queries.js';
 
 /**

@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import { requirePermission } from '../auth/middleware.js';
-import { AppError } from '../errors.js';
+import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
 import { parseOrThrow } from '../http/validate.js';
 import { RoleChangeSchema, UserIdSchema, UserListQuerySchema } from './schema.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ROLES } from '../auth/types.js';
+import { ROLES } from '../../../shared/principal.js';
 
 /** An identity id as Kratos and token issuers use them (a UUID, or an issuer's `sub`). */
 export const UserIdSchema = z.string().min(1).max(255).regex(/^[A-Za-z0-9][A-Za-z0-9._~:@|-]*$/, 'letters, digits and . _ ~ : @ | - only');

@@ -1,10 +1,10 @@
 import type { IdentityApi } from '@ory/kratos-client';
 import type { Logger } from 'pino';
-import { describeError, oryStatus } from '../../../../identity/src/ory.js';
+import { describeError, oryStatus } from '../../../shared/ory/clients.js';
 import { oryFailure } from '../auth/upstream.js';
-import type { Role } from '../auth/types.js';
+import type { Role } from '../../../shared/principal.js';
 import { withTransaction, type Db } from '../db/pool.js';
-import { AppError } from '../errors.js';
+import { AppError } from '../../../shared/errors.js';
 import { listUsers, lockUser, saveUserRole, type UserRow } from './queries.js';
 import type { UserRecorder } from './recorder.js';
 

@@ -5,7 +5,7 @@
  */
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { AppError } from '../../../api/src/errors.js';
+import { AppError } from '../../../shared/errors.js';
 import { safeEqual } from '../../../shared/safe-compare.js';
 import type { DeploymentStore } from '../deployments/store.js';
 

@@ -12,7 +12,7 @@
  */
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { AppError } from '../../../api/src/errors.js';
+import { AppError } from '../../../shared/errors.js';
 import type { Target } from '../../../shared/targets.js';
 import type { WebhookConfig } from '../config.js';
 import type { DeployQueue } from '../deployments/queue.js';

@@ -1,5 +1,5 @@
 import type { FrontendApi, Session } from '@ory/kratos-client';
-import { oryStatus } from './ory.js';
+import { oryStatus } from './clients.js';
 
 /**
  * Kratos whoami, classified. `GET /sessions/whoami` with the browser's Cookie header answers

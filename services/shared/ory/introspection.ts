@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { OAuth2Api } from '@ory/hydra-client';
-import type { Principal } from '../../services/api/src/auth/types.js';
-import { roleFrom } from './roles.js';
+import type { Principal } from '../principal.js';
+import { roleFrom } from '../roles.js';
 import { TtlCache } from './ttl-cache.js';
 
 /**

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { FrontendApi } from '@ory/kratos-client';
-import type { Principal } from '../../services/api/src/auth/types.js';
+import type { Principal } from '../principal.js';
 import { whoami } from './kratos-session.js';
-import { roleFrom } from './roles.js';
+import { roleFrom } from '../roles.js';
 import { TtlCache } from './ttl-cache.js';
 
 /**

@@ -1,4 +1,4 @@
-import { ROLES, type Role } from '../../services/api/src/auth/types.js';
+import { ROLES, type Role } from './principal.js';
 
 /** The platform role from an identity's metadata_public or a token claim; anything unknown is a guest. */
 export function roleFrom(value: unknown): Role {

@@ -1,8 +1,8 @@
 import type { FrontendApi } from '@ory/kratos-client';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { Principal } from '../../services/api/src/auth/types.js';
+import type { Principal } from '../principal.js';
 import { whoami, kratosCookies } from './kratos-session.js';
-import { roleFrom } from './roles.js';
+import { roleFrom } from '../roles.js';
 
 /**
  * A route guard for the frontend and any Express app behind the parent domain: whoami with the request's
