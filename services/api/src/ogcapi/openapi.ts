@@ -1,6 +1,6 @@
 import { createDocument } from 'zod-openapi';
 import { z } from 'zod';
-import { FeatureCollectionSchema, FeatureSchema, ProblemSchema } from '../../../shared/features/schema.js';
+import { FeatureSchema, ProblemSchema } from '../../../shared/features/schema.js';
 import { MAX_LIMIT, DEFAULT_LIMIT } from '../../../shared/features/schema.js';
 import { SUPPORTED_CRS } from './crs.js';
 import { STATUSES } from './params.js';
@@ -13,6 +13,20 @@ const problem = (description: string) => ({ description, content: { 'application
 const geojson = (schema: z.ZodType) => ({ 'application/geo+json': { schema }, 'text/html': { schema: z.string() } });
 const json = { 'application/json': { schema: z.object({ links: z.array(z.object({ href: z.string(), rel: z.string() })) }).passthrough() }, 'text/html': { schema: z.string() } };
 const crsUris = SUPPORTED_CRS.map((c) => c.uri) as [string, ...string[]];
+
+const LinkSchema = z.object({ href: z.string(), rel: z.string(), type: z.string().optional(), title: z.string().optional() }).meta({ id: 'Link' });
+/** The items response: the feature API's Feature inside OGC's collection envelope. */
+const OgcFeatureCollectionSchema = z
+  .object({
+    type: z.literal('FeatureCollection'),
+    timeStamp: z.string().optional(),
+    numberMatched: z.number().int().optional(),
+    numberReturned: z.number().int(),
+    links: z.array(LinkSchema),
+    features: z.array(FeatureSchema),
+  })
+  .meta({ id: 'OgcFeatureCollection' });
+const OgcFeatureSchema = FeatureSchema.extend({ links: z.array(LinkSchema).optional() }).meta({ id: 'OgcFeature' });
 
 const f = z.enum(['json', 'html']).optional().meta({ description: 'encoding; overrides the Accept header' });
 const collectionId = z.string().meta({ description: 'features (all), friedhof, blumenbeet or denkmal' });
@@ -60,7 +74,7 @@ export function buildOgcOpenApiDocument(base: string) {
               cursor: z.string().optional().meta({ description: 'opaque; copy it from a next or prev link' }),
             }),
           },
-          responses: { '200': { description: 'a page; links next and prev while more follow', content: geojson(FeatureCollectionSchema) }, '400': problem('invalid parameter or filter'), '404': problem('no such collection') },
+          responses: { '200': { description: 'a page; links next and prev while more follow', content: geojson(OgcFeatureCollectionSchema) }, '400': problem('invalid parameter or filter'), '404': problem('no such collection') },
         },
         post: {
           summary: 'Create a feature (contributor, reviewer, admin)',
@@ -70,7 +84,7 @@ export function buildOgcOpenApiDocument(base: string) {
         },
       },
       '/collections/{collectionId}/items/{featureId}': {
-        get: { summary: 'One feature', requestParams: { path: z.object({ collectionId, featureId }), query: z.object({ f, crs: z.enum(crsUris).optional() }) }, responses: { '200': { description: 'the feature with its ETag', content: geojson(FeatureSchema) }, '404': problem('no such feature in this collection') } },
+        get: { summary: 'One feature', requestParams: { path: z.object({ collectionId, featureId }), query: z.object({ f, crs: z.enum(crsUris).optional() }) }, responses: { '200': { description: 'the feature with its ETag', content: geojson(OgcFeatureSchema) }, '404': problem('no such feature in this collection') } },
         put: {
           summary: 'Replace a feature (its creator, admin)',
           security: [{ bearer: [] }],

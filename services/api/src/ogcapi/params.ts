@@ -108,7 +108,8 @@ const DAY = /^\d{4}-\d{2}-\d{2}$/;
 export function parseDatetime(value: string): TimeInterval {
   const bound = (text: string, end: boolean): string | undefined => {
     if (text === '' || text === '..') return undefined;
-    if (INSTANT.test(text) && !Number.isNaN(Date.parse(text))) return new Date(text).toISOString();
+    // As given (PostgreSQL reads RFC 3339): a Date would cut the microseconds updatedAt is stored with.
+    if (INSTANT.test(text) && !Number.isNaN(Date.parse(text))) return text;
     if (DAY.test(text) && new Date(`${text}T00:00:00Z`).toISOString().startsWith(text)) {
       return end ? new Date(Date.parse(`${text}T00:00:00Z`) + 86_400_000 - 1).toISOString() : `${text}T00:00:00.000Z`;
     }
@@ -122,7 +123,7 @@ export function parseDatetime(value: string): TimeInterval {
   if (parts.length !== 2) throw invalid('datetime', 'must be an instant or an interval start/end');
   const [start, end] = [bound(parts[0]!, false), bound(parts[1]!, true)];
   if (start === undefined && end === undefined) throw invalid('datetime', 'an interval needs at least one bound');
-  if (start !== undefined && end !== undefined && start > end) throw invalid('datetime', 'the start must not be after the end');
+  if (start !== undefined && end !== undefined && Date.parse(start) > Date.parse(end)) throw invalid('datetime', 'the start must not be after the end');
   return { ...(start ? { start } : {}), ...(end ? { end } : {}) };
 }
 
