@@ -63,9 +63,38 @@ describe('creating through /ogcapi (POST items)', () => {
     expect(rows[0].n).toBe(0);
   });
 
-  it('refuses a body in a CRS other than CRS84 (Content-Crs) and a media type it does not read (415)', async () => {
-    const utm = await api.request('POST', ITEMS, { token: alice, body: aFeature(), headers: { 'content-crs': '<http://www.opengis.net/def/crs/EPSG/0/25833>' } });
-    expect(utm.status).toBe(400);
+  it('reads a body in the CRS its Content-Crs names (UTM 33N, or EPSG:4326 latitude first) and stores it in CRS84', async () => {
+    const { rows } = await db.pool.query<{ x: number; y: number }>("SELECT ST_X(g) AS x, ST_Y(g) AS y FROM (SELECT ST_Transform('SRID=4326;POINT(13.4 52.5)'::geometry, 25833) g) t");
+    const utm = await api.request('POST', ITEMS, {
+      token: alice,
+      body: aFeature({ geometry: { type: 'Point', coordinates: [rows[0]!.x, rows[0]!.y] } }),
+      headers: { 'content-crs': '<http://www.opengis.net/def/crs/EPSG/0/25833>' },
+    });
+    expect(utm.status).toBe(201);
+    expect(utm.headers.get('content-crs')).toBe('<http://www.opengis.net/def/crs/OGC/1.3/CRS84>');
+    expect(utm.json.geometry.coordinates[0]).toBeCloseTo(13.4, 8);
+    expect(utm.json.geometry.coordinates[1]).toBeCloseTo(52.5, 8);
+    const latlon = await api.request('POST', ITEMS, {
+      token: alice,
+      body: aFeature({ geometry: { type: 'LineString', coordinates: [[52.5, 13.4], [52.6, 13.5]] } }),
+      headers: { 'content-crs': '<http://www.opengis.net/def/crs/EPSG/0/4326>' },
+    });
+    expect(latlon.json.geometry.coordinates).toEqual([[13.4, 52.5], [13.5, 52.6]]);
+  });
+
+  it('refuses a Content-Crs it does not support, a geometry PostGIS cannot transform, and a media type it does not read (415)', async () => {
+    const gk = await api.request('POST', ITEMS, { token: alice, body: aFeature(), headers: { 'content-crs': '<http://www.opengis.net/def/crs/EPSG/0/31467>' } });
+    expect(gk.status).toBe(400);
+    const broken = await api.request('POST', ITEMS, {
+      token: alice,
+      body: aFeature({ geometry: { type: 'Polygon', coordinates: [[[1, 2], [3, 4]]] } }),
+      headers: { 'content-crs': '<http://www.opengis.net/def/crs/EPSG/0/25833>' },
+    });
+    expect(broken.status).toBe(400);
+    expect(broken.json.fields[0].field).toMatch(/^geometry/);
+    const garbage = await api.request('POST', ITEMS, { token: alice, body: aFeature({ geometry: { type: 'Kreis', coordinates: 'rund' } }), headers: { 'content-crs': '<http://www.opengis.net/def/crs/EPSG/0/25833>' } });
+    expect(garbage.status).toBe(400);
+    expect(garbage.json.fields[0].field).toBe('geometry');
     const text = await api.request('POST', ITEMS, { token: alice, rawBody: 'name=x', headers: { 'content-type': 'text/plain' } });
     expect(text.status).toBe(415);
   });

@@ -153,6 +153,14 @@ export function getFeatureIn(id: string, crs: Crs): Query {
   };
 }
 
+/** A GeoJSON geometry given in another CRS (a write with Content-Crs), as GeoJSON in storage coordinates. */
+export function geometryToStorage(geometryJson: string, crs: Crs): Query {
+  return {
+    text: `SELECT ST_AsGeoJSON(ST_Transform(ST_SetSRID(ST_GeomFromGeoJSON($1::text), $2::int), 4326), 15) AS "geometryJson"`,
+    values: [geometryJson, crs.srid],
+  };
+}
+
 // --- CQL2 → SQL -----------------------------------------------------------------------------------
 
 class FilterTranslator {

@@ -11,7 +11,7 @@ import { AppError } from '../../../shared/errors.js';
 import { FeatureSchema, KATEGORIEN, type FeatureInput, type Kategorie } from '../../../shared/features/schema.js';
 import type { Authenticator } from '../../../shared/principal.js';
 import { CONFORMS_TO } from './conformance.js';
-import { CRS84, SUPPORTED_CRS, contentCrsHeader, parseCrs } from './crs.js';
+import { CRS84, SUPPORTED_CRS, contentCrsHeader, parseCrs, type Crs } from './crs.js';
 import * as html from './html.js';
 import type { Link } from './html.js';
 import { buildOgcOpenApiDocument } from './openapi.js';
@@ -224,8 +224,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
 
   router.post('/collections/:collectionId/items', requirePermission('create', 'create features'), ...body(WRITE_TYPES), async (req, res) => {
     const collection = collectionOf(req);
-    assertStorageContentCrs(req);
-    const input = featureInput(collection, req.body);
+    const input = featureInput(collection, await inStorageCrs(req, req.body));
     const created = await features.create(principalOf(res), input);
     const base = baseUrl(req);
     res
@@ -240,9 +239,8 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
   router.put('/collections/:collectionId/items/:featureId', requirePermission('update:own', 'update features'), ...body(WRITE_TYPES), async (req, res) => {
     const collection = collectionOf(req);
     const id = featureIdOf(req);
-    assertStorageContentCrs(req);
     await assertInCollection(collection, id);
-    const input = featureInput(collection, req.body);
+    const input = featureInput(collection, await inStorageCrs(req, req.body));
     const updated = await features.replace(principalOf(res), id, input, parseIfMatch(req.get('if-match')));
     res.setHeader('ETag', etagOf(updated.version)).setHeader('Content-Crs', contentCrsHeader(CRS84)).type(GEOJSON).send(updated.json);
   });
@@ -250,7 +248,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
   router.patch('/collections/:collectionId/items/:featureId', requirePermission('update:own', 'update features'), ...body([MERGE_PATCH, ...WRITE_TYPES]), async (req, res) => {
     const collection = collectionOf(req);
     const id = featureIdOf(req);
-    assertStorageContentCrs(req);
+    contentCrsOf(req); // an unsupported Content-Crs is refused before anything is read
     if (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
       throw new AppError('VALIDATION_FAILED', 'a merge patch must be a JSON object', { fields: [{ field: '(body)', message: 'must be a JSON object' }] });
     }
@@ -260,7 +258,9 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     if (expected !== undefined && expected !== '*' && !expected.includes(current.version)) {
       throw new AppError('PRECONDITION_FAILED', `the feature is at version ${current.version}; fetch it again and reapply your change`, { headers: { ETag: etagOf(current.version) } });
     }
-    const merged = mergePatch(JSON.parse(current.json), req.body);
+    // A patched geometry arrives in the patch's Content-Crs; the current one is in storage coordinates.
+    const patch = isRecord(req.body.geometry) ? ((await inStorageCrs(req, { geometry: req.body.geometry })) as Record<string, unknown>) : {};
+    const merged = mergePatch(JSON.parse(current.json), { ...req.body, ...patch });
     const input = featureInput(collection, merged);
     // The patch was applied to this version: a change committed in between makes it stale (412).
     const updated = await features.replace(principalOf(res), id, input, [current.version]);
@@ -306,6 +306,17 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
   });
 
   return router;
+
+  /**
+   * The body in storage coordinates: a geometry sent in EPSG:4326 (latitude first) is flipped, one in
+   * a projected CRS transformed by PostGIS; then the feature API's validation applies as for CRS84.
+   */
+  async function inStorageCrs(req: Request, body: unknown): Promise<unknown> {
+    const crs = contentCrsOf(req);
+    if (crs === CRS84 || !isRecord(body) || !isRecord(body.geometry)) return body;
+    if (crs.latitudeFirst) return { ...body, geometry: { ...body.geometry, coordinates: flipAxes(body.geometry.coordinates) } };
+    return { ...body, geometry: await reads.geometryToStorage(body.geometry, crs) };
+  }
 
   async function assertInCollection(collection: Collection, id: string): Promise<void> {
     if (collection.kategorie === undefined) return;
@@ -368,12 +379,17 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
   return result;
 }
 
-/** Writes are in CRS84, the storage CRS (Part 4 with Part 2: a Content-Crs request header must name it). */
-function assertStorageContentCrs(req: Request): void {
+/** The CRS of a request body (Part 4 with Part 2): its Content-Crs header, CRS84 without one. */
+function contentCrsOf(req: Request): Crs {
   const header = req.get('content-crs');
-  if (header === undefined) return;
-  const crs = parseCrs(header.replace(/^<(.*)>$/, '$1'), 'Content-Crs');
-  if (crs !== CRS84) throw new AppError('VALIDATION_FAILED', `Content-Crs: features are written in ${CRS84.uri} only`, { fields: [{ field: 'Content-Crs', message: `must be ${CRS84.uri}` }] });
+  return header === undefined ? CRS84 : parseCrs(header.trim().replace(/^<(.*)>$/, '$1'), 'Content-Crs');
+}
+
+/** Swap the two axes of every position (EPSG:4326 is latitude first, storage longitude first). */
+function flipAxes(coordinates: unknown): unknown {
+  if (!Array.isArray(coordinates)) return coordinates;
+  if (coordinates.length === 2 && typeof coordinates[0] === 'number' && typeof coordinates[1] === 'number') return [coordinates[1], coordinates[0]];
+  return coordinates.map(flipAxes);
 }
 
 /** JSON bodies (1 MiB, strict) for the media types given; anything else is 415 before reading. */

@@ -3,7 +3,7 @@ import type { Db } from '../db/pool.js';
 import type { Query } from '../features/queries.js';
 import { AppError } from '../../../shared/errors.js';
 import type { Crs } from './crs.js';
-import { filterEvaluationError, getFeatureIn, listPage, type OgcListFilter } from './queries.js';
+import { filterEvaluationError, geometryToStorage, getFeatureIn, listPage, type OgcListFilter } from './queries.js';
 
 /**
  * The reads of /ogcapi. Writes are not here: the routes call the feature API's own service
@@ -37,6 +37,22 @@ export function createOgcReadService(db: Db) {
       const { rows } = await run(db, getFeatureIn(id, crs), false);
       const row = rows[0] as { version: number; kategorie: string; featureJson: string } | undefined;
       return row && { version: row.version, kategorie: row.kategorie, json: row.featureJson };
+    },
+
+    /** A geometry in a projected CRS transformed to storage coordinates by PostGIS. */
+    async geometryToStorage(geometry: unknown, crs: Crs): Promise<unknown> {
+      try {
+        const query = geometryToStorage(JSON.stringify(geometry), crs);
+        const { rows } = await db.query(query.text, query.values);
+        return JSON.parse((rows[0] as { geometryJson: string }).geometryJson);
+      } catch (error) {
+        const unavailable = fromDatabaseError(error);
+        if (unavailable?.statusCode === 503) throw unavailable;
+        throw new AppError('VALIDATION_FAILED', `invalid feature: geometry: is not a geometry PostGIS can transform from ${crs.uri}`, {
+          fields: [{ field: 'geometry', message: `is not a geometry PostGIS can transform from ${crs.uri}` }],
+          cause: error,
+        });
+      }
     },
   };
 }
