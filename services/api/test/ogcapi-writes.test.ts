@@ -100,6 +100,35 @@ describe('creating through /ogcapi (POST items)', () => {
   });
 });
 
+describe('what desktop GIS clients send', () => {
+  it('accepts a new feature the way QGIS writes it: every layer field, the server-maintained ones null, an id field', async () => {
+    const created = await api.request('POST', ITEMS, {
+      token: alice,
+      body: {
+        type: 'Feature',
+        geometry: { type: 'Point', coordinates: [13.4, 52.5] },
+        properties: { id: null, name: 'Aus QGIS', kategorie: 'friedhof', adresse: null, telefon: null, status: null, version: null, createdBy: null, createdAt: null, updatedBy: null, updatedAt: null },
+      },
+    });
+    expect(created.status).toBe(201);
+    expect(created.json.properties).toMatchObject({ name: 'Aus QGIS', status: 'draft', version: 1, createdBy: 'alice' });
+    const withId = await api.request('POST', ITEMS, { token: alice, body: aFeature({ properties: { id: 'qgis-1' } }) });
+    expect(withId.status).toBe(201);
+    expect(withId.json.id).toBe('qgis-1');
+  });
+
+  it('accepts a replacement carrying the read-back fields and an id field equal to the URL, and refuses a different id', async () => {
+    const fetched = (await create()).json;
+    const url = `${ITEMS}/${fetched.id}`;
+    const put = await api.request('PUT', url, { token: alice, body: { ...fetched, properties: { ...fetched.properties, id: fetched.id, name: 'Umbenannt', createdAt: '2020-01-01T00:00:00', version: 99 } } });
+    expect(put.status).toBe(200);
+    expect(put.json.properties).toMatchObject({ name: 'Umbenannt', version: 2, createdBy: 'alice' });
+    const other = await api.request('PUT', url, { token: alice, body: aFeature({ properties: { id: 'someone-else' } }) });
+    expect(other.status).toBe(400);
+    expect(other.json.fields).toEqual([{ field: 'properties.id', message: `must equal the feature id (${fetched.id})` }]);
+  });
+});
+
 describe('replacing through /ogcapi (PUT)', () => {
   it('replaces with a current If-Match, refuses a stale one with 412 and the current ETag, and records one history row per change', async () => {
     const created = await create();

@@ -240,7 +240,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     const collection = collectionOf(req);
     const id = featureIdOf(req);
     await assertInCollection(collection, id);
-    const input = featureInput(collection, await inStorageCrs(req, req.body));
+    const input = featureInput(collection, await inStorageCrs(req, req.body), id);
     const updated = await features.replace(principalOf(res), id, input, parseIfMatch(req.get('if-match')));
     res.setHeader('ETag', etagOf(updated.version)).setHeader('Content-Crs', contentCrsHeader(CRS84)).type(GEOJSON).send(updated.json);
   });
@@ -261,7 +261,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     // A patched geometry arrives in the patch's Content-Crs; the current one is in storage coordinates.
     const patch = isRecord(req.body.geometry) ? ((await inStorageCrs(req, { geometry: req.body.geometry })) as Record<string, unknown>) : {};
     const merged = mergePatch(JSON.parse(current.json), { ...req.body, ...patch });
-    const input = featureInput(collection, merged);
+    const input = featureInput(collection, merged, id);
     // The patch was applied to this version: a change committed in between makes it stale (412).
     const updated = await features.replace(principalOf(res), id, input, [current.version]);
     res.setHeader('ETag', etagOf(updated.version)).setHeader('Content-Crs', contentCrsHeader(CRS84)).type(GEOJSON).send(updated.json);
@@ -352,8 +352,8 @@ function featureIdOf(req: Request): string {
  * The feature of a write, validated by the feature API's schema. In a kategorie's collection a missing
  * kategorie is that one (a client may leave it out there), a different one is refused.
  */
-function featureInput(collection: Collection, body: unknown): FeatureInput {
-  let candidate = body;
+function featureInput(collection: Collection, body: unknown, pathId?: string): FeatureInput {
+  let candidate = asSentByGisClients(body, pathId);
   if (collection.kategorie !== undefined && isRecord(body) && isRecord(body.properties) && body.properties.kategorie === undefined) {
     candidate = { ...body, properties: { ...body.properties, kategorie: collection.kategorie } };
   }
@@ -364,6 +364,35 @@ function featureInput(collection: Collection, body: unknown): FeatureInput {
     });
   }
   return input;
+}
+
+const SERVER_MAINTAINED = ['status', 'version', 'createdBy', 'createdAt', 'updatedBy', 'updatedAt'];
+
+/**
+ * What desktop GIS clients send, reduced to what the feature schema reads. QGIS writes every field of
+ * the layer: the server-maintained ones (null on a new feature, reformatted dates on an edit) and an
+ * `id` field it derived from the feature id. Server-maintained members are ignored anyway (the schema
+ * accepts them only so a fetched feature can be sent back), so they are dropped here; `properties.id`
+ * is the feature id, and must agree with the URL's or the body's.
+ */
+function asSentByGisClients(body: unknown, pathId: string | undefined): unknown {
+  if (!isRecord(body) || !isRecord(body.properties)) return body;
+  const properties = { ...body.properties };
+  for (const key of SERVER_MAINTAINED) delete properties[key];
+  const result: Record<string, unknown> = { ...body, properties };
+  if ('id' in properties) {
+    const propertyId = properties.id;
+    delete properties.id;
+    if (typeof propertyId === 'string' || typeof propertyId === 'number') {
+      const id = String(propertyId);
+      const expected = pathId ?? (typeof body.id === 'string' ? body.id : undefined);
+      if (expected !== undefined && expected !== id) {
+        throw new AppError('VALIDATION_FAILED', `invalid feature: properties.id: must equal the feature id (${expected})`, { fields: [{ field: 'properties.id', message: `must equal the feature id (${expected})` }] });
+      }
+      if (pathId === undefined && body.id === undefined) result.id = id;
+    }
+  }
+  return result;
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
