@@ -63,7 +63,7 @@ export function createApp(deps: AppDependencies): Express {
   app.use('/api', cors({ origins: allowedOrigins }));
   if (deps.config.rateLimit.writesPerMinute > 0) {
     app.use(
-      '/api',
+      ['/api', '/ogcapi'], // one budget for changes through either API
       rateLimit({
         windowMs: 60_000,
         limit: deps.config.rateLimit.writesPerMinute,

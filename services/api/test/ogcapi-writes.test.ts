@@ -245,3 +245,20 @@ describe('OPTIONS announces the methods this caller may use', () => {
     expect(response.headers.get('allow')).toBe('GET, HEAD');
   });
 });
+
+describe('the write rate limit', () => {
+  it('counts changes through /ogcapi and /api/features against one budget per address (429 after it)', async () => {
+    const limited = await startTestApi(db, { config: { rateLimit: { writesPerMinute: 2 } } });
+    try {
+      const token = await limited.tokenFor('contributor', 'rita');
+      expect((await limited.request('POST', ITEMS, { token, body: aFeature() })).status).toBe(201);
+      expect((await limited.request('POST', '/api/features', { token, body: aFeature() })).status).toBe(201);
+      const third = await limited.request('POST', ITEMS, { token, body: aFeature() });
+      expect(third.status).toBe(429);
+      expect(third.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect((await limited.request('GET', ITEMS)).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+});
