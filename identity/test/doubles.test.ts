@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Configuration, OAuth2Api } from '@ory/hydra-client';
 import { ContractServer } from '../../test/doubles/ory/contract-server.js';
-import { HYDRA_SPEC, HydraDouble } from '../../test/doubles/ory/hydra-double.js';
+import { hydraSpec, HydraDouble } from '../../test/doubles/ory/hydra-double.js';
 import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
 import { OpenApiContract } from '../../test/doubles/ory/openapi-contract.js';
 
@@ -83,7 +83,7 @@ describe('Hydra double', () => {
   });
 
   it('a handler that answers off contract is caught and turned into a 500', async () => {
-    const contract = new OpenApiContract(HYDRA_SPEC, 'hydra-api-selftest');
+    const contract = new OpenApiContract(hydraSpec(), 'hydra-api-selftest');
     const server = new ContractServer('broken', contract, () => true, () => ({}));
     server.on('getOAuth2LoginRequest', () => ({ status: 200, body: { challenge: 'x' } }));
     await server.start();

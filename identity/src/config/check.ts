@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import type { Ajv, ValidateFunction } from 'ajv';
 import { ConfigError } from '../../../services/shared/config.js';
+import { contractPath } from '../../../services/shared/contracts.js';
 import { createAjv, describeAjvError } from './ajv.js';
 import { CONFIG_DIR, effectiveConfig, isDevMode, type Env } from './render.js';
 
@@ -18,8 +18,10 @@ export interface Finding {
   message: string;
 }
 
-/** The vendored contracts live next to the repository (../shared/vendor/ory from its root). */
-export const VENDOR_ORY_DIR = fileURLToPath(new URL('../../../../shared/vendor/ory/', import.meta.url));
+/** The Ory folder of the pinned upstream contracts (services/shared/contracts.ts says where they are found). */
+export function oryContractsDir(): string {
+  return dirname(dirname(contractPath('ory/kratos-v26.2.0/embedx__config.schema.json')));
+}
 
 function readJson(path: string): Record<string, unknown> {
   return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
@@ -39,8 +41,9 @@ interface Validators {
 let cached: Validators | undefined;
 
 /** Compile the vendored schemas once per process, registering the partials as the vendor README says. */
-export function loadValidators(vendorDir = VENDOR_ORY_DIR): Validators {
+export function loadValidators(vendorDir?: string): Validators {
   if (cached) return cached;
+  vendorDir ??= oryContractsDir();
   const kratosDir = join(vendorDir, 'kratos-v26.2.0');
   const hydraDir = join(vendorDir, 'hydra-v26.2.0');
 

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { contractPath } from '../../../services/shared/contracts.js';
 import { XMLValidator } from 'fast-xml-parser';
 import { parse as parseYaml } from 'yaml';
 
@@ -31,7 +32,8 @@ import { parse as parseYaml } from 'yaml';
  */
 
 export const REST_BASE = '/geoserver/rest';
-const VENDOR_DIR = join(import.meta.dirname, '..', '..', '..', '..', 'shared', 'vendor', 'geoserver-rest');
+/** GeoServer's REST documentation among the pinned contracts (services/shared/contracts.ts). */
+const restSpecDir = (): string => dirname(contractPath('geoserver-rest/workspaces.yaml'));
 
 type Schema = {
   $ref?: string;
@@ -99,7 +101,7 @@ interface Route {
 export class RestSpec {
   private readonly routes: Route[] = [];
 
-  constructor(dir = VENDOR_DIR) {
+  constructor(dir = restSpecDir()) {
     for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort()) {
       const doc = parseYaml(readFileSync(join(dir, file), 'utf8')) as SpecFile['doc'];
       const spec: SpecFile = { file, doc };

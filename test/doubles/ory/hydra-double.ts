@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
+import { contractPath } from '../../../services/shared/contracts.js';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { safeEqual } from '../../../services/shared/safe-compare.js';
 import { ContractServer, type DoubleRequest, type DoubleResponse } from './contract-server.js';
@@ -19,7 +19,8 @@ import { TestClock } from './clock.js';
  * `skip: true` unless prompt=login or max_age is exceeded; a remembered consent skips for a subset of scopes.
  */
 
-export const HYDRA_SPEC = fileURLToPath(new URL('../../../../shared/vendor/ory/hydra-v26.2.0/spec__api.json', import.meta.url));
+/** Hydra's OpenAPI document, found through services/shared/contracts (throws naming the remedy when absent). */
+export const hydraSpec = (): string => contractPath('ory/hydra-v26.2.0/spec__api.json');
 const AUTH_COOKIE = 'ory_hydra_session_dev';
 
 type Json = Record<string, unknown>;
@@ -137,7 +138,7 @@ export class HydraDouble {
 
   constructor(private readonly options: HydraDoubleOptions) {
     this.clock = options.clock ?? new TestClock();
-    const contract = new OpenApiContract(HYDRA_SPEC, 'hydra-api');
+    const contract = new OpenApiContract(hydraSpec(), 'hydra-api');
     const errorBody = (status: number, message: string) => ({ error: status === 404 ? 'not_found' : 'invalid_request', error_description: message, status_code: status });
     this.public = new ContractServer('hydra public', contract, (t) => !t.startsWith('/admin/'), errorBody);
     this.admin = new ContractServer('hydra admin', contract, (t) => t.startsWith('/admin/') || t.startsWith('/health/'), errorBody);

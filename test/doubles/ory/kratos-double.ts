@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
+import { contractPath } from '../../../services/shared/contracts.js';
 import { ContractServer, type DoubleRequest, type DoubleResponse } from './contract-server.js';
 import { OpenApiContract } from './openapi-contract.js';
 import { TestClock } from './clock.js';
@@ -14,7 +14,8 @@ import { TestClock } from './clock.js';
  * `refresh`, `aal` and `return_to` checked against the allowed return URLs.
  */
 
-export const KRATOS_SPEC = fileURLToPath(new URL('../../../../shared/vendor/ory/kratos-v26.2.0/spec__api.json', import.meta.url));
+/** Kratos' OpenAPI document, found through services/shared/contracts (throws naming the remedy when absent). */
+export const kratosSpec = (): string => contractPath('ory/kratos-v26.2.0/spec__api.json');
 export const SESSION_COOKIE = 'ory_kratos_session';
 const CSRF_COOKIE = 'csrf_token_kratos';
 
@@ -77,7 +78,7 @@ export class KratosDouble {
 
   constructor(private readonly options: KratosDoubleOptions) {
     this.clock = options.clock ?? new TestClock();
-    const contract = new OpenApiContract(KRATOS_SPEC, 'kratos-api');
+    const contract = new OpenApiContract(kratosSpec(), 'kratos-api');
     this.public = new ContractServer('kratos public', contract, (t) => !t.startsWith('/admin/'), (s, m) => kratosError(s, m));
     this.admin = new ContractServer('kratos admin', contract, (t) => t.startsWith('/admin/') || t.startsWith('/health/'), (s, m) => kratosError(s, m));
     this.public
