@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { binary, lacks, requirements } from '../../../test/helpers/requirements.js';
 
 /**
  * /ogcapi as GDAL sees it: the OAPIF driver of the real ogrinfo and ogr2ogr (Debian gdal-bin) lists the
@@ -13,20 +14,16 @@ import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.
  * CQL2 filter. What it writes into a GeoPackage is compared with what PostGIS holds.
  */
 const run = promisify(execFile);
-const versionText = await run('ogrinfo', ['--version']).then(
-  ({ stdout }) => stdout,
-  () => undefined,
-);
-const available = versionText !== undefined;
-const gdalVersion = (/GDAL (\d+)\.(\d+)/.exec(versionText ?? '') ?? ['', '0', '0']).slice(1).map(Number);
-if (!available) console.log('skipping the GDAL tests of /ogcapi: ogrinfo is not installed (apt-get install gdal-bin)');
+const missing = lacks('the GDAL tests of /ogcapi', requirements.gdal(), binary('ogrinfo', 'apt-get install gdal-bin'));
+const versionText = missing ? '' : (await run('ogrinfo', ['--version'])).stdout;
+const gdalVersion = (/GDAL (\d+)\.(\d+)/.exec(versionText) ?? ['', '0', '0']).slice(1).map(Number);
 
 let db: TestDatabase;
 let api: TestApi;
 let dir: string;
 const SEEDED = 263; // not a multiple of any page size GDAL picks, so the last page is partial
 
-describe.skipIf(!available)('OGC API – Features through GDAL', () => {
+describe.skipIf(missing)('OGC API – Features through GDAL', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     api = await startTestApi(db);
