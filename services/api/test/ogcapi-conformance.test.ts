@@ -87,10 +87,11 @@ describe(`Part 1 Core (${walk(CONFORMANCE.core)})`, () => {
   });
 
   it('/req/core/query-param-unknown, /req/core/query-param-invalid: an unknown or invalid parameter is a 400', async () => {
-    for (const query of ['unknown=1', 'limit=0', 'limit=x', 'bbox=1,2,3', 'datetime=yesterday', 'kategorie=kirche', 'status=gone']) {
+    for (const query of ['unknown=1', 'limit=0', 'limit=x', 'bbox=1,2,3', 'datetime=yesterday', 'datetime=2026-02-30', 'datetime=0000-01-01T00:00:00Z/..', 'kategorie=kirche', 'status=gone']) {
       const response = await get(`${ITEMS}?${query}`);
       expect(response.status, query).toBe(400);
       expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(response.json.code, query).toBe('INVALID_QUERY');
     }
   });
 

@@ -57,6 +57,9 @@ describe('CQL2 text', () => {
     ["updatedAt > TIMESTAMP('gestern')", 22, 'not an RFC 3339 timestamp'],
     ['S_INTERSECTS(geometry, POLYGON((0 0, 1 0, 1 1, 0 0.5)))', 23, 'must be closed'],
     ['S_INTERSECTS(geometry, BBOX(1, 2, 3))', 23, 'BBOX takes 4'],
+    ["updatedAt > TIMESTAMP('2026-02-30T00:00:00Z')", 22, 'not an RFC 3339 timestamp'],
+    ["createdAt = DATE('0000-01-01')", 17, 'not a date'],
+    ["name = 'a\u0000b'", 7, 'NUL'],
   ])('refuses %j with the position %i of the error', (filter, position, message) => {
     const { detail, field } = failure(() => parseCql2Text(filter));
     expect(detail).toContain(`at position ${position}`);

@@ -95,6 +95,8 @@ function tokenize(source: string): Token[] {
         text += source[i];
         i++;
       }
+      // PostgreSQL text cannot hold U+0000: refused here rather than by the database.
+      if (text.includes('\u0000')) throw filterError('a string must not contain NUL characters', { position: start });
       tokens.push({ type: 'string', text, pos: start });
       continue;
     }
@@ -460,7 +462,10 @@ function jsonExpr(node: unknown, path: string, depth: number): Expr {
 }
 
 function jsonScalar(node: unknown, path: string): Scalar {
-  if (typeof node === 'string') return { kind: 'string', value: node };
+  if (typeof node === 'string') {
+    if (node.includes('\u0000')) throw filterError('a string must not contain NUL characters', { path });
+    return { kind: 'string', value: node };
+  }
   if (typeof node === 'number') return { kind: 'number', value: node };
   if (typeof node === 'boolean') return { kind: 'boolean', value: node };
   if (isObject(node)) {
@@ -496,13 +501,22 @@ type Where = { position?: number; path?: string };
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$/i;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
+/** A calendar date that exists (no 30 February) in years 1 to 9999, which PostgreSQL can hold. */
+export function isRealDate(yyyyMmDd: string): boolean {
+  const [y, m, d] = yyyyMmDd.split('-').map(Number) as [number, number, number];
+  if (y < 1 || m < 1 || m > 12 || d < 1) return false;
+  const date = new Date(Date.UTC(2000, m - 1, d));
+  date.setUTCFullYear(y);
+  return date.getUTCFullYear() === y && date.getUTCMonth() === m - 1 && date.getUTCDate() === d;
+}
+
 function checkTimestamp(text: string, where: Where): string {
-  if (!TIMESTAMP.test(text) || Number.isNaN(Date.parse(text))) throw filterError(`${JSON.stringify(text)} is not an RFC 3339 timestamp with a time zone`, where);
+  if (!TIMESTAMP.test(text) || Number.isNaN(Date.parse(text)) || !isRealDate(text.slice(0, 10))) throw filterError(`${JSON.stringify(text)} is not an RFC 3339 timestamp with a time zone`, where);
   return text;
 }
 
 function checkDate(text: string, where: Where): string {
-  if (!DATE.test(text) || Number.isNaN(Date.parse(`${text}T00:00:00Z`)) || new Date(`${text}T00:00:00Z`).toISOString().slice(0, 10) !== text) {
+  if (!DATE.test(text) || !isRealDate(text)) {
     throw filterError(`${JSON.stringify(text)} is not a date YYYY-MM-DD`, where);
   }
   return text;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { AppError } from '../../../shared/errors.js';
 import { BboxSchema, DEFAULT_LIMIT, KATEGORIEN, ListQuerySchema, type Bbox, type Kategorie } from '../../../shared/features/schema.js';
 import { parseOrThrow } from '../http/validate.js';
-import { parseCql2Json, parseCql2Text, type Expr } from './cql2.js';
+import { isRealDate, parseCql2Json, parseCql2Text, type Expr } from './cql2.js';
 import { CRS84, parseCrs, type Crs } from './crs.js';
 import type { CrsBox, TimeInterval } from './queries.js';
 
@@ -109,8 +109,8 @@ export function parseDatetime(value: string): TimeInterval {
   const bound = (text: string, end: boolean): string | undefined => {
     if (text === '' || text === '..') return undefined;
     // As given (PostgreSQL reads RFC 3339): a Date would cut the microseconds updatedAt is stored with.
-    if (INSTANT.test(text) && !Number.isNaN(Date.parse(text))) return text;
-    if (DAY.test(text) && new Date(`${text}T00:00:00Z`).toISOString().startsWith(text)) {
+    if (INSTANT.test(text) && !Number.isNaN(Date.parse(text)) && isRealDate(text.slice(0, 10))) return text;
+    if (DAY.test(text) && isRealDate(text)) {
       return end ? new Date(Date.parse(`${text}T00:00:00Z`) + 86_400_000 - 1).toISOString() : `${text}T00:00:00.000Z`;
     }
     throw invalid('datetime', `${JSON.stringify(text)} is not an RFC 3339 date or date-time with a time zone`);
