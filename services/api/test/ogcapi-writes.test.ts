@@ -188,6 +188,16 @@ describe('updating through /ogcapi (PATCH, JSON merge patch)', () => {
     ]);
   });
 
+  it('leaves a geometry the patch does not touch bit-identical, even with more decimals than are served', async () => {
+    const id = (await create()).json.id as string;
+    await db.pool.query("UPDATE features.features SET geom = ST_SetSRID(ST_MakePoint(13.123456789012344, 52.30000000000000004), 4326) WHERE id = $1::text", [id]);
+    const before = await db.pool.query('SELECT ST_AsEWKB(geom) AS wkb FROM features.features WHERE id = $1::text', [id]);
+    const patched = await api.request('PATCH', `${ITEMS}/${id}`, { token: alice, rawBody: '{"properties":{"name":"Nur der Name"}}', headers: { 'content-type': 'application/merge-patch+json' } });
+    expect(patched.status).toBe(200);
+    const after = await db.pool.query('SELECT ST_AsEWKB(geom) AS wkb FROM features.features WHERE id = $1::text', [id]);
+    expect(after.rows[0].wkb.equals(before.rows[0].wkb)).toBe(true);
+  });
+
   it('answers a stale If-Match with 412 and changes nothing', async () => {
     const id = (await create()).json.id as string;
     await api.request('PUT', `${ITEMS}/${id}`, { token: alice, body: aFeature({ properties: { name: 'Zwei' } }) });

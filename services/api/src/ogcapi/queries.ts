@@ -153,6 +153,15 @@ export function getFeatureIn(id: string, crs: Crs): Query {
   };
 }
 
+/**
+ * The stored geometry at full precision (PostGIS writes the shortest text that reads back as the same
+ * double): the base of a merge patch, so a patch that leaves the geometry out leaves it bit-identical
+ * instead of rounding it to the 9 decimals features are served with.
+ */
+export function exactGeometry(id: string): Query {
+  return { text: `SELECT ST_AsGeoJSON(f.geom, 20) AS "geometryJson" FROM features.features f WHERE f.id = $1::text`, values: [id] };
+}
+
 /** A GeoJSON geometry given in another CRS (a write with Content-Crs), as GeoJSON in storage coordinates. */
 export function geometryToStorage(geometryJson: string, crs: Crs): Query {
   return {

@@ -260,7 +260,10 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     }
     // A patched geometry arrives in the patch's Content-Crs; the current one is in storage coordinates.
     const patch = isRecord(req.body.geometry) ? ((await inStorageCrs(req, { geometry: req.body.geometry })) as Record<string, unknown>) : {};
-    const merged = mergePatch(JSON.parse(current.json), { ...req.body, ...patch });
+    const base = JSON.parse(current.json) as Record<string, unknown>;
+    const exact = await reads.exactGeometry(id);
+    if (exact !== undefined) base.geometry = exact;
+    const merged = mergePatch(base, { ...req.body, ...patch });
     const input = featureInput(collection, merged, id);
     // The patch was applied to this version: a change committed in between makes it stale (412).
     const updated = await features.replace(principalOf(res), id, input, [current.version]);

@@ -3,7 +3,7 @@ import type { Db } from '../db/pool.js';
 import type { Query } from '../features/queries.js';
 import { AppError } from '../../../shared/errors.js';
 import type { Crs } from './crs.js';
-import { filterEvaluationError, geometryToStorage, getFeatureIn, listPage, type OgcListFilter } from './queries.js';
+import { exactGeometry, filterEvaluationError, geometryToStorage, getFeatureIn, listPage, type OgcListFilter } from './queries.js';
 
 /**
  * The reads of /ogcapi. Writes are not here: the routes call the feature API's own service
@@ -37,6 +37,12 @@ export function createOgcReadService(db: Db) {
       const { rows } = await run(db, getFeatureIn(id, crs), false);
       const row = rows[0] as { version: number; kategorie: string; featureJson: string } | undefined;
       return row && { version: row.version, kategorie: row.kategorie, json: row.featureJson };
+    },
+
+    async exactGeometry(id: string): Promise<unknown> {
+      const { rows } = await run(db, exactGeometry(id), false);
+      const row = rows[0] as { geometryJson: string } | undefined;
+      return row && JSON.parse(row.geometryJson);
     },
 
     /** A geometry in a projected CRS transformed to storage coordinates by PostGIS. */
