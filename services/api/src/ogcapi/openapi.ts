@@ -1,7 +1,6 @@
 import { createDocument } from 'zod-openapi';
 import { z } from 'zod';
-import { FeatureSchema, ProblemSchema } from '../../../shared/features/schema.js';
-import { MAX_LIMIT, DEFAULT_LIMIT } from '../../../shared/features/schema.js';
+import { DEFAULT_LIMIT, FeatureSchema, MAX_LIMIT, ProblemSchema } from '../../../shared/features/schema.js';
 import { SUPPORTED_CRS } from './crs.js';
 import { STATUSES } from './params.js';
 
