@@ -14,6 +14,7 @@ import { cors } from './http/cors.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
 import { openApiRoutes } from './openapi.js';
+import { ogcApiRoutes } from './ogcapi/routes.js';
 import { mountQc } from './qc/routes.js';
 import { createQcService } from './qc/service.js';
 import { createUserRecorder, recordingCallers } from './users/recorder.js';
@@ -62,7 +63,7 @@ export function createApp(deps: AppDependencies): Express {
   app.use('/api', cors({ origins: allowedOrigins }));
   if (deps.config.rateLimit.writesPerMinute > 0) {
     app.use(
-      '/api',
+      ['/api', '/ogcapi'], // one budget for changes through either API
       rateLimit({
         windowMs: 60_000,
         limit: deps.config.rateLimit.writesPerMinute,
@@ -82,6 +83,7 @@ export function createApp(deps: AppDependencies): Express {
   app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
   mountQc(app, { service: createQcService(deps.db, { maxAttempts: deps.config.qc?.maxAttempts ?? 12 }), authenticator: deps.authenticator });
   app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db)));
+  app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins }));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));
   return app;

@@ -1,0 +1,306 @@
+import { FEATURE_JSON, listConditions, type Query } from '../features/queries.js';
+import type { Bbox, Kategorie } from '../../../shared/features/schema.js';
+import { AppError } from '../../../shared/errors.js';
+import type { Expr, Scalar, SpatialOperand } from './cql2.js';
+import { filterError } from './cql2.js';
+import { CRS84, type Crs } from './crs.js';
+
+/**
+ * The SQL of /ogcapi. It is the feature API's SQL (features/queries.ts: the same Feature JSON, the same
+ * bbox, kategorie and keyset conditions) plus what only OGC API – Features asks for: datetime on
+ * updatedAt, status, a CQL2 filter, coordinates in another CRS and paging backwards. Every value is a
+ * parameter; property names become columns only through the QUERYABLES table below.
+ */
+
+/** The queryables (Part 3): each maps to one column and one CQL2 type. */
+export const QUERYABLES = {
+  id: { column: 'f.id', type: 'string', description: 'feature identifier' },
+  name: { column: 'f.name', type: 'string', description: 'name, 1 to 255 characters' },
+  kategorie: { column: 'f.kategorie', type: 'string', description: 'friedhof, blumenbeet or denkmal', enum: ['friedhof', 'blumenbeet', 'denkmal'] },
+  adresse: { column: 'f.adresse', type: 'string', description: 'postal address' },
+  telefon: { column: 'f.telefon', type: 'string', description: 'telephone number' },
+  status: { column: 'f.status', type: 'string', description: 'QC status', enum: ['draft', 'in_qc', 'approved', 'rejected'] },
+  version: { column: 'f.version', type: 'number', description: 'version number, also the ETag' },
+  createdBy: { column: 'f.created_by', type: 'string', description: 'user id of the creator' },
+  createdAt: { column: 'f.created_at', type: 'timestamp', description: 'creation time' },
+  updatedBy: { column: 'f.updated_by', type: 'string', description: 'user id of the last editor' },
+  updatedAt: { column: 'f.updated_at', type: 'timestamp', description: 'time of the last change' },
+  geometry: { column: 'f.geom', type: 'geometry', description: 'the geometry (Point, LineString, Polygon or MultiPolygon)' },
+} as const;
+type QueryableName = keyof typeof QUERYABLES;
+type ValueType = 'string' | 'number' | 'boolean' | 'timestamp' | 'date' | 'geometry';
+
+/** A bbox in a CRS other than CRS84: corners as given, in that CRS's axis order. */
+export interface CrsBox {
+  coords: [number, number, number, number];
+  crs: Crs;
+}
+
+export interface TimeInterval {
+  /** Inclusive bounds as RFC 3339 timestamps; undefined is open. */
+  start?: string;
+  end?: string;
+}
+
+export interface OgcListFilter {
+  /** A CRS84 bbox, handled by the feature API's own condition. */
+  bbox?: Bbox;
+  crsBox?: CrsBox;
+  kategorie?: Kategorie;
+  status?: string;
+  datetime?: TimeInterval;
+  filter?: { expr: Expr; crs: Crs };
+  /** Keyset paging: after this id (forwards) or before it (backwards). */
+  after?: string;
+  before?: string;
+  limit: number;
+  crs: Crs;
+}
+
+class Params {
+  constructor(readonly values: unknown[]) {}
+  add(value: unknown, cast: string): string {
+    this.values.push(value);
+    return `$${this.values.length}::${cast}`;
+  }
+}
+
+/**
+ * A Feature as JSON in the requested CRS: the API's Feature JSON, with the geometry replaced when the
+ * CRS is not the storage one (so every property stays exactly what /api/features serves).
+ */
+export function featureJsonIn(crs: Crs, params: Params): string {
+  if (crs === CRS84) return FEATURE_JSON;
+  const geometry = crs.srid === 4326 ? 'ST_FlipCoordinates(f.geom)' : `ST_ForcePolygonCCW(ST_Transform(f.geom, ${params.add(crs.srid, 'int')}))`;
+  // Projected coordinates are metres: 4 decimals is 0.1 mm.
+  const digits = crs.srid === 4326 ? 9 : 4;
+  return `jsonb_set((${FEATURE_JSON})::jsonb, '{geometry}', ST_AsGeoJSON(${geometry}, ${digits})::jsonb)`;
+}
+
+/**
+ * A box as a geometry in storage coordinates. ST_Envelope of the two corners rather than
+ * ST_MakeEnvelope: for a box of zero width or height it is the line or point itself, which intersects
+ * what it touches (ST_MakeEnvelope would make a degenerate polygon that does not).
+ */
+function boxGeometry(coords: readonly number[], crs: Crs, params: Params): string {
+  let [x1, y1, x2, y2] = coords as [number, number, number, number];
+  if (crs.latitudeFirst) [x1, y1, x2, y2] = [y1, x1, y2, x2];
+  const srid = params.add(crs.srid, 'int');
+  const box = `ST_Envelope(ST_MakeLine(ST_SetSRID(ST_MakePoint(${params.add(x1, 'float8')}, ${params.add(y1, 'float8')}), ${srid}), ST_SetSRID(ST_MakePoint(${params.add(x2, 'float8')}, ${params.add(y2, 'float8')}), ${srid})))`;
+  if (crs.srid === 4326) return box;
+  // Densified before the transformation, so the box's edges stay close to straight lines in the source CRS.
+  return `ST_Transform(ST_Segmentize(${box}, greatest(abs(${params.add(x2 - x1, 'float8')}), abs(${params.add(y2 - y1, 'float8')}), 1) / 32), 4326)`;
+}
+
+/** A bbox in CRS84 or another CRS as a condition on f.geom; a CRS84 box may cross the antimeridian. */
+function crsBoxCondition(box: CrsBox, params: Params): string {
+  const [x1, , x2] = box.coords;
+  const lonLat = box.crs.srid === 4326;
+  if (lonLat && !box.crs.latitudeFirst && x1 > x2) {
+    return `(ST_Intersects(f.geom, ${boxGeometry([x1, box.coords[1], 180, box.coords[3]], box.crs, params)}) OR ST_Intersects(f.geom, ${boxGeometry([-180, box.coords[1], x2, box.coords[3]], box.crs, params)}))`;
+  }
+  return `ST_Intersects(f.geom, ${boxGeometry(box.coords, box.crs, params)})`;
+}
+
+export function ogcListConditions(filter: Omit<OgcListFilter, 'limit' | 'crs'>, values: unknown[]): string[] {
+  const conditions = listConditions({ bbox: filter.bbox, kategorie: filter.kategorie, after: filter.after }, values);
+  const params = new Params(values);
+  if (filter.crsBox) conditions.push(crsBoxCondition(filter.crsBox, params));
+  if (filter.before !== undefined) conditions.push(`f.id < ${params.add(filter.before, 'text')}`);
+  if (filter.status !== undefined) conditions.push(`f.status = ${params.add(filter.status, 'text')}`);
+  if (filter.datetime?.start !== undefined) conditions.push(`f.updated_at >= ${params.add(filter.datetime.start, 'timestamptz')}`);
+  if (filter.datetime?.end !== undefined) conditions.push(`f.updated_at <= ${params.add(filter.datetime.end, 'timestamptz')}`);
+  if (filter.filter) conditions.push(new FilterTranslator(params, filter.filter.crs).condition(filter.filter.expr));
+  return conditions;
+}
+
+/**
+ * One page in id order: forwards after a cursor, or backwards before one (fetched in descending order,
+ * returned ascending). One row more than asked tells whether more follow in that direction.
+ */
+export function listPage(filter: OgcListFilter): Query {
+  const values: unknown[] = [];
+  const conditions = ogcListConditions(filter, values);
+  const params = new Params(values);
+  const json = featureJsonIn(filter.crs, params);
+  const limit = params.add(filter.limit, 'int');
+  const direction = filter.before !== undefined ? 'DESC' : 'ASC';
+  return {
+    text: `
+      SELECT
+        count(*) > ${limit} AS "hasMore",
+        min(f.id) FILTER (WHERE f.n <= ${limit}) AS "firstId",
+        max(f.id) FILTER (WHERE f.n <= ${limit}) AS "lastId",
+        (count(*) FILTER (WHERE f.n <= ${limit}))::int AS "count",
+        coalesce(json_agg(${json} ORDER BY f.id) FILTER (WHERE f.n <= ${limit}), '[]'::json)::text AS "featuresJson"
+      FROM (
+        SELECT f.*, row_number() OVER (ORDER BY f.id ${direction}) AS n
+        FROM features.features f
+        ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
+        ORDER BY f.id ${direction}
+        LIMIT ${limit} + 1
+      ) f`,
+    values,
+  };
+}
+
+export function getFeatureIn(id: string, crs: Crs): Query {
+  const values: unknown[] = [id];
+  const json = featureJsonIn(crs, new Params(values));
+  return {
+    text: `SELECT f.version, f.kategorie, (${json})::text AS "featureJson" FROM features.features f WHERE f.id = $1::text`,
+    values,
+  };
+}
+
+/**
+ * The stored geometry at full precision (PostGIS writes the shortest text that reads back as the same
+ * double): the base of a merge patch, so a patch that leaves the geometry out leaves it bit-identical
+ * instead of rounding it to the 9 decimals features are served with.
+ */
+export function exactGeometry(id: string): Query {
+  return { text: `SELECT ST_AsGeoJSON(f.geom, 20) AS "geometryJson" FROM features.features f WHERE f.id = $1::text`, values: [id] };
+}
+
+/** A GeoJSON geometry given in another CRS (a write with Content-Crs), as GeoJSON in storage coordinates. */
+export function geometryToStorage(geometryJson: string, crs: Crs): Query {
+  return {
+    text: `SELECT ST_AsGeoJSON(ST_Transform(ST_SetSRID(ST_GeomFromGeoJSON($1::text), $2::int), 4326), 15) AS "geometryJson"`,
+    values: [geometryJson, crs.srid],
+  };
+}
+
+// --- CQL2 → SQL -----------------------------------------------------------------------------------
+
+class FilterTranslator {
+  constructor(
+    private readonly params: Params,
+    private readonly crs: Crs,
+  ) {}
+
+  condition(expr: Expr): string {
+    switch (expr.kind) {
+      case 'and':
+      case 'or':
+        return `(${expr.args.map((a) => this.condition(a)).join(expr.kind === 'and' ? ' AND ' : ' OR ')})`;
+      case 'not':
+        return `(NOT ${this.condition(expr.arg)})`;
+      case 'literal':
+        return expr.value ? 'TRUE' : 'FALSE';
+      case 'compare': {
+        const [left, right] = this.comparable([expr.left, expr.right], expr.op);
+        return `(${left} ${expr.op} ${right})`;
+      }
+      case 'like': {
+        const [value, pattern] = this.comparable([expr.value, expr.pattern], 'LIKE');
+        if (this.typeOf(expr.value) !== 'string') throw filterError('LIKE compares strings only', {});
+        // CQL2's wildcards are SQL's (% and _), its escape character the backslash, as in PostgreSQL.
+        return `(${value} LIKE ${pattern})`;
+      }
+      case 'between': {
+        const [value, low, high] = this.comparable([expr.value, expr.low, expr.high], 'BETWEEN');
+        if (this.typeOf(expr.value) !== 'number' && this.typeOf(expr.value) !== 'timestamp') throw filterError('BETWEEN compares numbers or timestamps', {});
+        return `(${value} BETWEEN ${low} AND ${high})`;
+      }
+      case 'in': {
+        const [value, ...list] = this.comparable([expr.value, ...expr.list], 'IN');
+        return `(${value} IN (${list.join(', ')}))`;
+      }
+      case 'isNull':
+        return `(${this.scalar(expr.value)} IS NULL)`;
+      case 's_intersects':
+        return `ST_Intersects(${this.spatial(expr.left)}, ${this.spatial(expr.right)})`;
+    }
+  }
+
+  private queryable(name: string): (typeof QUERYABLES)[QueryableName] {
+    if (!Object.hasOwn(QUERYABLES, name)) {
+      throw filterError(`unknown property ${JSON.stringify(name)}; the queryables are ${Object.keys(QUERYABLES).join(', ')}`, {});
+    }
+    return QUERYABLES[name as QueryableName];
+  }
+
+  private typeOf(s: Scalar): ValueType {
+    switch (s.kind) {
+      case 'property':
+        return this.queryable(s.name).type;
+      case 'string':
+        return 'string';
+      case 'number':
+        return 'number';
+      case 'boolean':
+        return 'boolean';
+      case 'timestamp':
+        return 'timestamp';
+      case 'date':
+        return 'date';
+    }
+  }
+
+  /** SQL for operands that must be of one type; a date literal compares with the UTC date of a timestamp. */
+  private comparable(operands: Scalar[], op: string): string[] {
+    const types = operands.map((s) => this.typeOf(s));
+    if (types.includes('geometry')) throw filterError(`${op} does not apply to geometries; use S_INTERSECTS`, {});
+    const temporal = types.every((t) => t === 'timestamp' || t === 'date');
+    const asDate = temporal && types.includes('date');
+    if (!temporal && new Set(types).size > 1) {
+      throw filterError(`${op} compares values of one type, not ${[...new Set(types)].join(' and ')}`, {});
+    }
+    return operands.map((s, i) => {
+      const sql = this.scalar(s);
+      return asDate && types[i] === 'timestamp' ? `((${sql}) AT TIME ZONE 'UTC')::date` : sql;
+    });
+  }
+
+  private scalar(s: Scalar): string {
+    switch (s.kind) {
+      case 'property':
+        return this.queryable(s.name).column;
+      case 'string':
+        return this.params.add(s.value, 'text');
+      case 'number':
+        return this.params.add(s.value, 'float8');
+      case 'boolean':
+        return this.params.add(s.value, 'boolean');
+      case 'timestamp':
+        return this.params.add(s.value, 'timestamptz');
+      case 'date':
+        return this.params.add(s.value, 'date');
+    }
+  }
+
+  private spatial(operand: SpatialOperand): string {
+    switch (operand.kind) {
+      case 'property': {
+        const queryable = this.queryable(operand.name);
+        if (queryable.type !== 'geometry') throw filterError(`S_INTERSECTS needs a geometry, ${operand.name} is a ${queryable.type}`, {});
+        return queryable.column;
+      }
+      case 'bbox':
+        return boxGeometry(operand.coords, this.crs, this.params);
+      case 'geometry': {
+        const geometry = this.crs.latitudeFirst ? flip(operand.geometry) : operand.geometry;
+        const literal = `ST_SetSRID(ST_GeomFromGeoJSON(${this.params.add(JSON.stringify(geometry), 'text')}), ${this.params.add(this.crs.srid, 'int')})`;
+        return this.crs.srid === 4326 ? literal : `ST_Transform(${literal}, 4326)`;
+      }
+    }
+  }
+}
+
+function flip<T extends { coordinates: unknown }>(geometry: T): T {
+  const swap = (c: unknown): unknown => (Array.isArray(c) && typeof c[0] === 'number' ? [c[1], c[0]] : Array.isArray(c) ? c.map(swap) : c);
+  return { ...geometry, coordinates: swap(geometry.coordinates) };
+}
+
+/**
+ * Errors PostGIS raises for a filter it cannot evaluate (a geometry outside a projection's domain, a
+ * self-intersecting literal) are the caller's, not the server's: 400, not 500.
+ */
+export function filterEvaluationError(error: unknown): AppError | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === 'XX000' || code === '22023' || code === '22P02' || code === '22000') {
+    const message = error instanceof Error ? error.message : 'the database could not evaluate it';
+    return filterError(`PostGIS could not evaluate it: ${message}`, {});
+  }
+  return undefined;
+}

@@ -1,0 +1,516 @@
+import express, { Router, type Request, type RequestHandler, type Response } from 'express';
+import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
+import { can } from '../auth/permissions.js';
+import type { Db } from '../db/pool.js';
+import { etagOf, parseIfMatch, createFeatureService } from '../features/service.js';
+import { BODY_LIMIT_BYTES } from '../http/body.js';
+import { cors } from '../http/cors.js';
+import { originCheckForCookieWrites } from '../http/csrf.js';
+import { parseOrThrow } from '../http/validate.js';
+import { AppError } from '../../../shared/errors.js';
+import { FeatureSchema, KATEGORIEN, type FeatureInput, type Kategorie } from '../../../shared/features/schema.js';
+import type { Authenticator } from '../../../shared/principal.js';
+import { CONFORMS_TO } from './conformance.js';
+import { CRS84, SUPPORTED_CRS, contentCrsHeader, parseCrs, type Crs } from './crs.js';
+import * as html from './html.js';
+import type { Link } from './html.js';
+import { buildOgcOpenApiDocument } from './openapi.js';
+import { ITEMS_PARAMETERS, ITEM_PARAMETERS, encodeCursor, parseFormat, parseItemsQuery, singleValues, type Format } from './params.js';
+import { QUERYABLES } from './queries.js';
+import { createOgcReadService } from './service.js';
+
+/**
+ * OGC API – Features (Parts 1–4) at /ogcapi over the feature API's data. Reads go through
+ * ogcapi/service.ts (the feature API's Feature JSON and conditions, plus CRS, datetime and CQL2);
+ * writes call the feature API's service itself, so roles, If-Match, QC and history are one code path.
+ *
+ * Collections: `features` holds every feature; `friedhof`, `blumenbeet` and `denkmal` one kategorie
+ * each. Everyone may read (the guest's `read` permission, as on /api/features).
+ */
+
+const GEOJSON = 'application/geo+json';
+const JSON_TYPE = 'application/json';
+const HTML_TYPE = 'text/html';
+const OPENAPI_TYPE = 'application/vnd.oai.openapi+json;version=3.0';
+const MERGE_PATCH = 'application/merge-patch+json';
+const WRITE_TYPES = [JSON_TYPE, GEOJSON];
+
+interface Collection {
+  id: string;
+  title: string;
+  description: string;
+  kategorie?: Kategorie;
+}
+
+const TITLES: Record<Kategorie, string> = { friedhof: 'Friedhöfe', blumenbeet: 'Blumenbeete', denkmal: 'Denkmäler' };
+export const COLLECTIONS: readonly Collection[] = [
+  { id: 'features', title: 'Alle Features', description: 'Every mapped feature: cemeteries, flower beds and monuments.' },
+  ...KATEGORIEN.map((k) => ({ id: k, title: TITLES[k], description: `Features of kategorie ${k}.`, kategorie: k })),
+];
+
+export interface OgcApiOptions {
+  db: Db;
+  authenticator: Authenticator;
+  /** CORS_ORIGINS, as for /api. */
+  origins: readonly string[];
+}
+
+export function ogcApiRoutes(options: OgcApiOptions): Router {
+  const router = Router();
+  const reads = createOgcReadService(options.db);
+  const features = createFeatureService(options.db);
+
+  router.use((_req, res, next) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    next();
+  });
+  router.use(cors({ origins: options.origins }), authenticate(options.authenticator), originCheckForCookieWrites({ origins: options.origins }));
+
+  router.get('/', requirePermission('read', 'read features'), (req, res) => {
+    const { format } = formatOnly(req);
+    const base = baseUrl(req);
+    const doc = {
+      title: 'OGC API – Features',
+      description: 'Mapped features of the city (friedhof, blumenbeet, denkmal) as OGC API – Features: read, filter with CQL2, choose a CRS, and edit with a token.',
+      links: [
+        ...selfAndAlternate(`${base}/`, format, JSON_TYPE),
+        { rel: 'service-desc', href: `${base}/api`, type: OPENAPI_TYPE, title: 'the API definition (OpenAPI 3.0)' },
+        { rel: 'service-doc', href: `${base}/api?f=html`, type: HTML_TYPE, title: 'the API definition as HTML' },
+        { rel: 'conformance', href: `${base}/conformance`, type: JSON_TYPE, title: 'conformance classes' },
+        { rel: 'http://www.opengis.net/def/rel/ogc/1.0/conformance', href: `${base}/conformance`, type: JSON_TYPE, title: 'conformance classes' },
+        { rel: 'data', href: `${base}/collections`, type: JSON_TYPE, title: 'collections' },
+        { rel: 'http://www.opengis.net/def/rel/ogc/1.0/data', href: `${base}/collections`, type: JSON_TYPE, title: 'collections' },
+      ],
+    };
+    if (format === 'html') return sendHtml(res, html.landingHtml(doc, home(base)));
+    res.type(JSON_TYPE).send(JSON.stringify(doc));
+  });
+
+  router.get('/conformance', requirePermission('read', 'read features'), (req, res) => {
+    const { format } = formatOnly(req);
+    if (format === 'html') return sendHtml(res, html.conformanceHtml(CONFORMS_TO, home(baseUrl(req))));
+    res.type(JSON_TYPE).send(JSON.stringify({ conformsTo: CONFORMS_TO }));
+  });
+
+  router.get('/api', requirePermission('read', 'read features'), (req, res) => {
+    const { format } = formatOnly(req);
+    const base = baseUrl(req);
+    if (format === 'html') {
+      return sendHtml(res, html.landingHtml({ title: 'API-Definition', description: 'The OpenAPI 3.0 definition of this service.', links: [{ rel: 'service-desc', href: `${base}/api?f=json`, type: OPENAPI_TYPE, title: 'OpenAPI 3.0 (JSON)' }] }, home(base)));
+    }
+    res.type(OPENAPI_TYPE).send(JSON.stringify(buildOgcOpenApiDocument(base)));
+  });
+
+  router.get('/collections', requirePermission('read', 'read features'), (req, res) => {
+    const { format } = formatOnly(req);
+    const base = baseUrl(req);
+    const views = COLLECTIONS.map((c) => collectionView(base, c));
+    if (format === 'html') return sendHtml(res, html.collectionsHtml(views, home(base)));
+    res.type(JSON_TYPE).send(JSON.stringify({ links: selfAndAlternate(`${base}/collections`, format, JSON_TYPE), collections: views.map(collectionJson) }));
+  });
+
+  router.get('/collections/:collectionId', requirePermission('read', 'read features'), (req, res) => {
+    const collection = collectionOf(req);
+    // GDAL's OAPIF driver sends the query of a URL like …/collections/{id}?crs=… to the collection too:
+    // the items parameters are accepted here (and ignored).
+    const { format } = formatOnly(req, ITEMS_PARAMETERS);
+    const base = baseUrl(req);
+    const view = collectionView(base, collection);
+    if (format === 'html') return sendHtml(res, html.collectionHtml(view, home(base), { rel: 'data', href: `${base}/collections?f=html`, title: 'Sammlungen' }));
+    res.type(JSON_TYPE).send(JSON.stringify(collectionJson(view)));
+  });
+
+  router.get('/collections/:collectionId/queryables', requirePermission('read', 'read features'), (req, res) => {
+    const collection = collectionOf(req);
+    const { format } = formatOnly(req);
+    const base = baseUrl(req);
+    const properties = Object.fromEntries(
+      Object.entries(QUERYABLES).map(([name, q]) => {
+        const schema: Record<string, unknown> =
+          q.type === 'geometry' ? { format: 'geometry-any' } : q.type === 'timestamp' ? { type: 'string', format: 'date-time' } : q.type === 'number' ? { type: 'integer' } : { type: 'string' };
+        if ('enum' in q) schema.enum = q.enum;
+        return [name, { title: name, description: q.description, ...schema }];
+      }),
+    );
+    const doc = {
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      $id: `${base}/collections/${collection.id}/queryables`,
+      type: 'object',
+      title: collection.title,
+      properties,
+      additionalProperties: false,
+    };
+    if (format === 'html') {
+      const links = Object.entries(properties).map(([name, p]) => ({ rel: 'queryable', href: `#${name}`, title: `${name} – ${(p as { description: string }).description}` }));
+      return sendHtml(res, html.landingHtml({ title: `Queryables: ${collection.title}`, description: 'Properties a CQL2 filter may use.', links }, home(base)));
+    }
+    res.type('application/schema+json').send(JSON.stringify(doc));
+  });
+
+  router.get('/collections/:collectionId/items', requirePermission('read', 'read features'), async (req, res) => {
+    const collection = collectionOf(req);
+    const query = parseItemsQuery(req.query as Record<string, unknown>);
+    const format = negotiate(req, query.format);
+    const base = baseUrl(req);
+    const itemsUrl = `${base}/collections/${collection.id}/items`;
+    // A kategorie parameter on a kategorie's own collection: both must hold.
+    const contradictory = collection.kategorie !== undefined && query.kategorie !== undefined && query.kategorie !== collection.kategorie;
+    const cursor = query.cursor;
+    const page = contradictory
+      ? { featuresJson: '[]', count: 0, firstId: null, lastId: null, hasMore: false }
+      : await reads.list({
+          bbox: query.bbox,
+          crsBox: query.crsBox,
+          kategorie: collection.kategorie ?? query.kategorie,
+          status: query.status,
+          datetime: query.datetime,
+          filter: query.filter,
+          after: cursor && 'after' in cursor ? cursor.after : undefined,
+          before: cursor && 'before' in cursor ? cursor.before : undefined,
+          limit: query.limit,
+          crs: query.crs,
+        });
+    const backwards = cursor !== undefined && 'before' in cursor;
+    const links: Link[] = [...selfAndAlternate(withParams(req, itemsUrl, {}), format, GEOJSON)];
+    const pageType = format === 'html' ? HTML_TYPE : GEOJSON;
+    const hasNext = backwards ? page.lastId !== null : page.hasMore && page.lastId !== null;
+    const hasPrev = backwards ? page.hasMore && page.firstId !== null : cursor !== undefined && page.firstId !== null;
+    if (hasNext) links.push({ rel: 'next', href: withParams(req, itemsUrl, { cursor: encodeCursor('after', page.lastId!) }), type: pageType, title: 'next page' });
+    if (hasPrev) links.push({ rel: 'prev', href: withParams(req, itemsUrl, { cursor: encodeCursor('before', page.firstId!) }), type: pageType, title: 'previous page' });
+    links.push({ rel: 'collection', href: `${base}/collections/${collection.id}`, type: JSON_TYPE, title: collection.title });
+    res.setHeader('Content-Crs', contentCrsHeader(query.crs));
+    res.setHeader('Link', links.filter((l) => l.rel === 'next' || l.rel === 'prev').map((l) => `<${l.href}>; rel="${l.rel}"`).join(', ') || `<${links[0]!.href}>; rel="self"`);
+    if (format === 'html') {
+      const items = JSON.parse(page.featuresJson) as Array<{ id: string; geometry: { type: string }; properties: Record<string, unknown> }>;
+      const trail = [home(base), { rel: 'data', href: `${base}/collections?f=html`, title: 'Sammlungen' }, { rel: 'collection', href: `${base}/collections/${collection.id}?f=html`, title: collection.title }];
+      return sendHtml(res, html.itemsHtml(collection.title, items, links, (id) => `${itemsUrl}/${encodeURIComponent(id)}?f=html`, trail));
+    }
+    // numberMatched only when it costs nothing: the whole result fits on this first page.
+    const matched = cursor === undefined && !page.hasMore ? `"numberMatched":${page.count},` : '';
+    const head = `{"type":"FeatureCollection","timeStamp":${JSON.stringify(new Date().toISOString())},${matched}"numberReturned":${page.count},"links":${JSON.stringify(links)},"features":`;
+    res.type(GEOJSON);
+    res.setHeader('Content-Length', Buffer.byteLength(head) + Buffer.byteLength(page.featuresJson) + 1);
+    res.write(head);
+    res.write(page.featuresJson);
+    res.end('}');
+  });
+
+  router.get('/collections/:collectionId/items/:featureId', requirePermission('read', 'read features'), async (req, res) => {
+    const collection = collectionOf(req);
+    const q = singleValues(req.query as Record<string, unknown>, ITEM_PARAMETERS);
+    const format = negotiate(req, parseFormat(q.f));
+    const crs = parseCrs(q.crs, 'crs');
+    const id = featureIdOf(req);
+    const found = await reads.get(id, crs);
+    if (!found || !belongs(collection, found.kategorie)) throw notFound(id, collection);
+    const base = baseUrl(req);
+    const itemUrl = `${base}/collections/${collection.id}/items/${encodeURIComponent(id)}`;
+    const links: Link[] = [
+      ...selfAndAlternate(withParams(req, itemUrl, {}), format, GEOJSON),
+      { rel: 'collection', href: `${base}/collections/${collection.id}`, type: JSON_TYPE, title: collection.title },
+    ];
+    const feature = JSON.parse(found.json) as { id: string; geometry: { type: string }; properties: Record<string, unknown> };
+    res.setHeader('ETag', etagOf(found.version));
+    res.setHeader('Cache-Control', 'no-cache');
+    res.setHeader('Content-Crs', contentCrsHeader(crs));
+    if (format === 'html') {
+      const trail = [home(base), { rel: 'collection', href: `${base}/collections/${collection.id}/items?f=html`, title: collection.title }];
+      return sendHtml(res, html.itemHtml(feature, links, trail));
+    }
+    res.type(GEOJSON).send(JSON.stringify({ ...feature, links }));
+  });
+
+  // --- Part 4: create, replace, update, delete --------------------------------------------------
+
+  router.post('/collections/:collectionId/items', requirePermission('create', 'create features'), ...body(WRITE_TYPES), async (req, res) => {
+    const collection = collectionOf(req);
+    const input = featureInput(collection, await inStorageCrs(req, req.body));
+    const created = await features.create(principalOf(res), input);
+    const base = baseUrl(req);
+    res
+      .status(201)
+      .location(`${base}/collections/${collection.id}/items/${encodeURIComponent(created.id)}`)
+      .setHeader('ETag', etagOf(created.version))
+      .setHeader('Content-Crs', contentCrsHeader(CRS84))
+      .type(GEOJSON)
+      .send(created.json);
+  });
+
+  router.put('/collections/:collectionId/items/:featureId', requirePermission('update:own', 'update features'), ...body(WRITE_TYPES), async (req, res) => {
+    const collection = collectionOf(req);
+    const id = featureIdOf(req);
+    await assertInCollection(collection, id);
+    const input = featureInput(collection, await inStorageCrs(req, req.body), id);
+    const updated = await features.replace(principalOf(res), id, input, parseIfMatch(req.get('if-match')));
+    res.setHeader('ETag', etagOf(updated.version)).setHeader('Content-Crs', contentCrsHeader(CRS84)).type(GEOJSON).send(updated.json);
+  });
+
+  router.patch('/collections/:collectionId/items/:featureId', requirePermission('update:own', 'update features'), ...body([MERGE_PATCH, ...WRITE_TYPES]), async (req, res) => {
+    const collection = collectionOf(req);
+    const id = featureIdOf(req);
+    contentCrsOf(req); // an unsupported Content-Crs is refused before anything is read
+    if (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
+      throw new AppError('VALIDATION_FAILED', 'a merge patch must be a JSON object', { fields: [{ field: '(body)', message: 'must be a JSON object' }] });
+    }
+    const current = await features.get(id);
+    if (!belongs(collection, (JSON.parse(current.json) as { properties: { kategorie: string } }).properties.kategorie)) throw notFound(id, collection);
+    const expected = parseIfMatch(req.get('if-match'));
+    if (expected !== undefined && expected !== '*' && !expected.includes(current.version)) {
+      throw new AppError('PRECONDITION_FAILED', `the feature is at version ${current.version}; fetch it again and reapply your change`, { headers: { ETag: etagOf(current.version) } });
+    }
+    // A patched geometry arrives in the patch's Content-Crs; the current one is in storage coordinates.
+    const patch = isRecord(req.body.geometry) ? ((await inStorageCrs(req, { geometry: req.body.geometry })) as Record<string, unknown>) : {};
+    const base = JSON.parse(current.json) as Record<string, unknown>;
+    const exact = await reads.exactGeometry(id);
+    if (exact !== undefined) base.geometry = exact;
+    const merged = mergePatch(base, { ...req.body, ...patch });
+    const input = featureInput(collection, merged, id);
+    // The patch was applied to this version: a change committed in between makes it stale (412).
+    const updated = await features.replace(principalOf(res), id, input, [current.version]);
+    res.setHeader('ETag', etagOf(updated.version)).setHeader('Content-Crs', contentCrsHeader(CRS84)).type(GEOJSON).send(updated.json);
+  });
+
+  router.delete('/collections/:collectionId/items/:featureId', requirePermission('delete', 'delete features'), async (req, res) => {
+    const collection = collectionOf(req);
+    const id = featureIdOf(req);
+    await assertInCollection(collection, id);
+    await features.remove(principalOf(res), id, parseIfMatch(req.get('if-match')));
+    res.status(204).end();
+  });
+
+  // OPTIONS announces what this caller may do here: QGIS enables editing when POST/PUT/DELETE are listed.
+  router.options('/collections/:collectionId/items', (req, res) => {
+    collectionOf(req);
+    const principal = principalOf(res);
+    res.setHeader('Allow', ['GET', 'HEAD', ...(can(principal, 'create') ? ['POST'] : []), 'OPTIONS'].join(', '));
+    res.status(204).end();
+  });
+  router.options('/collections/:collectionId/items/:featureId', (req, res) => {
+    collectionOf(req);
+    const principal = principalOf(res);
+    const mayUpdate = can(principal, 'update') || can(principal, 'update:own');
+    res.setHeader('Allow', ['GET', 'HEAD', ...(mayUpdate ? ['PUT', 'PATCH'] : []), ...(can(principal, 'delete') ? ['DELETE'] : []), 'OPTIONS'].join(', '));
+    res.status(204).end();
+  });
+
+  const allowed: Record<string, string> = {
+    '/collections/:collectionId/items': 'GET, HEAD, POST, OPTIONS',
+    '/collections/:collectionId/items/:featureId': 'GET, HEAD, PUT, PATCH, DELETE, OPTIONS',
+  };
+  for (const [path, allow] of Object.entries(allowed)) {
+    router.all(path, (req, res) => {
+      res.setHeader('Allow', allow);
+      throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: ${allow}`);
+    });
+  }
+  router.all(['/', '/conformance', '/api', '/collections', '/collections/:collectionId', '/collections/:collectionId/queryables'], (req, res) => {
+    res.setHeader('Allow', 'GET, HEAD');
+    throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: GET, HEAD`);
+  });
+
+  return router;
+
+  /**
+   * The body in storage coordinates: a geometry sent in EPSG:4326 (latitude first) is flipped, one in
+   * a projected CRS transformed by PostGIS; then the feature API's validation applies as for CRS84.
+   */
+  async function inStorageCrs(req: Request, body: unknown): Promise<unknown> {
+    const crs = contentCrsOf(req);
+    if (crs === CRS84 || !isRecord(body) || !isRecord(body.geometry)) return body;
+    if (crs.latitudeFirst) return { ...body, geometry: { ...body.geometry, coordinates: flipAxes(body.geometry.coordinates) } };
+    return { ...body, geometry: await reads.geometryToStorage(body.geometry, crs) };
+  }
+
+  async function assertInCollection(collection: Collection, id: string): Promise<void> {
+    if (collection.kategorie === undefined) return;
+    const found = await reads.get(id, CRS84);
+    if (!found || !belongs(collection, found.kategorie)) throw notFound(id, collection);
+  }
+}
+
+// --- helpers --------------------------------------------------------------------------------------
+
+function collectionOf(req: Request): Collection {
+  const id = req.params.collectionId as string;
+  const collection = COLLECTIONS.find((c) => c.id === id);
+  if (!collection) throw new AppError('NOT_FOUND', `no collection ${id}; the collections are ${COLLECTIONS.map((c) => c.id).join(', ')}`);
+  return collection;
+}
+
+function belongs(collection: Collection, kategorie: string): boolean {
+  return collection.kategorie === undefined || collection.kategorie === kategorie;
+}
+
+function notFound(id: string, collection: Collection): AppError {
+  return new AppError('FEATURE_NOT_FOUND', `no feature with id ${id} in collection ${collection.id}`);
+}
+
+function featureIdOf(req: Request): string {
+  const id = req.params.featureId as string;
+  if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
+  return id;
+}
+
+/**
+ * The feature of a write, validated by the feature API's schema. In a kategorie's collection a missing
+ * kategorie is that one (a client may leave it out there), a different one is refused.
+ */
+function featureInput(collection: Collection, body: unknown, pathId?: string): FeatureInput {
+  let candidate = asSentByGisClients(body, pathId);
+  if (collection.kategorie !== undefined && isRecord(body) && isRecord(body.properties) && body.properties.kategorie === undefined) {
+    candidate = { ...body, properties: { ...body.properties, kategorie: collection.kategorie } };
+  }
+  const input = parseOrThrow(FeatureSchema, candidate, 'VALIDATION_FAILED', 'feature');
+  if (collection.kategorie !== undefined && input.properties.kategorie !== collection.kategorie) {
+    throw new AppError('VALIDATION_FAILED', `invalid feature: properties.kategorie: must be ${collection.kategorie} in this collection`, {
+      fields: [{ field: 'properties.kategorie', message: `must be ${collection.kategorie} in this collection` }],
+    });
+  }
+  return input;
+}
+
+const SERVER_MAINTAINED = ['status', 'version', 'createdBy', 'createdAt', 'updatedBy', 'updatedAt'];
+
+/**
+ * What desktop GIS clients send, reduced to what the feature schema reads. QGIS writes every field of
+ * the layer: the server-maintained ones (null on a new feature, reformatted dates on an edit) and an
+ * `id` field it derived from the feature id. Server-maintained members are ignored anyway (the schema
+ * accepts them only so a fetched feature can be sent back), so they are dropped here; `properties.id`
+ * is the feature id, and must agree with the URL's or the body's.
+ */
+function asSentByGisClients(body: unknown, pathId: string | undefined): unknown {
+  if (!isRecord(body) || !isRecord(body.properties)) return body;
+  const properties = { ...body.properties };
+  for (const key of SERVER_MAINTAINED) delete properties[key];
+  const result: Record<string, unknown> = { ...body, properties };
+  if ('id' in properties) {
+    const propertyId = properties.id;
+    delete properties.id;
+    if (typeof propertyId === 'string' || typeof propertyId === 'number') {
+      const id = String(propertyId);
+      const expected = pathId ?? (typeof body.id === 'string' ? body.id : undefined);
+      if (expected !== undefined && expected !== id) {
+        throw new AppError('VALIDATION_FAILED', `invalid feature: properties.id: must equal the feature id (${expected})`, { fields: [{ field: 'properties.id', message: `must equal the feature id (${expected})` }] });
+      }
+      if (pathId === undefined && body.id === undefined) result.id = id;
+    }
+  }
+  return result;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** RFC 7396 JSON Merge Patch: objects merge member by member, null removes, anything else replaces. */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (!isRecord(patch)) return patch;
+  const result: Record<string, unknown> = isRecord(target) ? { ...target } : {};
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) delete result[key];
+    else result[key] = mergePatch(result[key], value);
+  }
+  return result;
+}
+
+/** The CRS of a request body (Part 4 with Part 2): its Content-Crs header, CRS84 without one. */
+function contentCrsOf(req: Request): Crs {
+  const header = req.get('content-crs');
+  return header === undefined ? CRS84 : parseCrs(header.trim().replace(/^<(.*)>$/, '$1'), 'Content-Crs');
+}
+
+/** Swap the two axes of every position (EPSG:4326 is latitude first, storage longitude first). */
+function flipAxes(coordinates: unknown): unknown {
+  if (!Array.isArray(coordinates)) return coordinates;
+  if (coordinates.length === 2 && typeof coordinates[0] === 'number' && typeof coordinates[1] === 'number') return [coordinates[1], coordinates[0]];
+  return coordinates.map(flipAxes);
+}
+
+/** JSON bodies (1 MiB, strict) for the media types given; anything else is 415 before reading. */
+function body(types: string[]): RequestHandler[] {
+  const requireType: RequestHandler = (req, _res, next) => {
+    if (req.is(types)) return next();
+    const hasBody = req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
+    if (!hasBody) return next(new AppError('VALIDATION_FAILED', 'a JSON request body is required', { fields: [{ field: '(body)', message: 'is required' }] }));
+    next(new AppError('UNSUPPORTED_MEDIA_TYPE', `Content-Type must be ${types.join(' or ')}, not ${req.get('content-type') ?? '(none)'}`, { headers: { 'Accept-Patch': MERGE_PATCH, 'Accept-Post': WRITE_TYPES.join(', ') } }));
+  };
+  return [requireType, express.json({ limit: BODY_LIMIT_BYTES, type: types, strict: true })];
+}
+
+/**
+ * The public base of /ogcapi for links: the scheme from X-Forwarded-Proto when a proxy (Caddy) set it,
+ * the host the client asked for.
+ */
+function baseUrl(req: Request): string {
+  const forwarded = req.get('x-forwarded-proto')?.split(',')[0]?.trim();
+  const scheme = forwarded === 'https' || forwarded === 'http' ? forwarded : req.protocol;
+  return `${scheme}://${req.get('host') ?? 'localhost'}${req.baseUrl}`;
+}
+
+function home(base: string): Link {
+  return { rel: 'home', href: `${base}/?f=html`, title: 'OGC API – Features' };
+}
+
+/** f= wins; otherwise the Accept header (browsers ask for text/html first); machines get JSON. */
+function negotiate(req: Request, format: Format | undefined): Format {
+  if (format) return format;
+  return req.accepts([GEOJSON, JSON_TYPE, HTML_TYPE]) === HTML_TYPE ? 'html' : 'json';
+}
+
+function formatOnly(req: Request, known: readonly string[] = ['f']): { format: Format } {
+  const q = singleValues(req.query as Record<string, unknown>, known);
+  return { format: negotiate(req, parseFormat(q.f)) };
+}
+
+function selfAndAlternate(url: string, format: Format, jsonType: string): Link[] {
+  const as = (f: Format) => {
+    const u = new URL(url);
+    u.searchParams.set('f', f);
+    return u.toString();
+  };
+  const jsonLink = { href: as('json'), type: jsonType };
+  const htmlLink = { href: as('html'), type: HTML_TYPE };
+  return format === 'html'
+    ? [{ rel: 'self', ...htmlLink, title: 'this document' }, { rel: 'alternate', ...jsonLink, title: 'this document as JSON' }]
+    : [{ rel: 'self', ...jsonLink, title: 'this document' }, { rel: 'alternate', ...htmlLink, title: 'this document as HTML' }];
+}
+
+/** This request's URL on another base path, with some parameters replaced. */
+function withParams(req: Request, url: string, replace: Record<string, string>): string {
+  const original = new URL(req.originalUrl, 'http://localhost');
+  const result = new URL(url);
+  original.searchParams.forEach((value, key) => result.searchParams.set(key, value));
+  for (const [key, value] of Object.entries(replace)) result.searchParams.set(key, value);
+  return result.toString();
+}
+
+function collectionView(base: string, c: Collection): html.CollectionView {
+  return {
+    id: c.id,
+    title: c.title,
+    description: c.description,
+    crs: SUPPORTED_CRS.map((x) => x.uri),
+    links: [
+      { rel: 'self', href: `${base}/collections/${c.id}`, type: JSON_TYPE, title: c.title },
+      { rel: 'alternate', href: `${base}/collections/${c.id}?f=html`, type: HTML_TYPE, title: `${c.title} as HTML` },
+      { rel: 'items', href: `${base}/collections/${c.id}/items`, type: GEOJSON, title: 'the features' },
+      { rel: 'items', href: `${base}/collections/${c.id}/items?f=html`, type: HTML_TYPE, title: 'the features as HTML' },
+      { rel: 'http://www.opengis.net/def/rel/ogc/1.0/queryables', href: `${base}/collections/${c.id}/queryables`, type: 'application/schema+json', title: 'queryables for filters' },
+    ],
+  };
+}
+
+function collectionJson(view: html.CollectionView) {
+  return {
+    id: view.id,
+    title: view.title,
+    description: view.description,
+    links: view.links,
+    extent: { spatial: { bbox: [[-180, -90, 180, 90]], crs: CRS84.uri } },
+    itemType: 'feature',
+    crs: view.crs,
+    storageCrs: CRS84.uri,
+  };
+}
+
+function sendHtml(res: Response, page: string): void {
+  res.type('text/html; charset=utf-8').send(page);
+}

@@ -1,0 +1,78 @@
+import { fromDatabaseError } from '../db/errors.js';
+import type { Db } from '../db/pool.js';
+import type { Query } from '../features/queries.js';
+import { AppError } from '../../../shared/errors.js';
+import type { Crs } from './crs.js';
+import { exactGeometry, filterEvaluationError, geometryToStorage, getFeatureIn, listPage, type OgcListFilter } from './queries.js';
+
+/**
+ * The reads of /ogcapi. Writes are not here: the routes call the feature API's own service
+ * (features/service.ts), so roles, If-Match, the QC rules and the history are the same code.
+ */
+
+export interface OgcPage {
+  featuresJson: string;
+  count: number;
+  firstId: string | null;
+  lastId: string | null;
+  /** More features follow in the direction of the request (after: forwards, before: backwards). */
+  hasMore: boolean;
+}
+
+export interface OgcFeature {
+  version: number;
+  kategorie: string;
+  json: string;
+}
+
+export function createOgcReadService(db: Db) {
+  return {
+    async list(filter: OgcListFilter): Promise<OgcPage> {
+      const { rows } = await run(db, listPage(filter), filter.filter !== undefined);
+      const row = rows[0] as { hasMore: boolean; firstId: string | null; lastId: string | null; count: number; featuresJson: string };
+      return row;
+    },
+
+    async get(id: string, crs: Crs): Promise<OgcFeature | undefined> {
+      const { rows } = await run(db, getFeatureIn(id, crs), false);
+      const row = rows[0] as { version: number; kategorie: string; featureJson: string } | undefined;
+      return row && { version: row.version, kategorie: row.kategorie, json: row.featureJson };
+    },
+
+    async exactGeometry(id: string): Promise<unknown> {
+      const { rows } = await run(db, exactGeometry(id), false);
+      const row = rows[0] as { geometryJson: string } | undefined;
+      return row && JSON.parse(row.geometryJson);
+    },
+
+    /** A geometry in a projected CRS transformed to storage coordinates by PostGIS. */
+    async geometryToStorage(geometry: unknown, crs: Crs): Promise<unknown> {
+      try {
+        const query = geometryToStorage(JSON.stringify(geometry), crs);
+        const { rows } = await db.query(query.text, query.values);
+        return JSON.parse((rows[0] as { geometryJson: string }).geometryJson);
+      } catch (error) {
+        const unavailable = fromDatabaseError(error);
+        if (unavailable?.statusCode === 503) throw unavailable;
+        throw new AppError('VALIDATION_FAILED', `invalid feature: geometry: is not a geometry PostGIS can transform from ${crs.uri}`, {
+          fields: [{ field: 'geometry', message: `is not a geometry PostGIS can transform from ${crs.uri}` }],
+          cause: error,
+        });
+      }
+    },
+  };
+}
+
+export type OgcReadService = ReturnType<typeof createOgcReadService>;
+
+async function run(db: Db, query: Query, hasFilter: boolean) {
+  try {
+    return await db.query(query.text, query.values);
+  } catch (error) {
+    const mapped = (hasFilter ? filterEvaluationError(error) : undefined) ?? fromDatabaseError(error);
+    if (mapped) throw mapped;
+    // A transformation PostGIS cannot do (a coordinate outside the projection's domain) is the request's fault.
+    if ((error as { code?: unknown }).code === 'XX000') throw new AppError('INVALID_QUERY', 'the coordinates could not be transformed into the requested CRS', { statusCode: 400, cause: error });
+    throw error;
+  }
+}
