@@ -1,10 +1,11 @@
-import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as oidc from 'openid-client';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contractViolations, startIdentityStack, type IdentityStack } from './harness.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
+
 
 /**
  * The sign-in as a person does it: a real Chromium follows Hydra's redirects to our login page, types
@@ -14,12 +15,11 @@ import { contractViolations, startIdentityStack, type IdentityStack } from './ha
  * Kratos and Hydra are the contract-checked doubles.
  */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const available = existsSync(CHROMIUM);
-if (!available) console.log(`skipping the browser sign-in test: no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`);
+const MISSING = lacks('the browser sign-in test', requirements.chromium(), requirements.contracts());
 
 const CALLBACK = 'http://127.0.0.1:9/callback';
 
-describe.skipIf(!available)('signing in with a real browser', () => {
+describe.skipIf(MISSING)('signing in with a real browser', () => {
   let stack: IdentityStack;
   let browser: Browser;
 

@@ -4,6 +4,9 @@ import { ContractServer } from '../../test/doubles/ory/contract-server.js';
 import { hydraSpec, HydraDouble } from '../../test/doubles/ory/hydra-double.js';
 import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
 import { OpenApiContract } from '../../test/doubles/ory/openapi-contract.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
+
+const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());
 
 /**
  * The doubles are only worth something if they refuse what the real services refuse. These tests send
@@ -13,10 +16,12 @@ import { OpenApiContract } from '../../test/doubles/ory/openapi-contract.js';
 let kratos: KratosDouble;
 let hydra: HydraDouble;
 beforeAll(async () => {
+  if (MISSING) return;
   kratos = await new KratosDouble({ loginUiUrl: 'http://127.0.0.1:9/login', allowedReturnUrls: ['http://127.0.0.1:9'] }).start();
   hydra = await new HydraDouble({ loginUrl: 'http://x/login', consentUrl: 'http://x/consent', logoutUrl: 'http://x/logout', postLogoutRedirect: 'http://x/' }).start();
 });
 afterAll(async () => {
+  if (MISSING) return;
   await Promise.all([kratos.close(), hydra.close()]);
 });
 
@@ -24,7 +29,7 @@ function drain(server: ContractServer): string[] {
   return server.violations.splice(0);
 }
 
-describe('Kratos double', () => {
+describe.skipIf(MISSING)('Kratos double', () => {
   it('does not serve admin endpoints on the public port (404) — like the real port split', async () => {
     const response = await fetch(`${kratos.public.url}/admin/identities/x`);
     expect(response.status).toBe(404);
@@ -56,7 +61,7 @@ describe('Kratos double', () => {
   });
 });
 
-describe('Hydra double', () => {
+describe.skipIf(MISSING)('Hydra double', () => {
   it('refuses accepting a login without the subject', async () => {
     const response = await fetch(`${hydra.admin.url}/admin/oauth2/auth/requests/login/accept?login_challenge=x`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ remember: true }) });
     expect(response.status).toBe(400);

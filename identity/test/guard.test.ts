@@ -5,6 +5,9 @@ import { closeGracefully, listen } from '../../services/shared/http-server.js';
 import { createRouteGuard } from '../../services/shared/ory/guard.js';
 import { createOryClients } from '../../services/shared/ory/clients.js';
 import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
+
+const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());
 
 /** The route guard on a real Express app, asking the Kratos double (contract-checked) who is calling. */
 
@@ -14,6 +17,7 @@ let url: string;
 const LOGIN = 'https://auth.example.org/kratos/self-service/login/browser';
 
 beforeAll(async () => {
+  if (MISSING) return;
   kratos = await new KratosDouble({ loginUiUrl: 'https://auth.example.org/self-service/login', allowedReturnUrls: ['https://app.example.org'] }).start();
   const { frontend } = createOryClients({ kratosPublicUrl: kratos.public.url, kratosAdminUrl: kratos.admin.url, hydraAdminUrl: 'http://127.0.0.1:9' });
   const app = express();
@@ -24,14 +28,16 @@ beforeAll(async () => {
   url = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
 });
 afterAll(async () => {
+  if (MISSING) return;
   await closeGracefully(server, 500);
   await kratos.close();
 });
 afterEach(() => {
+  if (MISSING) return;
   expect(kratos.violations).toEqual([]);
 });
 
-describe('route guard', () => {
+describe.skipIf(MISSING)('route guard', () => {
   it('lets a logged-in user through with id, email, name and role', async () => {
     const user = kratos.addIdentity({ email: 'e@example.org', name: 'Editor', password: 'x', role: 'contributor' });
     const session = kratos.createSession(user.id);

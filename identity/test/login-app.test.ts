@@ -1,17 +1,23 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TestBrowser, type PageResult } from './browser.js';
 import { contractViolations, startIdentityStack, type IdentityStack } from './harness.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
+
+const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());
 
 /** The login app's own protections: CSRF, rate limits, failed logins, headers, readiness. */
 
 let stack: IdentityStack;
 beforeAll(async () => {
+  if (MISSING) return;
   stack = await startIdentityStack({ loginLimit: { perIp: 8, perAccount: 3, windowMs: 60_000 } });
 });
 afterAll(async () => {
+  if (MISSING) return;
   await stack.close();
 });
 afterEach(() => {
+  if (MISSING) return;
   expect(contractViolations(stack)).toEqual([]);
 });
 
@@ -21,7 +27,7 @@ async function loginForm(browser: TestBrowser, on: IdentityStack = stack): Promi
   return page;
 }
 
-describe('self-service login page', () => {
+describe.skipIf(MISSING)('self-service login page', () => {
   it('renders an accessible form: labelled inputs, autocomplete hints, no script, a language', async () => {
     const page = await loginForm(new TestBrowser());
     expect(page.body).toMatch(/<html lang="en">/);
@@ -106,7 +112,7 @@ describe('self-service login page', () => {
   });
 });
 
-describe('consent form', () => {
+describe.skipIf(MISSING)('consent form', () => {
   it('a consent post with a forged CSRF token is refused with 403', async () => {
     const browser = new TestBrowser();
     await loginForm(browser);
@@ -115,7 +121,7 @@ describe('consent form', () => {
   });
 });
 
-describe('cookies', () => {
+describe.skipIf(MISSING)('cookies', () => {
   it('over https the app sets __Host- cookies that are Secure, HttpOnly and SameSite=Lax', async () => {
     const secure = await startIdentityStack({ secureCookies: true });
     try {
@@ -135,7 +141,7 @@ describe('cookies', () => {
   });
 });
 
-describe('GET /health/ready', () => {
+describe.skipIf(MISSING)('GET /health/ready', () => {
   it('is 200 when Kratos and Hydra are ready', async () => {
     const response = await fetch(`${stack.appUrl}/health/ready`);
     expect(response.status).toBe(200);

@@ -2,6 +2,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as oidc from 'openid-client';
 import { TestBrowser } from './browser.js';
 import { contractViolations, startIdentityStack, type IdentityStack } from './harness.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
+
+const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());
 
 /**
  * The authorization code flow with PKCE, driven by openid-client through Hydra (double), our login and
@@ -12,12 +15,15 @@ const CALLBACK = 'http://127.0.0.1:9/callback';
 let stack: IdentityStack;
 
 beforeAll(async () => {
+  if (MISSING) return;
   stack = await startIdentityStack();
 });
 afterAll(async () => {
+  if (MISSING) return;
   await stack.close();
 });
 afterEach(() => {
+  if (MISSING) return;
   expect(contractViolations(stack)).toEqual([]);
 });
 
@@ -80,7 +86,7 @@ async function signIn(page: Awaited<ReturnType<TestBrowser['go']>>, browser: Tes
   return browser.submit(page, '/self-service/login', { identifier: email, password });
 }
 
-describe('authorization code flow', () => {
+describe.skipIf(MISSING)('authorization code flow', () => {
   it('signs a new browser in through Kratos, asks for consent and issues tokens with email, name and role', async () => {
     const user = newUser({ role: 'reviewer' });
     const rp = await relyingParty();
@@ -161,7 +167,7 @@ describe('authorization code flow', () => {
   });
 });
 
-describe('skip and remember', () => {
+describe.skipIf(MISSING)('skip and remember', () => {
   it('a second authorization in the same browser skips login and consent without asking Kratos again', async () => {
     const user = newUser();
     const rp = await relyingParty();
@@ -192,7 +198,7 @@ describe('skip and remember', () => {
   });
 });
 
-describe('fresh authentication', () => {
+describe.skipIf(MISSING)('fresh authentication', () => {
   it('prompt=login makes a signed-in user enter the password again, then proceeds', async () => {
     const user = newUser();
     const session = stack.kratos.createSession(user.id, { authenticatedSecondsAgo: 30 });
@@ -263,7 +269,7 @@ describe('fresh authentication', () => {
   });
 });
 
-describe('expired and reused challenges', () => {
+describe.skipIf(MISSING)('expired and reused challenges', () => {
   it('a login challenge used twice (back button) is followed via redirect_to, not shown as an error', async () => {
     const user = newUser();
     const session = stack.kratos.createSession(user.id);
@@ -305,7 +311,7 @@ describe('expired and reused challenges', () => {
   });
 });
 
-describe('logout', () => {
+describe.skipIf(MISSING)('logout', () => {
   it('RP-initiated logout ends the Kratos session and Hydra forgets the login', async () => {
     const user = newUser();
     const rp = await relyingParty({ firstParty: true });

@@ -5,6 +5,9 @@ import { createSessionResolver } from '../../services/shared/ory/session-resolve
 import { TestClock } from '../../test/doubles/ory/clock.js';
 import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
 import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
+
+const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());
 
 /**
  * The pieces the API will use: session cookie → caller (whoami, cached briefly) and opaque access token →
@@ -17,19 +20,22 @@ let hydra: HydraDouble;
 let ory: OryClients;
 
 beforeAll(async () => {
+  if (MISSING) return;
   clock = new TestClock();
   kratos = await new KratosDouble({ clock, loginUiUrl: 'http://x/login', allowedReturnUrls: [] }).start();
   hydra = await new HydraDouble({ clock, loginUrl: 'http://x/login', consentUrl: 'http://x/consent', logoutUrl: 'http://x/logout', postLogoutRedirect: 'http://x/', accessTokenLifespanSeconds: 120 }).start();
   ory = createOryClients({ kratosPublicUrl: kratos.public.url, kratosAdminUrl: kratos.admin.url, hydraAdminUrl: hydra.admin.url });
 });
 afterAll(async () => {
+  if (MISSING) return;
   await Promise.all([kratos.close(), hydra.close()]);
 });
 afterEach(() => {
+  if (MISSING) return;
   expect([...kratos.violations, ...hydra.violations]).toEqual([]);
 });
 
-describe('session resolver', () => {
+describe.skipIf(MISSING)('session resolver', () => {
   it('resolves the Kratos cookie to id, email, name and the role from metadata_public', async () => {
     const resolver = createSessionResolver({ frontend: ory.frontend, now: clock.now });
     const user = kratos.addIdentity({ email: 'r@example.org', name: 'Rita', password: 'x', role: 'admin' });
@@ -118,7 +124,7 @@ async function issueToken(role: string | undefined) {
   return ((await token.json()) as { access_token: string }).access_token;
 }
 
-describe('token introspection', () => {
+describe.skipIf(MISSING)('token introspection', () => {
   it('resolves an active token to its subject and the role from the token session (ext)', async () => {
     const introspector = createTokenIntrospector({ oauth2: ory.oauth2, now: clock.now });
     const token = await issueToken('reviewer');

@@ -5,6 +5,9 @@ import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.
 import { createLogger } from '../../shared/logger.js';
 import { loadApiConfig } from '../src/config.js';
 import { ACCESS_TOKEN_SECONDS, APP_ORIGIN, startIdentityApi, type IdentityApiHarness } from './identity-harness.js';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
+
+const MISSING = lacks('the API identity tests on the Kratos/Hydra doubles', requirements.contracts());
 
 /**
  * The API trusts three kinds of credentials: a JWT (JWKS), an opaque Hydra access token (introspection,
@@ -16,14 +19,17 @@ let db: TestDatabase;
 let api: IdentityApiHarness;
 
 beforeAll(async () => {
+  if (MISSING) return;
   db = await createTestDatabase();
   api = await startIdentityApi(db, { sessionTtlMs: 10_000 });
 });
 afterAll(async () => {
+  if (MISSING) return;
   await api?.close();
   await db?.close();
 });
 afterEach(() => {
+  if (MISSING) return;
   expect([...api.kratos.violations, ...api.hydra.violations]).toEqual([]);
 });
 
@@ -33,7 +39,7 @@ async function createdFeature(): Promise<string> {
   return res.json.id as string;
 }
 
-describe('Kratos session cookie', () => {
+describe.skipIf(MISSING)('Kratos session cookie', () => {
   it('authenticates a browser by its session cookie, with the role from metadata_public', async () => {
     const { identity, session } = api.signedIn('contributor');
     const res = await api.request('POST', '/api/features', { session, origin: APP_ORIGIN, body: aFeature() });
@@ -88,7 +94,7 @@ describe('Kratos session cookie', () => {
   });
 });
 
-describe('opaque Hydra access token', () => {
+describe.skipIf(MISSING)('opaque Hydra access token', () => {
   it('authenticates by introspection, with the role from the token session (ext.role)', async () => {
     const token = await api.opaqueToken('hydra-user-1', { role: 'contributor', email: 'h1@example.org', name: 'Hydra One' });
     expect(token).toMatch(/^ory_at_/);
@@ -139,7 +145,7 @@ describe('opaque Hydra access token', () => {
   });
 });
 
-describe('callers are recorded in users.users', () => {
+describe.skipIf(MISSING)('callers are recorded in users.users', () => {
   it('records id, email, name and role of a session caller on first sight and follows changes', async () => {
     const { identity, session } = api.signedIn('reviewer', { name: 'Rita Reviewer', email: 'rita@example.org' });
     await api.request('GET', '/api/features?limit=1', { session });
@@ -192,7 +198,7 @@ describe('callers are recorded in users.users', () => {
   });
 });
 
-describe('outages and wiring', () => {
+describe.skipIf(MISSING)('outages and wiring', () => {
   it('answers 503 when Kratos cannot be reached to check a session, and the log-safe error names no cookie', async () => {
     const outage = await startIdentityApi(db);
     const { session } = outage.signedIn('admin');

@@ -2,6 +2,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { APP_ORIGIN, startIdentityApi, type IdentityApiHarness } from './identity-harness.js';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
+
+const MISSING = lacks('the API identity tests on the Kratos/Hydra doubles', requirements.contracts());
 
 /**
  * Cookie-authenticated changes must come from our own pages (Origin check); Bearer requests are not
@@ -12,18 +15,21 @@ let db: TestDatabase;
 let api: IdentityApiHarness;
 
 beforeAll(async () => {
+  if (MISSING) return;
   db = await createTestDatabase();
   api = await startIdentityApi(db);
 });
 afterAll(async () => {
+  if (MISSING) return;
   await api?.close();
   await db?.close();
 });
 afterEach(() => {
+  if (MISSING) return;
   expect([...api.kratos.violations, ...api.hydra.violations]).toEqual([]);
 });
 
-describe('CSRF: Origin check for cookie-authenticated changes', () => {
+describe.skipIf(MISSING)('CSRF: Origin check for cookie-authenticated changes', () => {
   it('refuses a cookie-authenticated POST without an Origin header with 403, and creates nothing', async () => {
     const { identity, session } = api.signedIn('admin');
     const res = await api.request('POST', '/api/features', { session, body: aFeature({ properties: { name: 'csrf-missing' } }) });
@@ -79,7 +85,7 @@ describe('CSRF: Origin check for cookie-authenticated changes', () => {
   });
 });
 
-describe('CORS', () => {
+describe.skipIf(MISSING)('CORS', () => {
   it('answers a preflight from a configured origin with the allowed methods and headers, credentials included', async () => {
     const res = await api.request('OPTIONS', '/api/features', {
       origin: APP_ORIGIN,

@@ -3,6 +3,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { listen } from '../../shared/http-server.js';
 import { APP_ORIGIN, startIdentityApi, type IdentityApiHarness } from './identity-harness.js';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
+
+const MISSING = lacks('the API identity tests on the Kratos/Hydra doubles', requirements.contracts());
 
 /**
  * GET /api/users and PUT /api/users/:id/role (admin only). A role change is made in Kratos
@@ -15,15 +18,18 @@ let api: IdentityApiHarness;
 let adminToken: string;
 
 beforeAll(async () => {
+  if (MISSING) return;
   db = await createTestDatabase();
   api = await startIdentityApi(db);
   adminToken = await api.jwt('admin', 'the-admin', { email: 'admin@example.org' });
 });
 afterAll(async () => {
+  if (MISSING) return;
   await api?.close();
   await db?.close();
 });
 afterEach(() => {
+  if (MISSING) return;
   api.failPatch = undefined;
   expect([...api.kratos.violations, ...api.hydra.violations]).toEqual([]);
 });
@@ -41,7 +47,7 @@ async function knownUser(role: 'guest' | 'contributor' | 'reviewer' | 'admin') {
   return signed;
 }
 
-describe('GET /api/users', () => {
+describe.skipIf(MISSING)('GET /api/users', () => {
   it('lists the users the API knows, with e-mail, name and role, to an admin', async () => {
     const { identity } = await knownUser('reviewer');
     const res = await api.request('GET', '/api/users', { bearer: adminToken });
@@ -78,7 +84,7 @@ describe('GET /api/users', () => {
   });
 });
 
-describe('PUT /api/users/:id/role', () => {
+describe.skipIf(MISSING)('PUT /api/users/:id/role', () => {
   it('sets the role in Kratos metadata_public and in users.users; the user’s next request has it', async () => {
     const { identity, session } = await knownUser('contributor');
     const res = await api.request('PUT', `/api/users/${identity.id}/role`, { bearer: adminToken, body: { role: 'reviewer' } });
@@ -201,7 +207,7 @@ describe('PUT /api/users/:id/role', () => {
   });
 });
 
-describe('OpenAPI', () => {
+describe.skipIf(MISSING)('OpenAPI', () => {
   it('documents /api/users, the role change and the session cookie scheme', async () => {
     const res = await api.request('GET', '/api/openapi.json');
     expect(res.status).toBe(200);
