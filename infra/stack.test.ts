@@ -96,7 +96,7 @@ describe('every container', () => {
 
   it('that runs a TypeScript entry point of this repository runs one that exists', () => {
     const entries = containers().flatMap((c) => ((reveal(c.inputs.command) as string[] | undefined) ?? []).filter((a) => a.endsWith('.ts')));
-    expect(entries.sort()).toEqual(['infra/geoserver/cli.ts', 'infra/sites/main.ts', 'services/api/src/db/migrate-cli.ts']);
+    expect(entries.sort()).toEqual(['identity/src/clients/sync-cli.ts', 'infra/geoserver/cli.ts', 'infra/sites/main.ts', 'services/api/src/db/migrate-cli.ts']);
     for (const entry of entries) expect(existsSync(join(import.meta.dirname, '..', entry)), entry).toBe(true);
   });
 
@@ -160,7 +160,7 @@ describe('networks and ports', () => {
 
   it('only the services that need the admin APIs join the admin network', () => {
     const onAdmin = containers().filter((c) => networksOf(c).some((n) => n.name === 'geodata-admin')).map((c) => c.name).sort();
-    expect(onAdmin).toEqual(['api', 'hydra', 'kratos', 'login']);
+    expect(onAdmin).toEqual(['api', 'clients-sync', 'hydra', 'kratos', 'login']);
   });
 });
 

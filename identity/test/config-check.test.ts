@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { checkIdentityConfig, formatFinding } from '../src/config/check.js';
-import { CONFIG_DIR, containerEnvironment, effectiveConfig, parseListVariable } from '../src/config/render.js';
+import { CONFIG_DIR, containerEnvironment, effectiveConfig, parseListVariable } from '../../services/shared/identity-config/render.js';
 import { VALID_ENV } from './fixtures.js';
 
 /** The shipped Kratos/Hydra configs against the vendored v26.2.0 schemas, and each runtime rule failing. */

@@ -4,7 +4,7 @@ import type { OAuth2Api, OAuth2Client } from '@ory/hydra-client';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../../../services/shared/config.js';
-import { substitute, type Env } from '../config/render.js';
+import { substitute, type Env } from '../../../services/shared/identity-config/render.js';
 import { oryStatus } from '../../../services/shared/ory/clients.js';
 
 /**

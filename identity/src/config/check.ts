@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Ajv, ValidateFunction } from 'ajv';
 import { ConfigError } from '../../../services/shared/config.js';
 import { createAjv, describeAjvError } from './ajv.js';
-import { CONFIG_DIR, effectiveConfig, isDevMode, type Env } from './render.js';
+import { CONFIG_DIR, effectiveConfig, isDevMode, type Env } from '../../../services/shared/identity-config/render.js';
 
 /**
  * The config check: the rendered Kratos and Hydra configuration (with the secret variables merged in as
