@@ -1,6 +1,7 @@
 import * as pulumi from '@pulumi/pulumi';
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { getDomain } from 'tldts';
 import { z } from 'zod';
 import { loadTargets, type Target } from '../services/shared/targets.js';
 
@@ -143,6 +144,15 @@ export function isWithinDomain(host: string, domain: string): boolean {
 }
 
 /**
+ * Whether two hosts share a registrable domain (eTLD+1 by the Public Suffix List, private suffixes such
+ * as github.io included, as browsers scope cookies): then one can set cookies the other receives.
+ */
+export function sameSite(a: string, b: string): boolean {
+  const siteOf = (host: string) => getDomain(host.toLowerCase(), { allowPrivateDomains: true }) ?? host.toLowerCase();
+  return siteOf(a) === siteOf(b);
+}
+
+/**
  * The SSO session cookie lives on parentDomain and is sent to every host under it. A preview site under
  * it would receive every visitor's `ory_kratos_session` and could call Kratos, Hydra, the API and GeoServer
  * as them; a preview domain above it could set cookies for it (cookie tossing). Either is refused: preview
@@ -150,7 +160,7 @@ export function isWithinDomain(host: string, domain: string): boolean {
  */
 export function checkPreviewDomains(targets: Target[], parentDomain: string): void {
   for (const target of targets.filter(isPreviewTarget)) {
-    if (isWithinDomain(target.domain, parentDomain) || isWithinDomain(parentDomain, target.domain)) {
+    if (isWithinDomain(target.domain, parentDomain) || isWithinDomain(parentDomain, target.domain) || sameSite(target.domain, parentDomain)) {
       throw new Error(
         `invalid stack configuration: the preview site ${target.key} (${target.domain}) lies within the session cookie domain ${parentDomain}; ` +
           'put preview sites on a registrable domain of their own (see docs/infra.md, "Preview sites")',

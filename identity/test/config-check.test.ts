@@ -102,6 +102,32 @@ describe('runtime rules, each naming its key', () => {
   });
 });
 
+const ACCOUNTS = 'https://accounts.example.org';
+
+describe('passkey and WebAuthn origins', () => {
+  it('cover the login app and the accounts pages where keys are registered', () => {
+    const kratos = effectiveConfig('kratos', { ...VALID_ENV, IDENTITY_ACCOUNTS_URL: ACCOUNTS }) as { selfservice: { methods: Record<string, { config: { rp: { origins: string[] } } }> } };
+    for (const method of ['webauthn', 'passkey']) {
+      expect(kratos.selfservice.methods[method]?.config.rp.origins, method).toEqual([VALID_ENV.IDENTITY_AUTH_URL, ACCOUNTS]);
+    }
+    expect(check({ IDENTITY_ACCOUNTS_URL: ACCOUNTS })).toEqual([]);
+  });
+
+  it('an origin list without the accounts domain → rp.origins naming the page it breaks', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'identity-config-'));
+    cpSync(CONFIG_DIR, dir, { recursive: true });
+    const kratos = readFileSync(join(dir, 'kratos.yml'), 'utf8').replaceAll('            - ${IDENTITY_ACCOUNTS_URL:-$IDENTITY_AUTH_URL}\n', '');
+    writeFileSync(join(dir, 'kratos.yml'), kratos);
+    const accounts = ACCOUNTS;
+    expect(check({ IDENTITY_ACCOUNTS_URL: ACCOUNTS }, dir)).toEqual([
+      `kratos.yml: selfservice.methods.webauthn.config.rp.origins lacks ${accounts}, where the registration page runs (a key used there is refused)`,
+      `kratos.yml: selfservice.methods.webauthn.config.rp.origins lacks ${accounts}, where the settings page runs (a key used there is refused)`,
+      `kratos.yml: selfservice.methods.passkey.config.rp.origins lacks ${accounts}, where the registration page runs (a key used there is refused)`,
+      `kratos.yml: selfservice.methods.passkey.config.rp.origins lacks ${accounts}, where the settings page runs (a key used there is refused)`,
+    ]);
+  });
+});
+
 describe('schema findings name the key', () => {
   it('a missing DSN → dsn (required by the Kratos schema)', () => {
     expect(check({ KRATOS_DSN: undefined })).toEqual(["kratos.yml: dsn must have required property 'dsn'"]);
