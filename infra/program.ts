@@ -8,7 +8,7 @@ import { declareStack } from './stack.js';
  * (under `pulumi up`, or under the runtime mocks in the tests); index.ts re-exports the outputs.
  */
 const config = new pulumi.Config();
-const stackConfig = loadStackConfig(config);
+export const stackConfig = loadStackConfig(config);
 const secrets = loadSecrets(config, stackConfig.targets);
 
 export const stack = declareStack(stackConfig, secrets);
