@@ -238,6 +238,10 @@ describe('secrets', () => {
   it('the stack outputs the webhook secrets only as a secret', async () => {
     expect(await pulumi.isSecret(program.webhookSecrets)).toBe(true);
   });
+
+  it('the clients-sync output, where a new client secret appears once, is a secret', async () => {
+    expect(await pulumi.isSecret(program.oauth2ClientsSync)).toBe(true);
+  });
 });
 
 describe('the proxy', () => {
