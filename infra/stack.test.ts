@@ -387,6 +387,13 @@ describe('API authentication in the stack', () => {
     expect(apiEnv.AUTH_JWKS_URL).toBeUndefined();
   });
 
+  it('Kratos accepts passkeys and WebAuthn keys on the login app and on the accounts pages where they are registered', () => {
+    const kratosYml = parseYaml(uploaded('kratos', '/etc/config/kratos/kratos.yml')) as { selfservice: { methods: Record<string, { config: { rp: { origins: string[] } } }> } };
+    for (const method of ['passkey', 'webauthn']) {
+      expect(kratosYml.selfservice.methods[method]?.config.rp.origins, method).toEqual(['https://auth.example.org', 'https://accounts.example.org']);
+    }
+  });
+
   it('every synced OAuth2 client may request tokens for the audience the API requires', () => {
     const clients = (parseYaml(uploaded('clients-sync', '/etc/config/identity/clients.yaml')) as { clients: { client_id: string; audience?: string[] }[] }).clients;
     expect(clients.length).toBeGreaterThan(0);
