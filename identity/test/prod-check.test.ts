@@ -159,6 +159,19 @@ describe('production checklist', () => {
     expect(item).toEqual({ name: 'CORS restricted to own domains', ok: false, detail: 'foreign or open origins: hydra public: https://evil.example.com' });
   });
 
+  it('a declared hydra.yml with a foreign CORS origin fails, naming it', async () => {
+    const declared = broken((stack) => {
+      const upload = (stack.containers.find((c) => c.name === 'hydra') as DeclaredContainer).uploads.find((u) => u.file === '/etc/config/hydra/hydra.yml');
+      if (!upload) throw new Error('hydra has no hydra.yml upload');
+      upload.content = upload.content.replace('- https://*.example.org', '- https://*.example.org\n        - https://evil.example.com');
+    });
+    expect(byName(await runChecklist({ env: ENV, repoRoot: REPO, declared }), 'CORS')).toEqual({
+      name: 'CORS restricted to own domains',
+      ok: false,
+      detail: 'foreign or open origins: hydra (declared) public: https://evil.example.com',
+    });
+  });
+
   it('SMTP: sends a real test mail to a local SMTP server, and fails naming only the host when it cannot', async () => {
     const received: string[] = [];
     const server = new SMTPServer({
