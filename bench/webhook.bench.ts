@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { createLogger } from '../services/shared/logger.js';
 import { loadTargets, type Target } from '../services/shared/targets.js';
-import { startWebhookServer } from '../services/webhook/src/server.js';
+import { startWebhookServer } from '../services/webhook/src/boot.js';
 import { FixtureRepo, fetchBuild, freePort, makeTempDir, repoRoot, restartFixtureSite, stopFixtureSites } from '../test/webhook/support/helpers.js';
 import { median, percentile, printTable, ratio } from './stats.js';
 

@@ -192,8 +192,8 @@ describe('deploy-branch.sh', () => {
     repo.commit('concurrent', { VERSION: 'both\n', SLOW_BUILD: '1\n' });
 
     const [a, b] = await Promise.all([
-      deploy('concurrent', dir, port, { BUILD_TRACE_FILE: trace }),
-      deploy('concurrent', dir, port, { BUILD_TRACE_FILE: trace }),
+      deploy('concurrent', dir, port, { BUILD_TRACE_FILE: trace, BUILD_ENV_ALLOW: 'BUILD_TRACE_FILE' }),
+      deploy('concurrent', dir, port, { BUILD_TRACE_FILE: trace, BUILD_ENV_ALLOW: 'BUILD_TRACE_FILE' }),
     ]);
 
     expect([a.code, b.code]).toEqual([0, 0]);

@@ -19,7 +19,8 @@ import {
   stopFixtureSites,
   waitFor,
 } from './support/helpers.js';
-import { createDevelopmentSecrets, startDevelopmentWebhookServer } from '../../services/webhook/src/server.js';
+import { startDevelopmentWebhookServer } from '../../services/webhook/src/development.js';
+import { createDevelopmentSecrets } from '../../services/webhook/src/secrets.js';
 import {
   commitId,
   getDeployment,
@@ -59,13 +60,13 @@ describe('deploy queue', () => {
     withHarness({ RECORD_DEPLOY_SLEEP: '0.6' }, async (h) => {
       const secret = h.secrets.SECRET_TEAM_DE1!;
       const first = await sendGithub(h.url, pushPayload('feature/team-de1/a', commitId()), secret);
-      await waitFor(() => h.server.queue.activity().running.length === 1, 5000, 'first deploy running');
+      await waitFor(() => h.server.deployer.activity().running.length === 1, 5000, 'first deploy running');
       const second = await sendGithub(h.url, pushPayload('feature/team-de1/b', commitId()), secret);
       const third = await sendGithub(h.url, pushPayload('feature/team-de1/c', commitId()), secret);
       const other = await sendGitlab(h.url, pushPayload('develop', commitId()), h.secrets.SECRET_DEVELOP!);
       expect([first.status, second.status, third.status, other.status]).toEqual([202, 202, 202, 202]);
       // Another target is not held up by team de1's deploy.
-      await waitFor(() => h.server.queue.activity().running.length === 2, 5000, 'develop running beside de1');
+      await waitFor(() => h.server.deployer.activity().running.length === 2, 5000, 'develop running beside de1');
 
       await waitIdle(h);
       const state = async (res: { json: Record<string, unknown> }) => getDeployment(h, String(res.json.deploymentId));
@@ -95,7 +96,7 @@ describe('deploy queue', () => {
     withHarness({ RECORD_DEPLOY_SLEEP: '0.5' }, async (h) => {
       const [a, b] = [commitId(), commitId()];
       const first = await sendGitlab(h.url, pushPayload('main', a), h.secrets.SECRET_MAIN!);
-      await waitFor(() => h.server.queue.activity().running.length === 1, 5000, 'first deploy running');
+      await waitFor(() => h.server.deployer.activity().running.length === 1, 5000, 'first deploy running');
       const second = await sendGitlab(h.url, pushPayload('main', b), h.secrets.SECRET_MAIN!);
       const backToA = await sendGitlab(h.url, pushPayload('main', a), h.secrets.SECRET_MAIN!);
       expect([first.status, second.status, backToA.status]).toEqual([202, 202, 202]);
@@ -127,7 +128,7 @@ describe('deploy queue', () => {
   it('on shutdown lets a running deploy finish within the grace period', async () => {
     const h = await startHarness({ env: { RECORD_DEPLOY_SLEEP: '0.8' } });
     const res = await sendGitlab(h.url, pushPayload('main'), h.secrets.SECRET_MAIN!);
-    await waitFor(() => h.server.queue.activity().running.length === 1, 5000, 'deploy running');
+    await waitFor(() => h.server.deployer.activity().running.length === 1, 5000, 'deploy running');
     await h.close();
     expect(h.server.store.get(String(res.json.deploymentId))?.state).toBe('succeeded');
   });

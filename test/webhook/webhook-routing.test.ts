@@ -117,7 +117,7 @@ describe('POST /webhook', () => {
     const issue = await sendGithub(h.url, { action: 'opened' }, h.secrets.SECRET_TEAM_DE2!, { 'x-github-event': 'issues' });
     expect(issue).toMatchObject({ status: 202, json: { status: 'ignored' } });
     await new Promise((r) => setTimeout(r, 200));
-    expect(h.server.queue.activity()).toEqual({ running: [], waiting: [] });
+    expect(h.server.deployer.activity()).toEqual({ running: [], waiting: [] });
     expect(h.recordedDeploys()).toHaveLength(before);
   });
 
@@ -145,7 +145,7 @@ describe('POST /webhook', () => {
       const res = await sendGithub(h.url, pushPayload(branch), h.secrets.SECRET_TEAM_DE1!);
       expect(res.status, JSON.stringify(branch)).toBe(400);
     }
-    expect(h.server.queue.activity()).toEqual({ running: [], waiting: [] });
+    expect(h.server.deployer.activity()).toEqual({ running: [], waiting: [] });
     expect(h.recordedDeploys()).toHaveLength(before);
   });
 

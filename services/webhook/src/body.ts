@@ -3,24 +3,51 @@
  * with a Content-Length (what GitHub, GitLab, Gitea and Forgejo send) of up to 4 MiB the buffer
  * is allocated once at its final size and every chunk is copied into it as it arrives, so nothing
  * is concatenated at the end. Bodies without a length (chunked) or larger ones are collected and
- * joined once. A compressed body
- * (Content-Encoding other than identity) goes to express.raw, which inflates it, so the accepted
- * requests and the answers to bad ones stay exactly those of express.raw:
- * over the limit → 413 (before reading, when the announced length says so); a body shorter or
- * longer than announced, or an aborted upload → 400.
+ * joined once. Over the limit → 413 (before reading, when the announced length says so); a body
+ * shorter or longer than announced, or an aborted upload → 400.
+ *
+ * Content-Encoding: gzip (x-gzip), deflate and br are inflated while streaming, before any
+ * signature is checked, and the inflated size is capped at the same limit as it grows (a 24 KiB
+ * bomb stops at the limit, not at 24 MiB). Inflated bytes held by all requests together are capped
+ * too (InflateBudget): beyond it a compressed request gets 503 with Retry-After, so memory stays
+ * bounded under many concurrent hostile bodies. Any other encoding → 415, unread.
  */
-import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Transform } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
+import type { NextFunction, Request, Response } from 'express';
 import { AppError } from '../../shared/errors.js';
 
-export function rawBody(limit: number) {
-  const inflatingReader = express.raw({ type: () => true, limit });
+/** Inflated bytes that compressed requests may hold at once, over all requests. */
+export class InflateBudget {
+  private used = 0;
 
+  constructor(readonly capacity: number) {}
+
+  take(bytes: number): boolean {
+    if (this.used + bytes > this.capacity) return false;
+    this.used += bytes;
+    return true;
+  }
+
+  give(bytes: number): void {
+    this.used = Math.max(0, this.used - bytes);
+  }
+
+  get inUse(): number {
+    return this.used;
+  }
+}
+
+const INFLATERS: Record<string, () => Transform> = {
+  gzip: createGunzip,
+  'x-gzip': createGunzip,
+  deflate: createInflate,
+  br: createBrotliDecompress,
+};
+
+export function rawBody(limit: number, budget: InflateBudget) {
   return (req: Request, res: Response, next: NextFunction): void => {
-    const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
-    if (encoding !== 'identity') {
-      inflatingReader(req, res, next);
-      return;
-    }
+    const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
     const announced = req.headers['content-length'];
     const hasBody = announced !== undefined || req.headers['transfer-encoding'] !== undefined;
     if (!hasBody) {
@@ -29,13 +56,18 @@ export function rawBody(limit: number) {
     }
     const parsedLength = announced === undefined ? Number.NaN : Number(announced);
     const length = Number.isSafeInteger(parsedLength) && parsedLength >= 0 ? parsedLength : null;
+    if (encoding !== 'identity' && !Object.hasOwn(INFLATERS, encoding)) {
+      drainThen(req, () => next(new AppError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${encoding} is not supported; use gzip, deflate, br or none`)));
+      return;
+    }
     if (length !== null && length > limit) {
       // Read nothing into memory; like body-parser, answer once the upload is drained, because
       // clients (fetch, curl) only read an answer after they have sent their whole body.
       drainThen(req, () => next(new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit')));
       return;
     }
-    readInto(req, length, limit).then(
+    const reading = encoding === 'identity' ? readInto(req, length, limit) : inflateInto(req, res, INFLATERS[encoding]!(), length, limit, budget);
+    reading.then(
       (body) => {
         req.body = body;
         next();
@@ -97,5 +129,56 @@ function readInto(req: Request, length: number | null, limit: number): Promise<B
     req.once('end', finish);
     req.once('close', finish);
     req.once('error', finish);
+  });
+}
+
+/**
+ * Inflate a compressed body as it arrives. The wire bytes and the inflated bytes are both capped
+ * at `limit`, and every inflated chunk is paid for from the shared budget (given back when the
+ * response is done), so nothing grows beyond the limits whatever the compression ratio.
+ */
+function inflateInto(req: Request, res: Response, inflater: Transform, length: number | null, limit: number, budget: InflateBudget): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let wire = 0;
+    let inflated = 0;
+    let held = 0;
+    let settled = false;
+    res.once('close', () => budget.give(held));
+    const fail = (error: AppError): void => {
+      if (settled) return;
+      settled = true;
+      chunks.length = 0;
+      budget.give(held);
+      held = 0;
+      req.unpipe(inflater);
+      inflater.destroy();
+      drainThen(req, () => reject(error));
+    };
+    req.on('data', (chunk: Buffer) => {
+      wire += chunk.length;
+      if (wire > limit) fail(new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit'));
+      else if (length !== null && wire > length) fail(unreadable());
+    });
+    inflater.on('data', (chunk: Buffer) => {
+      if (settled) return;
+      inflated += chunk.length;
+      if (inflated > limit) return fail(new AppError('PAYLOAD_TOO_LARGE', 'the inflated request body is larger than the limit'));
+      if (!budget.take(chunk.length)) {
+        return fail(new AppError('SERVICE_UNAVAILABLE', 'too many compressed deliveries at once; retry later', { headers: { 'Retry-After': '5' } }));
+      }
+      held += chunk.length;
+      chunks.push(chunk);
+    });
+    inflater.once('error', () => fail(unreadable()));
+    inflater.once('end', () => {
+      if (settled) return;
+      if (!req.complete || (length !== null && wire !== length)) return fail(unreadable());
+      settled = true;
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, inflated));
+    });
+    req.once('aborted', () => fail(unreadable()));
+    req.once('error', () => fail(unreadable()));
+    req.pipe(inflater);
   });
 }
