@@ -20,7 +20,7 @@ import {
   waitFor,
 } from './support/helpers.js';
 import { startDevelopmentWebhookServer } from '../../services/webhook/src/development.js';
-import { createDevelopmentSecrets } from '../../services/webhook/src/secrets.js';
+import { createDevelopmentSecrets, newSecret } from '../../services/webhook/src/secrets.js';
 import {
   commitId,
   getDeployment,
@@ -224,7 +224,7 @@ describe('the server process', () => {
 
   it('on SIGTERM records the running deploy as interrupted after the grace period and exits 0', async () => {
     const dir = makeTempDir('webhook-sigterm');
-    const secrets = Object.fromEntries(['SECRET_MAIN', 'SECRET_DEVELOP', 'SECRET_TEAM_DE1', 'SECRET_TEAM_DE2', 'SECRET_TEAM_FV'].map((n) => [n, `${n.toLowerCase()}-${'s'.repeat(40)}`]));
+    const secrets = Object.fromEntries(['SECRET_MAIN', 'SECRET_DEVELOP', 'SECRET_TEAM_DE1', 'SECRET_TEAM_DE2', 'SECRET_TEAM_FV'].map((n) => [n, newSecret()]));
     const child = spawn(tsx, [serverFile], {
       env: {
         PATH: process.env.PATH,
@@ -236,6 +236,7 @@ describe('the server process', () => {
         DEPLOY_SCRIPT: recordDeployScript,
         RECORD_DEPLOY_FILE: join(dir, 'record.jsonl'),
         RECORD_DEPLOY_SLEEP: '30',
+        DEPLOY_ENV_PASS: 'RECORD_DEPLOY_FILE RECORD_DEPLOY_SLEEP',
         WEBHOOK_SHUTDOWN_GRACE_SECONDS: '1',
       },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -267,7 +268,7 @@ describe('the server process', () => {
 
   it('refuses to start when a target secret variable is missing, naming it', () => {
     const dir = makeTempDir('webhook-missing');
-    const result = run({ SECRET_MAIN: 'x'.repeat(64), WEBHOOK_PORT: '0', WEBHOOK_STATE_DIR: join(dir, 'state') });
+    const result = run({ SECRET_MAIN: newSecret(), WEBHOOK_PORT: '0', WEBHOOK_STATE_DIR: join(dir, 'state') });
     expect(result.status).toBe(2);
     expect(result.stderr).toContain('SECRET_DEVELOP');
   });
