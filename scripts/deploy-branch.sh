@@ -26,7 +26,7 @@
 #   HEALTH_TIMEOUT_SECONDS how long the site may take to answer after the restart (30)
 #   HEALTH_PATH            path requested for the health check; any status below 500 passes (/)
 #   LOCK_WAIT_SECONDS      how long to wait for another deploy of the same target (900)
-#   npm_config_cache       npm cache directory (<deployDir>/cache/npm)
+#   npm_config_cache       npm cache directory (<deployDir>/cache/npm, always that under isolation)
 #
 # Exit codes:
 #   0 deployed and live          1 unexpected error             2 usage (bad arguments or setup)
@@ -161,6 +161,9 @@ trap 'exit 130' INT
 # The environment of every build step: this allow-list and nothing else (no secret, no token, no
 # path to the secrets file can reach it, whatever the caller's environment holds).
 build_home="$deploy_dir/cache/home"
+# Under isolation every target has its own npm cache (a shared one would be a channel between teams).
+npm_cache=${npm_config_cache:-$deploy_dir/cache/npm}
+[[ -z $build_user ]] || npm_cache="$deploy_dir/cache/npm"
 build_env=(
   "PATH=${PATH:-/usr/local/bin:/usr/bin:/bin}"
   "HOME=$build_home"
@@ -168,7 +171,7 @@ build_env=(
   "TZ=${TZ:-UTC}"
   "PORT=$port"
   "CI=true"
-  "npm_config_cache=${npm_config_cache:-$deploy_dir/cache/npm}"
+  "npm_config_cache=$npm_cache"
   "npm_config_update_notifier=false"
   "npm_config_fund=false"
   "npm_config_audit=false"

@@ -9,7 +9,7 @@
  * Content-Encoding: gzip (x-gzip), deflate and br are inflated while streaming, before any
  * signature is checked, and the inflated size is capped at the same limit as it grows (a 24 KiB
  * bomb stops at the limit, not at 24 MiB). Inflated bytes held by all requests together are capped
- * too (InflateBudget): beyond it a compressed request gets 503 with Retry-After, so memory stays
+ * too (InflateBudget): beyond it a compressed request gets 429 with Retry-After, so memory stays
  * bounded under many concurrent hostile bodies. Any other encoding → 415, unread.
  */
 import type { Transform } from 'node:stream';
@@ -165,7 +165,7 @@ function inflateInto(req: Request, res: Response, inflater: Transform, length: n
       inflated += chunk.length;
       if (inflated > limit) return fail(new AppError('PAYLOAD_TOO_LARGE', 'the inflated request body is larger than the limit'));
       if (!budget.take(chunk.length)) {
-        return fail(new AppError('SERVICE_UNAVAILABLE', 'too many compressed deliveries at once; retry later', { headers: { 'Retry-After': '5' } }));
+        return fail(new AppError('TOO_MANY_REQUESTS', 'too many compressed deliveries at once; retry later', { headers: { 'Retry-After': '5' } }));
       }
       held += chunk.length;
       chunks.push(chunk);
