@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { resolveTarget } from '../../services/shared/targets.js';
+import { serviceNameOf } from '../../services/shared/targets.js';
 import { ensureUsers, removeUsers, usersOf } from '../../services/webhook/src/host/users.js';
 import { deployScript, FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, releasesOf, repoRoot, restartFixtureSite, stopFixtureSites, waitFor } from './support/helpers.js';
 import { pushPayload, sendGithub, startHarness, waitForDeployment, type Harness } from './support/webhook-harness.js';
@@ -141,7 +141,8 @@ describe.skipIf(missing)('privilege separation (DEPLOY_ISOLATION=users)', () => 
     for (const [name, result] of ancestors) {
       if (!name.includes(`(uid ${report.uid})`)) expect(result, name).toMatchObject({ ok: false, code: 'EACCES' });
     }
-    expect(Object.keys(report.env).filter((k) => !/^(npm_|NODE$|INIT_CWD$|COLOR$|EDITOR$)/.test(k)).sort()).toEqual(['CI', 'HOME', 'LANG', 'PATH', 'PORT', 'TZ']);
+    // The allow-list, plus what npm and the shell add themselves.
+    expect(Object.keys(report.env).filter((k) => !/^(npm_|NODE$|INIT_CWD$|COLOR$|EDITOR$|PWD$|SHLVL$|_$)/.test(k)).sort()).toEqual(['CI', 'HOME', 'LANG', 'PATH', 'PORT', 'TZ']);
     expect(readFileSync(join(dirOf('de1'), liveBefore, 'server.mjs'), 'utf8')).toBe(serverBefore);
   }, 120_000);
 
@@ -167,7 +168,7 @@ describe.skipIf(missing)('privilege separation (DEPLOY_ISOLATION=users)', () => 
 
   it('the site runs as its own user and can read its live release only', () => {
     const dir = dirOf('de1');
-    const service = resolveTarget({ key: 'feature/team-de1' } as never, h.root).serviceName;
+    const service = serviceNameOf({ key: 'feature/team-de1' });
     const sitePid = Number(readFileSync(join(dir, `site-${service}.pid`), 'utf8').trim());
     const uid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${sitePid}/status`, 'utf8'))![1]);
     expect(uid).toBe(uidOf(users.de1.siteUser));
