@@ -31,7 +31,7 @@ export const WebhookEnvSchema = z.object({
   WEBHOOK_SHUTDOWN_GRACE_SECONDS: seconds.default(60),
   WEBHOOK_TRUST_PROXY: z.string().default('loopback'),
   /** Memory for inflating compressed bodies, summed over all requests in flight. */
-  WEBHOOK_INFLATE_BUDGET_BYTES: z.coerce.number().int().positive().default(64 * 1024 * 1024),
+  WEBHOOK_INFLATE_BUDGET_BYTES: z.coerce.number().int().positive().default(32 * 1024 * 1024),
   /** Started as root: the server gives up root for this user once the launcher runs. */
   WEBHOOK_USER: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a Unix user name').optional(),
   DEPLOY_ISOLATION: z.enum(['users', 'none']).optional(),
