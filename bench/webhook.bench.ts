@@ -42,51 +42,6 @@ const SEQUENTIAL = 100;
 const seedTargets = (): Target[] => loadTargets(join(repoRoot, 'config/targets.yaml'));
 const secretOf = (t: Target): string => createHmac('sha256', 'bench').update(t.secret).digest('hex');
 
-// --- child mode: `webhook.bench.ts --serve webhook|baseline <dir>` prints its port and serves -------
-if (process.argv[2] === '--serve') {
-  const kind = process.argv[3];
-  const dir = process.argv[4]!;
-  if (kind === 'baseline') {
-    // The unavoidable work: read the body, verify the same HMAC (or compare the GitLab token).
-    const secrets = new Map(seedTargets().map((t) => [t.key, { provider: t.provider, secret: secretOf(t) }]));
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const target = secrets.get(String(req.headers['x-bench-target']))!;
-        let ok: boolean;
-        if (target.provider === 'gitlab') ok = timingSafeEqual(Buffer.from(String(req.headers['x-gitlab-token'])), Buffer.from(target.secret));
-        else {
-          const digest = createHmac('sha256', target.secret).update(Buffer.concat(chunks)).digest('hex');
-          ok = timingSafeEqual(Buffer.from(String(req.headers['x-hub-signature-256'])), Buffer.from(`sha256=${digest}`));
-        }
-        res.writeHead(ok ? 202 : 401, { 'content-type': 'application/json' }).end('{"status":"queued"}');
-      });
-    });
-    server.listen(0, '127.0.0.1', () => console.log(`PORT ${(server.address() as { port: number }).port}`));
-  } else {
-    const targets = seedTargets();
-    writeFileSync(join(dir, 'targets.yaml'), stringify({ targets }));
-    writeFileSync(join(dir, 'deploy-stand-in.sh'), '#!/bin/sh\nsleep 2\n', { mode: 0o755 });
-    const running = await startWebhookServer({
-      logger: createLogger('webhook', { level: 'warn' }),
-      secrets: Object.fromEntries(targets.map((t) => [t.secret, secretOf(t)])),
-      env: {
-        ...process.env,
-        WEBHOOK_PORT: '0',
-        TARGETS_FILE: join(dir, 'targets.yaml'),
-        DEPLOY_ROOT: join(dir, 'sites'),
-        DEPLOY_SCRIPT: join(dir, 'deploy-stand-in.sh'),
-        WEBHOOK_STATE_DIR: join(dir, 'state'),
-      },
-    });
-    console.log(`PORT ${running.port}`);
-    process.once('SIGTERM', () => void running.close().then(() => process.exit(0)));
-  }
-} else {
-  await main();
-}
-
 function startServerProcess(kind: 'webhook' | 'baseline', dir: string): Promise<{ child: ChildProcess; port: number }> {
   // WEBHOOK_BENCH_CPU_PROF=<dir>: a V8 CPU profile of each server process, to see where the time goes.
   const profile = process.env.WEBHOOK_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WEBHOOK_BENCH_CPU_PROF}`] : [];
@@ -463,4 +418,49 @@ async function main(): Promise<void> {
   if (!only || only === 'ack') await acknowledgementLatency();
   if (!only || only === 'isolation') await isolationCost();
   if (!only || only === 'deploy') await pushToLive();
+}
+
+// --- child mode: `webhook.bench.ts --serve webhook|baseline <dir>` prints its port and serves -------
+if (process.argv[2] === '--serve') {
+  const kind = process.argv[3];
+  const dir = process.argv[4]!;
+  if (kind === 'baseline') {
+    // The unavoidable work: read the body, verify the same HMAC (or compare the GitLab token).
+    const secrets = new Map(seedTargets().map((t) => [t.key, { provider: t.provider, secret: secretOf(t) }]));
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const target = secrets.get(String(req.headers['x-bench-target']))!;
+        let ok: boolean;
+        if (target.provider === 'gitlab') ok = timingSafeEqual(Buffer.from(String(req.headers['x-gitlab-token'])), Buffer.from(target.secret));
+        else {
+          const digest = createHmac('sha256', target.secret).update(Buffer.concat(chunks)).digest('hex');
+          ok = timingSafeEqual(Buffer.from(String(req.headers['x-hub-signature-256'])), Buffer.from(`sha256=${digest}`));
+        }
+        res.writeHead(ok ? 202 : 401, { 'content-type': 'application/json' }).end('{"status":"queued"}');
+      });
+    });
+    server.listen(0, '127.0.0.1', () => console.log(`PORT ${(server.address() as { port: number }).port}`));
+  } else {
+    const targets = seedTargets();
+    writeFileSync(join(dir, 'targets.yaml'), stringify({ targets }));
+    writeFileSync(join(dir, 'deploy-stand-in.sh'), '#!/bin/sh\nsleep 2\n', { mode: 0o755 });
+    const running = await startWebhookServer({
+      logger: createLogger('webhook', { level: 'warn' }),
+      secrets: Object.fromEntries(targets.map((t) => [t.secret, secretOf(t)])),
+      env: {
+        ...process.env,
+        WEBHOOK_PORT: '0',
+        TARGETS_FILE: join(dir, 'targets.yaml'),
+        DEPLOY_ROOT: join(dir, 'sites'),
+        DEPLOY_SCRIPT: join(dir, 'deploy-stand-in.sh'),
+        WEBHOOK_STATE_DIR: join(dir, 'state'),
+      },
+    });
+    console.log(`PORT ${running.port}`);
+    process.once('SIGTERM', () => void running.close().then(() => process.exit(0)));
+  }
+} else {
+  await main();
 }
