@@ -6,15 +6,16 @@
  * writing the live release and a dependency file it shares with the live release — and a deploy
  * script killed outright. Needs root (useradd, setpriv); skipped with a printed reason otherwise.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serviceNameOf } from '../../services/shared/targets.js';
 import { ensureUsers, removeUsers, usersOf } from '../../services/webhook/src/host/users.js';
+import { newSecret, writeSecretsFile } from '../../services/webhook/src/secrets.js';
 import { deployScript, FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, releasesOf, repoRoot, restartFixtureSite, stopFixtureSites, waitFor } from './support/helpers.js';
-import { pushPayload, sendGithub, startHarness, waitForDeployment, type Harness } from './support/webhook-harness.js';
+import { pushPayload, seedTargets, sendGithub, startHarness, waitForDeployment, type Harness } from './support/webhook-harness.js';
 
 const missing =
   process.getuid?.() !== 0
@@ -247,4 +248,60 @@ function scriptPidOf(deployDir: string): number | undefined {
     if (line.includes('deploy-branch.sh') && line.includes(deployDir)) return Number(entry);
   }
   return undefined;
+}
+
+describe.skipIf(missing)('the server gives up root (WEBHOOK_USER)', () => {
+  const serverUser = `wh-iso${suffix}`;
+  afterAll(() => removeUsers([serverUser]));
+
+  it('runs as WEBHOOK_USER while its deploy launcher stays root with nothing but PATH in its environment', async () => {
+    ensureUsers([{ name: serverUser }]);
+    const dir = makeTempDir('webhook-drop');
+    chmodSync(dir, 0o711);
+    const secrets = Object.fromEntries(seedTargets().map((t) => [t.secret, newSecret()]));
+    const secretsFile = join(dir, 'secrets.env');
+    writeSecretsFile(secretsFile, secrets);
+    chownSync(secretsFile, uidOf(serverUser), uidOf(serverUser));
+    mkdirSync(join(dir, 'state'), { mode: 0o700 });
+    chownSync(join(dir, 'state'), uidOf(serverUser), uidOf(serverUser));
+    const child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook/src/server.ts'], {
+      env: {
+        PATH: process.env.PATH,
+        NODE_ENV: 'production',
+        WEBHOOK_USER: serverUser,
+        WEBHOOK_PORT: '0',
+        WEBHOOK_SECRETS_FILE: secretsFile,
+        WEBHOOK_ADMIN_TOKEN: 'admin-token-for-tests-0123456789',
+        WEBHOOK_STATE_DIR: join(dir, 'state'),
+        DEPLOY_ROOT: join(dir, 'sites'),
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      let output = '';
+      child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      const port = await waitFor(() => /"port":(\d+)/.exec(output)?.[1], 20_000, 'the server to listen');
+      const uidOfPid = (pid: number) => Number(/^Uid:\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
+      expect(uidOfPid(child.pid!)).toBe(uidOf(serverUser));
+      const launcher = readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number).find((pid) => cmdline(pid).includes('launcher-process.mjs') && parentOf(pid) === child.pid);
+      expect(launcher).toBeDefined();
+      expect(uidOfPid(launcher!)).toBe(0);
+      // PATH, and the IPC channel Node's fork() adds.
+      const names = readFileSync(`/proc/${launcher}/environ`, 'utf8').split('\0').filter(Boolean).map((v) => v.split('=')[0]);
+      expect(names.filter((n) => !n!.startsWith('NODE_CHANNEL_'))).toEqual(['PATH']);
+      // The server still reads its secrets (owned by its user) and answers.
+      const res = await sendGithub(`http://127.0.0.1:${port}`, pushPayload('feature/team-de1/x', '0'.repeat(40)), secrets.SECRET_TEAM_DE1!);
+      expect(res.status).toBe(202); // a branch deletion: ignored, after authenticating
+      assertNoSecretIn(output, secrets);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  }, 60_000);
+});
+
+const parentOf = (pid: number): number => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+
+function assertNoSecretIn(text: string, secrets: Record<string, string>): void {
+  for (const secret of Object.values(secrets)) expect(text).not.toContain(secret);
 }
