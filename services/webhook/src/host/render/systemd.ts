@@ -59,7 +59,7 @@ EnvironmentFile=-${layout.envFile}
 Environment=NODE_ENV=production
 Environment=WEBHOOK_USER=${layout.user}
 Environment=DEPLOY_ISOLATION=users
-Environment=RESTART_COMMAND=/usr/bin/systemctl restart
+Environment="RESTART_COMMAND=/usr/bin/systemctl restart"
 Environment=WEBHOOK_PORT=${layout.webhookPort}
 Environment=WEBHOOK_SECRETS_FILE=${layout.secretsFile}
 Environment=WEBHOOK_STATE_DIR=${layout.stateDir}
