@@ -20,7 +20,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -328,6 +328,7 @@ async function pushToLive(): Promise<void> {
   const isolation = isRoot ? 'users' : 'none';
   console.log(`\n-- push to live: real deploy script, file:// repository, DEPLOY_ISOLATION=${isolation}${isRoot ? '' : ' (not root: no separate users)'}`);
   const root = makeTempDir('bench-deploy');
+  chmodSync(root, 0o711); // the build and site users must reach their target directories
   const suffix = randomBytes(2).toString('hex');
   const site = site300();
   const repo = new FixtureRepo(join(root, 'repo'));

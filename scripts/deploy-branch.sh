@@ -103,6 +103,11 @@ extra_allowed=${BUILD_ENV_ALLOW:-}
 [[ $extra_allowed =~ ^[A-Za-z_][A-Za-z0-9_\ ]*$|^$ ]] || { fail "BUILD_ENV_ALLOW is a space-separated list of variable names"; exit 2; }
 
 prepare_target_dir "$deploy_dir" "$site_group"
+if [[ -n $build_user ]] &&
+  ! setpriv "--reuid=$build_user" "--regid=$build_group" --init-groups -- test -x "$deploy_dir/deploys"; then
+  fail "the build user $build_user cannot reach $deploy_dir/deploys: every parent directory needs o+x (e.g. chmod 711)"
+  exit 2
+fi
 take_lock "$deploy_dir" || { fail "another deploy of $deploy_dir holds the lock"; exit 3; }
 
 # Leftovers of a deploy that was killed outright (SIGKILL): builds that left the process group.
