@@ -247,10 +247,10 @@ ln -s -- "$deploy_dir/shared/src/content" "$release_dir/src/content"
 # directories are the new release's own (the build may add caches). Build caches are dropped,
 # because tools rewrite them in place. Otherwise `npm ci`, served from the target's npm cache.
 if [[ -f $release_dir/package-lock.json ]]; then
+  # One node start prints the Node version and the dependency fields.
   deps_key=$({
     sha256sum <"$release_dir/package-lock.json"
-    node --version
-    node -e 'const p = require(process.argv[1]); const f = ["dependencies", "devDependencies", "optionalDependencies", "peerDependencies", "overrides"]; console.log(JSON.stringify(f.map((k) => p[k] ?? null)))' \
+    node -e 'const p = require(process.argv[1]); const f = ["dependencies", "devDependencies", "optionalDependencies", "peerDependencies", "overrides"]; console.log(process.version); console.log(JSON.stringify(f.map((k) => p[k] ?? null)))' \
       "$release_dir/package.json"
   } | sha256sum | cut -d' ' -f1)
 else

@@ -173,7 +173,7 @@ health_check() {
     if [[ $status =~ ^[1-4][0-9][0-9]$ ]]; then
       return 0
     fi
-    sleep 0.1
+    sleep 0.05
   done
   return 1
 }
