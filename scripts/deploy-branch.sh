@@ -231,14 +231,18 @@ fi
 # The release is the commit's tree, without .git; REVISION records the commit.
 git -C "$deploy_dir/repo.git" archive --format=tar "$commit" | as_builder tar -x --no-same-owner -f - >>"$build_log" 2>&1 ||
   { fail "git archive failed"; exit 4; }
-printf '%s\n' "$commit" >"$release_dir/REVISION"
-[[ -z ${DEPLOY_LOG:-} ]] || printf '%s\n' "${DEPLOY_LOG##*/}" >"$release_dir/.deploy-log"
+# Root writes into the release never follow links the repository put there (write_release_file).
+write_release_file "$release_dir/REVISION" "$commit"
+[[ -z ${DEPLOY_LOG:-} ]] || write_release_file "$release_dir/.deploy-log" "${DEPLOY_LOG##*/}"
 log "checked out $commit"
 
 # The external content collection replaces whatever the repository has at src/content.
 rm -rf -- "$release_dir/src/content"
+if [[ -L $release_dir/src || (-e $release_dir/src && ! -d $release_dir/src) ]]; then
+  rm -f -- "$release_dir/src" # a link named src must not lead root's mkdir and chown elsewhere
+fi
 mkdir -p -- "$release_dir/src"
-[[ -z $build_user ]] || chown -- "$build_user:$build_group" "$release_dir/src"
+[[ -z $build_user ]] || chown -h -- "$build_user:$build_group" "$release_dir/src"
 ln -s -- "$deploy_dir/shared/src/content" "$release_dir/src/content"
 
 # Dependencies: identical lockfile, dependency fields and Node version → hard links to the live
@@ -248,10 +252,11 @@ ln -s -- "$deploy_dir/shared/src/content" "$release_dir/src/content"
 # because tools rewrite them in place. Otherwise `npm ci`, served from the target's npm cache.
 if [[ -f $release_dir/package-lock.json ]]; then
   # One node start prints the Node version and the dependency fields.
+  # Read as the build user: root never opens what the repository may have made a link.
   deps_key=$({
-    sha256sum <"$release_dir/package-lock.json"
-    node -e 'const p = require(process.argv[1]); const f = ["dependencies", "devDependencies", "optionalDependencies", "peerDependencies", "overrides"]; console.log(process.version); console.log(JSON.stringify(f.map((k) => p[k] ?? null)))' \
-      "$release_dir/package.json"
+    as_builder sha256sum package-lock.json | cut -d' ' -f1
+    as_builder node -e 'const p = require(process.argv[1]); const f = ["dependencies", "devDependencies", "optionalDependencies", "peerDependencies", "overrides"]; console.log(process.version); console.log(JSON.stringify(f.map((k) => p[k] ?? null)))' \
+      ./package.json
   } | sha256sum | cut -d' ' -f1)
 else
   deps_key=none
@@ -268,7 +273,8 @@ else
   log "installing dependencies (npm ci)"
   as_builder npm ci --prefer-offline --no-audit --no-fund >>"$build_log" 2>&1 || { fail "npm ci failed"; exit 5; }
 fi
-printf '%s\n' "$deps_key" >"$release_dir/.deps-key"
+[[ -z $build_user ]] || kill_processes_of "$build_user"
+write_release_file "$release_dir/.deps-key" "$deps_key"
 
 log "building"
 as_builder npm run build >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }

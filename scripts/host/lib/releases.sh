@@ -20,8 +20,15 @@
 
 # Marker written into a release once its build succeeded; releases without it are debris of an
 # interrupted deploy and may be removed by the next deploy.
-mark_release_built() { touch -- "$1/.release-built"; }
+mark_release_built() { write_release_file "$1/.release-built" built; }
 is_built_release() { [[ -e $1/.release-built ]]; }
+
+# Write a file into a release (as root) without following a link the repository or the build put
+# there: whatever has the name is removed, and the file is created exclusively (O_EXCL).
+write_release_file() {
+  rm -rf -- "$1"
+  (set -o noclobber && printf '%s\n' "$2" >"$1")
+}
 
 log() { printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 fail() { log "error: $*" >&2; }
