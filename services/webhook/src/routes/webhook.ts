@@ -20,7 +20,7 @@ import { AppError } from '../../../shared/errors.js';
 import type { ResolvedTarget } from '../../../shared/targets.js';
 import type { WebhookConfig } from '../config.js';
 import type { Deployer } from '../deployments/deployer.js';
-import { decodeBody, isDeletionCommit, MalformedPayload, parsePush } from '../payload.js';
+import { isDeletionCommit, MalformedPayload, parsePush, readPushFields } from '../payload.js';
 import { deliveryIdOf, eventOf, hasCredentials, RequestAuthenticator } from '../providers.js';
 import { branchOfRef, isValidBranchName, matchTarget } from '../routing.js';
 import type { SecretBook } from '../secret-book.js';
@@ -46,7 +46,7 @@ function resolveRequest(rawBody: Buffer, headers: IncomingHttpHeaders, targets: 
   const event = eventOf(headers);
   let body: unknown;
   try {
-    body = decodeBody(rawBody, headers['content-type']);
+    body = readPushFields(rawBody, headers['content-type']);
   } catch (error) {
     if (!(error instanceof MalformedPayload)) throw error;
     return { kind: 'malformed', code: 'MALFORMED_JSON', message: error.message };
