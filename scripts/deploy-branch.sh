@@ -252,12 +252,15 @@ ln -s -- "$deploy_dir/shared/src/content" "$release_dir/src/content"
 # because tools rewrite them in place. Otherwise `npm ci`, served from the target's npm cache.
 if [[ -f $release_dir/package-lock.json ]]; then
   # One node start prints the Node version and the dependency fields.
-  # Read as the build user: root never opens what the repository may have made a link.
-  deps_key=$({
-    as_builder sha256sum package-lock.json | cut -d' ' -f1
-    as_builder node -e 'const p = require(process.argv[1]); const f = ["dependencies", "devDependencies", "optionalDependencies", "peerDependencies", "overrides"]; console.log(process.version); console.log(JSON.stringify(f.map((k) => p[k] ?? null)))' \
-      ./package.json
-  } | sha256sum | cut -d' ' -f1)
+  # Read as the build user (root never opens what the repository may have made a link), in one
+  # node start: the lockfile's hash, the Node version and the dependency fields.
+  deps_key=$(as_builder node -e '
+    const { createHash } = require("node:crypto");
+    const { readFileSync } = require("node:fs");
+    const p = JSON.parse(readFileSync("package.json", "utf8"));
+    const fields = ["dependencies", "devDependencies", "optionalDependencies", "peerDependencies", "overrides"].map((k) => p[k] ?? null);
+    const key = [createHash("sha256").update(readFileSync("package-lock.json")).digest("hex"), process.version, JSON.stringify(fields)];
+    console.log(createHash("sha256").update(key.join("\n")).digest("hex"));')
 else
   deps_key=none
 fi
@@ -272,8 +275,8 @@ if [[ $deps_key != none && -n $previous_dir && -f $previous_dir/.deps-key &&
 else
   log "installing dependencies (npm ci)"
   as_builder npm ci --prefer-offline --no-audit --no-fund >>"$build_log" 2>&1 || { fail "npm ci failed"; exit 5; }
+  [[ -z $build_user ]] || kill_processes_of "$build_user"
 fi
-[[ -z $build_user ]] || kill_processes_of "$build_user"
 write_release_file "$release_dir/.deps-key" "$deps_key"
 
 log "building"

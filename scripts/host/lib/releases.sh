@@ -61,6 +61,7 @@ prepare_target_dir() {
 # double fork) must not outlive its deploy. Only ever called for a target's own build user.
 kill_processes_of() {
   local user=$1 i
+  pgrep -U "$user" >/dev/null 2>&1 || return 0 # the usual case: one look at /proc
   pkill -KILL -U "$user" 2>/dev/null || true
   for i in $(seq 100); do
     pgrep -U "$user" >/dev/null 2>&1 || return 0
