@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
-# Deploy one branch of the site into a target directory as a new release, switch `live` to it
+# Deploy one commit of a branch into a target directory as a new release, switch `live` to it
 # atomically, restart the target's service and check that the site answers. On any failure the
 # previous release stays (or is put back) live.
 #
-# Called by the webhook server with exactly four arguments, and by operators the same way:
-#   scripts/deploy-branch.sh <branch> <deployDir> <port> <repoUrl>
+# Called by the webhook server (through services/webhook/src/deployments/invocation.ts, the one
+# place that builds these arguments) and by operators (`npm run host -- deploy`):
+#   scripts/deploy-branch.sh <branch> <deployDir> <port> <repoUrl> [<commit>]
+#
+# <commit> is the pushed commit (`after`); it is deployed exactly, never the branch head at clone
+# time. It must be on the branch, and it must not be an ancestor of the live commit: an old or
+# replayed push never rolls a target back (exit 9); rolling back is `npm run host -- rollback`.
+# Without <commit> (a manual deploy) the branch head is deployed, whatever is live.
 #
 # Environment (all optional):
+#   BUILD_USER, SITE_USER  isolation (both or neither; the script must then run as root): the
+#                          build runs as BUILD_USER, the release is sealed (owned by root, not
+#                          writable) and only SITE_USER's group may read it. See docs/webhook.md.
+#   BUILD_ENV_ALLOW        extra variable names (space-separated) passed to the build besides the
+#                          fixed allow-list (PATH, LANG, TZ, PORT, HOME and the npm settings)
 #   KEEP_RELEASES          releases to keep, newest first; the live one is never deleted (5)
 #   RESTART_COMMAND        command run as `$RESTART_COMMAND <service>`, split on spaces
-#                          (sudo systemctl restart); it also gets DEPLOY_DIR, PORT and RELEASE_DIR
+#                          (sudo systemctl restart); it also gets DEPLOY_DIR, PORT, RELEASE_DIR, SITE_USER
 #   SERVICE_NAME           unit to restart (astro- plus the target key with / as -, derived from the branch)
+#   DEPLOY_LOG             this deploy's own log file (the webhook server's), pruned with its release
 #   HEALTH_TIMEOUT_SECONDS how long the site may take to answer after the restart (30)
 #   HEALTH_PATH            path requested for the health check; any status below 500 passes (/)
 #   LOCK_WAIT_SECONDS      how long to wait for another deploy of the same target (900)
-#   npm_config_cache       npm cache directory (npm's default, ~/.npm)
+#   npm_config_cache       npm cache directory (<deployDir>/cache/npm, always that under isolation)
 #
 # Exit codes:
-#   0 deployed and live          1 unexpected error             2 usage (bad arguments)
-#   3 lock not obtained in time  4 git clone failed             5 npm ci failed
+#   0 deployed and live          1 unexpected error             2 usage (bad arguments or setup)
+#   3 lock not obtained in time  4 git fetch failed             5 npm ci failed
 #   6 build failed               7 restart failed, previous release restored
 #   8 health check failed, previous release restored
+#   9 refused: the commit is not on the branch, or is older than the live commit
 #   130/143 interrupted (SIGINT/SIGTERM); the previous release stays or is put back live
 set -euo pipefail
 IFS=$'\n\t'
@@ -31,20 +44,22 @@ source "$here/host/lib/releases.sh"
 
 usage() {
   cat >&2 <<'EOF'
-usage: deploy-branch.sh <branch> <deployDir> <port> <repoUrl>
+usage: deploy-branch.sh <branch> <deployDir> <port> <repoUrl> [<commit>]
   branch     the branch to deploy (e.g. main, feature/team-de1/map)
   deployDir  the target's absolute directory (DEPLOY_ROOT/<deployPath>)
   port       the port the target's site listens on
-  repoUrl    the repository to clone
+  repoUrl    the repository to fetch from
+  commit     the pushed commit (40 or 64 hex digits); default: the branch head
 EOF
   exit 2
 }
 
-(($# == 4)) || usage
+(($# == 4 || $# == 5)) || usage
 branch=$1
 deploy_dir=$2
 port=$3
 repo_url=$4
+wanted_commit=${5:-}
 
 [[ $deploy_dir == /* ]] || { fail "deployDir must be absolute: $deploy_dir"; usage; }
 if ! [[ $port =~ ^[0-9]{1,5}$ ]] || ((port < 1 || port > 65535)); then
@@ -56,20 +71,52 @@ if [[ $branch == -* ]] || ! git check-ref-format --branch "$branch" >/dev/null 2
   fail "invalid branch name"
   usage
 fi
+if [[ -n $wanted_commit ]] && ! [[ $wanted_commit =~ ^([0-9a-f]{40}|[0-9a-f]{64})$ ]]; then
+  fail "invalid commit: 40 or 64 lower-case hex digits"
+  usage
+fi
+
+build_user=${BUILD_USER:-}
+site_user=${SITE_USER:-}
+site_group=
+build_group=
+if [[ -n $build_user || -n $site_user ]]; then
+  [[ -n $build_user && -n $site_user ]] || { fail "BUILD_USER and SITE_USER go together"; exit 2; }
+  ((EUID == 0)) || { fail "isolation (BUILD_USER, SITE_USER) needs the deploy script to run as root"; exit 2; }
+  for user in "$build_user" "$site_user"; do
+    id -u -- "$user" >/dev/null 2>&1 || { fail "user $user does not exist; create it with: npm run host -- users --apply"; exit 2; }
+  done
+  # The site user's primary group is the target's group; the build user belongs to it too.
+  site_group=$(id -gn -- "$site_user")
+  build_group=$(id -gn -- "$build_user")
+fi
 
 # Only ordinary transports: never ext:: or fd:: (which run commands), whatever the URL says.
 export GIT_ALLOW_PROTOCOL='file:git:http:https:ssh'
 export GIT_TERMINAL_PROMPT=0
-export npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
+export GIT_CONFIG_NOSYSTEM=1
 
 service=${SERVICE_NAME:-$(service_name_for_branch "$branch")}
 keep_releases=${KEEP_RELEASES:-5}
 [[ $keep_releases =~ ^[1-9][0-9]*$ ]] || { fail "KEEP_RELEASES must be a positive integer"; exit 2; }
+extra_allowed=${BUILD_ENV_ALLOW:-}
+[[ $extra_allowed =~ ^[A-Za-z_][A-Za-z0-9_\ ]*$|^$ ]] || { fail "BUILD_ENV_ALLOW is a space-separated list of variable names"; exit 2; }
 
-mkdir -p -- "$deploy_dir/deploys" "$deploy_dir/logs" "$deploy_dir/shared/src/content" "$deploy_dir/scripts"
+prepare_target_dir "$deploy_dir" "$site_group"
+if [[ -n $build_user ]] &&
+  ! setpriv "--reuid=$build_user" "--regid=$build_group" --init-groups -- test -x "$deploy_dir/deploys"; then
+  fail "the build user $build_user cannot reach $deploy_dir/deploys: every parent directory needs o+x (e.g. chmod 711)"
+  exit 2
+fi
 take_lock "$deploy_dir" || { fail "another deploy of $deploy_dir holds the lock"; exit 3; }
 
+# Leftovers of a deploy that was killed outright (SIGKILL): builds that left the process group.
+[[ -z $build_user ]] || kill_processes_of "$build_user"
+
 previous=$(live_release_name "$deploy_dir")
+previous_dir=${previous:+$deploy_dir/deploys/$previous}
+live_commit=
+[[ -z $previous_dir || ! -f $previous_dir/REVISION ]] || live_commit=$(<"$previous_dir/REVISION")
 
 # Debris of a deploy that was killed without running its trap: unfinished and not live.
 for dir in "$deploy_dir"/deploys/*/; do
@@ -82,7 +129,7 @@ done
 # A fresh 14-digit release name; mkdir is the claim, so two deploys in one second get distinct names.
 while :; do
   stamp=$(date -u +%Y%m%d%H%M%S)
-  mkdir -- "$deploy_dir/deploys/$stamp" 2>/dev/null && break
+  mkdir -m 0700 -- "$deploy_dir/deploys/$stamp" 2>/dev/null && break
   sleep 0.2
 done
 release_dir="$deploy_dir/deploys/$stamp"
@@ -91,15 +138,18 @@ stage=preparing
 
 on_exit() {
   local rc=$?
+  trap - TERM INT
   if [[ $stage == switched ]]; then
     log "restoring previous release ${previous:-(none)}"
     if [[ -n $previous ]]; then
-      switch_live "$deploy_dir" "$previous"
+      switch_live "$deploy_dir" "$previous" "$site_group"
       restart_service "$service" "$deploy_dir" "$port" || fail "restart of $service after restoring failed"
     else
       rm -f -- "$deploy_dir/live"
     fi
   fi
+  # Nothing a build started outlives the deploy (a build may have left the process group).
+  [[ -z $build_user ]] || kill_processes_of "$build_user"
   if [[ $stage != confirmed ]]; then
     rm -rf -- "$release_dir"
     if [[ -s $build_log ]]; then
@@ -113,79 +163,137 @@ trap on_exit EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
+# The environment of every build step: this allow-list and nothing else (no secret, no token, no
+# path to the secrets file can reach it, whatever the caller's environment holds).
+build_home="$deploy_dir/cache/home"
+# Under isolation every target has its own npm cache (a shared one would be a channel between teams).
+npm_cache=${npm_config_cache:-$deploy_dir/cache/npm}
+[[ -z $build_user ]] || npm_cache="$deploy_dir/cache/npm"
+build_env=(
+  "PATH=${PATH:-/usr/local/bin:/usr/bin:/bin}"
+  "HOME=$build_home"
+  "LANG=${LANG:-C.UTF-8}"
+  "TZ=${TZ:-UTC}"
+  "PORT=$port"
+  "CI=true"
+  "npm_config_cache=$npm_cache"
+  "npm_config_update_notifier=false"
+  "npm_config_fund=false"
+  "npm_config_audit=false"
+)
+IFS=' ' read -r -a extra_names <<<"$extra_allowed"
+for name in "${extra_names[@]}"; do
+  [[ -v $name ]] && build_env+=("$name=${!name}")
+done
+
+# Run a build step in the release directory as the build user, with the allow-listed environment
+# only and without the lock descriptor (a build that outlives the script must not hold the lock).
+as_builder() {
+  local -a drop=()
+  [[ -z $build_user ]] || drop=(setpriv "--reuid=$build_user" "--regid=$build_group" --init-groups --no-new-privs --)
+  (cd -- "$release_dir" && exec "${drop[@]}" env -i "${build_env[@]}" "$@") 9>&-
+}
+
+if [[ -n $build_user ]]; then
+  mkdir -p -- "$build_home" "$deploy_dir/cache/npm"
+  chown -- "$build_user:$build_group" "$deploy_dir/cache" "$build_home" "$deploy_dir/cache/npm"
+  chmod 0700 -- "$deploy_dir/cache"
+  chown -- "$build_user:$build_group" "$release_dir"
+else
+  mkdir -p -- "$build_home"
+fi
+
+# The target's own mirror of the repository (never inside a release): fetching is incremental, and
+# it answers whether the pushed commit is on the branch and whether it is older than live.
 log "deploying $branch to $release_dir (service $service, port $port)"
-git clone --quiet --depth 1 --single-branch --branch "$branch" -- "$repo_url" "$release_dir" >>"$build_log" 2>&1 ||
-  { fail "git clone failed"; exit 4; }
-commit=$(git -C "$release_dir" rev-parse HEAD)
-printf '%s\n' "$commit" >"$release_dir/REVISION"
-log "cloned $commit"
+fetch_branch "$deploy_dir/repo.git" "$repo_url" "$branch" >>"$build_log" 2>&1 || { fail "git fetch failed"; exit 4; }
+head=$(git -C "$deploy_dir/repo.git" rev-parse --verify --quiet "refs/heads/$branch^{commit}") || { fail "git fetch failed"; exit 4; }
+commit=${wanted_commit:-$head}
+if ! git -C "$deploy_dir/repo.git" merge-base --is-ancestor "$commit" "$head" 2>/dev/null; then
+  fail "commit $commit is not on branch $branch"
+  exit 9
+fi
+if [[ -n $wanted_commit && -n $live_commit && $commit != "$live_commit" ]] &&
+  git -C "$deploy_dir/repo.git" merge-base --is-ancestor "$commit" "$live_commit" 2>/dev/null; then
+  fail "commit $commit is older than the live commit $live_commit; refusing to roll back (use: npm run host -- rollback)"
+  exit 9
+fi
+
+# A commit already live (a push that raced its own deploy, a replay): nothing to do, no restart.
+if [[ -n $wanted_commit && $commit == "$live_commit" ]]; then
+  rm -rf -- "$release_dir" "$build_log"
+  stage=confirmed
+  log "commit $commit is already live as deploys/$previous; nothing deployed"
+  printf 'release=%s commit=%s\n' "$previous" "$commit"
+  exit 0
+fi
+
+# The release is the commit's tree, without .git; REVISION records the commit.
+git -C "$deploy_dir/repo.git" archive --format=tar "$commit" | as_builder tar -x --no-same-owner -f - >>"$build_log" 2>&1 ||
+  { fail "git archive failed"; exit 4; }
+# Root writes into the release never follow links the repository put there (write_release_file).
+write_release_file "$release_dir/REVISION" "$commit"
+[[ -z ${DEPLOY_LOG:-} ]] || write_release_file "$release_dir/.deploy-log" "${DEPLOY_LOG##*/}"
+log "checked out $commit"
 
 # The external content collection replaces whatever the repository has at src/content.
-mkdir -p -- "$release_dir/src"
 rm -rf -- "$release_dir/src/content"
+if [[ -L $release_dir/src || (-e $release_dir/src && ! -d $release_dir/src) ]]; then
+  rm -f -- "$release_dir/src" # a link named src must not lead root's mkdir and chown elsewhere
+fi
+mkdir -p -- "$release_dir/src"
+[[ -z $build_user ]] || chown -h -- "$build_user:$build_group" "$release_dir/src"
 ln -s -- "$deploy_dir/shared/src/content" "$release_dir/src/content"
 
-# Dependencies: identical lockfile, dependency fields and Node version → hard-link copy of the live release's
-# node_modules (a copy, so nothing this release does can change the live one's tree; build caches
-# are dropped because tools rewrite them in place). Otherwise `npm ci`, served from the npm cache.
-# The key also covers package.json's dependency fields, so a package.json that no longer matches
-# its lockfile still goes through `npm ci` (which refuses it) instead of reusing stale modules.
+# Dependencies: identical lockfile, dependency fields and Node version → hard links to the live
+# release's node_modules. That release is sealed (files owned by root, not writable), so the new
+# build can replace a linked file but never write into it: no release can change another. The
+# directories are the new release's own (the build may add caches). Build caches are dropped,
+# because tools rewrite them in place. Otherwise `npm ci`, served from the target's npm cache.
 if [[ -f $release_dir/package-lock.json ]]; then
-  deps_key=$({
-    sha256sum <"$release_dir/package-lock.json"
-    node --version
-    node -e 'const p = require(process.argv[1]); const f = ["dependencies", "devDependencies", "optionalDependencies", "peerDependencies", "overrides"]; console.log(JSON.stringify(f.map((k) => p[k] ?? null)))' \
-      "$release_dir/package.json"
-  } | sha256sum | cut -d' ' -f1)
+  # One node start prints the Node version and the dependency fields.
+  # Read as the build user (root never opens what the repository may have made a link), in one
+  # node start: the lockfile's hash, the Node version and the dependency fields.
+  deps_key=$(as_builder node -e '
+    const { createHash } = require("node:crypto");
+    const { readFileSync } = require("node:fs");
+    const p = JSON.parse(readFileSync("package.json", "utf8"));
+    const fields = ["dependencies", "devDependencies", "optionalDependencies", "peerDependencies", "overrides"].map((k) => p[k] ?? null);
+    const key = [createHash("sha256").update(readFileSync("package-lock.json")).digest("hex"), process.version, JSON.stringify(fields)];
+    console.log(createHash("sha256").update(key.join("\n")).digest("hex"));')
 else
   deps_key=none
 fi
-previous_dir=${previous:+$deploy_dir/deploys/$previous}
 if [[ $deps_key != none && -n $previous_dir && -f $previous_dir/.deps-key &&
   $(<"$previous_dir/.deps-key") == "$deps_key" ]]; then
   if [[ -d $previous_dir/node_modules ]]; then
     cp -al -- "$previous_dir/node_modules" "$release_dir/node_modules"
     rm -rf -- "$release_dir/node_modules/.cache" "$release_dir/node_modules/.vite" "$release_dir/node_modules/.astro"
+    [[ -z $build_user ]] || find "$release_dir/node_modules" -type d -exec chown -- "$build_user:$build_group" {} +
   fi
   log "lockfile unchanged: reused dependencies of $previous"
 else
   log "installing dependencies (npm ci)"
-  (cd -- "$release_dir" && npm ci --prefer-offline --no-audit --no-fund) >>"$build_log" 2>&1 ||
-    { fail "npm ci failed"; exit 5; }
+  as_builder npm ci --prefer-offline --no-audit --no-fund >>"$build_log" 2>&1 || { fail "npm ci failed"; exit 5; }
+  [[ -z $build_user ]] || kill_processes_of "$build_user"
 fi
-printf '%s\n' "$deps_key" >"$release_dir/.deps-key"
+write_release_file "$release_dir/.deps-key" "$deps_key"
 
 log "building"
-(cd -- "$release_dir" && PORT="$port" npm run build) >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }
+as_builder npm run build >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }
+[[ -z $build_user ]] || kill_processes_of "$build_user"
+seal_release "$release_dir" "$build_user"
 mark_release_built "$release_dir"
 
-switch_live "$deploy_dir" "$stamp"
+switch_live "$deploy_dir" "$stamp" "$site_group"
 stage=switched
 log "live -> deploys/$stamp; restarting $service"
 restart_service "$service" "$deploy_dir" "$port" >>"$build_log" 2>&1 || { fail "restart of $service failed"; exit 7; }
 health_check "$port" || { fail "site on port $port did not answer after the restart"; exit 8; }
 stage=confirmed
 
-# Retention: the newest KEEP_RELEASES releases stay, and the live one always does.
-mapfile -t releases < <(find "$deploy_dir/deploys" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort -r)
-oldest_kept=$stamp
-for i in "${!releases[@]}"; do
-  name=${releases[$i]}
-  if ((i < keep_releases)) || [[ $name == "$stamp" ]]; then
-    oldest_kept=$name
-    continue
-  fi
-  rm -rf -- "${deploy_dir:?}/deploys/$name"
-done
-# Build logs older than the oldest kept release belong to releases that are gone.
-for file in "$deploy_dir"/logs/npm-build-*.log; do
-  [[ -e $file ]] || continue
-  name=${file##*/npm-build-}
-  name=${name%.log}
-  if [[ $name < $oldest_kept ]]; then
-    rm -f -- "$file"
-  fi
-done
+close_other_releases "$deploy_dir" "$site_group"
+prune_releases "$deploy_dir" "$stamp" "$keep_releases"
 
 log "deployed $commit as deploys/$stamp"
 printf 'release=%s commit=%s\n' "$stamp" "$commit"

@@ -12,7 +12,7 @@ import { runMain } from '../services/shared/config.js';
 import { createLogger } from '../services/shared/logger.js';
 import { startApi } from '../services/api/src/boot.js';
 import { loadApiConfig } from '../services/api/src/config.js';
-import { startDevelopmentWebhookServer } from '../services/webhook/src/server.js';
+import { startDevelopmentWebhookServer } from '../services/webhook/src/development.js';
 import { stopOnSignals } from '../services/shared/shutdown.js';
 
 runMain(async () => {

@@ -23,7 +23,7 @@ FROM ${NODE_IMAGE} AS runtime
 # Debian's current bookworm packages (security updates included) rather than pinned versions.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git curl ca-certificates openssh-client \
+ && apt-get install -y --no-install-recommends git curl ca-certificates openssh-client procps \
  && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production WEBHOOK_PORT=9321
 WORKDIR /app
@@ -40,6 +40,15 @@ RUN printf '#!/bin/sh\ncd /app && exec node --import tsx infra/sites/restart-cli
  && chmod 755 /usr/local/bin/sites-restart \
  && mkdir -p /srv/sites /run/sites /var/lib/webhook \
  && chown node:node /srv/sites /run/sites /var/lib/webhook
+# --- privilege separation (webhook helper, issue 10): one build and one site user per target
+# (services/webhook/src/host/users.ts); the same image runs the sites container, so both agree on
+# the uids. The stack starts both containers as root (user "0") with WEBHOOK_USER=node: the deploy
+# launcher stays root (it runs each build as its target's build user; procps' pkill ends
+# leftovers), the server gives up root for node before it reads a secret, and the sites
+# supervisor starts each site as its site user. Run as node (this default), production refuses
+# to start unless DEPLOY_ISOLATION=none is set explicitly.
+RUN node --import tsx services/webhook/src/host/cli.ts users --apply
+# --- end privilege separation
 USER node
 EXPOSE 9321
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

@@ -18,6 +18,12 @@ export interface SiteSpec {
   port: number;
   /** The target's deploy directory; the site runs in <deployDir>/live. */
   deployDir: string;
+  /**
+   * The target's site user (siteUserOf in services/shared/targets.ts): the site runs as this user
+   * and its group, which may read the live release and nothing else of any target (see
+   * docs/webhook.md). Needs the supervisor to run as root; unset, the site runs as the supervisor.
+   */
+  user?: { name: string; uid: number; gid: number };
 }
 
 export interface SupervisorOptions {
@@ -87,8 +93,10 @@ export class Supervisor {
     const [command, ...args] = this.options.startCommand as [string, ...string[]];
     const child = spawn(command, args, {
       cwd: release,
-      env: { ...this.options.env, PORT: String(site.port), HOST: this.options.host },
+      env: { ...this.options.env, PORT: String(site.port), HOST: this.options.host, ...(site.user ? { USER: site.user.name, LOGNAME: site.user.name } : {}) },
       stdio: ['ignore', 'inherit', 'inherit'],
+      // Node sets the groups to the given gid only (no supplementary group of the supervisor's).
+      ...(site.user ? { uid: site.user.uid, gid: site.user.gid } : {}),
     });
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const entry: Running = { child, exited, release };

@@ -4,8 +4,9 @@
 #
 #   scripts/host/rollback.sh <deployDir> <port> <service> [<release>]
 #
-# Environment: RESTART_COMMAND, HEALTH_TIMEOUT_SECONDS, HEALTH_PATH, LOCK_WAIT_SECONDS as for
-# scripts/deploy-branch.sh.
+# Environment: RESTART_COMMAND, HEALTH_TIMEOUT_SECONDS, HEALTH_PATH, LOCK_WAIT_SECONDS and SITE_USER
+# (isolation: only that user's group may read the live release) as for scripts/deploy-branch.sh.
+# This is the only way a target goes back to an older commit: pushes never roll back.
 #
 # Exit codes:
 #   0 rolled back and answering   1 unexpected error   2 usage
@@ -34,6 +35,12 @@ wanted=${4:-}
 [[ $service =~ ^[A-Za-z0-9@._-]+$ ]] || { fail "invalid service name: $service"; usage; }
 [[ -z $wanted || $wanted =~ ^[0-9]{14}$ ]] || { fail "a release is a 14-digit timestamp"; usage; }
 
+site_group=
+if [[ -n ${SITE_USER:-} ]]; then
+  ((EUID == 0)) || { fail "isolation (SITE_USER) needs root"; exit 2; }
+  site_group=$(id -gn -- "$SITE_USER") || { fail "user $SITE_USER does not exist"; exit 2; }
+fi
+
 take_lock "$deploy_dir" || { fail "another deploy of $deploy_dir holds the lock"; exit 3; }
 
 current=$(live_release_name "$deploy_dir")
@@ -52,14 +59,15 @@ if [[ -z $wanted ]] || ! is_built_release "$deploy_dir/deploys/$wanted"; then
 fi
 
 log "rolling $service back from ${current:-none} to $wanted"
-switch_live "$deploy_dir" "$wanted"
+switch_live "$deploy_dir" "$wanted" "$site_group"
 restore() {
   if [[ -n $current ]]; then
-    switch_live "$deploy_dir" "$current"
+    switch_live "$deploy_dir" "$current" "$site_group"
     restart_service "$service" "$deploy_dir" "$port" || fail "restart after restoring $current failed"
   fi
 }
 restart_service "$service" "$deploy_dir" "$port" || { fail "restart failed"; restore; exit 7; }
 health_check "$port" || { fail "site on port $port did not answer"; restore; exit 8; }
+close_other_releases "$deploy_dir" "$site_group"
 log "live -> deploys/$wanted"
 printf 'release=%s\n' "$wanted"

@@ -1,9 +1,10 @@
+import { join } from 'node:path';
 import { z } from 'zod';
 import { loadYamlFile } from './config.js';
 
 /**
  * Deploy targets (config/targets.yaml): one per branch site. Shared by the webhook server (routing,
- * secrets, deploy directories), the host renderers (systemd units, Caddy) and the Pulumi program.
+ * secrets, deploy directories), the host renderers (systemd units, Caddy, users) and the Pulumi program.
  *
  * - key: the branch for exact targets (main, develop) or the branch family (feature/team-de1).
  * - provider: `gitlab` (X-Gitlab-Token) or `github` (X-Hub-Signature-256; Gitea and Forgejo too).
@@ -11,7 +12,12 @@ import { loadYamlFile } from './config.js';
  * - secret: the NAME of the environment variable that holds the shared secret, never the secret.
  * - matchPattern: `exact` (the branch equals key) or `prefix` (the branch is `<key>/` followed by at
  *   least one more character, so feature/team-de1/x matches team de1 but feature/team-de10/x does not).
+ * - serviceName, buildUser, siteUser (optional): the site's unit / supervisor name and the Unix
+ *   users a build and the running site use; derived from key and deployPath when left out (see
+ *   resolveTarget).
  */
+const unixName = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a Unix user name (lower case, at most 32 characters)');
+
 export const TargetSchema = z
   .object({
     key: z.string().regex(/^[a-z0-9][a-z0-9._/-]*$/i, 'a branch name or branch family of letters, digits, . _ / -'),
@@ -24,6 +30,9 @@ export const TargetSchema = z
       .enum(['gitlab', 'github', 'A', 'B'])
       .transform((p) => (p === 'A' ? 'gitlab' : p === 'B' ? 'github' : p)),
     matchPattern: z.enum(['exact', 'prefix']),
+    serviceName: z.string().regex(/^astro-[a-z0-9._-]+$/i, 'astro- followed by letters, digits, . _ -').optional(),
+    buildUser: unixName.optional(),
+    siteUser: unixName.optional(),
   })
   .strict();
 
@@ -40,13 +49,50 @@ export const TargetsFileSchema = z
         seen.add(t[field]);
       });
     }
+    // One Unix user for two targets (or for a build and a site) would let one read the other.
+    const users = new Map<string, string>();
+    file.targets.forEach((t, i) => {
+      for (const [field, name] of [['buildUser', buildUserOf(t)], ['siteUser', siteUserOf(t)]] as const) {
+        const owner = users.get(name);
+        if (owner) ctx.addIssue({ code: 'custom', path: ['targets', i, field], message: `user ${name} is also ${owner}` });
+        users.set(name, `${field} of ${t.key}`);
+      }
+    });
   });
 
 export function loadTargets(path: string): Target[] {
   return loadYamlFile(path, TargetsFileSchema).targets;
 }
 
-/** The per-branch systemd service: `astro-` plus the key with `/` as `-` (feature/team-de1 → astro-feature-team-de1). */
-export function serviceNameOf(target: Pick<Target, 'key'>): string {
-  return `astro-${target.key.replace(/\//g, '-')}`;
+/** The per-branch service: `astro-` plus the key with `/` as `-` (feature/team-de1 → astro-feature-team-de1). */
+export function serviceNameOf(target: Pick<Target, 'key' | 'serviceName'>): string {
+  return target.serviceName ?? `astro-${target.key.replace(/\//g, '-')}`;
+}
+
+/** Unix names are at most 32 characters; long deploy paths are cut (and must then be set explicitly if they collide). */
+const userName = (prefix: string, deployPath: string): string => `${prefix}${deployPath.toLowerCase().replace(/[^a-z0-9_-]/g, '-')}`.slice(0, 32);
+
+/** The user that runs this target's builds (npm ci, npm run build): `wb-<deployPath>`. */
+export const buildUserOf = (target: Pick<Target, 'deployPath' | 'buildUser'>): string => target.buildUser ?? userName('wb-', target.deployPath);
+
+/** The user that runs this target's site: `ws-<deployPath>`; its group is the target's group (see docs/webhook.md). */
+export const siteUserOf = (target: Pick<Target, 'deployPath' | 'siteUser'>): string => target.siteUser ?? userName('ws-', target.deployPath);
+
+/** A target with everything derived from configuration resolved: where it lives, what runs it. */
+export interface ResolvedTarget extends Target {
+  /** DEPLOY_ROOT + deployPath. */
+  deployDir: string;
+  serviceName: string;
+  buildUser: string;
+  siteUser: string;
+}
+
+export function resolveTarget(target: Target, deployRoot: string): ResolvedTarget {
+  return {
+    ...target,
+    deployDir: join(deployRoot, target.deployPath),
+    serviceName: serviceNameOf(target),
+    buildUser: buildUserOf(target),
+    siteUser: siteUserOf(target),
+  };
 }

@@ -4,7 +4,7 @@
  * site on its port.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -192,8 +192,8 @@ describe('deploy-branch.sh', () => {
     repo.commit('concurrent', { VERSION: 'both\n', SLOW_BUILD: '1\n' });
 
     const [a, b] = await Promise.all([
-      deploy('concurrent', dir, port, { BUILD_TRACE_FILE: trace }),
-      deploy('concurrent', dir, port, { BUILD_TRACE_FILE: trace }),
+      deploy('concurrent', dir, port, { BUILD_TRACE_FILE: trace, BUILD_ENV_ALLOW: 'BUILD_TRACE_FILE' }),
+      deploy('concurrent', dir, port, { BUILD_TRACE_FILE: trace, BUILD_ENV_ALLOW: 'BUILD_TRACE_FILE' }),
     ]);
 
     expect([a.code, b.code]).toEqual([0, 0]);
@@ -240,6 +240,28 @@ describe('deploy-branch.sh', () => {
     expect(existsSync(join(dir, 'pwned'))).toBe(false);
     expect(existsSync(join(root, 'pwned'))).toBe(false);
     expect((await fetchBuild(port)).version).toBe('feature');
+  });
+
+  it('follows no link the repository planted: REVISION, .deps-key and src pointing outside stay untouched', async () => {
+    const { dir, port } = await newTarget('planted-links');
+    const victimFile = join(root, 'victim.txt');
+    const victimDir = join(root, 'victim-dir');
+    writeFileSync(victimFile, 'untouched\n');
+    mkdirSync(victimDir, { recursive: true });
+    repo.commit('planted', { VERSION: 'planted\n' });
+    for (const [name, target] of [['REVISION', victimFile], ['.deps-key', victimFile], ['.release-built', victimFile], ['src', victimDir]] as const) {
+      rmSync(join(repo.dir, name), { recursive: true, force: true });
+      symlinkSync(target, join(repo.dir, name));
+    }
+    repo.commit('planted', {}, 'plant links');
+
+    const result = await deploy('planted', dir, port);
+
+    expect(result.code, result.stderr).toBe(0);
+    expect(readFileSync(victimFile, 'utf8')).toBe('untouched\n');
+    expect(readdirSync(victimDir)).toEqual([]);
+    expect(lstatSync(join(dir, 'live/REVISION')).isSymbolicLink()).toBe(false);
+    expect((await fetchBuild(port)).version).toBe('planted');
   });
 
   it('is shellcheck clean, with the sourced library and the test stand-ins', () => {

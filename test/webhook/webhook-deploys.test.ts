@@ -19,7 +19,8 @@ import {
   stopFixtureSites,
   waitFor,
 } from './support/helpers.js';
-import { createDevelopmentSecrets, startDevelopmentWebhookServer } from '../../services/webhook/src/server.js';
+import { startDevelopmentWebhookServer } from '../../services/webhook/src/development.js';
+import { createDevelopmentSecrets, newSecret } from '../../services/webhook/src/secrets.js';
 import {
   commitId,
   getDeployment,
@@ -59,13 +60,13 @@ describe('deploy queue', () => {
     withHarness({ RECORD_DEPLOY_SLEEP: '0.6' }, async (h) => {
       const secret = h.secrets.SECRET_TEAM_DE1!;
       const first = await sendGithub(h.url, pushPayload('feature/team-de1/a', commitId()), secret);
-      await waitFor(() => h.server.queue.activity().running.length === 1, 5000, 'first deploy running');
+      await waitFor(() => h.server.deployer.activity().running.length === 1, 5000, 'first deploy running');
       const second = await sendGithub(h.url, pushPayload('feature/team-de1/b', commitId()), secret);
       const third = await sendGithub(h.url, pushPayload('feature/team-de1/c', commitId()), secret);
       const other = await sendGitlab(h.url, pushPayload('develop', commitId()), h.secrets.SECRET_DEVELOP!);
       expect([first.status, second.status, third.status, other.status]).toEqual([202, 202, 202, 202]);
       // Another target is not held up by team de1's deploy.
-      await waitFor(() => h.server.queue.activity().running.length === 2, 5000, 'develop running beside de1');
+      await waitFor(() => h.server.deployer.activity().running.length === 2, 5000, 'develop running beside de1');
 
       await waitIdle(h);
       const state = async (res: { json: Record<string, unknown> }) => getDeployment(h, String(res.json.deploymentId));
@@ -95,7 +96,7 @@ describe('deploy queue', () => {
     withHarness({ RECORD_DEPLOY_SLEEP: '0.5' }, async (h) => {
       const [a, b] = [commitId(), commitId()];
       const first = await sendGitlab(h.url, pushPayload('main', a), h.secrets.SECRET_MAIN!);
-      await waitFor(() => h.server.queue.activity().running.length === 1, 5000, 'first deploy running');
+      await waitFor(() => h.server.deployer.activity().running.length === 1, 5000, 'first deploy running');
       const second = await sendGitlab(h.url, pushPayload('main', b), h.secrets.SECRET_MAIN!);
       const backToA = await sendGitlab(h.url, pushPayload('main', a), h.secrets.SECRET_MAIN!);
       expect([first.status, second.status, backToA.status]).toEqual([202, 202, 202]);
@@ -127,7 +128,7 @@ describe('deploy queue', () => {
   it('on shutdown lets a running deploy finish within the grace period', async () => {
     const h = await startHarness({ env: { RECORD_DEPLOY_SLEEP: '0.8' } });
     const res = await sendGitlab(h.url, pushPayload('main'), h.secrets.SECRET_MAIN!);
-    await waitFor(() => h.server.queue.activity().running.length === 1, 5000, 'deploy running');
+    await waitFor(() => h.server.deployer.activity().running.length === 1, 5000, 'deploy running');
     await h.close();
     expect(h.server.store.get(String(res.json.deploymentId))?.state).toBe('succeeded');
   });
@@ -223,7 +224,7 @@ describe('the server process', () => {
 
   it('on SIGTERM records the running deploy as interrupted after the grace period and exits 0', async () => {
     const dir = makeTempDir('webhook-sigterm');
-    const secrets = Object.fromEntries(['SECRET_MAIN', 'SECRET_DEVELOP', 'SECRET_TEAM_DE1', 'SECRET_TEAM_DE2', 'SECRET_TEAM_FV'].map((n) => [n, `${n.toLowerCase()}-${'s'.repeat(40)}`]));
+    const secrets = Object.fromEntries(['SECRET_MAIN', 'SECRET_DEVELOP', 'SECRET_TEAM_DE1', 'SECRET_TEAM_DE2', 'SECRET_TEAM_FV'].map((n) => [n, newSecret()]));
     const child = spawn(tsx, [serverFile], {
       env: {
         PATH: process.env.PATH,
@@ -235,6 +236,7 @@ describe('the server process', () => {
         DEPLOY_SCRIPT: recordDeployScript,
         RECORD_DEPLOY_FILE: join(dir, 'record.jsonl'),
         RECORD_DEPLOY_SLEEP: '30',
+        DEPLOY_ENV_PASS: 'RECORD_DEPLOY_FILE RECORD_DEPLOY_SLEEP',
         WEBHOOK_SHUTDOWN_GRACE_SECONDS: '1',
       },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -266,7 +268,7 @@ describe('the server process', () => {
 
   it('refuses to start when a target secret variable is missing, naming it', () => {
     const dir = makeTempDir('webhook-missing');
-    const result = run({ SECRET_MAIN: 'x'.repeat(64), WEBHOOK_PORT: '0', WEBHOOK_STATE_DIR: join(dir, 'state') });
+    const result = run({ SECRET_MAIN: newSecret(), WEBHOOK_PORT: '0', WEBHOOK_STATE_DIR: join(dir, 'state') });
     expect(result.status).toBe(2);
     expect(result.stderr).toContain('SECRET_DEVELOP');
   });

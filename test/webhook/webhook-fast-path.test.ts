@@ -17,6 +17,7 @@ import {
   sendGitlab,
   startHarness,
   waitForDeployment,
+  waitIdle,
   type Harness,
 } from './support/webhook-harness.js';
 
@@ -55,6 +56,7 @@ describe('reading the body', () => {
   });
 
   it('answers 413 to a body over the limit, announced or streamed, and deploys nothing', async () => {
+    await waitIdle(h); // the deploy of the previous test's push is recorded first
     const before = h.recordedDeploys().length;
     const body = Buffer.from(JSON.stringify(pushPayload('feature/team-de1/big', undefined, { padding: 'z'.repeat(70 * 1024) })));
     const headers = { 'x-github-event': 'push', 'x-hub-signature-256': githubSignature(body, h.secrets.SECRET_TEAM_DE1!) };

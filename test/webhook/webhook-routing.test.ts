@@ -47,7 +47,7 @@ describe('branch → target', () => {
 });
 
 describe('POST /webhook', () => {
-  it('queues a GitLab push to main with exactly the four script arguments and answers 202 with the deployment id', async () => {
+  it('queues a GitLab push to main with exactly the five script arguments (the pushed commit last) and answers 202 with the deployment id', async () => {
     const commit = 'a'.repeat(40);
     const res = await sendGitlab(h.url, pushPayload('main', commit), h.secrets.SECRET_MAIN!);
     expect(res.status).toBe(202);
@@ -56,7 +56,7 @@ describe('POST /webhook', () => {
     expect(deployment).toMatchObject({ target: 'main', commit, state: 'succeeded', exitCode: 0, provider: 'gitlab' });
     expect(deployment.logPath).toMatch(/sites\/main\/logs\/deploy-.*\.log$/);
     const call = h.recordedDeploys().find((d) => d.args[0] === 'main');
-    expect(call?.args).toEqual(['main', `${h.root}/sites/main`, '3000', 'https://git.example.org/city/site.git']);
+    expect(call?.args).toEqual(['main', `${h.root}/sites/main`, '3000', 'https://git.example.org/city/site.git', commit]);
     expect(call?.env.SERVICE_NAME).toBe('astro-main');
   });
 
@@ -117,7 +117,7 @@ describe('POST /webhook', () => {
     const issue = await sendGithub(h.url, { action: 'opened' }, h.secrets.SECRET_TEAM_DE2!, { 'x-github-event': 'issues' });
     expect(issue).toMatchObject({ status: 202, json: { status: 'ignored' } });
     await new Promise((r) => setTimeout(r, 200));
-    expect(h.server.queue.activity()).toEqual({ running: [], waiting: [] });
+    expect(h.server.deployer.activity()).toEqual({ running: [], waiting: [] });
     expect(h.recordedDeploys()).toHaveLength(before);
   });
 
@@ -145,7 +145,7 @@ describe('POST /webhook', () => {
       const res = await sendGithub(h.url, pushPayload(branch), h.secrets.SECRET_TEAM_DE1!);
       expect(res.status, JSON.stringify(branch)).toBe(400);
     }
-    expect(h.server.queue.activity()).toEqual({ running: [], waiting: [] });
+    expect(h.server.deployer.activity()).toEqual({ running: [], waiting: [] });
     expect(h.recordedDeploys()).toHaveLength(before);
   });
 

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from './support/helpers.js';
 import {
+  commitId,
   githubSignature,
   pushPayload,
   send,
@@ -128,11 +129,12 @@ describe('webhook authentication', () => {
     const sentinel = join(h.root, 'pwned');
     // Valid as a git branch name (no spaces or backslashes), so it really reaches the script.
     const branch = `feature/team-de2/x;touch\${IFS}${sentinel};$(touch\${IFS}${sentinel})\`touch\${IFS}${sentinel}\`|&&'"<>`;
-    const res = await sendGithub(h.url, pushPayload(branch), h.secrets.SECRET_TEAM_DE2!);
+    const commit = commitId();
+    const res = await sendGithub(h.url, pushPayload(branch, commit), h.secrets.SECRET_TEAM_DE2!);
     expect(res.status).toBe(202);
     await waitForDeployment(h, String(res.json.deploymentId));
     const call = h.recordedDeploys().find((d) => d.args[0] === branch);
-    expect(call?.args).toEqual([branch, join(h.root, 'sites/feature-de2'), '3003', 'https://git.example.org/city/site.git']);
+    expect(call?.args).toEqual([branch, join(h.root, 'sites/feature-de2'), '3003', 'https://git.example.org/city/site.git', commit]);
     expect(existsSync(sentinel)).toBe(false);
   });
 
@@ -164,7 +166,7 @@ describe('webhook authentication', () => {
     expect(Array.isArray(ok.json.deployments)).toBe(true);
   });
 
-  it('answers 429 to an address after too many failed authentications, before reading its body', async () => {
+  it('answers 429 to an address after too many failed authentications, yet accepts its correctly signed push', async () => {
     const limited = await startHarness({ env: { WEBHOOK_AUTH_FAILURES_PER_MINUTE: '3' } });
     try {
       const forged = () => sendGithub(limited.url, pushPayload('feature/team-de1/x'), 'wrong-secret-wrong-secret');
@@ -172,7 +174,8 @@ describe('webhook authentication', () => {
       for (let i = 0; i < 5; i++) statuses.push((await forged()).status);
       expect(statuses).toEqual([401, 401, 401, 429, 429]);
       const genuine = await sendGithub(limited.url, pushPayload('feature/team-de1/x'), limited.secrets[DE1]!);
-      expect(genuine.status).toBe(429);
+      expect(genuine.status).toBe(202);
+      expect((await forged()).status).toBe(429);
     } finally {
       await limited.close();
     }

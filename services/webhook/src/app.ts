@@ -5,9 +5,9 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Logger } from 'pino';
 import { AppError, sendProblem } from '../../shared/errors.js';
 import { authFailureLimiter } from './auth-failure-limiter.js';
-import { rawBody } from './body.js';
+import { InflateBudget, rawBody } from './body.js';
 import type { WebhookConfig } from './config.js';
-import type { DeployQueue } from './deployments/queue.js';
+import type { Deployer } from './deployments/deployer.js';
 import type { DeploymentStore } from './deployments/store.js';
 import { deploymentsRouter } from './routes/deployments.js';
 import { webhookHandler } from './routes/webhook.js';
@@ -16,10 +16,10 @@ import type { SecretBook } from './secret-book.js';
 export interface WebhookAppDeps {
   config: Pick<
     WebhookConfig,
-    'targets' | 'unmatchedBranchStatus' | 'maxBodyBytes' | 'adminToken' | 'authFailuresPerMinute' | 'trustProxy'
+    'targets' | 'unmatchedBranchStatus' | 'maxBodyBytes' | 'inflateBudgetBytes' | 'adminToken' | 'authFailuresPerMinute' | 'trustProxy'
   >;
   secrets: SecretBook;
-  queue: DeployQueue;
+  deployer: Pick<Deployer, 'submit'>;
   store: DeploymentStore;
   logger: Logger;
 }
@@ -36,9 +36,7 @@ export function createApp(deps: WebhookAppDeps): express.Express {
     res.json({ status: 'ok' });
   });
 
-  app.use(authFailureLimiter(config.authFailuresPerMinute));
-
-  app.post('/webhook', rawBody(config.maxBodyBytes), webhookHandler(deps));
+  app.post('/webhook', rawBody(config.maxBodyBytes, new InflateBudget(config.inflateBudgetBytes)), webhookHandler(deps));
   app.all('/webhook', methodNotAllowed('POST'));
   app.use(deploymentsRouter({ adminToken: config.adminToken, store: deps.store }));
   app.all(['/deployments', '/deployments/:id'], methodNotAllowed('GET'));
@@ -46,6 +44,8 @@ export function createApp(deps: WebhookAppDeps): express.Express {
   app.use((_req: Request, _res: Response) => {
     throw new AppError('NOT_FOUND', 'no such endpoint');
   });
+  // After authentication has failed, never before: see auth-failure-limiter.ts.
+  app.use(authFailureLimiter(config.authFailuresPerMinute));
   app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
     const problem = toAppError(error);
     if (problem === undefined) logger.error({ err: error, path: req.path }, 'request failed');
@@ -61,13 +61,7 @@ function methodNotAllowed(allowed: string) {
   };
 }
 
-/** Body-parser errors carry a `type`; everything unknown is an internal error that leaks nothing. */
+/** Everything that is not an AppError is an internal error that leaks nothing. */
 function toAppError(error: unknown): AppError | undefined {
-  if (error instanceof AppError) return error;
-  const type = (error as { type?: string } | null)?.type;
-  if (type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit');
-  if (type === 'request.aborted' || type === 'request.size.invalid' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
-    return new AppError('VALIDATION_FAILED', 'the request body could not be read');
-  }
-  return undefined;
+  return error instanceof AppError ? error : undefined;
 }

@@ -5,8 +5,9 @@
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { parseEnv } from '../../shared/config.js';
-import { loadTargets, type Target } from '../../shared/targets.js';
+import { ConfigError, parseEnv } from '../../shared/config.js';
+import { loadTargets, resolveTarget, type ResolvedTarget } from '../../shared/targets.js';
+import { scriptEnvironment, type DeploySettings } from './deployments/invocation.js';
 
 /** The repository root, so the defaults work whatever the working directory is. */
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -29,6 +30,16 @@ export const WebhookEnvSchema = z.object({
   WEBHOOK_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
   WEBHOOK_SHUTDOWN_GRACE_SECONDS: seconds.default(60),
   WEBHOOK_TRUST_PROXY: z.string().default('loopback'),
+  /** Memory for inflating compressed bodies, summed over all requests in flight. */
+  WEBHOOK_INFLATE_BUDGET_BYTES: z.coerce.number().int().positive().default(32 * 1024 * 1024),
+  /** Started as root: the server gives up root for this user once the launcher runs. */
+  WEBHOOK_USER: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a Unix user name').optional(),
+  DEPLOY_ISOLATION: z.enum(['users', 'none']).optional(),
+  /** Extra variables (names, space- or comma-separated) passed on to the deploy script. */
+  DEPLOY_ENV_PASS: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*([ ,]+[A-Za-z_][A-Za-z0-9_]*)*$/, 'variable names separated by spaces or commas')
+    .optional(),
   RESTART_COMMAND: z.string().optional(),
   KEEP_RELEASES: z.coerce.number().int().positive().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -41,56 +52,62 @@ export interface WebhookConfig {
   port: number;
   host: string;
   targetsFile: string;
-  targets: Target[];
+  /** The targets with deploy directory, service name and users resolved. */
+  targets: ResolvedTarget[];
   deployRoot: string;
-  deployScript: string;
   deployTimeoutMs: number;
+  /** How the deploy script is called (invocation.ts). */
+  deploy: DeploySettings;
+  /** Give up root for this user after the launcher started (WEBHOOK_USER). */
+  runAs: string | undefined;
   stateDir: string;
   secretsFile: string | undefined;
   adminToken: string | undefined;
   /** What a correctly signed push for a branch without a target gets: 404 (seed) or 202 ignored. */
   unmatchedBranchStatus: 404 | 202;
   maxBodyBytes: number;
+  inflateBudgetBytes: number;
   authFailuresPerMinute: number;
   shutdownGraceMs: number;
   /** Express `trust proxy`: which proxies may set X-Forwarded-For (client address for the rate limit). */
   trustProxy: boolean | number | string;
-  /** Extra environment for the deploy script (RESTART_COMMAND, KEEP_RELEASES when set). */
-  deployEnv: Record<string, string>;
   logLevel: string;
   production: boolean;
 }
 
 export function loadWebhookConfig(env: NodeJS.ProcessEnv = process.env): WebhookConfig {
   const parsed = parseEnv(WebhookEnvSchema, env);
-  const deployEnv: Record<string, string> = {};
-  if (parsed.RESTART_COMMAND) deployEnv.RESTART_COMMAND = parsed.RESTART_COMMAND;
-  if (parsed.KEEP_RELEASES) deployEnv.KEEP_RELEASES = String(parsed.KEEP_RELEASES);
+  const production = parsed.NODE_ENV === 'production';
+  const targets = loadTargets(parsed.TARGETS_FILE).map((t) => resolveTarget(t, parsed.DEPLOY_ROOT));
+  const passThrough = parsed.DEPLOY_ENV_PASS?.split(/[ ,]+/).filter(Boolean) ?? [];
+  const forbidden = passThrough.filter((name) => name.startsWith('WEBHOOK_') || targets.some((t) => name === t.secret || name === `${t.secret}_PREVIOUS`));
+  if (forbidden.length) throw new ConfigError(`DEPLOY_ENV_PASS: ${forbidden.join(', ')} may not reach the deploy script (secrets and server settings stay behind)`);
   return {
     port: parsed.WEBHOOK_PORT,
     host: parsed.WEBHOOK_HOST,
     targetsFile: parsed.TARGETS_FILE,
-    targets: loadTargets(parsed.TARGETS_FILE),
+    targets,
     deployRoot: parsed.DEPLOY_ROOT,
-    deployScript: parsed.DEPLOY_SCRIPT,
     deployTimeoutMs: parsed.DEPLOY_TIMEOUT_SECONDS * 1000,
+    deploy: {
+      script: parsed.DEPLOY_SCRIPT,
+      rollbackScript: join(repoRoot, 'scripts/host/rollback.sh'),
+      isolation: parsed.DEPLOY_ISOLATION ?? (production ? 'users' : 'none'),
+      env: scriptEnvironment(env, passThrough),
+    },
+    runAs: parsed.WEBHOOK_USER,
     stateDir: parsed.WEBHOOK_STATE_DIR,
     secretsFile: parsed.WEBHOOK_SECRETS_FILE,
     adminToken: parsed.WEBHOOK_ADMIN_TOKEN,
     unmatchedBranchStatus: parsed.WEBHOOK_UNMATCHED_BRANCH === '202' ? 202 : 404,
     maxBodyBytes: parsed.WEBHOOK_MAX_BODY_BYTES,
+    inflateBudgetBytes: parsed.WEBHOOK_INFLATE_BUDGET_BYTES,
     authFailuresPerMinute: parsed.WEBHOOK_AUTH_FAILURES_PER_MINUTE,
     shutdownGraceMs: parsed.WEBHOOK_SHUTDOWN_GRACE_SECONDS * 1000,
     trustProxy: parseTrustProxy(parsed.WEBHOOK_TRUST_PROXY),
-    deployEnv,
     logLevel: parsed.LOG_LEVEL,
-    production: parsed.NODE_ENV === 'production',
+    production,
   };
-}
-
-/** The absolute deploy directory of a target: DEPLOY_ROOT + its directory name. */
-export function deployDirOf(config: Pick<WebhookConfig, 'deployRoot'>, target: Pick<Target, 'deployPath'>): string {
-  return join(config.deployRoot, target.deployPath);
 }
 
 function parseTrustProxy(value: string): boolean | number | string {

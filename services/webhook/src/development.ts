@@ -7,7 +7,7 @@ import { ConfigError } from '../../shared/config.js';
 import { loadTargets } from '../../shared/targets.js';
 import { loadWebhookConfig } from './config.js';
 import { createDevelopmentSecrets } from './secrets.js';
-import { startWebhookServer, type RunningWebhookServer } from './server.js';
+import { startWebhookServer, type RunningWebhookServer } from './boot.js';
 
 export interface DevelopmentWebhookServer {
   server: RunningWebhookServer;

@@ -13,8 +13,37 @@ import type { Target } from '../../shared/targets.js';
 
 export const previousSecretName = (name: string): string => `${name}_PREVIOUS`;
 
-/** Minimum length of an accepted secret; generated ones are 64 hex characters (32 random bytes). */
-const MIN_SECRET_LENGTH = 16;
+/** Entropy an accepted secret must be able to hold: 32 random bytes, as `secrets init` generates (64 hex). */
+const MIN_SECRET_BITS = 256;
+
+/**
+ * Why a secret is too weak to sign deploys, or null. The estimate is an upper bound (length times
+ * the bits of the alphabet it uses), so it refuses what is surely weak: too short for 256 bits
+ * (e.g. fewer than 64 hex characters), few distinct characters, a repeated unit
+ * (password-password-…), a run like abcdef… or 0123…, or a placeholder word.
+ */
+export function secretWeakness(value: string): string | null {
+  const hex = /^[0-9a-f]+$/i.test(value);
+  const alphabet = hex
+    ? 16
+    : (/[a-z]/.test(value) ? 26 : 0) + (/[A-Z]/.test(value) ? 26 : 0) + (/[0-9]/.test(value) ? 10 : 0) + (/[^a-zA-Z0-9]/.test(value) ? 33 : 0);
+  const bits = Math.floor(value.length * Math.log2(Math.max(alphabet, 2)));
+  if (bits < MIN_SECRET_BITS) {
+    return hex
+      ? `is ${value.length} hex characters; at least 64 (32 random bytes) are needed`
+      : `holds at most ${bits} bits; at least ${MIN_SECRET_BITS} (32 random bytes, e.g. 64 hex characters) are needed`;
+  }
+  if (new Set(value).size < 10) return 'uses fewer than 10 distinct characters';
+  if (/^(.+?)\1+$/s.test(value)) return 'is one piece repeated';
+  let run = 1;
+  for (let i = 1; i < value.length; i++) {
+    const step = value.charCodeAt(i) - value.charCodeAt(i - 1);
+    run = step === 1 || step === -1 || step === 0 ? run + 1 : 1;
+    if (run >= 12) return 'contains a run of 12 or more consecutive or repeated characters';
+  }
+  if (/password|secret|changeme|example|letmein|qwerty/i.test(value)) return 'contains a placeholder word';
+  return null;
+}
 
 /** Read a secrets env file, refusing it when group or others have any access to it. */
 export function readSecretsFile(path: string): Record<string, string> {
@@ -102,7 +131,8 @@ export function resolveTargetSecrets(targets: readonly Target[], source: Record<
         if (name === target.secret) throw new ConfigError(`missing secret: ${name} (target ${target.key}) is not set`);
         continue;
       }
-      if (value.length < MIN_SECRET_LENGTH) throw new ConfigError(`${name}: a secret needs at least ${MIN_SECRET_LENGTH} characters`);
+      const weakness = secretWeakness(value);
+      if (weakness) throw new ConfigError(`${name} (target ${target.key}): the secret ${weakness}; generate one with npm run host -- secrets add`);
       // One secret for two targets would let either team deploy the other's site.
       const owner = owners.get(value);
       if (owner && owner !== target.key) throw new ConfigError(`${name}: the same secret is also used by target ${owner}`);

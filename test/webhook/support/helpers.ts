@@ -39,7 +39,8 @@ export class FixtureRepo {
   constructor(readonly dir: string) {
     mkdirSync(dir, { recursive: true });
     git(dir, 'init', '--quiet', '--initial-branch=main');
-    for (const file of ['package.json', 'package-lock.json', 'build.mjs', 'server.mjs', 'VERSION']) {
+    for (const file of ['package.json', 'package-lock.json', 'build.mjs', 'server.mjs', 'VERSION', 'vendor/fixture-dep-1.0.0.tgz']) {
+      mkdirSync(dirname(join(dir, file)), { recursive: true });
       cpSync(join(fixtureSite, file), join(dir, file));
     }
     git(dir, 'add', '-A');

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Test stand-in for `sudo systemctl restart <service>`: stops the fixture site started for this
 # target (if any) and starts the live release on PORT, detached in its own session so killing a
-# deploy's process group never takes the site down. DEPLOY_DIR and PORT come from deploy-branch.sh.
+# deploy's process group never takes the site down. DEPLOY_DIR and PORT come from deploy-branch.sh;
+# with SITE_USER (isolation) the site runs as that user, like the rendered unit's User=.
 # Like systemctl with a Type=simple unit, it succeeds even when the site dies right after starting.
 set -euo pipefail
 IFS=$'\n\t'
@@ -20,7 +21,12 @@ if [[ -f $pid_file ]]; then
   fi
   rm -f -- "$pid_file"
 fi
+as_site=()
+if [[ -n ${SITE_USER:-} ]]; then
+  as_site=(setpriv "--reuid=$SITE_USER" "--regid=$(id -g -- "$SITE_USER")" --init-groups --no-new-privs --)
+fi
+mkdir -p -- "$DEPLOY_DIR/logs"
 cd -- "$DEPLOY_DIR/live"
-PORT="$PORT" setsid node server.mjs >>"$DEPLOY_DIR/logs/site.log" 2>&1 </dev/null &
+PORT="$PORT" setsid "${as_site[@]}" node server.mjs >>"$DEPLOY_DIR/logs/site.log" 2>&1 </dev/null &
 printf '%s\n' "$!" >"$pid_file"
 printf 'restart %s\n' "$service" >>"$DEPLOY_DIR/restarts.log"

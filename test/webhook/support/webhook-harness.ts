@@ -11,7 +11,7 @@ import { stringify } from 'yaml';
 import { createLogger } from '../../../services/shared/logger.js';
 import { loadTargets, type Target } from '../../../services/shared/targets.js';
 import { writeSecretsFile } from '../../../services/webhook/src/secrets.js';
-import { startWebhookServer, type RunningWebhookServer } from '../../../services/webhook/src/server.js';
+import { startWebhookServer, type RunningWebhookServer } from '../../../services/webhook/src/boot.js';
 import { makeTempDir, recordDeployScript, repoRoot } from './helpers.js';
 
 export const seedTargets = (): Target[] => loadTargets(join(repoRoot, 'config/targets.yaml'));
@@ -74,6 +74,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       WEBHOOK_ADMIN_TOKEN: adminToken,
       WEBHOOK_AUTH_FAILURES_PER_MINUTE: '1000',
       RECORD_DEPLOY_FILE: recordFile,
+      // The deploy script's environment is an allow-list: the stand-in's own settings pass by name.
+      DEPLOY_ENV_PASS: 'RECORD_DEPLOY_FILE RECORD_DEPLOY_SLEEP RECORD_DEPLOY_EXIT',
       ...options.env,
     },
   });
@@ -174,7 +176,7 @@ export async function waitForDeployment(h: Harness, id: string, timeoutMs = 20_0
 export async function waitIdle(h: Harness, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const { running, waiting } = h.server.queue.activity();
+    const { running, waiting } = h.server.deployer.activity();
     if (running.length === 0 && waiting.length === 0) return;
     if (Date.now() > deadline) throw new Error('deploys still active');
     await new Promise((r) => setTimeout(r, 25));

@@ -1,33 +1,74 @@
 // The deploy launcher: a small helper process (plain Node, no loader) that starts deploy scripts
-// for the webhook server and reports their exit.
+// for the webhook server, ends their process groups and reports their exit.
 //
-// Why a separate process: on Linux, starting a process forks the parent first, which copies its
-// page tables. In a server holding many 1 MB request bodies that blocked the event loop for
-// 20–40 ms per deploy; forked from this process (a few tens of MB) it takes about a millisecond.
+// Why a separate process:
+// - on Linux, starting a process forks the parent first, which copies its page tables. In a server
+//   holding many 1 MB request bodies that blocked the event loop for 20–40 ms per deploy; forked
+//   from this process (a few tens of MB) it takes about a millisecond;
+// - privilege separation: it is forked before the server gives up root (WEBHOOK_USER), so it can
+//   start the deploy script as root (which runs each build as the target's own user) and signal
+//   the whole process group, while the server holding the network and the secrets cannot.
+//   It never trusts the server with what to run: the script, the argument template and the
+//   environment of every target come once, in the first message (`plan`), from the server's
+//   configuration at start; later requests only name a target, a branch, a commit and a log file.
+// - its own environment is PATH alone (see launcher.ts): nothing secret to read in /proc.
 //
 // Protocol (IPC, JSON):
-//   server → launcher  { type: 'start', id, script, args, env, logPath }
+//   server → launcher  { type: 'plan', script, targets: { [key]: { args, env, logDir } } }   (once, first)
+//                      { type: 'start', id, key, branch, commit, logPath }
+//                      { type: 'signal', id, signal }   signal the deploy's whole process group
+//                      { type: 'live', id, key }        what is live for a target
 //   launcher → server  { type: 'started', id, pid }
 //                      { type: 'exited', id, exitCode, signal, spawnError }
-// Signals (time limit, shutdown) are sent by the server straight to the deploy's process group.
+//                      { type: 'live', id, commit, release }   (null when nothing is live)
+// The live commit is read here because under isolation only root (and the site) may read a
+// target's directory; the server may not.
+// `args` is the argument template: '{branch}' and '{commit}' are replaced, everything else is fixed.
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, writeSync } from 'node:fs';
+import { dirname, join, resolve, sep } from 'node:path';
 
 const reply = (message) => {
   if (process.connected) process.send(message);
 };
 
-function start({ id, script, args, env, logPath }) {
+let plan = null;
+/** Running deploys: id → process group id. */
+const running = new Map();
+
+const BRANCH = /^[^\0-\x20\x7f~^:?*[\\]{1,255}$/;
+const COMMIT = /^([0-9a-f]{40}|[0-9a-f]{64})$/;
+
+function signalGroup(pid, signal) {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // the group is already gone
+  }
+}
+
+function invocationOf({ key, branch, commit, logPath }) {
+  const target = plan && Object.hasOwn(plan.targets, key) ? plan.targets[key] : undefined;
+  if (!target) throw new Error(`unknown target ${String(key)}`);
+  if (typeof branch !== 'string' || !BRANCH.test(branch)) throw new Error('invalid branch');
+  if (typeof commit !== 'string' || !COMMIT.test(commit)) throw new Error('invalid commit');
+  if (typeof logPath !== 'string' || dirname(resolve(logPath)) + sep !== resolve(target.logDir) + sep) throw new Error('log outside the target log directory');
+  const args = target.args.map((arg) => (arg === '{branch}' ? branch : arg === '{commit}' ? commit : arg));
+  return { args, env: { ...target.env, DEPLOY_LOG: logPath } };
+}
+
+function start(request) {
+  const { id, logPath } = request;
   let logFd;
   let child;
   try {
-    mkdirSync(dirname(logPath), { recursive: true });
-    logFd = openSync(logPath, 'a', 0o640);
-    writeSync(logFd, `${new Date().toISOString()} ${script} ${JSON.stringify(args)}\n`);
-    child = spawn(script, args, {
+    const { args, env } = invocationOf(request);
+    mkdirSync(dirname(logPath), { recursive: true, mode: 0o700 });
+    logFd = openSync(logPath, 'a', 0o600);
+    writeSync(logFd, `${new Date().toISOString()} ${plan.script} ${JSON.stringify(args)}\n`);
+    child = spawn(plan.script, args, {
       env,
-      detached: true, // its own process group, stopped as a whole
+      detached: true, // its own process group, ended as a whole
       stdio: ['ignore', logFd, logFd],
       shell: false,
     });
@@ -39,20 +80,60 @@ function start({ id, script, args, env, logPath }) {
   } finally {
     if (logFd !== undefined) closeSync(logFd);
   }
-  if (child.pid !== undefined) reply({ type: 'started', id, pid: child.pid });
+  if (child.pid !== undefined) {
+    running.set(id, child.pid);
+    reply({ type: 'started', id, pid: child.pid });
+  }
   let reported = false;
   const exited = (result) => {
     if (reported) return;
     reported = true;
+    // However the script ended (success, failure, SIGKILL), nothing it started outlives it: a
+    // build still running would hold the target for the next deploy.
+    if (child.pid !== undefined) signalGroup(child.pid, 'SIGKILL');
+    running.delete(id);
     reply({ type: 'exited', id, ...result });
+    if (disconnected && running.size === 0) process.exit(0);
   };
   child.once('error', (error) => exited({ exitCode: null, signal: null, spawnError: error.message }));
   child.once('exit', (exitCode, signal) => exited({ exitCode, signal, spawnError: null }));
 }
 
+function live({ id, key }) {
+  const target = plan && Object.hasOwn(plan.targets, key) ? plan.targets[key] : undefined;
+  let commit = null;
+  let release = null;
+  if (target) {
+    try {
+      release = readlinkSync(join(target.deployDir, 'live')).split('/').pop() || null;
+      commit = readFileSync(join(target.deployDir, 'live', 'REVISION'), 'utf8').trim().toLowerCase() || null;
+    } catch {
+      // nothing live (yet)
+    }
+  }
+  reply({ type: 'live', id, commit, release });
+}
+
 process.on('message', (message) => {
-  if (message && message.type === 'start') start(message);
+  if (!message || typeof message !== 'object') return;
+  if (message.type === 'plan' && plan === null) plan = message;
+  else if (message.type === 'start') start(message);
+  else if (message.type === 'live') live(message);
+  else if (message.type === 'signal' && (message.signal === 'SIGTERM' || message.signal === 'SIGKILL')) {
+    const pid = running.get(message.id);
+    if (pid !== undefined) signalGroup(pid, message.signal);
+  }
 });
-// The server is gone (or let go of us): nothing left to report to. Running deploys live on in
-// their own process groups, exactly as if the server had started them itself.
-process.on('disconnect', () => process.exit(0));
+// The server is gone (or let go of us): nothing left to report to. Running deploys are stopped
+// (SIGTERM: the deploy script keeps or restores the previous release); a deploy nobody watches
+// would hold its target's lock with no time limit.
+let disconnected = false;
+process.on('disconnect', () => {
+  disconnected = true;
+  for (const pid of running.values()) signalGroup(pid, 'SIGTERM');
+  if (running.size === 0) process.exit(0);
+  setTimeout(() => {
+    for (const pid of running.values()) signalGroup(pid, 'SIGKILL');
+    process.exit(0);
+  }, 10_000);
+});

@@ -1,23 +1,24 @@
 /**
  * The server's side of the deploy launcher (launcher-process.mjs): a helper process, forked at
- * start while this process is still small, that starts every deploy script. Starting a process
- * from the server itself forks the server, and the page-table copy of a process holding many
- * large request bodies stalled every request in flight by 20–40 ms per deploy.
+ * start while this process is still small (and, with WEBHOOK_USER, still root), that starts every
+ * deploy script, signals its process group and reads what is live.
  *
- * If the helper dies, its unfinished deploys are stopped (SIGTERM to their process groups; the
- * deploy script then keeps or restores the previous release) and reported as failed to start or
- * stopped; the next deploy forks a new helper.
+ * If the helper dies, its unfinished deploys are stopped (SIGTERM to their process groups, when
+ * this process may) and reported as failed; the next deploy forks a new helper (which, after the
+ * server gave up root, can no longer run isolated deploys: those then fail with exit 2, visibly).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import type { DeployOutcome, LaunchedProcess, ProcessLauncher } from './runner.js';
+import type { LauncherPlan } from './invocation.js';
+import type { DeployOutcome, LaunchedProcess, ProcessLauncher, StartRequest } from './runner.js';
 
 const HELPER = fileURLToPath(new URL('./launcher-process.mjs', import.meta.url));
 
 type LauncherMessage =
   | { type: 'started'; id: number; pid: number }
-  | { type: 'exited'; id: number; exitCode: number | null; signal: NodeJS.Signals | null; spawnError: string | null };
+  | { type: 'exited'; id: number; exitCode: number | null; signal: NodeJS.Signals | null; spawnError: string | null }
+  | { type: 'live'; id: number; commit: string | null; release: string | null };
 
 interface Pending {
   pid: number | undefined;
@@ -25,29 +26,41 @@ interface Pending {
   resolve: (result: Pick<DeployOutcome, 'exitCode' | 'signal' | 'spawnError'>) => void;
 }
 
+export interface LiveRelease {
+  commit: string | null;
+  release: string | null;
+}
+
 export class DeployLauncher implements ProcessLauncher {
   private helper: ChildProcess | null = null;
   private readonly pending = new Map<number, Pending>();
+  private readonly liveQueries = new Map<number, (live: LiveRelease) => void>();
   private nextId = 1;
   private closed = false;
 
-  constructor(private readonly logger: Logger) {}
+  constructor(
+    private readonly logger: Logger,
+    private readonly plan: LauncherPlan,
+  ) {}
 
-  /** Fork the helper now (cheap while the server is small) instead of at the first deploy. */
+  /** Fork the helper now (cheap while the server is small, and before it gives up root). */
   start(): void {
     this.ensureHelper();
   }
 
-  launch(invocation: Parameters<ProcessLauncher['launch']>[0]): LaunchedProcess {
+  launch(request: StartRequest): LaunchedProcess {
     const id = this.nextId++;
     const entry: Pending = { pid: undefined, startedListeners: [], resolve: () => undefined };
     const exited = new Promise<Pick<DeployOutcome, 'exitCode' | 'signal' | 'spawnError'>>((resolve) => (entry.resolve = resolve));
     this.pending.set(id, entry);
     const helper = this.ensureHelper();
-    const { script, args, env, logPath } = invocation;
-    helper.send({ type: 'start', id, script, args, env, logPath }, (error) => {
+    helper.send({ type: 'start', id, ...request }, (error) => {
       if (error) this.settle(id, { exitCode: null, signal: null, spawnError: `deploy launcher unreachable: ${error.message}` });
     });
+    const signal = (sig: 'SIGTERM' | 'SIGKILL'): void => {
+      if (this.helper?.connected) this.helper.send({ type: 'signal', id, signal: sig });
+      else if (entry.pid !== undefined) killGroup(entry.pid, sig);
+    };
     return {
       get pid() {
         return entry.pid;
@@ -56,8 +69,20 @@ export class DeployLauncher implements ProcessLauncher {
         if (entry.pid !== undefined) listener(entry.pid);
         else entry.startedListeners.push(listener);
       },
+      signal,
       exited,
     };
+  }
+
+  /** The commit and release live for a target, read by the launcher (it may read the target's directory). */
+  live(key: string): Promise<LiveRelease> {
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      this.liveQueries.set(id, resolve);
+      this.ensureHelper().send({ type: 'live', id, key }, (error) => {
+        if (error) this.answerLive(id, { commit: null, release: null });
+      });
+    });
   }
 
   /** Let the helper go (it exits); call after every deploy has finished. */
@@ -71,20 +96,22 @@ export class DeployLauncher implements ProcessLauncher {
     if (this.helper?.connected) return this.helper;
     this.closed = false;
     // execArgv []: plain Node, no TypeScript loader or test-runner flags, so it stays small.
-    const helper = fork(HELPER, [], { execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'json' });
+    // env PATH only: the helper holds nothing worth reading from /proc/<pid>/environ.
+    const helper = fork(HELPER, [], {
+      execArgv: [],
+      env: { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin' },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      serialization: 'json',
+    });
+    helper.send(this.plan);
     helper.on('message', (message: LauncherMessage) => this.onMessage(message));
     helper.once('exit', (code, signal) => {
       if (this.helper === helper) this.helper = null;
+      for (const id of [...this.liveQueries.keys()]) this.answerLive(id, { commit: null, release: null });
       if (this.pending.size === 0) return;
       if (!this.closed) this.logger.error({ code, signal, unfinished: this.pending.size }, 'deploy launcher exited; stopping its unfinished deploys');
       for (const [id, entry] of this.pending) {
-        if (entry.pid !== undefined) {
-          try {
-            process.kill(-entry.pid, 'SIGTERM');
-          } catch {
-            // already gone
-          }
-        }
+        if (entry.pid !== undefined) killGroup(entry.pid, 'SIGTERM');
         this.settle(id, { exitCode: null, signal: null, spawnError: 'the deploy launcher exited before the deploy finished' });
       }
     });
@@ -93,6 +120,10 @@ export class DeployLauncher implements ProcessLauncher {
   }
 
   private onMessage(message: LauncherMessage): void {
+    if (message.type === 'live') {
+      this.answerLive(message.id, { commit: message.commit, release: message.release });
+      return;
+    }
     const entry = this.pending.get(message.id);
     if (!entry) return;
     if (message.type === 'started') {
@@ -103,10 +134,24 @@ export class DeployLauncher implements ProcessLauncher {
     this.settle(message.id, { exitCode: message.exitCode, signal: message.signal, spawnError: message.spawnError });
   }
 
+  private answerLive(id: number, live: LiveRelease): void {
+    const resolve = this.liveQueries.get(id);
+    this.liveQueries.delete(id);
+    resolve?.(live);
+  }
+
   private settle(id: number, result: Pick<DeployOutcome, 'exitCode' | 'signal' | 'spawnError'>): void {
     const entry = this.pending.get(id);
     if (!entry) return;
     this.pending.delete(id);
     entry.resolve(result);
+  }
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // already gone, or not ours to signal (the launcher, running as root, does it)
   }
 }

@@ -1,19 +1,17 @@
 /**
- * Runs the deploy script for one deployment: no shell, exactly four arguments, its own process
- * group (so a time limit or shutdown stops npm and everything under it), stdout and stderr into
- * the deployment's log file. The process itself is started by a ProcessLauncher (launcher.ts);
- * supervision (time limit, stop, killing the group) happens here.
+ * Runs the deploy script for one deployment: its own process group (so a time limit or shutdown
+ * stops npm and everything under it), stdout and stderr into the deployment's log file. The
+ * process itself is started by a ProcessLauncher (launcher.ts) from the launcher plan (what runs is
+ * fixed by invocation.ts); supervision (time limit, stop) happens here. Whenever the script ends,
+ * the launcher ends its whole process group, so no build outlives its deploy.
  */
 
-export interface DeployInvocation {
-  script: string;
-  /** branch, deploy directory, port, repository URL — in that order. */
-  args: readonly [branch: string, deployDir: string, port: string, repoUrl: string];
-  env: NodeJS.ProcessEnv;
+export interface StartRequest {
+  /** The target key; the launcher looks up script, fixed arguments and environment by it. */
+  key: string;
+  branch: string;
+  commit: string;
   logPath: string;
-  timeoutMs: number;
-  /** Time between SIGTERM and SIGKILL when the run is stopped. */
-  killGraceMs?: number;
 }
 
 export interface DeployOutcome {
@@ -37,43 +35,41 @@ export interface LaunchedProcess {
   readonly pid: number | undefined;
   /** Called once with the pid when the process runs (never, when it could not start). */
   onStarted(listener: (pid: number) => void): void;
+  /** Signal the deploy's whole process group. */
+  signal(signal: 'SIGTERM' | 'SIGKILL'): void;
   exited: Promise<Pick<DeployOutcome, 'exitCode' | 'signal' | 'spawnError'>>;
 }
 
 /** Starts a deploy process (in the launcher helper process, see launcher.ts). */
 export interface ProcessLauncher {
-  launch(invocation: Pick<DeployInvocation, 'script' | 'args' | 'env' | 'logPath'>): LaunchedProcess;
+  launch(request: StartRequest): LaunchedProcess;
+}
+
+export interface Supervision {
+  timeoutMs: number;
+  /** Time between SIGTERM and SIGKILL when the run is stopped. */
+  killGraceMs?: number;
 }
 
 /** Start a deploy and supervise it: time limit, stop on request, the whole process group. */
-export function startDeploy(invocation: DeployInvocation, launcher: ProcessLauncher): RunningDeploy {
-  const launched = launcher.launch(invocation);
+export function startDeploy(request: StartRequest, supervision: Supervision, launcher: ProcessLauncher): RunningDeploy {
+  const launched = launcher.launch(request);
   let stoppedBecause: DeployOutcome['stoppedBecause'] = null;
   let finished = false;
   let killTimer: NodeJS.Timeout | undefined;
-  const signalGroup = (signal: NodeJS.Signals): void => {
-    if (launched.pid === undefined) return;
-    try {
-      process.kill(-launched.pid, signal);
-    } catch {
-      // the group is already gone
-    }
-  };
   const stop = (reason: 'timeout' | 'shutdown'): void => {
     if (stoppedBecause || finished) return;
     stoppedBecause = reason;
     // A stop requested before the pid is known is carried out as soon as it is.
-    if (launched.pid === undefined) launched.onStarted(() => signalGroup('SIGTERM'));
-    else signalGroup('SIGTERM');
-    killTimer = setTimeout(() => signalGroup('SIGKILL'), invocation.killGraceMs ?? 10_000);
+    if (launched.pid === undefined) launched.onStarted(() => launched.signal('SIGTERM'));
+    else launched.signal('SIGTERM');
+    killTimer = setTimeout(() => launched.signal('SIGKILL'), supervision.killGraceMs ?? 10_000);
   };
-  const timeout = setTimeout(() => stop('timeout'), invocation.timeoutMs);
+  const timeout = setTimeout(() => stop('timeout'), supervision.timeoutMs);
 
   const outcome = launched.exited.then((result) => {
     finished = true;
     clearTimeout(timeout);
-    // The script is gone; make sure nothing it started outlives it.
-    if (stoppedBecause) signalGroup('SIGKILL');
     if (killTimer) clearTimeout(killTimer);
     return { ...result, stoppedBecause: result.spawnError ? null : stoppedBecause };
   });

@@ -7,6 +7,8 @@
  * - delivery id: the provider's id of one webhook delivery, kept on redelivery; a seen id is never
  *   deployed again.
  * - live commit: the commit in `<deployDir>/live/REVISION`, written by the deploy script.
+ * - refused: the deploy script would not deploy the commit (exit 9): it is not on the branch, or it
+ *   is older than the live commit. Pushes never roll a target back; `npm run host -- rollback` does.
  */
 import type { Provider } from '../providers.js';
 
@@ -15,20 +17,21 @@ export type DeploymentState =
   | 'running'
   | 'succeeded'
   | 'failed'
+  | 'refused'
   | 'timed-out'
   | 'interrupted'
   | 'superseded';
 
-export const FINAL_STATES: ReadonlySet<DeploymentState> = new Set(['succeeded', 'failed', 'timed-out', 'interrupted', 'superseded']);
+export const FINAL_STATES: ReadonlySet<DeploymentState> = new Set(['succeeded', 'failed', 'refused', 'timed-out', 'interrupted', 'superseded']);
 
 export interface Deployment {
   id: string;
   /** Target key (main, feature/team-de1). */
   target: string;
   branch: string;
-  /** The commit the push announced (`after`). */
+  /** The commit the push announced (`after`): exactly this commit is deployed. */
   commit: string;
-  /** The commit the deploy script actually put live (the branch head when it cloned). */
+  /** The commit live after the deploy succeeded (the pushed one). */
   deployedCommit: string | null;
   /** The release directory name (14-digit timestamp) the script created. */
   release: string | null;

@@ -1,121 +1,120 @@
 /**
- * POST /webhook: authenticate, route the pushed branch to its target, queue the deploy, answer.
+ * POST /webhook in three steps: parse the request, resolve what it is for, authenticate once, then act.
  *
- * Order of checks (every answer is JSON):
- *   no credential header, or a GitLab token that is no GitLab target's secret (without a signature
- *   header) → 401 before the body is decoded · body not JSON / not a push → 400 (401 if it authenticates for no
- *   target) · ping → 200 · other events, tags, branch deletions → 202 ignored · branch matching no
- *   target → 404 or 202 ignored (WEBHOOK_UNMATCHED_BRANCH) · wrong secret for the matched target
- *   → 401 · a branch name git would refuse → 400 · redelivery → 200 duplicate · otherwise → 202 with the deployment id.
- * Requests for which no target is determined are only answered beyond 401 when they authenticate
- * for at least one target of their provider, so an outsider learns nothing about branches.
+ * 1. parse + resolve (no secret involved): the event, the body (JSON or form payload=), the push,
+ *    the branch and its target. The result names who the request must authenticate as: the matched
+ *    target only (another team's secret never counts for it), or — when no target is determined
+ *    (malformed body, ping, other events, tags, unknown branches) — any target.
+ * 2. authenticate once against those: one constant-time check per candidate secret (a genuine push
+ *    costs one HMAC); failure → 401, and nothing about branches or targets is revealed.
+ * 3. act: malformed → 400 · ping → 200 · other events, tags, branch deletions → 202 ignored ·
+ *    branch matching no target → 404 or 202 ignored (WEBHOOK_UNMATCHED_BRANCH) · a branch name git
+ *    would refuse → 400 · duplicate (redelivery, commit live/queued/running/deployed before) → 200
+ *    naming that deployment · otherwise → 202 with the new deployment's id.
+ * A request without any credential header is refused before its body is decoded.
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { AppError } from '../../../shared/errors.js';
-import type { Target } from '../../../shared/targets.js';
+import type { ResolvedTarget } from '../../../shared/targets.js';
 import type { WebhookConfig } from '../config.js';
-import type { DeployQueue } from '../deployments/queue.js';
-import { decodeBody, isDeletionCommit, MalformedPayload, parsePush } from '../payload.js';
-import { deliveryIdOf, eventOf, hasCredentials, hasWellFormedSignature, RequestAuthenticator } from '../providers.js';
+import type { Deployer } from '../deployments/deployer.js';
+import { isDeletionCommit, MalformedPayload, parsePush, readPushFields } from '../payload.js';
+import { deliveryIdOf, eventOf, hasCredentials, RequestAuthenticator } from '../providers.js';
 import { branchOfRef, isValidBranchName, matchTarget } from '../routing.js';
 import type { SecretBook } from '../secret-book.js';
 
 export interface WebhookRouteDeps {
   config: Pick<WebhookConfig, 'targets' | 'unmatchedBranchStatus'>;
   secrets: SecretBook;
-  queue: DeployQueue;
+  deployer: Pick<Deployer, 'submit'>;
   logger: Logger;
 }
 
+/** What a request is, before anyone has checked who sent it. */
+type Resolution =
+  | { kind: 'malformed'; code: 'MALFORMED_JSON' | 'VALIDATION_FAILED'; message: string }
+  | { kind: 'ping' }
+  | { kind: 'ignored'; reason: string }
+  | { kind: 'no-target' }
+  | { kind: 'push'; target: ResolvedTarget; branch: string; commit: string };
+
 const unauthenticated = (): AppError => new AppError('UNAUTHENTICATED', 'missing or invalid webhook token or signature');
 
-export function webhookHandler({ config, secrets, queue, logger }: WebhookRouteDeps) {
-  /** Does the request authenticate for any target (optionally: any of these)? */
-  const authenticatesForAny = (auth: RequestAuthenticator, targets: readonly Target[] = config.targets): boolean => {
-    let ok = false;
-    for (const target of targets) ok = auth.authenticates(target.provider, secrets.secretsOf(target)) || ok;
-    return ok;
-  };
+function resolveRequest(rawBody: Buffer, headers: IncomingHttpHeaders, targets: readonly ResolvedTarget[]): Resolution {
+  const event = eventOf(headers);
+  let body: unknown;
+  try {
+    body = readPushFields(rawBody, headers['content-type']);
+  } catch (error) {
+    if (!(error instanceof MalformedPayload)) throw error;
+    return { kind: 'malformed', code: 'MALFORMED_JSON', message: error.message };
+  }
+  if (event.kind === 'ping') return { kind: 'ping' };
+  if (event.kind === 'other') return { kind: 'ignored', reason: `event ${event.name} is not a push` };
+  let push;
+  try {
+    push = parsePush(body);
+  } catch (error) {
+    if (!(error instanceof MalformedPayload)) throw error;
+    return { kind: 'malformed', code: 'VALIDATION_FAILED', message: error.message };
+  }
+  const branch = branchOfRef(push.ref);
+  if (branch === null) return { kind: 'ignored', reason: 'not a branch push (tag or other ref)' };
+  const target = matchTarget(targets, branch);
+  if (!target) return { kind: 'no-target' };
+  return { kind: 'push', target, branch, commit: push.after.toLowerCase() };
+}
+
+export function webhookHandler({ config, secrets, deployer, logger }: WebhookRouteDeps) {
+  const githubTargets = config.targets.filter((t) => t.provider === 'github');
 
   return async (req: Request, res: Response): Promise<void> => {
     const rawBody = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     if (!hasCredentials(req.headers)) throw unauthenticated();
+
+    const resolution = resolveRequest(rawBody, req.headers, config.targets);
+
+    // The one authentication: the matched target alone, or (nothing matched) any target; a ping
+    // only comes from GitHub-style hosts.
+    const candidates = resolution.kind === 'push' ? [resolution.target] : resolution.kind === 'ping' ? githubTargets : config.targets;
     const auth = new RequestAuthenticator(req.headers, rawBody);
-    // Authenticate before decoding where that is cheap: a GitLab token is the secret itself, so a
-    // request whose token is no GitLab target's secret (and that has no signature to check
-    // instead) is refused before its body is decoded or parsed. A signature is an HMAC of the
-    // body under the target's secret; it is checked once the payload names the target, so a
-    // genuine delivery costs one HMAC, not one per configured secret.
-    if (!hasWellFormedSignature(req.headers) && !authenticatesForAny(auth, config.targets.filter((t) => t.provider === 'gitlab'))) {
+    let authenticated = false;
+    for (const target of candidates) authenticated = auth.authenticates(target.provider, secrets.secretsOf(target)) || authenticated;
+    if (!authenticated) {
+      if (resolution.kind === 'push') logger.warn({ target: resolution.target.key, ip: req.ip }, 'webhook rejected: wrong token or signature for the target');
       throw unauthenticated();
     }
-    const event = eventOf(req.headers);
+
     const ignore = (reason: string): void => {
-      logger.info({ reason, event: event.name }, 'webhook ignored');
+      logger.info({ reason, event: eventOf(req.headers).name }, 'webhook ignored');
       res.status(202).json({ status: 'ignored', reason });
     };
-
-    let body: unknown;
-    try {
-      body = decodeBody(rawBody, req.headers['content-type']);
-    } catch (error) {
-      if (!(error instanceof MalformedPayload)) throw error;
-      if (!authenticatesForAny(auth)) throw unauthenticated();
-      throw new AppError('MALFORMED_JSON', error.message);
+    switch (resolution.kind) {
+      case 'malformed':
+        throw new AppError(resolution.code, resolution.message);
+      case 'ping':
+        res.status(200).json({ status: 'pong' });
+        return;
+      case 'ignored':
+        ignore(resolution.reason);
+        return;
+      case 'no-target':
+        if (config.unmatchedBranchStatus === 202) ignore('no target for this branch');
+        else res.status(404).json({ status: 'no-target', code: 'NO_TARGET', message: 'no deploy target matches this branch' });
+        return;
+      case 'push':
+        break;
     }
 
-    if (event.kind === 'ping') {
-      if (!authenticatesForAny(auth, config.targets.filter((t) => t.provider === 'github'))) throw unauthenticated();
-      res.status(200).json({ status: 'pong' });
-      return;
-    }
-    if (event.kind === 'other') {
-      if (!authenticatesForAny(auth)) throw unauthenticated();
-      ignore(`event ${event.name} is not a push`);
-      return;
-    }
-
-    let push;
-    try {
-      push = parsePush(body);
-    } catch (error) {
-      if (!(error instanceof MalformedPayload)) throw error;
-      if (!authenticatesForAny(auth)) throw unauthenticated();
-      throw new AppError('VALIDATION_FAILED', error.message);
-    }
-
-    const branch = branchOfRef(push.ref);
-    if (branch === null) {
-      if (!authenticatesForAny(auth)) throw unauthenticated();
-      ignore('not a branch push (tag or other ref)');
-      return;
-    }
-    const target = matchTarget(config.targets, branch);
-    if (!target) {
-      if (!authenticatesForAny(auth)) throw unauthenticated();
-      if (config.unmatchedBranchStatus === 202) ignore('no target for this branch');
-      else res.status(404).json({ status: 'no-target', code: 'NO_TARGET', message: 'no deploy target matches this branch' });
-      return;
-    }
-    // The matched target's own secrets and provider only: another team's secret never counts.
-    if (!auth.authenticates(target.provider, secrets.secretsOf(target))) {
-      logger.warn({ target: target.key, ip: req.ip }, 'webhook rejected: wrong token or signature for the target');
-      throw unauthenticated();
-    }
+    const { target, branch, commit } = resolution;
     if (!isValidBranchName(branch)) throw new AppError('VALIDATION_FAILED', 'push payload: ref: not a valid git branch name');
-    if (isDeletionCommit(push.after)) {
+    if (isDeletionCommit(commit)) {
       ignore('branch deleted');
       return;
     }
-
-    const result = await queue.submit({
-      target,
-      branch,
-      commit: push.after,
-      provider: target.provider,
-      deliveryId: deliveryIdOf(req.headers),
-    });
+    const result = await deployer.submit({ target, branch, commit, provider: target.provider, deliveryId: deliveryIdOf(req.headers) });
     if (result.kind === 'duplicate') {
       logger.info({ target: target.key, reason: result.reason, deploymentId: result.deploymentId }, 'webhook duplicate: not deployed again');
       res.status(200).json({ status: 'duplicate', reason: result.reason, deploymentId: result.deploymentId });

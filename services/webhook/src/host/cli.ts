@@ -6,14 +6,17 @@
  *   secrets add [--file F]                add secrets for targets that have none yet
  *   secrets rotate <NAME|key> [--file F]  new current secret, old one kept as <NAME>_PREVIOUS
  *   secrets finish <NAME|key> [--file F]  drop <NAME>_PREVIOUS once the Git host sends the new secret
+ *   users [--apply] [--webhook-user U]    the Unix users of privilege separation (printed, or created as root)
  *   systemd --out DIR [layout options]    webhook-server.service, astro-*.service, sudoers, polkit rule
  *   caddy [--out F] [--webhook-domain D] [--email E]
- *   deploy <key> [<branch>]               run scripts/deploy-branch.sh for a target (branch: the key)
- *   rollback <key> [<release>]            put the previous (or the named) release back live
+ *   deploy <key> [<branch>]               run scripts/deploy-branch.sh for a target (the branch head)
+ *   rollback <key> [<release>]            put the previous (or the named) release back live; the only
+ *                                         way back to an older commit (pushes never roll back)
  *
  * Targets come from TARGETS_FILE (default config/targets.yaml), the secrets file from --file or
  * WEBHOOK_SECRETS_FILE (default /etc/webhook-server/secrets.env), deploy directories from
- * DEPLOY_ROOT (default /srv/sites).
+ * DEPLOY_ROOT (default /srv/sites). Deploy and rollback isolate builds and sites like the server
+ * does when DEPLOY_ISOLATION=users (needs root), and pass only the variables invocation.ts allows.
  * Exit codes: 0 ok, 1 failure, 2 usage; deploy and rollback pass on the script's exit code.
  */
 import { spawnSync } from 'node:child_process';
@@ -21,8 +24,9 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../../services/shared/config.js';
-import { loadTargets, serviceNameOf, type Target } from '../../services/shared/targets.js';
+import { ConfigError } from '../../../shared/config.js';
+import { loadTargets, resolveTarget, type ResolvedTarget } from '../../../shared/targets.js';
+import { deployInvocation, rollbackInvocation, scriptEnvironment, type DeploySettings, type Invocation } from '../deployments/invocation.js';
 import {
   finishRotation,
   generateSecrets,
@@ -31,11 +35,12 @@ import {
   readSecretsFile,
   rotateSecret,
   writeSecretsFile,
-} from '../../services/webhook/src/secrets.js';
+} from '../secrets.js';
 import { renderCaddyfile } from './render/caddy.js';
 import { defaultLayout, renderSystemdFiles, type HostLayout } from './render/systemd.js';
+import { ensureUsers, useraddArgs, usersOf } from './users.js';
 
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
 
 class UsageError extends Error {}
 
@@ -43,18 +48,21 @@ function usage(message: string): never {
   throw new UsageError(message);
 }
 
-function targetsFrom(env: NodeJS.ProcessEnv): Target[] {
-  return loadTargets(env.TARGETS_FILE ? resolve(env.TARGETS_FILE) : join(repoRoot, 'config/targets.yaml'));
+const deployRootOf = (env: NodeJS.ProcessEnv): string => resolve(env.DEPLOY_ROOT ?? '/srv/sites');
+
+function targetsFrom(env: NodeJS.ProcessEnv): ResolvedTarget[] {
+  const targets = loadTargets(env.TARGETS_FILE ? resolve(env.TARGETS_FILE) : join(repoRoot, 'config/targets.yaml'));
+  return targets.map((t) => resolveTarget(t, deployRootOf(env)));
 }
 
-function targetNamed(targets: Target[], key: string | undefined): Target {
+function targetNamed(targets: ResolvedTarget[], key: string | undefined): ResolvedTarget {
   const target = targets.find((t) => t.key === key);
   if (!target) usage(`unknown target ${key ?? '(none)'}; targets: ${targets.map((t) => t.key).join(', ')}`);
   return target;
 }
 
 /** A secret variable name given directly or through its target's key. */
-function secretNameOf(targets: Target[], nameOrKey: string | undefined): string {
+function secretNameOf(targets: ResolvedTarget[], nameOrKey: string | undefined): string {
   const target = targets.find((t) => t.secret === nameOrKey || t.key === nameOrKey);
   if (!target) usage(`unknown secret or target ${nameOrKey ?? '(none)'}`);
   return target.secret;
@@ -160,33 +168,44 @@ function caddy(args: string[], env: NodeJS.ProcessEnv, out: (line: string) => vo
   return 0;
 }
 
-function runScript(file: string, args: string[], env: NodeJS.ProcessEnv): number {
-  const result = spawnSync(file, args, { stdio: 'inherit', env });
+function runScript({ script, args, env }: Invocation): number {
+  const result = spawnSync(script, args, { stdio: 'inherit', env });
   if (result.error) throw result.error;
   return result.status ?? 1;
 }
 
-const deployRootOf = (env: NodeJS.ProcessEnv): string => resolve(env.DEPLOY_ROOT ?? '/srv/sites');
+function deploySettings(env: NodeJS.ProcessEnv): DeploySettings {
+  const isolation = env.DEPLOY_ISOLATION ?? 'none';
+  if (isolation !== 'users' && isolation !== 'none') usage('DEPLOY_ISOLATION is users or none');
+  return {
+    script: env.DEPLOY_SCRIPT ? resolve(env.DEPLOY_SCRIPT) : join(repoRoot, 'scripts/deploy-branch.sh'),
+    rollbackScript: join(repoRoot, 'scripts/host/rollback.sh'),
+    isolation,
+    env: scriptEnvironment(env, env.DEPLOY_ENV_PASS?.split(/[ ,]+/).filter(Boolean)),
+  };
+}
 
+/** A manual deploy: the branch head (no commit), so it may go anywhere the operator wants. */
 function deploy(args: string[], env: NodeJS.ProcessEnv): number {
-  const targets = targetsFrom(env);
-  const target = targetNamed(targets, args[0]);
-  const branch = args[1] ?? target.key;
-  const script = env.DEPLOY_SCRIPT ? resolve(env.DEPLOY_SCRIPT) : join(repoRoot, 'scripts/deploy-branch.sh');
-  return runScript(script, [branch, join(deployRootOf(env), target.deployPath), String(target.port), target.repo], {
-    ...env,
-    SERVICE_NAME: serviceNameOf(target),
-  });
+  const target = targetNamed(targetsFrom(env), args[0]);
+  return runScript(deployInvocation(deploySettings(env), target, args[1] ?? target.key));
 }
 
 function rollback(args: string[], env: NodeJS.ProcessEnv): number {
   const target = targetNamed(targetsFrom(env), args[0]);
-  const extra = args[1] ? [args[1]] : [];
-  return runScript(
-    join(repoRoot, 'scripts/host/rollback.sh'),
-    [join(deployRootOf(env), target.deployPath), String(target.port), serviceNameOf(target), ...extra],
-    env,
-  );
+  return runScript(rollbackInvocation(deploySettings(env), target, args[1]));
+}
+
+function users(args: string[], env: NodeJS.ProcessEnv, out: (line: string) => void): number {
+  const { values } = parseArgs({ args, options: { apply: { type: 'boolean', default: false }, 'webhook-user': { type: 'string' } } });
+  const wanted = usersOf(targetsFrom(env), values['webhook-user']);
+  if (!values.apply) {
+    for (const user of wanted) out(`useradd ${useraddArgs(user).join(' ')}`);
+    return 0;
+  }
+  const created = ensureUsers(wanted);
+  out(created.length ? `created ${created.join(', ')}` : 'every user exists');
+  return 0;
 }
 
 export function runHostCli(argv: string[], env: NodeJS.ProcessEnv = process.env, out: (line: string) => void = console.log): number {
@@ -199,12 +218,14 @@ export function runHostCli(argv: string[], env: NodeJS.ProcessEnv = process.env,
         return systemd(rest, env, out);
       case 'caddy':
         return caddy(rest, env, out);
+      case 'users':
+        return users(rest, env, out);
       case 'deploy':
         return deploy(rest, env);
       case 'rollback':
         return rollback(rest, env);
       default:
-        usage('usage: host secrets|systemd|caddy|deploy|rollback … (see scripts/host/cli.ts)');
+        usage('usage: host secrets|users|systemd|caddy|deploy|rollback … (see services/webhook/src/host/cli.ts)');
     }
   } catch (error) {
     if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {

@@ -2,7 +2,7 @@
  * Caddyfile for the host: one site block per target (its domain → 127.0.0.1:<port>) and,
  * optionally, the webhook server behind its own domain so Git hosts reach it over TLS.
  */
-import type { Target } from '../../../services/shared/targets.js';
+import type { Target } from '../../../../shared/targets.js';
 
 export interface CaddyOptions {
   /** Domain for the webhook server (only POST /webhook is proxied). */

@@ -1,13 +1,18 @@
 /**
  * systemd units for the host: `webhook-server.service` and one `astro-<key>.service` per target,
- * plus the privilege rule (sudoers or polkit) that lets the service user restart exactly those
- * site units and nothing else.
+ * plus the privilege rule (sudoers or polkit) that lets a non-root deploy user restart exactly those
+ * site units and nothing else (only needed with DEPLOY_ISOLATION=none, where the deploys run as
+ * that user; with isolation the deploy script runs as root and restarts units itself).
+ *
+ * Privilege separation (docs/webhook.md): the webhook unit starts as root, forks the deploy
+ * launcher, and the server gives up root for `user` (WEBHOOK_USER) before it reads a secret or
+ * listens. Builds run as each target's `wb-…` user, each site unit as its `ws-…` user.
  */
 import { join } from 'node:path';
-import { serviceNameOf, type Target } from '../../../services/shared/targets.js';
+import { serviceNameOf, siteUserOf, type Target } from '../../../../shared/targets.js';
 
 export interface HostLayout {
-  /** The system user running the webhook server, the deploys and the sites. */
+  /** The system user the webhook server runs as once started (WEBHOOK_USER); owns the secrets file. */
   user: string;
   group: string;
   /** Checkout of this repository on the host (node_modules installed). */
@@ -47,18 +52,20 @@ Wants=network-online.target
 
 [Service]
 Type=simple
-User=${layout.user}
-Group=${layout.group}
+# Starts as root: the deploy launcher stays root (it runs the deploy script, which runs each build
+# as the target's own user); the server itself becomes WEBHOOK_USER before reading any secret.
 WorkingDirectory=${layout.appDir}
 EnvironmentFile=-${layout.envFile}
 Environment=NODE_ENV=production
+Environment=WEBHOOK_USER=${layout.user}
+Environment=DEPLOY_ISOLATION=users
+Environment="RESTART_COMMAND=/usr/bin/systemctl restart"
 Environment=WEBHOOK_PORT=${layout.webhookPort}
 Environment=WEBHOOK_SECRETS_FILE=${layout.secretsFile}
 Environment=WEBHOOK_STATE_DIR=${layout.stateDir}
 Environment=DEPLOY_ROOT=${layout.deployRoot}
 Environment=DEPLOY_SCRIPT=${join(layout.appDir, 'scripts/deploy-branch.sh')}
 Environment=WEBHOOK_SHUTDOWN_GRACE_SECONDS=${layout.shutdownGraceSeconds}
-Environment=npm_config_cache=/var/cache/webhook-server/npm
 ExecStart=${layout.nodePath} --import tsx services/webhook/src/server.ts
 # SIGHUP re-reads the secrets file (secret rotation without a restart).
 ExecReload=/bin/kill -HUP $MAINPID
@@ -70,6 +77,8 @@ Restart=on-failure
 RestartSec=2
 StateDirectory=webhook-server
 StateDirectoryMode=0700
+# The journal belongs to the server's user (it writes it after giving up root).
+ExecStartPre=/bin/chown -R ${layout.user}:${layout.group} ${layout.stateDir}
 CacheDirectory=webhook-server
 ProtectSystem=full
 ProtectHome=read-only
@@ -92,8 +101,9 @@ After=network.target
 
 [Service]
 Type=simple
-User=${layout.user}
-Group=${layout.group}
+# The target's own site user: it may read this target's live release and nothing else.
+User=${siteUserOf(target)}
+Group=${siteUserOf(target)}
 # live is a symlink switched by each deploy; a restart resolves it again.
 WorkingDirectory=${join(deployDir, 'live')}
 Environment=NODE_ENV=production
@@ -106,7 +116,6 @@ NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=yes
 PrivateTmp=yes
-ReadWritePaths=${deployDir}
 
 [Install]
 WantedBy=multi-user.target

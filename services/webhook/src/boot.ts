@@ -1,0 +1,134 @@
+/**
+ * The webhook server factory: config, launcher, privileges, secrets, state, deployer, HTTP.
+ * server.ts (the entry point) and development.ts (`npm start`) call startWebhookServer().
+ *
+ * Order matters for privilege separation: the deploy launcher is forked first, while the process
+ * may still be root (it runs the deploy scripts, which run each build as the target's own user);
+ * then, with WEBHOOK_USER, this process gives up root before it reads a secret or opens a socket.
+ */
+import { execFileSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { Logger } from 'pino';
+import { ConfigError } from '../../shared/config.js';
+import { closeGracefully, listen } from '../../shared/http-server.js';
+import { createLogger } from '../../shared/logger.js';
+import { createApp } from './app.js';
+import { loadWebhookConfig, type WebhookConfig } from './config.js';
+import { Deployer } from './deployments/deployer.js';
+import { launcherPlan } from './deployments/invocation.js';
+import { DeployLauncher } from './deployments/launcher.js';
+import { DeploymentStore } from './deployments/store.js';
+import { SecretBook } from './secret-book.js';
+import { loadTargetSecrets, resolveTargetSecrets } from './secrets.js';
+
+export interface StartWebhookOptions {
+  /** Environment to configure from (default process.env). */
+  env?: NodeJS.ProcessEnv;
+  /** Secrets by variable name, instead of the file and environment (development and tests). */
+  secrets?: Record<string, string>;
+  logger?: Logger;
+}
+
+export interface RunningWebhookServer {
+  port: number;
+  url: string;
+  config: WebhookConfig;
+  deployer: Deployer;
+  store: DeploymentStore;
+  logger: Logger;
+  /** Re-read the secrets file; keeps the old secrets (and throws) when the new ones are invalid. */
+  reloadSecrets(): void;
+  /** Stop accepting requests, let running deploys finish within the grace period, close. */
+  close(): Promise<void>;
+}
+
+const isRoot = (): boolean => process.getuid?.() === 0;
+
+/** Become `user` (and its primary group, and only its groups) for good. */
+function dropPrivileges(user: string): void {
+  let gid: number;
+  try {
+    gid = Number(execFileSync('id', ['-g', user], { encoding: 'utf8' }).trim());
+  } catch {
+    throw new ConfigError(`WEBHOOK_USER: no user ${user}; create it with npm run host -- users --apply`);
+  }
+  process.setgroups!([gid]); // its own group only: no supplementary group of root's
+  process.setgid!(gid);
+  process.setuid!(user);
+  if (isRoot()) throw new ConfigError(`WEBHOOK_USER: could not give up root for ${user}`);
+}
+
+export async function startWebhookServer(options: StartWebhookOptions = {}): Promise<RunningWebhookServer> {
+  const env = options.env ?? process.env;
+  const config = loadWebhookConfig(env);
+  const logger = options.logger ?? createLogger('webhook', { level: config.logLevel });
+  if (options.secrets && config.production) {
+    throw new ConfigError('NODE_ENV=production: in-memory webhook secrets are refused; set WEBHOOK_SECRETS_FILE');
+  }
+  if (config.deploy.isolation === 'users' && !isRoot()) {
+    throw new ConfigError('DEPLOY_ISOLATION=users: builds run as each target\'s own user, so the server must start as root and give up root through WEBHOOK_USER (or set DEPLOY_ISOLATION=none for development)');
+  }
+  if (config.runAs && !isRoot()) throw new ConfigError('WEBHOOK_USER is set, but the server was not started as root');
+  if (config.production && isRoot() && !config.runAs) {
+    throw new ConfigError('NODE_ENV=production as root: set WEBHOOK_USER, the user the server runs as once the deploy launcher is started');
+  }
+  if (config.deploy.isolation === 'none') logger.warn('DEPLOY_ISOLATION=none: builds run as the launcher\'s user and can read what it can');
+
+  const launcher = new DeployLauncher(logger, launcherPlan(config.deploy, config.targets));
+  launcher.start();
+  let store: DeploymentStore | undefined;
+  let secrets: SecretBook;
+  const loadSecrets = () =>
+    options.secrets ? resolveTargetSecrets(config.targets, options.secrets) : loadTargetSecrets(config.targets, config.secretsFile, env);
+  try {
+    if (config.runAs) dropPrivileges(config.runAs);
+    secrets = new SecretBook(loadSecrets());
+    store = await DeploymentStore.open(config.stateDir, logger);
+  } catch (error) {
+    launcher.close();
+    throw error;
+  }
+  if (!config.adminToken) logger.warn('WEBHOOK_ADMIN_TOKEN is not set: /deployments answers 401 to everyone');
+
+  const deployer = new Deployer({ launcher, store, logger, targets: config.targets, deployTimeoutMs: config.deployTimeoutMs });
+  await deployer.resume();
+
+  const server = createServer(createApp({ config, secrets, deployer, store, logger }));
+  server.requestTimeout = 120_000; // a 25 MB body on a slow link, not forever
+  server.headersTimeout = 20_000;
+  let port: number;
+  try {
+    port = await listen(server, config.port, config.host);
+  } catch (error) {
+    launcher.close(); // the helper would otherwise keep this process alive
+    await store.close();
+    throw error;
+  }
+  logger.info({ port, host: config.host, targets: config.targets.map((t) => t.key), isolation: config.deploy.isolation }, 'webhook server listening');
+
+  let closing: Promise<void> | null = null;
+  const openStore = store;
+  return {
+    port,
+    url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
+    config,
+    deployer,
+    store: openStore,
+    logger,
+    reloadSecrets() {
+      secrets.replace(loadSecrets());
+      logger.info('webhook secrets reloaded');
+    },
+    close() {
+      closing ??= (async () => {
+        const http = closeGracefully(server, 5_000);
+        await deployer.shutdown(config.shutdownGraceMs);
+        launcher.close();
+        await http;
+        await openStore.close();
+        logger.info('webhook server stopped');
+      })();
+      return closing;
+    },
+  };
+}
