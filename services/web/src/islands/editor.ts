@@ -27,6 +27,7 @@ export function mountEditor(): void {
   const summary = document.getElementById('geometry-summary')!;
   const touched = new Set<FieldId>();
   let submitted = false;
+  let typingCoordinates = false;
 
   const map = createMap(document.getElementById('map')!, { config, zoom: 15 });
   (window as unknown as { fpEditorMap: unknown }).fpEditorMap = map;
@@ -35,7 +36,8 @@ export function mountEditor(): void {
     ...(initial.feature ? { initial: initial.feature.geometry } : {}),
     onChange: (geometry) => {
       describeGeometry(geometry);
-      if (geometry?.type === 'Point') {
+      // Not while the point comes from the coordinate fields: rewriting "52." as "52" would fight the typist.
+      if (geometry?.type === 'Point' && !typingCoordinates) {
         input('longitude').value = String(geometry.coordinates[0]);
         input('latitude').value = String(geometry.coordinates[1]);
       }
@@ -96,7 +98,11 @@ export function mountEditor(): void {
       touched.add(id);
       const lon = coordinate('longitude');
       const lat = coordinate('latitude');
-      if (!coordinateError('longitude') && !coordinateError('latitude') && lon !== undefined && lat !== undefined) editor.setPoint(lon, lat);
+      if (!coordinateError('longitude') && !coordinateError('latitude') && lon !== undefined && lat !== undefined) {
+        typingCoordinates = true;
+        editor.setPoint(lon, lat);
+        typingCoordinates = false;
+      }
       validate();
     });
   }
