@@ -6,8 +6,9 @@
  *
  * Needs TEST_DATABASE_URL (PostGIS) and Chromium; `missingForBrowserTests()` names what is missing.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { ensureWebBuild, startWebServer } from '../launch.js';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -20,45 +21,13 @@ import { freePort } from '../../../test/helpers/ports.js';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const here = dirname(fileURLToPath(import.meta.url));
-export const webRoot = join(here, '..');
-export const repoRoot = join(webRoot, '../..');
+export const repoRoot = join(here, '../../..');
 
 /** One line naming what a browser test of the web app lacks, or undefined when it can run. */
 export function missingForBrowserTests(): string | undefined {
   if (!existsSync(CHROMIUM)) return `no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`;
   if (!process.env.TEST_DATABASE_URL) return 'TEST_DATABASE_URL is not set (a PostgreSQL with PostGIS; .ci/run sets one up)';
   return undefined;
-}
-
-function newestMtime(path: string): number {
-  const stat = statSync(path);
-  if (!stat.isDirectory()) return stat.mtimeMs;
-  return Math.max(stat.mtimeMs, ...readdirSync(path).map((name) => newestMtime(join(path, name))));
-}
-
-/** Builds the site unless dist/ is newer than every source (a build takes ~40 s on two cores). */
-export function ensureWebBuild(): void {
-  const entry = join(webRoot, 'dist/server/entry.mjs');
-  const sources = Math.max(newestMtime(join(webRoot, 'src')), newestMtime(join(webRoot, 'astro.config.mjs')), newestMtime(join(repoRoot, 'services/shared')));
-  if (existsSync(entry) && statSync(entry).mtimeMs > sources) return;
-  const lock = join(webRoot, '.build-lock');
-  // Two test files building at once would overwrite each other's dist/: the second one waits.
-  for (let waited = 0; ; waited += 500) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      if (waited > 180_000) throw new Error('another build of the web app holds services/web/.build-lock');
-      spawnSync('sleep', ['0.5']);
-    }
-  }
-  try {
-    if (existsSync(entry) && statSync(entry).mtimeMs > sources) return;
-    const result = spawnSync(process.execPath, [join(repoRoot, 'node_modules/astro/astro.js'), 'build'], { cwd: webRoot, encoding: 'utf8', env: { ...process.env, ASTRO_TELEMETRY_DISABLED: '1' } });
-    if (result.status !== 0) throw new Error(`astro build failed:\n${result.stdout}\n${result.stderr}`);
-  } finally {
-    rmSync(lock, { recursive: true, force: true });
-  }
 }
 
 /** A one-colour 256×256 PNG, so the basemap has tiles without the internet. */
@@ -154,18 +123,18 @@ export async function startWebStack(options: { webEnv?: Record<string, string> }
     NODE_ENV: 'development',
     RATE_LIMIT_WRITES_PER_MINUTE: '0',
   }, repoRoot);
-  const web = startProcess([join(webRoot, 'dist/server/entry.mjs')], {
-    PORT: String(webPort),
-    HOST: '127.0.0.1',
+  const webEnv = {
     API_PUBLIC_URL: apiUrl,
     PUBLIC_BASE_URL: webUrl,
     BASEMAP_URL: tiles.url,
     BASEMAP_ATTRIBUTION: 'Test tiles',
     NODE_ENV: 'development',
     ...options.webEnv,
-  }, webRoot);
+  };
+  let web: Awaited<ReturnType<typeof startWebServer>> | undefined;
   const stop = async () => {
-    for (const child of [web.child, api.child]) {
+    await web?.close();
+    for (const child of [api.child]) {
       if (child.exitCode === null) {
         child.kill('SIGTERM');
         await new Promise((resolve) => child.once('exit', resolve));
@@ -176,7 +145,7 @@ export async function startWebStack(options: { webEnv?: Record<string, string> }
     rmSync(dataDir, { recursive: true, force: true });
   };
   try {
-    await Promise.all([waitFor(`${apiUrl}/healthz`, api.child, api.output), waitFor(`${webUrl}/login`, web.child, web.output)]);
+    [web] = await Promise.all([startWebServer({ port: webPort, env: webEnv }), waitFor(`${apiUrl}/healthz`, api.child, api.output)]);
   } catch (error) {
     await stop();
     throw error;
