@@ -60,7 +60,7 @@ function plainTile(): Buffer {
   return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', pixels), chunk('IEND', Buffer.alloc(0))]);
 }
 
-async function startTileServer(): Promise<{ url: string; server: Server }> {
+export async function startTileServer(): Promise<{ url: string; server: Server }> {
   const tile = plainTile();
   const server = createServer((_req, res) => {
     res.writeHead(200, { 'content-type': 'image/png', 'access-control-allow-origin': '*', 'cache-control': 'max-age=3600' });
@@ -184,8 +184,9 @@ const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/
 /** axe-core on the page as it is now: the serious and critical violations, one line each. */
 export async function seriousViolations(page: Page): Promise<string[]> {
   await page.addScriptTag({ content: axeSource });
+  // globalThis, not window: this file is also compiled by the root tsconfig (no DOM library) via bench/.
   const violations = await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run(context: Document, options: object): Promise<{ violations: Array<{ id: string; impact: string; nodes: Array<{ target: unknown }> }> }> } }).axe;
+    const { axe, document } = globalThis as unknown as { document: unknown; axe: { run(context: unknown, options: object): Promise<{ violations: Array<{ id: string; impact: string; nodes: Array<{ target: unknown }> }> }> } };
     const result = await axe.run(document, { resultTypes: ['violations'] });
     return result.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((n) => JSON.stringify(n.target)) }));
   });

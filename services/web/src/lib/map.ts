@@ -156,6 +156,10 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   });
   // The map's own keyboard interactions (arrows pan, +/- zoom) need a focusable viewport.
   target.tabIndex = 0;
+  // When the last frame was fully drawn (tiles and features), for the benchmark and tests to wait on.
+  map.on('rendercomplete', () => {
+    target.dataset.renderedAt = String(performance.now());
+  });
 
   const viewListeners: Array<(view: ViewState) => void> = [];
   const viewState = (): ViewState => {
@@ -248,6 +252,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
             url = next ? new URL(next, config.apiUrl).toString() : undefined;
           }
           loaded.push(state.bbox);
+          target.dataset.loadedAt = String(performance.now());
           onProgress?.(held.size, false);
         } catch (error) {
           if ((error as Error).name !== 'AbortError') onProgress?.(held.size, false);
