@@ -15,6 +15,8 @@
 #   HEALTH_PATH            path requested for the health check; any status below 500 passes (/)
 #   LOCK_WAIT_SECONDS      how long to wait for another deploy of the same target (900)
 #   npm_config_cache       npm cache directory (npm's default, ~/.npm)
+#   SITE_DIR               the site's folder inside the repository, relative (.); its src/content is the
+#                          one replaced by the shared collection (services/web for the platform's own site)
 #
 # Exit codes:
 #   0 deployed and live          1 unexpected error             2 usage (bad arguments)
@@ -120,10 +122,15 @@ commit=$(git -C "$release_dir" rev-parse HEAD)
 printf '%s\n' "$commit" >"$release_dir/REVISION"
 log "cloned $commit"
 
-# The external content collection replaces whatever the repository has at src/content.
-mkdir -p -- "$release_dir/src"
-rm -rf -- "$release_dir/src/content"
-ln -s -- "$deploy_dir/shared/src/content" "$release_dir/src/content"
+# The external content collection replaces whatever the site has at src/content.
+site_dir=${SITE_DIR:-.}
+if [[ $site_dir == /* || /$site_dir/ == */../* ]]; then
+  fail "SITE_DIR must be a relative path inside the repository: $site_dir"
+  exit 2
+fi
+mkdir -p -- "$release_dir/$site_dir/src"
+rm -rf -- "$release_dir/$site_dir/src/content"
+ln -s -- "$deploy_dir/shared/src/content" "$release_dir/$site_dir/src/content"
 
 # Dependencies: identical lockfile, dependency fields and Node version → hard-link copy of the live release's
 # node_modules (a copy, so nothing this release does can change the live one's tree; build caches
