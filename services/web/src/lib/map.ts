@@ -35,7 +35,7 @@ import type { ClientConfig, Feature } from './types.js';
 export const GEOJSON_MIN_ZOOM = 12;
 /** Points are clustered below this zoom. */
 const CLUSTER_MAX_ZOOM = 15;
-const PAGE_SIZE = 2000;
+const PAGE_SIZE = 5000;
 
 import { KATEGORIE_COLOURS } from './colours.js';
 export { KATEGORIE_COLOURS };
@@ -71,6 +71,9 @@ export interface MapHandle {
   rendered(): Promise<void>;
   readonly olMap: unknown;
 }
+
+/** The sources holding the loaded features of a map, for the editor's snapping to other features. */
+const contextSources = new WeakMap<MapHandle, Array<VectorSource<OlFeature>>>();
 
 const styleCache = new Map<string, Style>();
 function styleFor(kategorie: unknown, kind: 'point' | 'line' | 'area'): Style {
@@ -282,6 +285,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     },
     rendered: () => new Promise((resolve) => map.once('rendercomplete', () => resolve())),
   };
+  contextSources.set(handle, [shapes, points]);
   return handle;
 }
 
@@ -370,8 +374,10 @@ export function createEditor(handle: MapHandle, options: { type: GeometryType; i
     } else {
       interactions.push(new Translate({ layers: [layer] }));
     }
-    // Snap last, so it sees the pointer before the others (OpenLayers' snap example).
+    // Snap last, so it sees the pointer before the others (OpenLayers' snap example): to this
+    // feature's own vertices and to the other features on the map.
     interactions.push(new Snap({ source }));
+    for (const other of contextSources.get(handle) ?? []) interactions.push(new Snap({ source: other }));
     for (const interaction of interactions) map.addInteraction(interaction);
   };
 
