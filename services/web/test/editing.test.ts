@@ -165,6 +165,24 @@ describe.skipIf(missing !== undefined)('the web app in a browser', () => {
     expect(violations).toEqual([]);
   });
 
+  it('shows the server’s problem+json field error at its field: a self-intersecting polygon', async () => {
+    const page = await signedIn('contributor', 'alice');
+    await page.goto(`${stack.webUrl}/features/new`);
+    await page.getByLabel('Geometrietyp').selectOption('Polygon');
+    // A bow tie: the schema accepts its shape, PostGIS finds the self-intersection.
+    await clickOnMap(page.getByRole('region', { name: 'Karte der Objekte' }), [[420, 60], [520, 160], [520, 60], [420, 160], [420, 60]]);
+    await fillAttributes(page, { name: 'Schleife', kategorie: 'blumenbeet' });
+    await page.getByRole('button', { name: 'Speichern' }).click();
+    const map = page.getByRole('region', { name: 'Karte der Objekte' });
+    await expect.poll(() => map.getAttribute('aria-invalid')).toBe('true');
+    const error = await page.locator('[id="geometry-error"]').textContent();
+    expect(error).toMatch(/^Ungültig: is not valid: Self-intersection/);
+    expect((await map.getAttribute('aria-describedby'))!.split(' ')).toContain('geometry-error');
+    expect(new URL(page.url()).pathname).toBe('/features/new');
+    await audit(page);
+    expect(violations).toEqual([]);
+  });
+
   it('shows the conflict view when someone saved meanwhile, and saves the values chosen per field', async () => {
     const mine = await signedIn('contributor', 'alice');
     const theirs = await signedIn('contributor', 'alice');
@@ -256,9 +274,17 @@ describe.skipIf(missing !== undefined)('the web app in a browser', () => {
     expect(await english.getAttribute('html', 'lang')).toBe('en');
     for (const label of ['Name', 'Category', 'Address', 'Phone']) expect(await english.getByLabel(label, { exact: true }).count()).toBe(1);
     expect(await english.getByRole('button', { name: 'Save' }).count()).toBe(1);
-    // The admin may delete, after a confirmation.
-    expect(await english.getByRole('button', { name: 'Delete' }).count()).toBe(1);
+    // The admin may delete, after a confirmation; cancelling keeps the feature.
+    await english.getByRole('button', { name: 'Delete' }).click();
+    const dialog = english.getByRole('dialog');
+    await expect(dialog.getByText('Really delete this feature? Its history is kept.')).toBeVisible();
     await audit(english);
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    expect((await stack.api('GET', `/api/features/${encodeURIComponent(polygonId)}`)).status).toBe(200);
+    await english.getByRole('button', { name: 'Delete' }).click();
+    await english.getByRole('dialog').getByRole('button', { name: 'Delete permanently' }).click();
+    await english.waitForURL((url) => url.pathname === '/features');
+    expect((await stack.api('GET', `/api/features/${encodeURIComponent(polygonId)}`)).status).toBe(404);
     await english.goto(`${stack.webUrl}/features/new`);
     for (const label of ['Longitude', 'Latitude']) expect(await english.getByLabel(label, { exact: true }).count()).toBe(1);
     await english.goto(`${stack.webUrl}/`);
