@@ -9,7 +9,8 @@
  * (CI=true), and skips with one line otherwise.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,11 +40,12 @@ describe.skipIf(!enabled)('deploying the site with deploy-branch.sh', () => {
     git(root, 'init', '-q', '--bare', bare);
     git(work, 'push', '-q', bare, 'main');
   });
-  afterAll(() => {
+  // Two releases with their node_modules: removing them takes minutes on a busy two-core machine.
+  afterAll(async () => {
     const pidfile = join(target, 'site.pid');
     if (existsSync(pidfile)) spawnSync('kill', [readFileSync(pidfile, 'utf8').trim()]);
-    rmSync(root, { recursive: true, force: true });
-  });
+    await rm(root, { recursive: true, force: true });
+  }, 600_000);
 
   const deploy = () => {
     const started = performance.now();
