@@ -29,7 +29,10 @@ import MultiPolygon from 'ol/geom/MultiPolygon.js';
 import type { Geometry as OlGeometry } from 'ol/geom.js';
 import type { FeatureLike } from 'ol/Feature.js';
 import type { Geometry } from '../../../shared/features/schema.js';
+import { KATEGORIE_COLOURS } from './colours.js';
 import type { ClientConfig, Feature } from './types.js';
+
+export { KATEGORIE_COLOURS };
 
 /** Below this zoom the map draws vector tiles; from it on, GeoJSON features that can be selected and edited. */
 export const GEOJSON_MIN_ZOOM = 12;
@@ -37,8 +40,6 @@ export const GEOJSON_MIN_ZOOM = 12;
 const CLUSTER_MAX_ZOOM = 15;
 const PAGE_SIZE = 5000;
 
-import { KATEGORIE_COLOURS } from './colours.js';
-export { KATEGORIE_COLOURS };
 const FALLBACK_COLOUR = '#37474f';
 
 const format = new GeoJSON({ dataProjection: 'EPSG:4326', featureProjection: 'EPSG:3857' });
