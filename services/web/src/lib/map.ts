@@ -214,8 +214,11 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     upsert(features) {
       const fresh: OlFeature[] = [];
       for (const input of features) {
-        const feature = format.readFeature(input) as OlFeature;
         const previous = held.get(input.id);
+        // Panning reloads overlapping areas: a feature already held in the same version is kept as is
+        // (parsing and re-adding thousands of them would block the main thread for nothing).
+        if (previous && previous.get('version') === input.properties.version) continue;
+        const feature = format.readFeature(input) as OlFeature;
         if (previous) place(previous).removeFeature(previous);
         held.set(input.id, feature);
         if (visible(feature)) fresh.push(feature);
