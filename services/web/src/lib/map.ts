@@ -11,6 +11,7 @@ import View from 'ol/View.js';
 import OlFeature from 'ol/Feature.js';
 import TileLayer from 'ol/layer/Tile.js';
 import VectorLayer from 'ol/layer/Vector.js';
+import VectorImageLayer from 'ol/layer/VectorImage.js';
 import VectorTileLayer from 'ol/layer/VectorTile.js';
 import XYZ from 'ol/source/XYZ.js';
 import TileWMS from 'ol/source/TileWMS.js';
@@ -142,7 +143,9 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     source: new VectorTileSource({ format: new MVT(), url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt` }),
     style: (feature) => (visible(feature) ? styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) : undefined),
   });
-  const shapeLayer = new VectorLayer({ source: shapes, minZoom: GEOJSON_MIN_ZOOM, style: (feature) => styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) });
+  // Thousands of areas: drawn once into an image that pans and zooms as a whole, instead of replaying
+  // every polygon each frame (the longest main-thread task while panning).
+  const shapeLayer = new VectorImageLayer({ source: shapes, minZoom: GEOJSON_MIN_ZOOM, imageRatio: 1.5, style: (feature) => styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) });
   const clusterLayer = new VectorLayer({ source: cluster, minZoom: GEOJSON_MIN_ZOOM, style: clusterStyle });
   const comparison = new VectorSource<OlFeature>();
   const comparisonLayer = new VectorLayer({
