@@ -27,6 +27,8 @@
 #   HEALTH_PATH            path requested for the health check; any status below 500 passes (/)
 #   LOCK_WAIT_SECONDS      how long to wait for another deploy of the same target (900)
 #   npm_config_cache       npm cache directory (<deployDir>/cache/npm, always that under isolation)
+#   SITE_DIR               the site's folder inside the repository, relative (.); its src/content is the
+#                          one replaced by the shared collection (services/web for the platform's own site)
 #
 # Exit codes:
 #   0 deployed and live          1 unexpected error             2 usage (bad arguments or setup)
@@ -236,14 +238,32 @@ write_release_file "$release_dir/REVISION" "$commit"
 [[ -z ${DEPLOY_LOG:-} ]] || write_release_file "$release_dir/.deploy-log" "${DEPLOY_LOG##*/}"
 log "checked out $commit"
 
-# The external content collection replaces whatever the repository has at src/content.
-rm -rf -- "$release_dir/src/content"
-if [[ -L $release_dir/src || (-e $release_dir/src && ! -d $release_dir/src) ]]; then
-  rm -f -- "$release_dir/src" # a link named src must not lead root's mkdir and chown elsewhere
+# The external content collection replaces whatever the site has at src/content. The site's folder is
+# a plain relative path, and no part of it may be a link the repository planted: root's mkdir, chown and
+# ln below must never be led outside the release.
+site_dir=${SITE_DIR:-.}
+if [[ ! $site_dir =~ ^[A-Za-z0-9._/-]+$ || $site_dir == /* || /$site_dir/ == */../* ]]; then
+  fail "SITE_DIR must be a relative path inside the repository: $site_dir"
+  exit 2
 fi
-mkdir -p -- "$release_dir/src"
-[[ -z $build_user ]] || chown -h -- "$build_user:$build_group" "$release_dir/src"
-ln -s -- "$deploy_dir/shared/src/content" "$release_dir/src/content"
+site_root=$release_dir
+IFS='/' read -r -a site_parts <<<"$site_dir"
+for part in "${site_parts[@]}"; do
+  [[ -z $part || $part == . ]] && continue
+  site_root="$site_root/$part"
+  if [[ -L $site_root || ! -d $site_root ]]; then
+    fail "SITE_DIR $site_dir is not a folder of the repository"
+    exit 2
+  fi
+done
+# First the link check, then the removal: rm -rf through a planted src link would delete outside.
+if [[ -L $site_root/src || (-e $site_root/src && ! -d $site_root/src) ]]; then
+  rm -f -- "$site_root/src" # a link named src must not lead root's rm, mkdir and chown elsewhere
+fi
+rm -rf -- "$site_root/src/content"
+mkdir -p -- "$site_root/src"
+[[ -z $build_user ]] || chown -h -- "$build_user:$build_group" "$site_root/src"
+ln -s -- "$deploy_dir/shared/src/content" "$site_root/src/content"
 
 # Dependencies: identical lockfile, dependency fields and Node version → hard links to the live
 # release's node_modules. That release is sealed (files owned by root, not writable), so the new

@@ -3,6 +3,8 @@ import express, { type Express } from 'express';
 import rateLimit from 'express-rate-limit';
 import type { Logger } from 'pino';
 import { authenticate } from './auth/middleware.js';
+import type { DevKeys } from './auth/dev-keys.js';
+import { devTokenRoutes } from './auth/dev-token-route.js';
 import type { Authenticator } from '../../shared/principal.js';
 import type { ApiConfig } from './config.js';
 import { pendingMigrations, readMigrations } from './db/migrate.js';
@@ -30,6 +32,10 @@ export interface AppDependencies {
   logger: Logger;
   /** Injected for tests of time-dependent behaviour; the API reads time through it only. */
   clock?: () => Date;
+  /** The development signing key (only without AUTH_JWKS_URL, outside production): enables POST /api/dev/token. */
+  devKeys?: DevKeys | undefined;
+  /** Refuses the development token route even when keys are handed in. */
+  production?: boolean;
 }
 
 /** The API as an Express app built from its dependencies; server.ts listens, tests use port 0. */
@@ -80,6 +86,7 @@ export function createApp(deps: AppDependencies): Express {
   const userRecorder = createUserRecorder(deps.db, deps.logger);
   const authenticator = recordingCallers(deps.authenticator, userRecorder);
   app.use('/api', authenticate(authenticator), originCheckForCookieWrites({ origins: allowedOrigins }));
+  app.use('/api/dev', devTokenRoutes({ keys: deps.devKeys, production: deps.production ?? false }));
   app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
   mountQc(app, { service: createQcService(deps.db, { maxAttempts: deps.config.qc?.maxAttempts ?? 12 }), authenticator: deps.authenticator });
   app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db)));

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { closeGracefully, listen } from '../../shared/http-server.js';
 import { createApp } from './app.js';
 import { createAuthenticator, createIdentityAdmin } from './auth/index.js';
+import { loadOrCreateDevKeys } from './auth/dev-keys.js';
 import type { ApiConfig } from './config.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
@@ -35,7 +36,8 @@ export async function startApi(config: ApiConfig, logger: Logger): Promise<Runni
     await migrateQueue(db, logger);
     const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir, identity: config.identity });
     const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
-    const server = createServer(createApp({ db, config, authenticator, identityAdmin, logger }));
+    const devKeys = !config.production && !config.auth.jwksUrl ? await loadOrCreateDevKeys(config.dataDir) : undefined;
+    const server = createServer(createApp({ db, config, authenticator, identityAdmin, logger, devKeys, production: config.production }));
     // A slow or stalled client must not hold a connection forever.
     server.requestTimeout = 30_000;
     server.headersTimeout = 10_000;

@@ -1,0 +1,38 @@
+import { Router } from 'express';
+import { z } from 'zod';
+import { AppError } from '../../../shared/errors.js';
+import { ROLES } from '../../../shared/principal.js';
+import { jsonBody } from '../http/body.js';
+import { parseOrThrow } from '../http/validate.js';
+import type { DevKeys } from './dev-keys.js';
+
+/**
+ * POST /api/dev/token {role, sub} → {token}: the web app's development sign-in (`/login?as=…`) asks
+ * the API for a token signed with the development key, the same one `npm run token` prints.
+ *
+ * Why it is safe to have: it exists only where the API already trusts the development key (no
+ * AUTH_JWKS_URL, not production — boot.ts passes the keys only then), it is refused in production even
+ * if keys are handed in, and it answers only callers on the loopback interface, so a development API
+ * bound to a public address does not hand out admin tokens to the network.
+ */
+const DevTokenRequest = z.strictObject({
+  role: z.enum(ROLES, { error: `must be one of ${ROLES.join(', ')}` }),
+  sub: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/, 'must be 1 to 64 letters, digits or . _ @ - (starting with a letter or digit)'),
+});
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
+
+export function devTokenRoutes(options: { keys: DevKeys | undefined; production: boolean }): Router {
+  const router = Router();
+  router.post('/token', (req, _res, next) => {
+    if (options.production || !options.keys) return next(new AppError('NOT_FOUND', 'development tokens exist only where the API runs with its development key'));
+    if (!LOOPBACK.has(req.socket.remoteAddress ?? '')) return next(new AppError('FORBIDDEN', 'development tokens are handed out to loopback callers only'));
+    next();
+  }, ...jsonBody(), async (req, res) => {
+    const { role, sub } = parseOrThrow(DevTokenRequest, req.body, 'VALIDATION_FAILED', 'token request');
+    const token = await options.keys!.sign({ sub, role }, '12h');
+    res.setHeader('Cache-Control', 'no-store');
+    res.json({ token, expiresIn: 12 * 3600 });
+  });
+  return router;
+}

@@ -1,0 +1,94 @@
+/**
+ * Starting the built web app as a child process: `npm start` (scripts/start.ts) and the browser tests
+ * use it. The site is built first when dist/ is missing or older than its sources (about 40 s on two
+ * cores; later starts reuse the build).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const webRoot = dirname(fileURLToPath(import.meta.url));
+const repoRoot = join(webRoot, '../..');
+const entry = join(webRoot, 'dist/server/entry.mjs');
+
+function newestMtime(path: string): number {
+  const stat = statSync(path);
+  if (!stat.isDirectory()) return stat.mtimeMs;
+  return Math.max(stat.mtimeMs, ...readdirSync(path).map((name) => newestMtime(join(path, name))));
+}
+
+function buildIsCurrent(): boolean {
+  if (!existsSync(entry)) return false;
+  const sources = Math.max(newestMtime(join(webRoot, 'src')), newestMtime(join(webRoot, 'astro.config.mjs')), newestMtime(join(repoRoot, 'services/shared')));
+  return statSync(entry).mtimeMs > sources;
+}
+
+/** Builds the site unless dist/ is current; concurrent callers wait for one build (a lock directory). */
+export function ensureWebBuild(log: (message: string) => void = () => undefined): void {
+  if (buildIsCurrent()) return;
+  const lock = join(webRoot, '.build-lock');
+  for (let waited = 0; ; waited += 500) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (waited > 180_000) throw new Error(`another build of the web app holds ${lock}; remove it if no build is running`);
+      spawnSync('sleep', ['0.5']);
+    }
+  }
+  try {
+    if (buildIsCurrent()) return;
+    log('building the web app (services/web) …');
+    const result = spawnSync(process.execPath, [join(repoRoot, 'node_modules/astro/astro.js'), 'build'], { cwd: webRoot, encoding: 'utf8', env: { ...process.env, ASTRO_TELEMETRY_DISABLED: '1' } });
+    if (result.status !== 0) throw new Error(`astro build failed:\n${result.stdout}\n${result.stderr}`);
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+export interface WebServerProcess {
+  url: string;
+  child: ChildProcess;
+  /** The last 20 000 characters the server printed (for error messages). */
+  output(): string;
+  close(): Promise<void>;
+}
+
+/** Spawns the site's standalone Node server and waits until it answers. `env` is its whole runtime configuration. */
+export async function startWebServer(options: { port: number; host?: string; env: Record<string, string>; timeoutMs?: number }): Promise<WebServerProcess> {
+  const host = options.host ?? '127.0.0.1';
+  let output = '';
+  const child = spawn(process.execPath, [entry], {
+    cwd: webRoot,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...options.env, PORT: String(options.port), HOST: host },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const keep = (data: Buffer) => (output = (output + data.toString()).slice(-20_000));
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${options.port}`;
+  const close = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  };
+  const started = Date.now();
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the web server exited with ${child.exitCode}:\n${output}`);
+    try {
+      const response = await fetch(`${url}/login`);
+      await response.body?.cancel();
+      if (response.status < 500) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() - started > (options.timeoutMs ?? 30_000)) {
+      await close();
+      throw new Error(`the web server did not answer on ${url} within ${options.timeoutMs ?? 30_000} ms:\n${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 150));
+  }
+  return { url, child, output: () => output, close };
+}

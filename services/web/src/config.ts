@@ -1,0 +1,71 @@
+import { z } from 'zod';
+
+/**
+ * The site's runtime configuration, read from the environment when the server starts — never at build
+ * time, so one build serves every deploy target. A bad value stops the server with a message naming
+ * the variable. Nothing else in the site reads process.env.
+ */
+const httpUrl = (what: string) => z.url({ protocol: /^https?$/, error: `an http(s) URL of ${what}` });
+
+const WebEnvSchema = z.object({
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  /** Where the browser reaches the API (CORS_ORIGINS of the API must list this site's origin). */
+  API_PUBLIC_URL: httpUrl('the feature API as the browser reaches it').default('http://localhost:8080'),
+  /** Where this server reaches the API (server-rendered pages, development sign-in); defaults to API_PUBLIC_URL. */
+  API_URL: httpUrl('the feature API as this server reaches it').optional(),
+  /** Ory Kratos public API: whoami for the route guard. Unset: only the development sign-in exists. */
+  KRATOS_PUBLIC_URL: httpUrl('the Kratos public API').optional(),
+  /** Where the browser starts a login (Kratos' self-service login for browsers, or the login app). */
+  LOGIN_URL: httpUrl('the login start page').optional(),
+  /** This site's public base URL, for return URLs (never taken from the Host header). */
+  PUBLIC_BASE_URL: httpUrl('this site').default('http://localhost:4321'),
+  BASEMAP_URL: z.string().min(1).default('https://tile.openstreetmap.org/{z}/{x}/{y}.png'),
+  BASEMAP_ATTRIBUTION: z.string().min(1).default('© OpenStreetMap contributors'),
+  /** GeoServer WMS endpoint for the optional overlay (e.g. https://geo.example.org/geoserver/wms). */
+  WMS_URL: httpUrl('a WMS endpoint').optional(),
+  WMS_LAYERS: z.string().default('features:features'),
+  /** The development sign-in (/login?as=role&sub=name); always off with NODE_ENV=production. */
+  DEV_SIGNIN: z.enum(['true', 'false']).default('true'),
+});
+
+export interface WebConfig {
+  production: boolean;
+  apiPublicUrl: string;
+  apiUrl: string;
+  kratosPublicUrl: string | undefined;
+  loginUrl: string | undefined;
+  publicBaseUrl: string;
+  basemap: { url: string; attribution: string };
+  wms: { url: string; layers: string } | undefined;
+  devSignIn: boolean;
+}
+
+const strip = (url: string) => url.replace(/\/+$/, '');
+
+export function loadWebConfig(env: Record<string, string | undefined> = process.env): WebConfig {
+  const result = WebEnvSchema.safeParse(env);
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ');
+    throw new Error(`invalid web configuration: ${problems}`);
+  }
+  const parsed = result.data;
+  const production = parsed.NODE_ENV === 'production';
+  return {
+    production,
+    apiPublicUrl: strip(parsed.API_PUBLIC_URL),
+    apiUrl: strip(parsed.API_URL ?? parsed.API_PUBLIC_URL),
+    kratosPublicUrl: parsed.KRATOS_PUBLIC_URL,
+    loginUrl: parsed.LOGIN_URL,
+    publicBaseUrl: strip(parsed.PUBLIC_BASE_URL),
+    basemap: { url: parsed.BASEMAP_URL, attribution: parsed.BASEMAP_ATTRIBUTION },
+    wms: parsed.WMS_URL ? { url: parsed.WMS_URL, layers: parsed.WMS_LAYERS } : undefined,
+    devSignIn: !production && parsed.DEV_SIGNIN === 'true',
+  };
+}
+
+let cached: WebConfig | undefined;
+/** Parsed on first use in the server process (the standalone server has no separate boot hook). */
+export function webConfig(): WebConfig {
+  cached ??= loadWebConfig();
+  return cached;
+}

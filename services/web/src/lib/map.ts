@@ -1,0 +1,433 @@
+/**
+ * The one module that knows OpenLayers. Pages and islands talk to the map through MapHandle and
+ * EditorHandle only, so a later switch of map library touches this file alone.
+ *
+ * Projections: the API speaks EPSG:4326 (lon/lat); the map draws in Web Mercator (EPSG:3857). All
+ * conversions happen here.
+ */
+import 'ol/ol.css';
+import OlMap from 'ol/Map.js';
+import View from 'ol/View.js';
+import OlFeature from 'ol/Feature.js';
+import TileLayer from 'ol/layer/Tile.js';
+import VectorLayer from 'ol/layer/Vector.js';
+import VectorImageLayer from 'ol/layer/VectorImage.js';
+import VectorTileLayer from 'ol/layer/VectorTile.js';
+import XYZ from 'ol/source/XYZ.js';
+import TileWMS from 'ol/source/TileWMS.js';
+import VectorSource from 'ol/source/Vector.js';
+import VectorTileSource from 'ol/source/VectorTile.js';
+import Cluster from 'ol/source/Cluster.js';
+import GeoJSON from 'ol/format/GeoJSON.js';
+import MVT from 'ol/format/MVT.js';
+import { Circle as CircleStyle, Fill, Stroke, Style, Text } from 'ol/style.js';
+import { Draw, Modify, Snap, Translate } from 'ol/interaction.js';
+import { fromLonLat, toLonLat, transformExtent } from 'ol/proj.js';
+import { boundingExtent, containsExtent, createEmpty, extend, isEmpty } from 'ol/extent.js';
+import Point from 'ol/geom/Point.js';
+import Polygon from 'ol/geom/Polygon.js';
+import MultiPolygon from 'ol/geom/MultiPolygon.js';
+import type { Geometry as OlGeometry } from 'ol/geom.js';
+import type { FeatureLike } from 'ol/Feature.js';
+import type { Geometry } from '../../../shared/features/schema.js';
+import { KATEGORIE_COLOURS } from './colours.js';
+import type { ClientConfig, Feature } from './types.js';
+
+export { KATEGORIE_COLOURS };
+
+/** Below this zoom the map draws vector tiles; from it on, GeoJSON features that can be selected and edited. */
+export const GEOJSON_MIN_ZOOM = 12;
+/** Points are clustered below this zoom. */
+const CLUSTER_MAX_ZOOM = 15;
+const PAGE_SIZE = 5000;
+
+const FALLBACK_COLOUR = '#37474f';
+
+const format = new GeoJSON({ dataProjection: 'EPSG:4326', featureProjection: 'EPSG:3857' });
+
+export type Bbox = [number, number, number, number];
+export interface ViewState {
+  bbox: Bbox;
+  zoom: number;
+  center: [number, number];
+}
+
+export interface MapHandle {
+  /** Called after every pan or zoom (and once at start). */
+  onViewChange(listener: (view: ViewState) => void): void;
+  /** Called when a feature is clicked or chosen; undefined when the click hit nothing. */
+  onSelect(listener: (id: string | undefined) => void): void;
+  /** Adds features; one already present (same id) is replaced, never duplicated. Returns how many are held. */
+  upsert(features: Feature[]): number;
+  /** Only features passing the predicate are drawn (GeoJSON and tiles). */
+  setFilter(predicate: (properties: Record<string, unknown>) => boolean): void;
+  /** Loads the visible bbox from the API on every view change, following next links. */
+  loadFromApi(options: { onProgress?: (held: number, loading: boolean) => void }): void;
+  /** The features held, for tests and the list beside the map. */
+  size(): number;
+  fit(geometries: Geometry[]): void;
+  setWmsVisible(visible: boolean): void;
+  /** Two geometries drawn over each other: before (red, dashed) and after (blue). */
+  showComparison(before: Geometry | undefined, after: Geometry | undefined): void;
+  /** Promise resolved after the next completed render. */
+  rendered(): Promise<void>;
+  readonly olMap: unknown;
+}
+
+/** The sources holding the loaded features of a map, for the editor's snapping to other features. */
+const contextSources = new WeakMap<MapHandle, Array<VectorSource<OlFeature>>>();
+
+const styleCache = new Map<string, Style>();
+function styleFor(kategorie: unknown, kind: 'point' | 'line' | 'area'): Style {
+  const colour = KATEGORIE_COLOURS[String(kategorie)] ?? FALLBACK_COLOUR;
+  const key = `${colour}|${kind}`;
+  let style = styleCache.get(key);
+  if (!style) {
+    style =
+      kind === 'point'
+        ? new Style({ image: new CircleStyle({ radius: 6, fill: new Fill({ color: colour }), stroke: new Stroke({ color: '#fff', width: 2 }) }) })
+        : new Style({ stroke: new Stroke({ color: colour, width: kind === 'line' ? 3 : 2 }), fill: kind === 'area' ? new Fill({ color: `${colour}40` }) : undefined });
+    styleCache.set(key, style);
+  }
+  return style;
+}
+
+function kindOf(type: string): 'point' | 'line' | 'area' {
+  if (type.includes('Point')) return 'point';
+  if (type.includes('Line')) return 'line';
+  return 'area';
+}
+
+const clusterStyles = new Map<number, Style>();
+function clusterStyle(feature: FeatureLike): Style | undefined {
+  const members = feature.get('features') as OlFeature[] | undefined;
+  if (!members || members.length === 0) return undefined;
+  if (members.length === 1) return styleFor(members[0]!.get('kategorie'), 'point');
+  const size = members.length;
+  let style = clusterStyles.get(size);
+  if (!style) {
+    style = new Style({
+      image: new CircleStyle({ radius: Math.min(22, 9 + Math.log2(size) * 2), fill: new Fill({ color: '#12324fcc' }), stroke: new Stroke({ color: '#fff', width: 2 }) }),
+      text: new Text({ text: String(size), fill: new Fill({ color: '#fff' }), font: 'bold 12px system-ui, sans-serif' }),
+    });
+    clusterStyles.set(size, style);
+  }
+  return style;
+}
+
+export function readClientConfig(): ClientConfig {
+  const element = document.getElementById('fp-config');
+  return JSON.parse(element?.textContent ?? '{}') as ClientConfig;
+}
+
+export function apiHeaders(config: ClientConfig, extra: Record<string, string> = {}): Record<string, string> {
+  return config.token ? { authorization: `Bearer ${config.token}`, ...extra } : extra;
+}
+
+export function createMap(target: HTMLElement, options: { config: ClientConfig; center?: [number, number]; zoom?: number; interactive?: boolean }): MapHandle {
+  const { config } = options;
+  const basemap = new TileLayer({ source: new XYZ({ url: config.basemap.url, attributions: config.basemap.attribution, crossOrigin: 'anonymous' }) });
+  const wms = config.wms
+    ? new TileLayer({ visible: false, source: new TileWMS({ url: config.wms.url, params: { LAYERS: config.wms.layers, TILED: true }, crossOrigin: 'anonymous' }) })
+    : undefined;
+
+  let filter: (properties: Record<string, unknown>) => boolean = () => true;
+  const held = new globalThis.Map<string, OlFeature>();
+  const shapes = new VectorSource<OlFeature>();
+  const points = new VectorSource<OlFeature>();
+  const cluster = new Cluster({ source: points, distance: 40, minDistance: 8 });
+  const visible = (feature: FeatureLike) => filter(feature.getProperties());
+
+  const tiles = new VectorTileLayer({
+    maxZoom: GEOJSON_MIN_ZOOM,
+    source: new VectorTileSource({ format: new MVT(), url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt` }),
+    style: (feature) => (visible(feature) ? styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) : undefined),
+  });
+  // Thousands of areas: drawn once into an image that pans and zooms as a whole, instead of replaying
+  // every polygon each frame (the longest main-thread task while panning).
+  const shapeLayer = new VectorImageLayer({ source: shapes, minZoom: GEOJSON_MIN_ZOOM, imageRatio: 1.5, style: (feature) => styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) });
+  const clusterLayer = new VectorLayer({ source: cluster, minZoom: GEOJSON_MIN_ZOOM, style: clusterStyle });
+  const comparison = new VectorSource<OlFeature>();
+  const comparisonLayer = new VectorLayer({
+    source: comparison,
+    style: (feature) =>
+      feature.get('role') === 'before'
+        ? new Style({ stroke: new Stroke({ color: '#c62828', width: 3, lineDash: [8, 6] }), fill: new Fill({ color: '#c6282820' }), image: new CircleStyle({ radius: 7, stroke: new Stroke({ color: '#c62828', width: 3 }) }) })
+        : new Style({ stroke: new Stroke({ color: '#1565c0', width: 2 }), fill: new Fill({ color: '#1565c030' }), image: new CircleStyle({ radius: 5, fill: new Fill({ color: '#1565c0' }) }) }),
+  });
+
+  const map = new OlMap({
+    target,
+    layers: [basemap, ...(wms ? [wms] : []), tiles, shapeLayer, clusterLayer, comparisonLayer],
+    view: new View({ center: fromLonLat(options.center ?? [13.4, 52.52]), zoom: options.zoom ?? 13, maxZoom: 20 }),
+  });
+  // The map's own keyboard interactions (arrows pan, +/- zoom) need a focusable viewport.
+  target.tabIndex = 0;
+  // When the last frame was fully drawn (tiles and features), for the benchmark and tests to wait on.
+  map.on('rendercomplete', () => {
+    target.dataset.renderedAt = String(performance.now());
+  });
+
+  const viewListeners: Array<(view: ViewState) => void> = [];
+  const viewState = (): ViewState => {
+    const size = map.getSize() ?? [target.clientWidth, target.clientHeight];
+    const extent = transformExtent(map.getView().calculateExtent(size), 'EPSG:3857', 'EPSG:4326');
+    const clamp = (v: number, limit: number) => Math.max(-limit, Math.min(limit, v));
+    const center = toLonLat(map.getView().getCenter() ?? [0, 0]) as [number, number];
+    return { bbox: [clamp(extent[0]!, 180), clamp(extent[1]!, 90), clamp(extent[2]!, 180), clamp(extent[3]!, 90)], zoom: map.getView().getZoom() ?? 0, center };
+  };
+  map.on('moveend', () => {
+    const zoom = map.getView().getZoom() ?? 0;
+    cluster.setDistance(zoom < CLUSTER_MAX_ZOOM ? 40 : 0);
+    const state = viewState();
+    for (const listener of viewListeners) listener(state);
+  });
+
+  const selectListeners: Array<(id: string | undefined) => void> = [];
+  map.on('singleclick', (event) => {
+    let id: string | undefined;
+    map.forEachFeatureAtPixel(event.pixel, (feature) => {
+      const members = feature.get('features') as OlFeature[] | undefined;
+      const hit = members && members.length === 1 ? members[0] : members ? undefined : feature;
+      if (hit?.getId() !== undefined) {
+        id = String(hit.getId());
+        return true;
+      }
+      return false;
+    }, { layerFilter: (layer) => layer === shapeLayer || layer === clusterLayer });
+    for (const listener of selectListeners) listener(id);
+  });
+
+  const place = (feature: OlFeature) => ((feature.getGeometry()?.getType() ?? '') === 'Point' ? points : shapes);
+  const rebuild = () => {
+    const keepShapes: OlFeature[] = [];
+    const keepPoints: OlFeature[] = [];
+    for (const feature of held.values()) if (visible(feature)) (place(feature) === points ? keepPoints : keepShapes).push(feature);
+    shapes.clear(true);
+    points.clear(true);
+    shapes.addFeatures(keepShapes);
+    points.addFeatures(keepPoints);
+    tiles.changed();
+  };
+
+  const handle: MapHandle = {
+    olMap: map,
+    onViewChange: (listener) => viewListeners.push(listener),
+    onSelect: (listener) => selectListeners.push(listener),
+    upsert(features) {
+      const fresh: OlFeature[] = [];
+      for (const input of features) {
+        const previous = held.get(input.id);
+        // Panning reloads overlapping areas: a feature already held in the same version is kept as is
+        // (parsing and re-adding thousands of them would block the main thread for nothing).
+        if (previous && previous.get('version') === input.properties.version) continue;
+        const feature = format.readFeature(input) as OlFeature;
+        if (previous) place(previous).removeFeature(previous);
+        held.set(input.id, feature);
+        if (visible(feature)) fresh.push(feature);
+      }
+      const freshPoints = fresh.filter((f) => place(f) === points);
+      if (freshPoints.length) points.addFeatures(freshPoints);
+      if (fresh.length > freshPoints.length) shapes.addFeatures(fresh.filter((f) => place(f) === shapes));
+      return held.size;
+    },
+    setFilter(predicate) {
+      filter = predicate;
+      rebuild();
+    },
+    size: () => held.size,
+    loadFromApi({ onProgress }) {
+      // Extents already loaded completely: a view inside one of them needs no request (no duplicates
+      // either way — upsert keys by id).
+      const loaded: number[][] = [];
+      let controller: AbortController | undefined;
+      const load = async (state: ViewState) => {
+        if (state.zoom < GEOJSON_MIN_ZOOM) {
+          onProgress?.(held.size, false);
+          return;
+        }
+        if (loaded.some((extent) => containsExtent(extent, state.bbox))) return;
+        controller?.abort();
+        const mine = new AbortController();
+        controller = mine;
+        onProgress?.(held.size, true);
+        let url: string | undefined = `${config.apiUrl}/api/features?bbox=${state.bbox.map((v) => v.toFixed(6)).join(',')}&limit=${PAGE_SIZE}`;
+        try {
+          while (url) {
+            const response = await fetch(url, { headers: apiHeaders(config, { accept: 'application/geo+json' }), signal: mine.signal, credentials: 'include' });
+            if (!response.ok) throw new Error(`HTTP ${response.status}`);
+            const page = (await response.json()) as { features: Feature[]; links: Array<{ rel: string; href: string }> };
+            handle.upsert(page.features);
+            const next = page.links.find((link) => link.rel === 'next')?.href;
+            url = next ? new URL(next, config.apiUrl).toString() : undefined;
+          }
+          loaded.push(state.bbox);
+          target.dataset.loadedAt = String(performance.now());
+          onProgress?.(held.size, false);
+        } catch (error) {
+          if ((error as Error).name !== 'AbortError') onProgress?.(held.size, false);
+        }
+      };
+      handle.onViewChange((state) => void load(state));
+      if (map.getSize()) void load(viewState());
+    },
+    fit(geometries) {
+      const extent = createEmpty();
+      for (const geometry of geometries) extend(extent, (format.readGeometry(geometry) as OlGeometry).getExtent());
+      if (isEmpty(extent)) return;
+      map.getView().fit(extent, { padding: [40, 40, 40, 40], maxZoom: 18 });
+    },
+    setWmsVisible(isVisible) {
+      wms?.setVisible(isVisible);
+    },
+    showComparison(before, after) {
+      comparison.clear();
+      const shown: Geometry[] = [];
+      for (const [role, geometry] of [['before', before], ['after', after]] as const) {
+        if (!geometry) continue;
+        comparison.addFeature(new OlFeature({ geometry: format.readGeometry(geometry) as OlGeometry, role }));
+        shown.push(geometry);
+      }
+      handle.fit(shown);
+    },
+    rendered: () => new Promise((resolve) => map.once('rendercomplete', () => resolve())),
+  };
+  contextSources.set(handle, [shapes, points]);
+  return handle;
+}
+
+export type EditTool = 'draw' | 'modify' | 'translate' | 'hole' | 'part';
+export type GeometryType = Geometry['type'];
+
+export interface EditorHandle {
+  setType(type: GeometryType): void;
+  setTool(tool: EditTool): void;
+  /** A point from the keyboard or the device's location. */
+  setPoint(lon: number, lat: number): void;
+  geometry(): Geometry | undefined;
+  setGeometry(geometry: Geometry | undefined): void;
+  clear(): void;
+}
+
+/**
+ * Editing one feature's geometry: Draw, then Modify and Snap (to this feature and the others on the
+ * map) and Translate — added in that order, as OpenLayers' draw-and-modify example does. Holes are
+ * drawn as polygons and cut into the polygon (or MultiPolygon part) that contains them; parts are
+ * drawn as polygons and appended to the MultiPolygon.
+ */
+export function createEditor(handle: MapHandle, options: { type: GeometryType; initial?: Geometry; onChange: (geometry: Geometry | undefined) => void }): EditorHandle {
+  const map = handle.olMap as OlMap;
+  const source = new VectorSource<OlFeature>();
+  const layer = new VectorLayer({
+    source,
+    style: new Style({
+      stroke: new Stroke({ color: '#e65100', width: 3 }),
+      fill: new Fill({ color: '#e6510033' }),
+      image: new CircleStyle({ radius: 7, fill: new Fill({ color: '#e65100' }), stroke: new Stroke({ color: '#fff', width: 2 }) }),
+    }),
+  });
+  map.addLayer(layer);
+  let type = options.type;
+  let interactions: Array<Draw | Modify | Snap | Translate> = [];
+
+  const current = (): OlFeature | undefined => source.getFeatures()[0];
+  const emit = () => options.onChange(editor.geometry());
+  source.on('changefeature', emit);
+
+  const setOlGeometry = (geometry: OlGeometry | undefined) => {
+    source.clear();
+    if (geometry) source.addFeature(new OlFeature({ geometry }));
+    emit();
+  };
+
+  const drawType = (): 'Point' | 'LineString' | 'Polygon' => (type === 'MultiPolygon' ? 'Polygon' : type);
+
+  const onDrawn = (tool: EditTool, drawn: OlGeometry) => {
+    const existing = current()?.getGeometry();
+    if (tool === 'hole' && drawn instanceof Polygon && existing) {
+      const ring = drawn.getLinearRing(0)!.getCoordinates();
+      if (existing instanceof Polygon) {
+        existing.appendLinearRing(drawn.getLinearRing(0)!);
+      } else if (existing instanceof MultiPolygon) {
+        const coordinates = existing.getCoordinates();
+        const partIndex = existing.getPolygons().findIndex((part) => part.intersectsCoordinate(ring[0]!));
+        coordinates[partIndex === -1 ? 0 : partIndex]!.push(ring);
+        existing.setCoordinates(coordinates);
+      }
+      emit();
+      return;
+    }
+    if (type === 'MultiPolygon' && drawn instanceof Polygon) {
+      if (tool === 'part' && existing instanceof MultiPolygon) {
+        existing.appendPolygon(drawn);
+        emit();
+        return;
+      }
+      setOlGeometry(new MultiPolygon([drawn.getCoordinates()]));
+      return;
+    }
+    setOlGeometry(drawn);
+  };
+
+  const install = (tool: EditTool) => {
+    for (const interaction of interactions) map.removeInteraction(interaction);
+    interactions = [];
+    if (tool === 'draw' || tool === 'hole' || tool === 'part') {
+      const draw = new Draw({ type: tool === 'draw' ? drawType() : 'Polygon' });
+      draw.on('drawend', (event) => onDrawn(tool, event.feature.getGeometry() as OlGeometry));
+      interactions.push(draw);
+    } else if (tool === 'modify') {
+      interactions.push(new Modify({ source }));
+    } else {
+      interactions.push(new Translate({ layers: [layer] }));
+    }
+    // Snap last, so it sees the pointer before the others (OpenLayers' snap example): to this
+    // feature's own vertices and to the other features on the map.
+    interactions.push(new Snap({ source }));
+    for (const other of contextSources.get(handle) ?? []) interactions.push(new Snap({ source: other }));
+    for (const interaction of interactions) map.addInteraction(interaction);
+  };
+
+  const editor: EditorHandle = {
+    setType(next) {
+      if (next !== type) {
+        type = next;
+        source.clear();
+        emit();
+      }
+      install('draw');
+    },
+    setTool: install,
+    setPoint(lon, lat) {
+      setOlGeometry(new Point(fromLonLat([lon, lat])));
+      map.getView().animate({ center: fromLonLat([lon, lat]), duration: 0 });
+    },
+    geometry() {
+      const geometry = current()?.getGeometry();
+      return geometry ? (format.writeGeometryObject(geometry, { decimals: 7 }) as Geometry) : undefined;
+    },
+    setGeometry(geometry) {
+      setOlGeometry(geometry ? (format.readGeometry(geometry) as OlGeometry) : undefined);
+    },
+    clear() {
+      setOlGeometry(undefined);
+    },
+  };
+  if (options.initial) {
+    source.addFeature(new OlFeature({ geometry: format.readGeometry(options.initial) as OlGeometry }));
+    handle.fit([options.initial]);
+  }
+  install(options.initial ? 'modify' : 'draw');
+  return editor;
+}
+
+/** Lon/lat extent of geometries (for links from the list to the map). */
+export function lonLatExtent(geometries: Geometry[]): Bbox | undefined {
+  const coordinates: number[][] = [];
+  const walk = (value: unknown) => {
+    if (Array.isArray(value) && typeof value[0] === 'number') coordinates.push(value as number[]);
+    else if (Array.isArray(value)) value.forEach(walk);
+  };
+  for (const geometry of geometries) walk(geometry.coordinates);
+  return coordinates.length ? (boundingExtent(coordinates) as Bbox) : undefined;
+}

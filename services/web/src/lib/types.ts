@@ -1,0 +1,49 @@
+import type { Geometry } from '../../../shared/features/schema.js';
+
+/** A feature as the API returns it. */
+export interface Feature {
+  type: 'Feature';
+  id: string;
+  geometry: Geometry;
+  properties: {
+    name: string;
+    kategorie: string;
+    adresse?: string | null;
+    telefon?: string | null;
+    status?: string;
+    version?: number;
+    createdBy?: string;
+    createdAt?: string;
+    updatedBy?: string;
+    updatedAt?: string;
+  };
+}
+
+export interface FeatureCollection {
+  type: 'FeatureCollection';
+  features: Feature[];
+  links: Array<{ rel: string; href: string }>;
+}
+
+export interface HistoryEntry {
+  version: number;
+  operation: 'insert' | 'update' | 'delete';
+  actor: string;
+  recordedAt: string;
+  feature: Feature;
+}
+
+/** What the server hands the browser islands: runtime configuration, never baked into the build. */
+export interface ClientConfig {
+  lang: 'de' | 'en';
+  apiUrl: string;
+  basemap: { url: string; attribution: string };
+  wms: { url: string; layers: string } | undefined;
+  /** Development sign-in only; with Kratos the session cookie travels instead. */
+  token: string | undefined;
+  user: { id: string; role: string } | undefined;
+}
+
+/** The user-editable attributes, in form order. */
+export const EDITABLE_FIELDS = ['name', 'kategorie', 'adresse', 'telefon'] as const;
+export type EditableField = (typeof EDITABLE_FIELDS)[number];

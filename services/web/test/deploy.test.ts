@@ -1,0 +1,79 @@
+/**
+ * The platform's own site deployed by scripts/deploy-branch.sh (what the webhook runs): a target
+ * pointing at a real git repository of this project with SITE_DIR=services/web. A commit that changes
+ * the site is pushed to a local bare repository; after the deploy its page is served on the target's
+ * port, and the target's shared content collection is used. Prints push-to-live times, cold and with
+ * an unchanged lockfile.
+ *
+ * Slow (a real `npm ci` of the whole project on the cold deploy): runs when WEB_DEPLOY_TEST=1 or in CI
+ * (CI=true), and skips with one line otherwise.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../../test/helpers/ports.js';
+import { repoRoot } from './harness.js';
+
+const enabled = process.env.WEB_DEPLOY_TEST === '1' || process.env.CI === 'true';
+if (!enabled) console.log('skipping the site deploy test: set WEB_DEPLOY_TEST=1 (it runs a real npm ci of the project, minutes on a cold cache)');
+
+const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.org', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.org' } });
+
+describe.skipIf(!enabled)('deploying the site with deploy-branch.sh', () => {
+  const root = mkdtempSync(join(tmpdir(), 'web-deploy-'));
+  const bare = join(root, 'site.git');
+  const work = join(root, 'work');
+  const target = join(root, 'target');
+  let port = 0;
+
+  beforeAll(async () => {
+    port = await freePort();
+    // The project as committed on this branch, as a fresh repository with one branch `main`.
+    mkdirSync(work);
+    execFileSync('sh', ['-c', `git -C "${repoRoot}" archive HEAD | tar -x -C "${work}"`]);
+    git(work, 'init', '-q', '-b', 'main');
+    git(work, 'add', '-A');
+    git(work, 'commit', '-qm', 'the site');
+    git(root, 'init', '-q', '--bare', bare);
+    git(work, 'push', '-q', bare, 'main');
+  });
+  // Two releases with their node_modules: removing them takes minutes on a busy two-core machine.
+  afterAll(async () => {
+    const pidfile = join(target, 'site.pid');
+    if (existsSync(pidfile)) spawnSync('kill', [readFileSync(pidfile, 'utf8').trim()]);
+    await rm(root, { recursive: true, force: true });
+  }, 600_000);
+
+  const deploy = () => {
+    const started = performance.now();
+    const result = spawnSync(join(repoRoot, 'scripts/deploy-branch.sh'), ['main', target, String(port), `file://${bare}`], {
+      encoding: 'utf8',
+      env: { ...process.env, SITE_DIR: 'services/web', RESTART_COMMAND: join(repoRoot, 'services/web/test/restart-site.sh'), HEALTH_TIMEOUT_SECONDS: '60', SERVICE_NAME: 'astro-main' },
+    });
+    const seconds = (performance.now() - started) / 1000;
+    if (result.status !== 0) throw new Error(`deploy failed (${result.status}):\n${result.stdout}\n${result.stderr}`);
+    return seconds;
+  };
+  const page = async (path: string) => (await fetch(`http://127.0.0.1:${port}${path}`)).text();
+
+  it('a pushed change to the site is served on the target port, with the target’s shared content', { timeout: 1_200_000 }, async () => {
+    const cold = deploy();
+    expect(await page('/')).toContain('<title>Karte · Kartierung</title>');
+
+    // A change to the site and a help page in the target's shared collection.
+    const catalogue = join(work, 'services/web/src/i18n/de.ts');
+    writeFileSync(catalogue, readFileSync(catalogue, 'utf8').replace("'site.title': 'Kartierung'", "'site.title': 'Kartierung Nord'"));
+    git(work, 'commit', '-qam', 'a new site title');
+    git(work, 'push', '-q', bare, 'main');
+    mkdirSync(join(target, 'shared/src/content/help/de'), { recursive: true });
+    writeFileSync(join(target, 'shared/src/content/help/de/geteilt.md'), '---\ntitle: Hilfe aus dem geteilten Ordner\n---\nText.\n');
+
+    const warm = deploy();
+    expect(await page('/')).toContain('<title>Karte · Kartierung Nord</title>');
+    expect(await page('/help')).toContain('Hilfe aus dem geteilten Ordner');
+    console.log(`push-to-live of the site: cold ${cold.toFixed(1)} s, unchanged lockfile ${warm.toFixed(1)} s (target ≤ 20 s)`);
+  });
+});

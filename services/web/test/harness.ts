@@ -1,0 +1,194 @@
+/**
+ * The web app under test, for real: the feature API as its own process (`services/api/src/server.ts`
+ * with its development key, so the development sign-in works) on a fresh PostGIS database, the built
+ * Astro server (`dist/server/entry.mjs`) as another process, a tiny local basemap tile server (the
+ * test machine has no internet), and helpers for headless Chromium and axe-core.
+ *
+ * Needs TEST_DATABASE_URL (PostGIS) and Chromium; `missingForBrowserTests()` names what is missing.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { ensureWebBuild, startWebServer } from '../launch.js';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { deflateSync } from 'node:zlib';
+import { createRequire } from 'node:module';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { freePort } from '../../../test/helpers/ports.js';
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const here = dirname(fileURLToPath(import.meta.url));
+export const repoRoot = join(here, '../../..');
+
+/** One line naming what a browser test of the web app lacks, or undefined when it can run. */
+export function missingForBrowserTests(): string | undefined {
+  if (!existsSync(CHROMIUM)) return `no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`;
+  if (!process.env.TEST_DATABASE_URL) return 'TEST_DATABASE_URL is not set (a PostgreSQL with PostGIS; .ci/run sets one up)';
+  return undefined;
+}
+
+/** A one-colour 256×256 PNG, so the basemap has tiles without the internet. */
+function plainTile(): Buffer {
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (buffer: Buffer) => {
+    let c = 0xffffffff;
+    for (const byte of buffer) c = crcTable[(c ^ byte) & 0xff]! ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type: string, data: Buffer) => {
+    const body = Buffer.concat([Buffer.from(type), data]);
+    const out = Buffer.alloc(12 + data.length);
+    out.writeUInt32BE(data.length, 0);
+    body.copy(out, 4);
+    out.writeUInt32BE(crc(body), 8 + data.length);
+    return out;
+  };
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(256, 0);
+  header.writeUInt32BE(256, 4);
+  header[8] = 8; // bit depth
+  header[9] = 2; // RGB
+  const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array.from({ length: 256 }, () => [0xee, 0xf1, 0xe6]).flat())]);
+  const pixels = deflateSync(Buffer.concat(Array.from({ length: 256 }, () => row)));
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', pixels), chunk('IEND', Buffer.alloc(0))]);
+}
+
+export async function startTileServer(): Promise<{ url: string; server: Server }> {
+  const tile = plainTile();
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'image/png', 'access-control-allow-origin': '*', 'cache-control': 'max-age=3600' });
+    res.end(tile);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${address.port}/{z}/{x}/{y}.png`, server };
+}
+
+async function waitFor(url: string, child: ChildProcess, output: () => string, timeoutMs = 90_000): Promise<void> {
+  const started = Date.now();
+  while (Date.now() - started < timeoutMs) {
+    if (child.exitCode !== null) throw new Error(`process for ${url} exited with ${child.exitCode}:\n${output()}`);
+    try {
+      const response = await fetch(url);
+      await response.body?.cancel();
+      if (response.status < 500) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs} ms:\n${output()}`);
+}
+
+function startProcess(args: string[], env: Record<string, string>, cwd: string): { child: ChildProcess; output: () => string } {
+  let output = '';
+  const child = spawn(process.execPath, args, { cwd, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout?.on('data', (data: Buffer) => (output = (output + data.toString()).slice(-20_000)));
+  child.stderr?.on('data', (data: Buffer) => (output = (output + data.toString()).slice(-20_000)));
+  return { child, output: () => output };
+}
+
+export interface WebStack {
+  webUrl: string;
+  apiUrl: string;
+  db: TestDatabase;
+  /** A development token for direct API calls (setup and assertions). */
+  token(role: string, sub: string): Promise<string>;
+  api<T = unknown>(method: string, path: string, options?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: T; headers: Headers }>;
+  close(): Promise<void>;
+}
+
+export async function startWebStack(options: { webEnv?: Record<string, string> } = {}): Promise<WebStack> {
+  ensureWebBuild();
+  const db = await createTestDatabase();
+  const dataDir = mkdtempSync(join(tmpdir(), 'web-test-'));
+  const tiles = await startTileServer();
+  const [apiPort, webPort] = [await freePort(), await freePort()];
+  const apiUrl = `http://127.0.0.1:${apiPort}`;
+  const webUrl = `http://127.0.0.1:${webPort}`;
+  const api = startProcess(['--import', 'tsx', 'services/api/src/server.ts'], {
+    DATABASE_URL: db.url,
+    PORT: String(apiPort),
+    DATA_DIR: dataDir,
+    CORS_ORIGINS: webUrl,
+    WORKER_ENABLED: 'false',
+    LOG_LEVEL: 'warn',
+    NODE_ENV: 'development',
+    RATE_LIMIT_WRITES_PER_MINUTE: '0',
+  }, repoRoot);
+  const webEnv = {
+    API_PUBLIC_URL: apiUrl,
+    PUBLIC_BASE_URL: webUrl,
+    BASEMAP_URL: tiles.url,
+    BASEMAP_ATTRIBUTION: 'Test tiles',
+    NODE_ENV: 'development',
+    ...options.webEnv,
+  };
+  let web: Awaited<ReturnType<typeof startWebServer>> | undefined;
+  const stop = async () => {
+    await web?.close();
+    for (const child of [api.child]) {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await new Promise((resolve) => child.once('exit', resolve));
+      }
+    }
+    tiles.server.close();
+    await db.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  try {
+    [web] = await Promise.all([startWebServer({ port: webPort, env: webEnv }), waitFor(`${apiUrl}/healthz`, api.child, api.output)]);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const call: WebStack['api'] = async (method, path, { token, body, headers = {} } = {}) => {
+    const response = await fetch(`${apiUrl}${path}`, {
+      method,
+      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await response.text();
+    return { status: response.status, body: (text ? JSON.parse(text) : undefined) as never, headers: response.headers };
+  };
+  return {
+    webUrl,
+    apiUrl,
+    db,
+    async token(role, sub) {
+      const { body } = await call<{ token: string }>('POST', '/api/dev/token', { body: { role, sub } });
+      return body.token;
+    },
+    api: call,
+    close: stop,
+  };
+}
+
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+/** axe-core on the page as it is now: the serious and critical violations, one line each. */
+export async function seriousViolations(page: Page): Promise<string[]> {
+  await page.addScriptTag({ content: axeSource });
+  // globalThis, not window: this file is also compiled by the root tsconfig (no DOM library) via bench/.
+  const violations = await page.evaluate(async () => {
+    const { axe, document } = globalThis as unknown as { document: unknown; axe: { run(context: unknown, options: object): Promise<{ violations: Array<{ id: string; impact: string; nodes: Array<{ target: unknown }> }> }> } };
+    const result = await axe.run(document, { resultTypes: ['violations'] });
+    return result.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((n) => JSON.stringify(n.target)) }));
+  });
+  return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}) at ${v.targets.join(', ')} on ${page.url()}`);
+}

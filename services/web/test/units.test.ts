@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { loadWebConfig } from '../src/config.js';
+import { pickLanguage } from '../src/i18n/index.js';
+import { devTokenClaims, mayEdit, safeReturnPath } from '../src/lib/session.js';
+
+describe('the site’s runtime configuration', () => {
+  it('offers the development sign-in in development only: NODE_ENV=production refuses it', () => {
+    expect(loadWebConfig({}).devSignIn).toBe(true);
+    expect(loadWebConfig({ NODE_ENV: 'production', DEV_SIGNIN: 'true' }).devSignIn).toBe(false);
+    expect(loadWebConfig({ DEV_SIGNIN: 'false' }).devSignIn).toBe(false);
+  });
+
+  it('names the variable of a bad value', () => {
+    expect(() => loadWebConfig({ API_PUBLIC_URL: 'ftp://x' })).toThrow(/API_PUBLIC_URL/);
+  });
+
+  it('reads the URLs at run time, so one build serves every target', () => {
+    const config = loadWebConfig({ API_PUBLIC_URL: 'https://api.example.org/', WMS_URL: 'https://geo.example.org/wms', BASEMAP_URL: 'https://tiles.example.org/{z}/{x}/{y}.png' });
+    expect(config).toMatchObject({ apiPublicUrl: 'https://api.example.org', apiUrl: 'https://api.example.org', wms: { url: 'https://geo.example.org/wms' }, basemap: { url: 'https://tiles.example.org/{z}/{x}/{y}.png' } });
+  });
+});
+
+describe('the language of a request', () => {
+  it('is German by default, English by Accept-Language by quality, and an explicit choice wins', () => {
+    expect(pickLanguage(undefined, undefined)).toBe('de');
+    expect(pickLanguage(undefined, 'fr-FR, en-GB;q=0.8, de;q=0.5')).toBe('en');
+    expect(pickLanguage(undefined, 'de;q=0.9, en;q=0.2')).toBe('de');
+    expect(pickLanguage('de', 'en')).toBe('de');
+    expect(pickLanguage('xx', 'en')).toBe('en');
+  });
+});
+
+describe('sign-in helpers', () => {
+  it('accepts only paths on this site as return URLs', () => {
+    expect(safeReturnPath('/features/a/edit?x=1')).toBe('/features/a/edit?x=1');
+    for (const hostile of ['//evil.example', 'https://evil.example/', '/\\evil.example', '', null]) expect(safeReturnPath(hostile)).toBe('/');
+  });
+
+  it('ignores an expired or malformed development token', () => {
+    const token = (claims: object) => `x.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.y`;
+    expect(devTokenClaims(token({ sub: 'a', role: 'admin', exp: Date.now() / 1000 + 60 }))).toEqual({ sub: 'a', role: 'admin' });
+    expect(devTokenClaims(token({ sub: 'a', role: 'admin', exp: Date.now() / 1000 - 1 }))).toBeUndefined();
+    expect(devTokenClaims('garbage')).toBeUndefined();
+    expect(devTokenClaims(token({ sub: 'a', role: 'root', exp: Date.now() / 1000 + 60 }))?.role).toBe('guest');
+  });
+
+  it('shows edit controls to the creator (update:own) and to admins only', () => {
+    const user = (role: 'guest' | 'contributor' | 'reviewer' | 'admin', id = 'alice') => ({ id, role, name: id, token: undefined });
+    expect(mayEdit(user('contributor'), 'alice')).toBe(true);
+    expect(mayEdit(user('contributor', 'bert'), 'alice')).toBe(false);
+    expect(mayEdit(user('reviewer', 'bert'), 'alice')).toBe(false);
+    expect(mayEdit(user('admin', 'ada'), 'alice')).toBe(true);
+    expect(mayEdit(user('guest'), 'alice')).toBe(false);
+    expect(mayEdit(undefined, 'alice')).toBe(false);
+  });
+});
