@@ -64,7 +64,7 @@ const snapshot = (id: string, geometry: FeatureSnapshot['geometry']): FeatureSna
 
 describe('export process killed with SIGKILL after the remote side accepted', () => {
   it('OSM: the re-run recovers the elements from the journaled changeset and uploads nothing', async () => {
-    const env = { OSM_API_URL: osm.url, OSM_ACCESS_TOKEN: 'test-token', EXPORT_USER_AGENT: UA };
+    const env = { OSM_API_URL: osm.url, OSM_ACCESS_TOKEN: 'test-token', EXPORT_USER_AGENT: UA, EXPORT_DATA_LICENCE: 'CC0-1.0' };
     const feature = snapshot('20000000-0000-4000-8000-000000000001', { type: 'Polygon', coordinates: [[[13.4, 52.5], [13.41, 52.5], [13.41, 52.51], [13.4, 52.5]]] });
     const journalPath = join(dir, 'osm.json');
     osm.injectFault({ method: 'POST', path: /\/upload$/, mode: 'hold-after-processing' });
@@ -83,7 +83,7 @@ describe('export process killed with SIGKILL after the remote side accepted', ()
   });
 
   it('Wikibase: the re-run finds the item by its journaled intent and creates no second one', async () => {
-    const env = { WIKIBASE_URL: wiki.url, WIKIBASE_USERNAME: 'Exporter@qc', WIKIBASE_PASSWORD: 'bot-password-123', EXPORT_USER_AGENT: UA };
+    const env = { WIKIBASE_URL: wiki.url, WIKIBASE_USERNAME: 'Exporter@qc', WIKIBASE_PASSWORD: 'bot-password-123', EXPORT_USER_AGENT: UA, EXPORT_DATA_LICENCE: 'CC0-1.0' };
     const feature = snapshot('20000000-0000-4000-8000-000000000002', { type: 'Point', coordinates: [12.37, 51.34] });
     const journalPath = join(dir, 'wikibase.json');
     wiki.injectFault({ action: 'wbeditentity', mode: 'hold-after-processing' });
