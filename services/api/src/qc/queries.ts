@@ -149,7 +149,20 @@ export const JOB_JSON = `json_build_object(
   'reason', j.reason, 'result', j.result, 'attempts', j.attempts, 'lastError', j.last_error,
   'reruns', j.reruns, 'rerunBy', j.rerun_by, 'createdAt', j.created_at, 'updatedAt', j.updated_at, 'finishedAt', j.finished_at)`;
 
-/** Decisions and side effects of one feature, oldest first, as one JSON document. */
+/** One conflation decision: automatic (decidedBy null) or a reviewer's. */
+export const DECISION_JSON = `json_build_object(
+  'id', d.id, 'jobId', d.job_id, 'target', d.target, 'outcome', d.outcome, 'chosen', d.chosen, 'moveGeometry', d.move_geometry,
+  'reason', d.reason, 'candidates', d.candidates, 'decidedBy', d.decided_by, 'decidedByName', d.decided_by_name, 'at', d.created_at)`;
+
+/** The latest conflation decision of a job for a target (the pending needs_decision with its candidates). */
+export function latestDecision(jobId: number, target: 'osm' | 'wikibase'): Query {
+  return {
+    text: `SELECT d.outcome, d.candidates FROM qc.conflation_decisions d WHERE d.job_id = $1::bigint AND d.target = $2::text ORDER BY d.id DESC LIMIT 1`,
+    values: [jobId, target],
+  };
+}
+
+/** Decisions, side effects and conflation decisions of one feature, oldest first, as one JSON document. */
 export function featureReviews(featureId: string): Query {
   return {
     text: `
@@ -158,7 +171,8 @@ export function featureReviews(featureId: string): Query {
         'status', (SELECT f.status FROM features.features f WHERE f.id = $1::text),
         'transitions', (SELECT coalesce(json_agg(${TRANSITION_JSON} ORDER BY t.id), '[]'::json) FROM qc.transitions t WHERE t.feature_id = $1::text),
         'jobs', (SELECT coalesce(json_agg(${JOB_JSON} ORDER BY j.id), '[]'::json) FROM qc.jobs j WHERE j.feature_id = $1::text),
-        'exportRecords', (SELECT coalesce(json_object_agg(r.target, r.record), '{}'::json) FROM qc.export_records r WHERE r.feature_id = $1::text)
+        'exportRecords', (SELECT coalesce(json_object_agg(r.target, r.record), '{}'::json) FROM qc.export_records r WHERE r.feature_id = $1::text),
+        'decisions', (SELECT coalesce(json_agg(${DECISION_JSON} ORDER BY d.id), '[]'::json) FROM qc.conflation_decisions d WHERE d.feature_id = $1::text)
       )::text AS json`,
     values: [featureId],
   };
