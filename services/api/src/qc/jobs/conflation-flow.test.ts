@@ -105,3 +105,31 @@ describe('conflation decided by a reviewer', () => {
     expect((reviews as unknown as { exportRecords: { osm: unknown } }).exportRecords.osm).toMatchObject({ type: 'node', id: 70000002, linked: true });
   });
 });
+
+describe('OSM edit rate', () => {
+  it('over OSM_MAX_EDITS_PER_HOUR an export waits in the queue with the reason, without using up an attempt', async () => {
+    await worker.stop();
+    worker = await startWorker(db, {
+      OSM_API_URL: osm.url,
+      OSM_ACCESS_TOKEN: 'test-token',
+      OVERPASS_URL: overpass.url,
+      EXPORT_USER_AGENT: 'feature-platform-tests/1.0',
+      EXPORT_DATA_LICENCE: 'CC0-1.0',
+      // The first test's export counts: one finished in the last hour.
+      OSM_MAX_EDITS_PER_HOUR: '1',
+    });
+    const contributor = await api.tokenFor('contributor', 'conny');
+    const reviewer = await api.tokenFor('reviewer', 'rita');
+    const created = await api.request('POST', '/api/features', { token: contributor, body: aFeature({ geometry: { type: 'Point', coordinates: [12.2, 51.2] }, properties: { name: 'Gedenkstein am Wege', kategorie: 'denkmal' } }) });
+    const id = created.json.id as string;
+    await api.request('POST', '/api/qc/submit', { token: contributor, body: { featureId: id } });
+    expect((await api.request('POST', `/api/qc/approve/${id}`, { token: reviewer })).status).toBe(200);
+    const uploads = osm.acceptedUploads.length;
+    const deferred = await waitFor('the OSM export to be deferred', async () => (await reviewsOf(api, id)).jobs.find((j) => j.task === 'osm_export' && j.reason?.startsWith('OSM edit limit of 1 per hour reached')));
+    expect(deferred).toMatchObject({ status: 'queued', attempts: 0 });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(osm.acceptedUploads.length).toBe(uploads);
+    const waiting = await db.pool.query(`SELECT run_at > now() + interval '50 minutes' AS later FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id WHERE t.identifier = 'qc_osm_export' AND j.payload->>'jobId' = $1::text`, [String(deferred.id)]);
+    expect(waiting.rows).toEqual([{ later: true }]);
+  });
+});

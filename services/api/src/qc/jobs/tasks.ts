@@ -61,8 +61,10 @@ const RUNNERS: Record<JobTask, Runner> = {
     const limit = deps.settings.osm.changeset.maxEditsPerHour;
     if (count >= limit && deps.settings.osm.accessToken) {
       const runAt = new Date(Math.max((windowFreesAt ?? new Date()).getTime(), Date.now() + 1000));
-      await deferAttempt(deps.db, job.id, `OSM edit limit of ${limit} per hour reached; waits until ${runAt.toISOString()}`);
+      // The later run is queued first: a crash between the two leaves a job that runs twice (harmless:
+      // the second finds it finished), never a queued row without a graphile job.
       await helpers.addJob(TASK_IDENTIFIERS.osm_export, { jobId: job.id }, { queueName: queueNameOf('osm_export', job.featureId) ?? undefined, runAt, maxAttempts: helpers.job.max_attempts });
+      await deferAttempt(deps.db, job.id, `OSM edit limit of ${limit} per hour reached; waits until ${runAt.toISOString()}`);
       return 'deferred';
     }
     const exporter = new OsmExporter({ settings: deps.settings, mapping: await loadCategoryMapping(deps.db, deps.settings.osm.tagMapping) });
