@@ -65,7 +65,9 @@ export interface QueuedJobSpec {
  * qc.transitions row, a qc.jobs row per side effect, and the graphile-worker jobs that run them with
  * ONE graphile_worker.add_jobs call — one task/queue upsert and one NOTIFY for the batch instead of
  * three add_job calls in a statement of their own. Everything is in the caller's transaction, so the
- * decision and its jobs still commit together or not at all.
+ * decision and its jobs still commit together or not at all. add_jobs inserts in whatever order its
+ * joins produce, so the run order (OSM before Wikibase, which reads the OSM link, before the agency
+ * notice) is kept by run_at one microsecond apart: graphile picks by priority, run_at, then id.
  * Answers the transition's id and JSON and `jobs` ([{id, task}], empty when there are none).
  */
 export function insertTransitionWithJobs(v: TransitionValues, jobs: readonly QueuedJobSpec[], maxAttempts: number): Query {
@@ -83,7 +85,7 @@ export function insertTransitionWithJobs(v: TransitionValues, jobs: readonly Que
         RETURNING id, task
       ), added AS (
         SELECT count(*) AS n FROM graphile_worker.add_jobs(ARRAY(
-          SELECT ROW(w.identifier, json_build_object('jobId', job.id), w.queue_name, NULL, $13::int, NULL, NULL, NULL)::graphile_worker.job_spec
+          SELECT ROW(w.identifier, json_build_object('jobId', job.id), w.queue_name, now() + (w.n - 1) * interval '1 microsecond', $13::int, NULL, NULL, NULL)::graphile_worker.job_spec
           FROM job JOIN wanted w ON w.task = job.task ORDER BY job.id))
         WHERE EXISTS (SELECT 1 FROM wanted)
       )
