@@ -207,7 +207,8 @@ export async function startOverpassDouble(osm: Pick<OsmApiDouble, 'visible' | 'e
           res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ version: 0.6, generator: 'Overpass API (double)', osm3s: {}, elements: [], remark: 'runtime error: Query timed out in "query" at line 3 after 25 seconds.' }));
           return;
         }
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer(query)));
+        const body = JSON.stringify(answer(query));
+        res.writeHead(200, { 'content-type': 'application/json' }).end(body);
       } catch (error) {
         if (error instanceof QueryError) res.writeHead(400, { 'content-type': 'text/html; charset=utf-8' }).end(html(error.message));
         else res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error');
