@@ -11,6 +11,8 @@
  * - POST action=wbeditentity (new=item or id=Q…, data JSON, summary, token, assert, maxlag, baserevid,
  *   tags, bot); statements may carry references (snaks as a property map or a list, as the Wikibase
  *   JSON model allows), checked against the datatypes like main snaks
+ * - POST action=wbsetreference (statement=GUID, snaks JSON, optional reference=hash to replace; adds a
+ *   reference to an existing statement, checked like references in wbeditentity)
  * - GET  action=query&list=geosearch (GeoData: gscoord=lat|lon, gsradius 10..10000 m, gslimit ≤ 500;
  *   answers {query: {geosearch: [{pageid, ns, title, lat, lon, dist, primary}]}} over the items' P625)
  * - GET  action=query&list=search&srsearch=haswbstatement:P=V (CirrusSearch; {query: {searchinfo,
@@ -118,8 +120,9 @@ const ALLOWED_PARAMS: Record<string, string[]> = {
   query: ['meta', 'type', 'list', 'ucuser', 'ucprop', 'uclimit', 'ucdir', 'ucnamespace', 'gscoord', 'gsradius', 'gslimit', 'gsnamespace', 'srsearch', 'srlimit', 'srnamespace', 'maxlag'],
   wbgetentities: ['ids', 'props', 'languages', 'redirects', 'maxlag'],
   wbeditentity: ['new', 'id', 'data', 'summary', 'baserevid', 'token', 'assert', 'maxlag', 'tags', 'bot', 'clear'],
+  wbsetreference: ['statement', 'snaks', 'reference', 'index', 'snaks-order', 'summary', 'baserevid', 'token', 'assert', 'maxlag', 'tags', 'bot'],
 };
-const POST_ONLY = new Set(['login', 'wbeditentity']);
+const POST_ONLY = new Set(['login', 'wbeditentity', 'wbsetreference']);
 const EARTH = 'http://www.wikidata.org/entity/Q2';
 const ITEM_ID = /^Q[1-9]\d*$/;
 
@@ -298,19 +301,48 @@ export async function startMediaWikiDouble(
     const checked: Statement = { id: '', type: 'statement', rank: String(statement.rank ?? 'normal'), mainsnak: { ...mainsnak, datatype } };
     if (statement.references !== undefined) {
       if (!Array.isArray(statement.references)) throw new ApiError('modification-failed', 'references must be a list');
-      checked.references = (statement.references as { snaks?: unknown }[]).map((reference) => {
-        // The Wikibase JSON model: snaks as {P: [snak]}; the API also takes a plain list of snaks.
-        const list = Array.isArray(reference.snaks) ? (reference.snaks as Snak[]) : Object.values((reference.snaks ?? {}) as Record<string, Snak[]>).flat();
-        if (list.length === 0) throw new ApiError('modification-failed', 'A reference needs at least one snak');
-        const snaks: Record<string, Snak[]> = {};
-        for (const snak of list) {
-          if (typeof snak?.property !== 'string') throw new ApiError('modification-failed', 'A reference snak needs a property');
-          (snaks[snak.property] ??= []).push({ ...snak, datatype: checkSnak(snak.property, snak) });
-        }
-        return { hash: randomBytes(20).toString('hex'), snaks, 'snaks-order': Object.keys(snaks) };
-      });
+      checked.references = (statement.references as { snaks?: unknown }[]).map((reference) => checkReference(reference.snaks));
     }
     return checked;
+  }
+
+  /** Reference snaks: the Wikibase JSON model's {P: [snak]}, or the plain list the API also takes. */
+  function checkReference(input: unknown): NonNullable<Statement['references']>[number] {
+    const list = Array.isArray(input) ? (input as Snak[]) : Object.values((input ?? {}) as Record<string, Snak[]>).flat();
+    if (list.length === 0) throw new ApiError('modification-failed', 'A reference needs at least one snak');
+    const snaks: Record<string, Snak[]> = {};
+    for (const snak of list) {
+      if (typeof snak?.property !== 'string') throw new ApiError('modification-failed', 'A reference snak needs a property');
+      (snaks[snak.property] ??= []).push({ ...snak, datatype: checkSnak(snak.property, snak) });
+    }
+    return { hash: randomBytes(20).toString('hex'), snaks, 'snaks-order': Object.keys(snaks) };
+  }
+
+  function setReference(req: IncomingMessage, params: Record<string, string>): unknown {
+    const session = caller(req);
+    if (params.token === undefined) throw new ApiError('missingparam', 'The "token" parameter must be set.');
+    if (!session || params.token !== session.csrf) throw new ApiError('badtoken', 'Invalid CSRF token.');
+    const itemId = /^(Q[1-9]\d*)\$/i.exec(params.statement ?? '')?.[1]?.toUpperCase();
+    const item = itemId ? items.get(itemId) : undefined;
+    const statement = item && !item.deleted ? Object.values(item.claims).flat().find((s) => s.id === params.statement) : undefined;
+    if (!item || !statement) throw new ApiError('no-such-claim', `Could not find the claim ${params.statement ?? ''}`);
+    let raw: unknown;
+    try {
+      raw = JSON.parse(params.snaks ?? '');
+    } catch {
+      throw new ApiError('invalid-json', 'Could not parse the "snaks" JSON');
+    }
+    const reference = checkReference(raw);
+    statement.references ??= [];
+    const index = params.reference ? statement.references.findIndex((r) => r.hash === params.reference) : -1;
+    if (params.reference && index < 0) throw new ApiError('no-such-reference', `Could not find the reference ${params.reference}`);
+    if (index >= 0) statement.references[index] = reference;
+    else statement.references.push(reference);
+    const parent = item.lastrevid;
+    item.lastrevid = nextRevision++;
+    const user = session.user!;
+    contributions.push({ userid: users.indexOf(user) + 1, user: user.name, pageid: Number(item.id.slice(1)), revid: item.lastrevid, parentid: parent, ns: prefix ? 120 : 0, title: `${prefix}${item.id}`, timestamp: new Date().toISOString(), comment: `/* wbsetreference-add:1| */ ${params.summary ?? ''}`.trim() });
+    return { pageinfo: { lastrevid: item.lastrevid }, success: 1, reference };
   }
 
   /** A value snak against its property's datatype; answers the datatype. */
@@ -483,6 +515,7 @@ export async function startMediaWikiDouble(
         if (action === 'login') answer = login(req, params);
         else if (action === 'query') answer = { body: query(req, params), cookies: [] };
         else if (action === 'wbgetentities') answer = { body: getEntities(params), cookies: [] };
+        else if (action === 'wbsetreference') answer = { body: setReference(req, params), cookies: [] };
         else answer = { body: editEntity(req, params), cookies: [] };
         if (fault?.mode === 'drop-after-processing') {
           res.socket?.destroy();

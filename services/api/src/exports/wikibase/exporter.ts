@@ -161,11 +161,22 @@ export class WikibaseExporter {
       const item = await reader.getItem(previous.itemId);
       if (!item) return { status: 'conflict', reason: `item ${previous.itemId} no longer exists on ${settings.instanceUrl}` };
       const missing = this.missingStatements(item, settings, reference, label, wikidataClass, coordinate, request.osmLink ?? null);
-      if (!missing) return { status: 'unchanged', result: { itemId: item.id, revisionId: item.lastrevid, linked: true } };
-      const params = { id: item.id as `Q${number}`, ...missing, summary: this.summary(snapshot, 'update') } as EditParams;
-      const response = await this.viaWikibaseEdit(() => this.editor(settings).entity.edit(params));
-      const detail = match?.outcome === 'link' ? `added missing statements to existing item ${item.id}: ${match.reason}` : undefined;
-      return { status: 'exported', result: { itemId: item.id, revisionId: Number(response.entity.lastrevid), linked: true }, ...(detail ? { detail } : {}) };
+      const unreferenced = this.statementsLackingOurReference(item, settings, reference, wikidataClass, coordinate);
+      if (!missing && unreferenced.length === 0) return { status: 'unchanged', result: { itemId: item.id, revisionId: item.lastrevid, linked: true } };
+      let revisionId = item.lastrevid;
+      if (missing) {
+        const params = { id: item.id as `Q${number}`, ...missing, summary: this.summary(snapshot, 'update') } as EditParams;
+        const response = await this.viaWikibaseEdit(() => this.editor(settings).entity.edit(params));
+        revisionId = Number(response.entity.lastrevid);
+      }
+      // Statements already there that say what our data says get our reference too (one edit each).
+      for (const guid of unreferenced) {
+        const params = { guid, snaks: reference, summary: this.summary(snapshot, 'update') } as Parameters<WbEdit['reference']['set']>[0];
+        const response = (await this.viaWikibaseEdit(() => this.editor(settings).reference.set(params))) as { pageinfo?: { lastrevid?: number } };
+        revisionId = Number(response.pageinfo?.lastrevid ?? revisionId);
+      }
+      const detail = match?.outcome === 'link' ? `added missing statements and references to existing item ${item.id}: ${match.reason}` : undefined;
+      return { status: 'exported', result: { itemId: item.id, revisionId, linked: true }, ...(detail ? { detail } : {}) };
     }
 
     if (previous) {
@@ -271,6 +282,29 @@ export class WikibaseExporter {
     if (!item.labels[settings.language]) changes.labels = { [settings.language]: label };
     if (Object.keys(claims).length > 0) changes.claims = claims;
     return Object.keys(changes).length > 0 ? (changes as Partial<EditParams>) : null;
+  }
+
+  /**
+   * Statements of an existing item that state what our data states — P31 = the category's class, P625
+   * within 25 m of our centroid — but do not carry our reference yet (recognised by its reference URL).
+   */
+  private statementsLackingOurReference(item: WikibaseItem, settings: WikibaseSettings, reference: Record<string, string>, wikidataClass: string, coordinate: Coordinate): string[] {
+    const ourUrl = reference[settings.references.referenceUrlProperty];
+    const hasOurs = (statement: WikibaseItem['claims'][string][number]) =>
+      (statement.references ?? []).some((r) => {
+        const snaks = Array.isArray(r.snaks) ? (r.snaks as { property?: string; datavalue?: { value?: unknown } }[]) : Object.values(r.snaks as Record<string, { property?: string; datavalue?: { value?: unknown } }[]>).flat();
+        return snaks.some((snak) => snak.property === settings.references.referenceUrlProperty && snak.datavalue?.value === ourUrl);
+      });
+    const out: string[] = [];
+    for (const statement of item.claims[settings.instanceOfProperty] ?? []) {
+      if ((statement.mainsnak.datavalue?.value as { id?: string } | undefined)?.id === wikidataClass && !hasOurs(statement)) out.push(statement.id);
+    }
+    for (const statement of item.claims[settings.coordinatesProperty] ?? []) {
+      const v = statement.mainsnak.datavalue?.value as { latitude?: number; longitude?: number } | undefined;
+      if (v?.latitude === undefined || v.longitude === undefined) continue;
+      if (haversineM(coordinate, { latitude: v.latitude, longitude: v.longitude }) <= 25 && !hasOurs(statement)) out.push(statement.id);
+    }
+    return out;
   }
 
   /**
