@@ -38,7 +38,8 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function until(condition: () => boolean, timeoutMs = 20_000): Promise<void> {
+// Generous: a child process on a loaded 2-core machine can take half a minute to start.
+async function until(condition: () => boolean, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error('condition not reached in time');
@@ -65,7 +66,7 @@ async function runAndKill(input: unknown, applied: () => boolean): Promise<NodeJ
 
 const snapshot = (id: string, geometry: FeatureSnapshot['geometry']): FeatureSnapshot => ({ id, version: 1, name: `Killed ${id.slice(-4)}`, kategorie: 'friedhof', geometry });
 
-describe('export process killed with SIGKILL after the remote side accepted', () => {
+describe('export process killed with SIGKILL after the remote side accepted', { timeout: 120_000 }, () => {
   it('OSM: the re-run recovers the elements from the journaled changeset and uploads nothing', async () => {
     const env = { OSM_API_URL: osm.url, OSM_ACCESS_TOKEN: 'test-token', EXPORT_USER_AGENT: UA, EXPORT_DATA_LICENCE: 'CC0-1.0' };
     const feature = snapshot('20000000-0000-4000-8000-000000000001', { type: 'Polygon', coordinates: [[[13.4, 52.5], [13.41, 52.5], [13.41, 52.51], [13.4, 52.5]]] });
@@ -103,7 +104,7 @@ describe('export process killed with SIGKILL after the remote side accepted', ()
   });
 });
 
-describe('export process killed with SIGKILL during conflation', () => {
+describe('export process killed with SIGKILL during conflation', { timeout: 120_000 }, () => {
   /** An existing cemetery way as the community mapped it, with a tag the platform does not own. */
   function seedCemetery(id: number, lon: number): void {
     const ring = [[lon, 51.4], [lon + 0.002, 51.4], [lon + 0.002, 51.402], [lon, 51.402]];
