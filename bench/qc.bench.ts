@@ -2,9 +2,11 @@
  * QC workflow benchmark (`npm run bench -- qc`).
  *
  * 1. Approvals per second: the approve transaction of the QC service (lock, status, transition
- *    record, three side-effect jobs queued with graphile_worker.add_job) against the same transaction
+ *    record and its three side-effect jobs in one statement: qc.jobs rows plus ONE
+ *    graphile_worker.add_jobs call) against the same transaction
  *    without the queue (lock, status, transition record) — same database, same run, alternating
  *    rounds, 8 approvals in flight. The ratio is the cost of queueing side effects transactionally.
+ * 3. Conflation (see conflationThroughput): export throughput with conflation against without.
  * 2. Drain: 1 000 approvals (BENCH_QUICK: 200) exported by the QC worker to the local OSM API double
  *    (create changeset → upload → close each), from the first job to the last recorded outcome;
  *    against the baseline of the same exports run by the exporter directly, at the same concurrency,
@@ -15,7 +17,10 @@
  */
 import pg from 'pg';
 import { pino } from 'pino';
+import { readFileSync } from 'node:fs';
 import { startOsmApiDouble } from '../test/doubles/osm-api.js';
+import { startOverpassDouble } from '../test/doubles/overpass.js';
+import { loadOsmTagMapping, withOsmTagMapping } from '../services/api/src/exports/osm-tag-mapping.js';
 import { migrate } from '../services/api/src/db/migrate.js';
 import { withTransaction } from '../services/api/src/db/pool.js';
 import { SEED_CATEGORY_MAPPING } from '../services/api/src/exports/category-mapping.js';
@@ -34,6 +39,9 @@ const ROUNDS = quick ? 2 : 5;
 const PER_ROUND = quick ? 100 : 300;
 const IN_FLIGHT = 8;
 const DRAIN = quick ? 200 : 1000;
+/** BENCH_QC_PARTS=approve or =drain runs one part only (both by default). */
+const PARTS = new Set((process.env.BENCH_QC_PARTS ?? 'approve,conflation,drain').split(','));
+const CONFLATION_PER_ROUND = quick ? 100 : 300;
 const CONCURRENCY = Number(process.env.BENCH_WORKER_CONCURRENCY ?? 4);
 const reviewer: Principal = { id: 'bench-reviewer', role: 'reviewer', via: 'jwt', name: 'Bench Reviewer' };
 
@@ -42,7 +50,7 @@ async function seedInQc(pool: pg.Pool, prefix: string, count: number): Promise<s
   await pool.query(
     `INSERT INTO features.features (id, name, kategorie, geom)
      SELECT $1::text || lpad(i::text, 6, '0'), 'Bench ' || $1::text || i, 'friedhof',
-            ST_SetSRID(ST_MakePoint(13 + i * 0.0001, 52 + i * 0.0001), 4326)
+            ST_SetSRID(ST_MakePoint(13 + i * 0.001, 52 + (i % 100) * 0.001), 4326)
      FROM generate_series(1, $2::int) AS i`,
     [prefix, count],
   );
@@ -77,6 +85,64 @@ async function approveWithoutQueue(pool: pg.Pool, featureId: string): Promise<vo
   }, { actor: reviewer.id });
 }
 
+/**
+ * 3. Conflation: OSM exports by the exporter directly at CONCURRENCY, against the OSM API double
+ *    seeded with the Leipzig fixture (1 114 elements; the Overpass double over the same data), with
+ *    conflation through the map call, through Overpass, and without conflation (the baseline, as
+ *    before conflation existed) — alternating rounds. Also counts the lookups per feature (≤ 1).
+ */
+async function conflationThroughput(): Promise<void> {
+  const world = await startOsmApiDouble();
+  const overpass = await startOverpassDouble(world);
+  try {
+    world.seed(readFileSync(new URL('../test/fixtures/osm/leipzig-extract.osm', import.meta.url), 'utf8'));
+    const mapping = withOsmTagMapping(SEED_CATEGORY_MAPPING, loadOsmTagMapping());
+    const modes = { none: 'false', map: 'map', overpass: 'overpass' } as const;
+    type Mode = keyof typeof modes;
+    const exporters = Object.fromEntries(
+      (Object.keys(modes) as Mode[]).map((mode) => {
+        const env: Record<string, string> = { OSM_API_URL: world.url, OSM_ACCESS_TOKEN: 'test-token', OVERPASS_URL: overpass.url, EXPORT_DATA_LICENCE: 'CC0-1.0', EXPORT_HTTP_TIMEOUT_MS: '30000' };
+        if (mode === 'none') env.OSM_CONFLATION = 'false';
+        else env.OSM_CONFLATION_SOURCE = mode;
+        return [mode, new OsmExporter({ settings: exportsSettingsFrom(ExportsEnvSchema.parse(env)), mapping })];
+      }),
+    ) as Record<Mode, OsmExporter>;
+    const rates: Record<Mode, number[]> = { none: [], map: [], overpass: [] };
+    const lookups: Record<Mode, number> = { none: 0, map: 0, overpass: 0 };
+    let n = 0;
+    const lookupCount = () => overpass.queries.length + world.requests.filter((r) => r.path === '/api/0.6/map').length;
+    for (let round = 0; round < ROUNDS; round++) {
+      const order: Mode[] = round % 3 === 0 ? ['none', 'map', 'overpass'] : round % 3 === 1 ? ['map', 'overpass', 'none'] : ['overpass', 'none', 'map'];
+      for (const mode of order) {
+        // Points on a grid over the city, ~180 m apart, never the same spot twice (a memorial each, names
+        // unlike any in the extract): conflation looks, finds nothing near enough, creates.
+        const snapshots = Array.from({ length: CONFLATION_PER_ROUND }, () => {
+          n++;
+          return { id: `conf-${n}`, version: 1, name: `Gedenkpunkt ${n}`, kategorie: 'denkmal', geometry: { type: 'Point' as const, coordinates: [12.26 + (n % 64) * 0.0037, 51.29 + Math.floor(n / 64) * 0.0016] as [number, number] } };
+        });
+        const before = lookupCount();
+        const ms = await timed(snapshots, CONCURRENCY, async (snapshot) => {
+          const outcome = await exporters[mode].export({ snapshot, previous: null, journal: createMemoryJournal() });
+          if (outcome.status !== 'exported') throw new Error(`${mode}: ${JSON.stringify(outcome).slice(0, 300)}`);
+        });
+        lookups[mode] += lookupCount() - before;
+        rates[mode].push((CONFLATION_PER_ROUND / ms) * 1000);
+      }
+    }
+    const perFeature = (mode: Mode) => (lookups[mode] / (CONFLATION_PER_ROUND * ROUNDS)).toFixed(2);
+    printTable((Object.keys(modes) as Mode[]).map((mode) => ({
+      'OSM export (Leipzig extract loaded)': mode === 'none' ? 'without conflation (baseline)' : `with conflation via ${mode === 'map' ? 'the map call' : 'Overpass'}`,
+      'exports/s (median)': median(rates[mode]).toFixed(0),
+      rounds: rates[mode].map((r) => r.toFixed(0)).join(' '),
+      'lookups/feature': perFeature(mode),
+    })));
+    console.log(`conflation throughput ratio map/none: ${ratio(median(rates.map), median(rates.none))}, overpass/none: ${ratio(median(rates.overpass), median(rates.none))}`);
+    if (lookups.map > CONFLATION_PER_ROUND * ROUNDS || lookups.overpass > CONFLATION_PER_ROUND * ROUNDS) throw new Error('conflation made more than one lookup per feature');
+  } finally {
+    await Promise.all([world.close(), overpass.close()]);
+  }
+}
+
 async function main(): Promise<void> {
   const database = await openBenchDatabase('qc');
   const pool = new pg.Pool({ connectionString: database.url, max: IN_FLIGHT + 2 });
@@ -88,31 +154,35 @@ async function main(): Promise<void> {
     const service = createQcService(pool, { maxAttempts: 12 });
     console.log(`database: ${database.kind}; ${ROUNDS} rounds × ${PER_ROUND} approvals per mode, ${IN_FLIGHT} in flight`);
 
-    // 1. approvals per second, with and without the queue, alternating.
-    const rates: Record<'queued' | 'bare', number[]> = { queued: [], bare: [] };
-    for (let round = 0; round < ROUNDS; round++) {
-      const order: ('queued' | 'bare')[] = round % 2 === 0 ? ['queued', 'bare'] : ['bare', 'queued'];
-      for (const mode of order) {
-        const ids = await seedInQc(pool, `${mode[0]}${round}-`, PER_ROUND);
-        const ms = await timed(ids, IN_FLIGHT, (id) => (mode === 'queued' ? service.approve(reviewer, id, null) : approveWithoutQueue(pool, id)));
-        rates[mode].push((PER_ROUND / ms) * 1000);
+    if (PARTS.has('approve')) {
+      // 1. approvals per second, with and without the queue, alternating.
+      const rates: Record<'queued' | 'bare', number[]> = { queued: [], bare: [] };
+      for (let round = 0; round < ROUNDS; round++) {
+        const order: ('queued' | 'bare')[] = round % 2 === 0 ? ['queued', 'bare'] : ['bare', 'queued'];
+        for (const mode of order) {
+          const ids = await seedInQc(pool, `${mode[0]}${round}-`, PER_ROUND);
+          const ms = await timed(ids, IN_FLIGHT, (id) => (mode === 'queued' ? service.approve(reviewer, id, null) : approveWithoutQueue(pool, id)));
+          rates[mode].push((PER_ROUND / ms) * 1000);
+        }
       }
+      const jobsQueued = Number((await pool.query(`SELECT count(*) FROM qc.jobs`)).rows[0].count);
+      const queuedRate = median(rates.queued);
+      const bareRate = median(rates.bare);
+      printTable([
+        { approval: 'with 3 queued jobs (qc.jobs + one graphile add_jobs)', 'approvals/s (median)': queuedRate.toFixed(0), rounds: rates.queued.map((r) => r.toFixed(0)).join(' ') },
+        { approval: 'same transaction without the queue', 'approvals/s (median)': bareRate.toFixed(0), rounds: rates.bare.map((r) => r.toFixed(0)).join(' ') },
+      ]);
+      console.log(`throughput ratio queued/bare: ${ratio(queuedRate, bareRate)} (jobs queued: ${jobsQueued})`);
     }
-    const jobsQueued = Number((await pool.query(`SELECT count(*) FROM qc.jobs`)).rows[0].count);
-    const queuedRate = median(rates.queued);
-    const bareRate = median(rates.bare);
-    printTable([
-      { approval: 'with 3 queued jobs (qc.jobs + graphile add_job)', 'approvals/s (median)': queuedRate.toFixed(0), rounds: rates.queued.map((r) => r.toFixed(0)).join(' ') },
-      { approval: 'same transaction without the queue', 'approvals/s (median)': bareRate.toFixed(0), rounds: rates.bare.map((r) => r.toFixed(0)).join(' ') },
-    ]);
-    console.log(`throughput ratio queued/bare: ${ratio(queuedRate, bareRate)} (jobs queued: ${jobsQueued})`);
 
+    if (PARTS.has('conflation')) await conflationThroughput();
+    if (!PARTS.has('drain')) return;
     // 2. drain: clear the queue of part 1, approve DRAIN features, start the worker, wait for the last outcome.
     await pool.query(`DELETE FROM graphile_worker._private_jobs`);
     await pool.query(`UPDATE qc.jobs SET status = 'skipped', reason = 'bench part 1' WHERE status = 'queued'`);
     const drainIds = await seedInQc(pool, 'd-', DRAIN);
     await timed(drainIds, IN_FLIGHT, (id) => service.approve(reviewer, id, null));
-    const settings = exportsSettingsFrom(ExportsEnvSchema.parse({ OSM_API_URL: osm.url, OSM_ACCESS_TOKEN: 'test-token', EXPORT_HTTP_TIMEOUT_MS: '30000' }));
+    const settings = exportsSettingsFrom(ExportsEnvSchema.parse({ OSM_API_URL: osm.url, OSM_ACCESS_TOKEN: 'test-token', EXPORT_HTTP_TIMEOUT_MS: '30000', EXPORT_DATA_LICENCE: 'CC0-1.0', OSM_CONFLATION: 'false' }));
     const workerPool = new pg.Pool({ connectionString: database.url, max: CONCURRENCY + 3 });
     workerPool.on('error', () => undefined);
     const started = performance.now();

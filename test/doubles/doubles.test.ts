@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMediaWikiDouble, type MediaWikiDouble } from './mediawiki-api.js';
 import { startOsmApiDouble, type OsmApiDouble } from './osm-api.js';
+import { startOverpassDouble, type OverpassDouble } from './overpass.js';
 
 const UA = { 'user-agent': 'doubles-test/1.0' };
 
@@ -107,6 +108,24 @@ describe('MediaWiki action API double', () => {
     expect((await api({ action: 'query', meta: 'tokens', type: 'csrf' }, { bearer: 'stolen' })).error.code).toBe('mwoauth-invalid-authorization');
   });
 
+  it('checks references like main snaks, answers geosearch and haswbstatement, and refuses for lag as MediaWiki does', async () => {
+    const url = (v: string) => ({ snaktype: 'value', property: 'P854', datavalue: { type: 'string', value: v } });
+    const withReference = (snaks: unknown) => ({ P625: [{ ...coordinate({ latitude: 51.3, longitude: 12.4, precision: 0.001, globe: 'http://www.wikidata.org/entity/Q2' }).P625[0], references: [{ snaks }] }] });
+    expect((await create({ claims: withReference([url('not a url')]) })).error.code).toBe('modification-failed');
+    const created = await create({ claims: withReference({ P854: [url('https://example.org/f/1')] }) });
+    expect(created.success).toBe(1);
+    const near = await api({ action: 'query', list: 'geosearch', gscoord: '51.3001|12.4001', gsradius: '100', gslimit: '10' });
+    expect(near.query.geosearch).toEqual(expect.arrayContaining([expect.objectContaining({ title: `Item:${created.entity.id}`, lat: 51.3, lon: 12.4 })]));
+    expect((await api({ action: 'query', list: 'geosearch', gscoord: '51.3|12.4', gsradius: '20000' })).error.code).toBe('outofrange');
+    expect((await api({ action: 'query', list: 'search', srsearch: 'haswbstatement:P402=1' })).query.search).toEqual([]);
+    wiki.setLag(7, 1, 5);
+    const lagged = await fetch(`${wiki.url}/w/api.php?${new URLSearchParams({ action: 'query', meta: 'userinfo', maxlag: '5', format: 'json' })}`, { headers: UA });
+    expect(lagged.headers.get('retry-after')).toBe('5');
+    expect(lagged.headers.get('x-database-lag')).toBe('7');
+    expect(((await lagged.json()) as { error: { code: string; lag: number } }).error).toMatchObject({ code: 'maxlag', lag: 7 });
+    expect((await api({ action: 'query', meta: 'userinfo', maxlag: '5' })).query.userinfo).toBeDefined();
+  });
+
   it('checks statements against property datatypes and referenced items', async () => {
     const wrongType = { P31: [{ type: 'statement', rank: 'normal', mainsnak: { snaktype: 'value', property: 'P31', datavalue: { type: 'string', value: 'Q39614' } } }] };
     expect((await create({ claims: wrongType })).error.code).toBe('modification-failed');
@@ -116,5 +135,49 @@ describe('MediaWiki action API double', () => {
     const ok = await create({ labels: { de: { language: 'de', value: 'X' } }, claims: coordinate({ latitude: 1, longitude: 2, precision: 0.001, globe: 'http://www.wikidata.org/entity/Q2' }) });
     expect(ok.success).toBe(1);
     expect(ok.entity.id).toMatch(/^Q\d+$/);
+  });
+});
+
+describe('Overpass double and the OSM map call', () => {
+  let osm: OsmApiDouble;
+  let overpass: OverpassDouble;
+  beforeAll(async () => {
+    osm = await startOsmApiDouble();
+    overpass = await startOverpassDouble(osm);
+    osm.seed(`<osm version="0.6"><node id="1" version="1" lat="51.30" lon="12.30"/><node id="2" version="1" lat="51.30" lon="12.31"/><node id="3" version="1" lat="51.31" lon="12.31"/>
+      <node id="4" version="1" lat="51.305" lon="12.305"><tag k="historic" v="memorial"/><tag k="name" v="Stein"/></node>
+      <way id="10" version="2"><nd ref="1"/><nd ref="2"/><nd ref="3"/><nd ref="1"/><tag k="landuse" v="cemetery"/><tag k="name" v="Friedhof"/></way></osm>`);
+  });
+  afterAll(async () => {
+    await Promise.all([osm.close(), overpass.close()]);
+  });
+  const query = '[out:json][timeout:25][bbox:51.299,12.299,51.3005,12.3005];\n(\n  nwr["landuse"="cemetery"];\n  nwr["historic"~"^(memorial|monument)$"];\n);\nout body geom;';
+
+  it('answers the form field data (POST) and the data parameter (GET) in Overpass JSON, with way geometry', async () => {
+    const post = await fetch(`${overpass.url}/api/interpreter`, { method: 'POST', headers: { ...UA, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ data: query }).toString() });
+    expect(post.headers.get('content-type')).toMatch(/^application\/json/);
+    const body = (await post.json()) as { version: number; generator: string; osm3s: { copyright: string }; elements: Record<string, unknown>[] };
+    expect(body).toMatchObject({ version: 0.6, osm3s: { copyright: expect.stringContaining('ODbL') } });
+    // The way crosses the box with a node in it; the memorial lies outside the box.
+    expect(body.elements).toEqual([{ type: 'way', id: 10, bounds: { minlat: 51.3, minlon: 12.3, maxlat: 51.31, maxlon: 12.31 }, nodes: [1, 2, 3, 1], geometry: [{ lat: 51.3, lon: 12.3 }, { lat: 51.3, lon: 12.31 }, { lat: 51.31, lon: 12.31 }, { lat: 51.3, lon: 12.3 }], tags: { landuse: 'cemetery', name: 'Friedhof' } }]);
+    const get = await fetch(`${overpass.url}/api/interpreter?${new URLSearchParams({ data: query.replace('51.3005,12.3005', '51.306,12.306') })}`, { headers: UA });
+    expect(((await get.json()) as { elements: { type: string; id: number }[] }).elements.map((e) => `${e.type}/${e.id}`)).toEqual(['node/4', 'way/10']);
+  });
+
+  it('answers a query it cannot parse with 400 and Overpass\' HTML error page', async () => {
+    const bad = await fetch(`${overpass.url}/api/interpreter`, { method: 'POST', headers: { ...UA, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ data: 'node(1);out;' }).toString() });
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toMatch(/<strong style="color:#FF0000">Error<\/strong>: line 1: parse error/);
+    expect((await fetch(`${overpass.url}/api/interpreter`, { method: 'POST', headers: UA, body: '' })).status).toBe(400);
+  });
+
+  it('the map call returns the nodes in the box, their ways with all nodes, and refuses malformed or large boxes', async () => {
+    const map = await fetch(`${osm.url}/api/0.6/map?bbox=12.2995,51.2995,12.3005,51.3005`, { headers: UA });
+    const xml = await map.text();
+    expect(map.status).toBe(200);
+    expect(xml.match(/<node id="\d+"/g)).toHaveLength(3);
+    expect(xml).toContain('<way id="10"');
+    expect((await fetch(`${osm.url}/api/0.6/map?bbox=1,2,3`, { headers: UA })).status).toBe(400);
+    expect((await fetch(`${osm.url}/api/0.6/map?bbox=12,51,13,52`, { headers: UA })).status).toBe(400);
   });
 });

@@ -9,7 +9,17 @@
  * - GET  action=query&meta=userinfo, action=query&list=usercontribs
  * - GET  action=wbgetentities (props info for property datatypes; claims/labels for items)
  * - POST action=wbeditentity (new=item or id=Q…, data JSON, summary, token, assert, maxlag, baserevid,
- *   tags, bot)
+ *   tags, bot); statements may carry references (snaks as a property map or a list, as the Wikibase
+ *   JSON model allows), checked against the datatypes like main snaks
+ * - POST action=wbsetreference (statement=GUID, snaks JSON, optional reference=hash to replace; adds a
+ *   reference to an existing statement, checked like references in wbeditentity)
+ * - GET  action=query&list=geosearch (GeoData: gscoord=lat|lon, gsradius 10..10000 m, gslimit ≤ 500;
+ *   answers {query: {geosearch: [{pageid, ns, title, lat, lon, dist, primary}]}} over the items' P625)
+ * - GET  action=query&list=search&srsearch=haswbstatement:P=V (CirrusSearch; {query: {searchinfo,
+ *   search: [{ns, title, pageid}]}})
+ * - maxlag: with `setLag(seconds)`, a request whose maxlag is below the lag is refused as MediaWiki
+ *   does: HTTP 200, {error: {code: 'maxlag', info: 'Waiting for …: N seconds lagged', lag: N}} and
+ *   headers Retry-After and X-Database-Lag (https://www.mediawiki.org/wiki/Manual:Maxlag_parameter)
  *
  * Strict where a real wiki is strict and stricter where it only warns: unknown parameters are errors,
  * POST-only actions refuse GET, tokens must belong to the session, assert=user|bot is enforced,
@@ -35,7 +45,15 @@ export interface Statement {
   id: string;
   type: 'statement';
   rank: string;
-  mainsnak: { snaktype: string; property: string; datavalue?: { type: string; value: unknown }; datatype?: string };
+  mainsnak: Snak;
+  references?: { hash: string; snaks: Record<string, Snak[]>; 'snaks-order': string[] }[];
+}
+
+export interface Snak {
+  snaktype: string;
+  property: string;
+  datavalue?: { type: string; value: unknown };
+  datatype?: string;
 }
 
 export interface StoredItem {
@@ -79,6 +97,10 @@ export interface MediaWikiDouble {
   readonly contributions: Contribution[];
   readonly requests: { method: string; params: Record<string, string>; headers: IncomingMessage['headers'] }[];
   injectFault(fault: WikiFault): void;
+  /** Replica lag in seconds for the next `times` requests that send maxlag (default: all). */
+  setLag(seconds: number, times?: number, retryAfterSeconds?: number): void;
+  /** An item as the community made it (no contribution by our users); returns its id. */
+  addItem(item: { labels?: Record<string, string>; claims?: Record<string, { value: unknown; type: string }[]> }): string;
   /** Items created through wbeditentity (not the seeded class items). */
   createdItems(): StoredItem[];
   close(): Promise<void>;
@@ -95,11 +117,12 @@ class ApiError extends Error {
 
 const ALLOWED_PARAMS: Record<string, string[]> = {
   login: ['lgname', 'lgpassword', 'lgtoken'],
-  query: ['meta', 'type', 'list', 'ucuser', 'ucprop', 'uclimit', 'ucdir', 'ucnamespace'],
-  wbgetentities: ['ids', 'props', 'languages', 'redirects'],
+  query: ['meta', 'type', 'list', 'ucuser', 'ucprop', 'uclimit', 'ucdir', 'ucnamespace', 'gscoord', 'gsradius', 'gslimit', 'gsnamespace', 'srsearch', 'srlimit', 'srnamespace', 'maxlag'],
+  wbgetentities: ['ids', 'props', 'languages', 'redirects', 'maxlag'],
   wbeditentity: ['new', 'id', 'data', 'summary', 'baserevid', 'token', 'assert', 'maxlag', 'tags', 'bot', 'clear'],
+  wbsetreference: ['statement', 'snaks', 'reference', 'index', 'snaks-order', 'summary', 'baserevid', 'token', 'assert', 'maxlag', 'tags', 'bot'],
 };
-const POST_ONLY = new Set(['login', 'wbeditentity']);
+const POST_ONLY = new Set(['login', 'wbeditentity', 'wbsetreference']);
 const EARTH = 'http://www.wikidata.org/entity/Q2';
 const ITEM_ID = /^Q[1-9]\d*$/;
 
@@ -108,6 +131,12 @@ interface Session {
   loginToken?: string;
   user?: WikiUser;
   csrf: string;
+}
+
+function haversine(lat1: number, lon1: number, lat2: number, lon2: number): number {
+  const rad = Math.PI / 180;
+  const h = Math.sin(((lat2 - lat1) * rad) / 2) ** 2 + Math.cos(lat1 * rad) * Math.cos(lat2 * rad) * Math.sin(((lon2 - lon1) * rad) / 2) ** 2;
+  return 2 * 6_371_000 * Math.asin(Math.sqrt(h));
 }
 
 export async function startMediaWikiDouble(
@@ -122,7 +151,8 @@ export async function startMediaWikiDouble(
   } = {},
 ): Promise<MediaWikiDouble> {
   const users = options.users ?? [{ name: 'Exporter', loginName: 'Exporter@qc', password: 'bot-password-123', bot: false, oauth2Token: 'wiki-oauth2-token' }];
-  const properties = options.properties ?? { P31: 'wikibase-item', P625: 'globe-coordinate' };
+  const properties = options.properties ?? { P31: 'wikibase-item', P625: 'globe-coordinate', P248: 'wikibase-item', P854: 'url', P813: 'time', P402: 'external-id', P143: 'wikibase-item' };
+  let lag = { seconds: 0, remaining: 0, retryAfter: 5 };
   const prefix = options.itemNamespacePrefix ?? 'Item:';
   const items = new Map<string, StoredItem>();
   let nextItem = 1000;
@@ -203,7 +233,37 @@ export async function startMediaWikiDouble(
       const ordered = params.ucdir === 'newer' ? mine : [...mine].reverse();
       return { batchcomplete: '', query: { usercontribs: ordered.slice(0, limit) } };
     }
-    throw new ApiError('badvalue', 'This double supports meta=tokens, meta=userinfo and list=usercontribs');
+    if (params.list === 'geosearch') {
+      const coord = /^(-?\d+(?:\.\d+)?)\|(-?\d+(?:\.\d+)?)$/.exec(params.gscoord ?? '');
+      if (!coord) throw new ApiError('invalid-coordinate', 'Invalid coordinate provided');
+      const radius = Number(params.gsradius ?? '500');
+      if (!Number.isInteger(radius) || radius < 10 || radius > 10000) throw new ApiError('outofrange', `Invalid value "${params.gsradius}" for integer parameter "gsradius": must be between 10 and 10000.`);
+      const limit = Number(params.gslimit ?? '10');
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new ApiError('badinteger', `Invalid value "${params.gslimit}" for integer parameter "gslimit".`);
+      const [lat, lon] = [Number(coord[1]), Number(coord[2])];
+      const hits = [...items.values()]
+        .filter((item) => !item.deleted)
+        .flatMap((item) => {
+          const value = item.claims.P625?.[0]?.mainsnak.datavalue?.value as { latitude: number; longitude: number } | undefined;
+          if (!value) return [];
+          const dist = haversine(lat, lon, value.latitude, value.longitude);
+          return dist <= radius ? [{ pageid: Number(item.id.slice(1)), ns: prefix ? 120 : 0, title: `${prefix}${item.id}`, lat: value.latitude, lon: value.longitude, dist: Number(dist.toFixed(1)), primary: '' }] : [];
+        })
+        .sort((a, b) => a.dist - b.dist)
+        .slice(0, limit);
+      return { batchcomplete: '', query: { geosearch: hits } };
+    }
+    if (params.list === 'search') {
+      const match = /^haswbstatement:(P[1-9]\d*)=(\S+)$/.exec(params.srsearch ?? '');
+      if (!match) throw new ApiError('badvalue', 'This double searches haswbstatement:P=V only');
+      const [, property, wanted] = match;
+      const found = [...items.values()].filter((item) => !item.deleted && (item.claims[property!] ?? []).some((s) => {
+        const v = s.mainsnak.datavalue?.value;
+        return (typeof v === 'string' ? v : (v as { id?: string } | undefined)?.id) === wanted;
+      }));
+      return { batchcomplete: '', query: { searchinfo: { totalhits: found.length }, search: found.slice(0, Number(params.srlimit ?? '10')).map((item) => ({ ns: prefix ? 120 : 0, title: `${prefix}${item.id}`, pageid: Number(item.id.slice(1)) })) } };
+    }
+    throw new ApiError('badvalue', 'This double supports meta=tokens, meta=userinfo, list=usercontribs, list=geosearch and list=search');
   }
 
   function getEntities(params: Record<string, string>): unknown {
@@ -234,6 +294,59 @@ export async function startMediaWikiDouble(
   function checkStatement(property: string, statement: Record<string, unknown>): Statement {
     const mainsnak = statement.mainsnak as Statement['mainsnak'] | undefined;
     if (!mainsnak || mainsnak.property !== property) throw new ApiError('modification-failed', `Statement for ${property} has a mainsnak of another property`);
+    const datatype = checkSnak(property, mainsnak);
+    if (statement.type !== 'statement' || (statement.rank !== undefined && !['normal', 'preferred', 'deprecated'].includes(String(statement.rank)))) {
+      throw new ApiError('modification-failed', 'A statement needs type "statement" and a valid rank');
+    }
+    const checked: Statement = { id: '', type: 'statement', rank: String(statement.rank ?? 'normal'), mainsnak: { ...mainsnak, datatype } };
+    if (statement.references !== undefined) {
+      if (!Array.isArray(statement.references)) throw new ApiError('modification-failed', 'references must be a list');
+      checked.references = (statement.references as { snaks?: unknown }[]).map((reference) => checkReference(reference.snaks));
+    }
+    return checked;
+  }
+
+  /** Reference snaks: the Wikibase JSON model's {P: [snak]}, or the plain list the API also takes. */
+  function checkReference(input: unknown): NonNullable<Statement['references']>[number] {
+    const list = Array.isArray(input) ? (input as Snak[]) : Object.values((input ?? {}) as Record<string, Snak[]>).flat();
+    if (list.length === 0) throw new ApiError('modification-failed', 'A reference needs at least one snak');
+    const snaks: Record<string, Snak[]> = {};
+    for (const snak of list) {
+      if (typeof snak?.property !== 'string') throw new ApiError('modification-failed', 'A reference snak needs a property');
+      (snaks[snak.property] ??= []).push({ ...snak, datatype: checkSnak(snak.property, snak) });
+    }
+    return { hash: randomBytes(20).toString('hex'), snaks, 'snaks-order': Object.keys(snaks) };
+  }
+
+  function setReference(req: IncomingMessage, params: Record<string, string>): unknown {
+    const session = caller(req);
+    if (params.token === undefined) throw new ApiError('missingparam', 'The "token" parameter must be set.');
+    if (!session || params.token !== session.csrf) throw new ApiError('badtoken', 'Invalid CSRF token.');
+    const itemId = /^(Q[1-9]\d*)\$/i.exec(params.statement ?? '')?.[1]?.toUpperCase();
+    const item = itemId ? items.get(itemId) : undefined;
+    const statement = item && !item.deleted ? Object.values(item.claims).flat().find((s) => s.id === params.statement) : undefined;
+    if (!item || !statement) throw new ApiError('no-such-claim', `Could not find the claim ${params.statement ?? ''}`);
+    let raw: unknown;
+    try {
+      raw = JSON.parse(params.snaks ?? '');
+    } catch {
+      throw new ApiError('invalid-json', 'Could not parse the "snaks" JSON');
+    }
+    const reference = checkReference(raw);
+    statement.references ??= [];
+    const index = params.reference ? statement.references.findIndex((r) => r.hash === params.reference) : -1;
+    if (params.reference && index < 0) throw new ApiError('no-such-reference', `Could not find the reference ${params.reference}`);
+    if (index >= 0) statement.references[index] = reference;
+    else statement.references.push(reference);
+    const parent = item.lastrevid;
+    item.lastrevid = nextRevision++;
+    const user = session.user!;
+    contributions.push({ userid: users.indexOf(user) + 1, user: user.name, pageid: Number(item.id.slice(1)), revid: item.lastrevid, parentid: parent, ns: prefix ? 120 : 0, title: `${prefix}${item.id}`, timestamp: new Date().toISOString(), comment: `/* wbsetreference-add:1| */ ${params.summary ?? ''}`.trim() });
+    return { pageinfo: { lastrevid: item.lastrevid }, success: 1, reference };
+  }
+
+  /** A value snak against its property's datatype; answers the datatype. */
+  function checkSnak(property: string, mainsnak: Snak): string {
     const datatype = properties[property];
     if (!datatype) throw new ApiError('modification-failed', `Property ${property} not found`);
     if (mainsnak.snaktype !== 'value') throw new ApiError('modification-failed', 'Only value snaks are supported by this double');
@@ -251,13 +364,19 @@ export async function startMediaWikiDouble(
       }
       if (Math.abs(latitude) > 90 || Math.abs(longitude) > 360) throw new ApiError('modification-failed', 'Latitude or longitude out of range');
       if (globe !== EARTH) throw new ApiError('modification-failed', `Unsupported globe ${String(globe)}`);
+    } else if (datatype === 'url') {
+      if (mainsnak.datavalue?.type !== 'string' || typeof mainsnak.datavalue.value !== 'string' || !/^https?:\/\/\S+$/.test(mainsnak.datavalue.value)) throw new ApiError('modification-failed', `Bad value for ${property}: expected a URL string`);
+    } else if (datatype === 'external-id') {
+      if (mainsnak.datavalue?.type !== 'string' || typeof mainsnak.datavalue.value !== 'string' || mainsnak.datavalue.value === '') throw new ApiError('modification-failed', `Bad value for ${property}: expected a string`);
+    } else if (datatype === 'time') {
+      const t = (value ?? {}) as Record<string, unknown>;
+      if (mainsnak.datavalue?.type !== 'time' || typeof t.time !== 'string' || !/^[+-]\d{4,}-\d\d-\d\dT00:00:00Z$/.test(t.time) || typeof t.precision !== 'number' || typeof t.calendarmodel !== 'string') {
+        throw new ApiError('modification-failed', `Bad value for ${property}: expected a time value (+YYYY-MM-DDT00:00:00Z, precision, calendarmodel)`);
+      }
     } else {
       throw new ApiError('modification-failed', `This double does not know datatype ${datatype}`);
     }
-    if (statement.type !== 'statement' || (statement.rank !== undefined && !['normal', 'preferred', 'deprecated'].includes(String(statement.rank)))) {
-      throw new ApiError('modification-failed', 'A statement needs type "statement" and a valid rank');
-    }
-    return { id: '', type: 'statement', rank: String(statement.rank ?? 'normal'), mainsnak: { ...mainsnak, datatype } };
+    return datatype;
   }
 
   function editEntity(req: IncomingMessage, params: Record<string, string>): unknown {
@@ -386,10 +505,17 @@ export async function startMediaWikiDouble(
         const unknown = Object.keys(params).find((k) => k !== 'action' && k !== 'format' && !allowed.includes(k));
         if (unknown) throw new ApiError('unknownparam', `Unrecognized parameter: ${unknown}`);
         if (POST_ONLY.has(action) && req.method !== 'POST') throw new ApiError('mustbeposted', `The "${action}" module requires a POST request.`);
+        if (params.maxlag !== undefined && lag.remaining > 0 && Number(params.maxlag) < lag.seconds) {
+          lag.remaining--;
+          res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'retry-after': String(lag.retryAfter), 'x-database-lag': String(lag.seconds) });
+          res.end(JSON.stringify({ error: { code: 'maxlag', info: `Waiting for 10.64.0.1: ${lag.seconds} seconds lagged`, host: '10.64.0.1', lag: lag.seconds, type: 'db' } }));
+          return;
+        }
         let answer: { body: unknown; cookies: string[] };
         if (action === 'login') answer = login(req, params);
         else if (action === 'query') answer = { body: query(req, params), cookies: [] };
         else if (action === 'wbgetentities') answer = { body: getEntities(params), cookies: [] };
+        else if (action === 'wbsetreference') answer = { body: setReference(req, params), cookies: [] };
         else answer = { body: editEntity(req, params), cookies: [] };
         if (fault?.mode === 'drop-after-processing') {
           res.socket?.destroy();
@@ -414,6 +540,20 @@ export async function startMediaWikiDouble(
     contributions,
     requests,
     injectFault: (fault) => faults.push({ ...fault, remaining: fault.times ?? 1 }),
+    setLag: (seconds, times, retryAfterSeconds) => {
+      lag = { seconds, remaining: times ?? Number.MAX_SAFE_INTEGER, retryAfter: retryAfterSeconds ?? 5 };
+    },
+    addItem(input) {
+      const id = `Q${nextItem++}`;
+      const item: StoredItem = { id, type: 'item', labels: {}, claims: {}, lastrevid: nextRevision++ };
+      for (const [lang, value] of Object.entries(input.labels ?? {})) item.labels[lang] = { language: lang, value };
+      for (const [property, values] of Object.entries(input.claims ?? {})) {
+        item.claims[property] = values.map((v) => ({ id: `${id}$${randomUUID().toUpperCase()}`, type: 'statement', rank: 'normal', mainsnak: { snaktype: 'value', property, datavalue: { type: v.type, value: v.value }, datatype: properties[property] ?? 'string' } }));
+      }
+      items.set(id, item);
+      seeded.add(id);
+      return id;
+    },
     createdItems: () => [...items.values()].filter((i) => !seeded.has(i.id) && !i.deleted),
     close: () => closeGracefully(server, 1000),
   };

@@ -8,6 +8,11 @@
  * - PUT  /api/0.6/changeset/:id/close
  * - GET  /api/0.6/changeset/:id/download      (osmChange of what the changeset did)
  * - GET  /api/0.6/node/:id, /way/:id[/full], /relation/:id[/full]
+ * - GET  /api/0.6/map?bbox=left,bottom,right,top  (every node in the box, the ways using them with all
+ *   their nodes, the relations using any of those; 400 for a malformed box or one over 0.25 square
+ *   degrees, as https://wiki.openstreetmap.org/wiki/API_v0.6#Retrieving_map_data_by_bounding_box:_GET_/api/0.6/map)
+ *
+ * `seed(osmXml)` loads an OSM XML extract (positive ids kept) as what the community already mapped.
  *
  * Every upload is parsed in document order (its own parser, independent of the exporter's) and
  * checked: block names, changeset attribute, placeholder ids and references, versions, visibility,
@@ -136,6 +141,8 @@ export interface OsmApiDouble {
   changeset(id: number): Readonly<Changeset> | undefined;
   /** Simulate another mapper editing an element: a new version in a changeset of someone else. */
   editAsSomeoneElse(type: ElementType, id: number, edit: (e: StoredElement) => void): StoredElement;
+  /** Load an OSM XML document (<osm> with nodes, ways, relations) as existing data; returns the count. */
+  seed(xml: string): number;
   /** Simulate the server's idle auto-close. */
   autoClose(changesetId: number): void;
   close(): Promise<void>;
@@ -325,6 +332,23 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
     return `<osm version="0.6" generator="osm-api-double">${ordered.map((e) => renderElement(e)).join('')}</osm>`;
   }
 
+  function mapDocument(bbox: string | null): string {
+    const parts = (bbox ?? '').split(',').map(Number);
+    if (parts.length !== 4 || parts.some((v) => !Number.isFinite(v))) throw new HttpError(400, 'The parameter bbox is required, and must be of the form min_lon,min_lat,max_lon,max_lat.');
+    const [left, bottom, right, top] = parts as [number, number, number, number];
+    if (left > right || bottom > top) throw new HttpError(400, 'The minimum longitude must be less than the maximum longitude, and the minimum latitude less than the maximum latitude');
+    if ((right - left) * (top - bottom) > 0.25) throw new HttpError(400, `The maximum bbox size is 0.25, and your request was too large. Either request a smaller area, or use planet.osm`);
+    const visible = [...elements.values()].filter((e) => e.visible);
+    const nodesIn = new Set(visible.filter((e) => e.type === 'node' && e.lon! >= left && e.lon! <= right && e.lat! >= bottom && e.lat! <= top).map((e) => e.id));
+    const ways = visible.filter((e) => e.type === 'way' && e.nodes!.some((n) => nodesIn.has(n)));
+    const allNodes = new Set(nodesIn);
+    for (const w of ways) for (const n of w.nodes!) allNodes.add(n);
+    const wayIds = new Set(ways.map((w) => w.id));
+    const relations = visible.filter((e) => e.type === 'relation' && e.members!.some((mb) => (mb.type === 'node' && nodesIn.has(mb.ref)) || (mb.type === 'way' && wayIds.has(mb.ref))));
+    const out = [...[...allNodes].map((id) => elements.get(key('node', id))!), ...ways, ...relations];
+    return `<osm version="0.6" generator="osm-api-double"><bounds minlat="${bottom}" minlon="${left}" maxlat="${top}" maxlon="${right}"/>${out.map((e) => renderElement(e)).join('')}</osm>`;
+  }
+
   function renderChangeset(c: Changeset): string {
     const tags = Object.entries(c.tags).map(([k, v]) => `<tag k="${escapeXml(k)}" v="${escapeXml(v)}"/>`).join('');
     const closed = c.closedAt ? ` closed_at="${c.closedAt}"` : '';
@@ -415,6 +439,10 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
       if (!changeset) throw new HttpError(404, '');
       return { status: 200, type: 'application/xml', body: renderDownload(changeset) };
     }
+    if (path === '/api/0.6/map') {
+      if (method !== 'GET') throw new HttpError(405, 'Only method GET is supported');
+      return { status: 200, type: 'application/xml', body: mapDocument(url.searchParams.get('bbox')) };
+    }
     if ((m = /^\/api\/0\.6\/(node|way|relation)\/(\d+)(\/full)?$/.exec(path))) {
       if (method !== 'GET') throw new HttpError(405, 'Only method GET is supported');
       const type = m[1] as ElementType;
@@ -492,6 +520,28 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
       elements.set(key(type, id), next);
       changesets.set(id2, { id: id2, uid: 7, user: 'someone-else', open: false, tags: {}, createdAt: new Date().toISOString(), closedAt: new Date().toISOString(), changes: [{ action: 'modify', element: structuredClone(next) }] });
       return next;
+    },
+    seed(xml) {
+      assertWellFormed(xml, 'osm');
+      const doc = orderedParser.parse(xml) as OrderedNode[];
+      const osmRoot = doc.find((n) => nameOf(n) === 'osm');
+      if (!osmRoot) throw new Error('seed: no <osm> root');
+      let count = 0;
+      for (const node of childrenOf(osmRoot)) {
+        const type = nameOf(node);
+        if (type !== 'node' && type !== 'way' && type !== 'relation') continue;
+        const attrs = attrsOf(node);
+        const children = childrenOf(node);
+        const id = Number(attrs.id);
+        const element: StoredElement = { type, id, version: Number(attrs.version ?? 1), changeset: Number(attrs.changeset ?? 1), visible: true, tags: parseTags(children, `${type}/${id}`) };
+        if (type === 'node') Object.assign(element, { lat: Number(attrs.lat), lon: Number(attrs.lon) });
+        if (type === 'way') element.nodes = children.filter((c) => nameOf(c) === 'nd').map((c) => Number(attrsOf(c).ref));
+        if (type === 'relation') element.members = children.filter((c) => nameOf(c) === 'member').map((c) => ({ type: attrsOf(c).type as ElementType, ref: Number(attrsOf(c).ref), role: attrsOf(c).role ?? '' }));
+        elements.set(key(type, id), element);
+        nextId[type] = Math.max(nextId[type], id + 1);
+        count++;
+      }
+      return count;
     },
     autoClose(changesetId) {
       const changeset = changesets.get(changesetId);

@@ -18,6 +18,7 @@ import { notFoundHandler, problemHandler } from './http/problem.js';
 import { openApiRoutes } from './openapi.js';
 import { ogcApiRoutes } from './ogcapi/routes.js';
 import { mountQc } from './qc/routes.js';
+import { createDecisionService } from './qc/decisions.js';
 import { createQcService } from './qc/service.js';
 import { createUserRecorder, recordingCallers } from './users/recorder.js';
 import { userRoutes } from './users/routes.js';
@@ -88,7 +89,8 @@ export function createApp(deps: AppDependencies): Express {
   app.use('/api', authenticate(authenticator), originCheckForCookieWrites({ origins: allowedOrigins }));
   app.use('/api/dev', devTokenRoutes({ keys: deps.devKeys, production: deps.production ?? false }));
   app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
-  mountQc(app, { service: createQcService(deps.db, { maxAttempts: deps.config.qc?.maxAttempts ?? 12 }), authenticator: deps.authenticator });
+  const qcOptions = { maxAttempts: deps.config.qc?.maxAttempts ?? 12 };
+  mountQc(app, { service: createQcService(deps.db, qcOptions), decisions: createDecisionService(deps.db, qcOptions), authenticator: deps.authenticator });
   app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db)));
   app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins }));
   app.use(notFoundHandler);

@@ -50,6 +50,7 @@ function startWorkerProcess(): ChildProcess & { output: () => string } {
       WIKIBASE_USERNAME: 'Exporter@qc',
       WIKIBASE_PASSWORD: 'bot-password-123',
       EXPORT_HTTP_TIMEOUT_MS: '60000',
+      EXPORT_DATA_LICENCE: 'CC0-1.0',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

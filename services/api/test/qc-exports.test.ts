@@ -49,6 +49,7 @@ beforeAll(async () => {
     WIKIBASE_USERNAME: 'Exporter@qc',
     WIKIBASE_PASSWORD: 'bot-password-123',
     EXPORT_USER_AGENT: 'feature-platform-tests/1.0',
+    EXPORT_DATA_LICENCE: 'CC0-1.0',
     EXPORT_HTTP_TIMEOUT_MS: '5000',
     AGENCY_WEBHOOK_URL: `http://127.0.0.1:${agencyPort}/hook`,
     AGENCY_WEBHOOK_SECRET: SECRET,

@@ -39,10 +39,11 @@ const approve = (who: string, id: string, body?: unknown) => api.request('POST',
 const reject = (who: string, id: string, body: unknown) => api.request('POST', `/api/qc/reject/${encodeURIComponent(id)}`, { token: token[who], body });
 const statusOf = async (id: string) => (await api.request('GET', `/api/features/${id}`)).json.properties.status as string;
 
+/** The graphile jobs of these QC jobs in the order graphile-worker runs them (run_at, then id). */
 async function graphileJobs(featureJobIds: number[]): Promise<string[]> {
   const { rows } = await db.pool.query<{ task: string }>(
     `SELECT t.identifier AS task FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
-     WHERE (j.payload->>'jobId')::bigint = ANY($1::bigint[]) ORDER BY j.id`,
+     WHERE (j.payload->>'jobId')::bigint = ANY($1::bigint[]) ORDER BY j.run_at, j.id`,
     [featureJobIds],
   );
   return rows.map((r) => r.task);

@@ -7,7 +7,13 @@ import { DEFAULT_OSM_API_URL, ExportsEnvSchema, checkExportsEnv, exportsEnvShape
 describe('export configuration', () => {
   it('defaults to the OSM development API and leaves every target unconfigured', () => {
     const settings = exportsSettingsFrom(parseEnv(ExportsEnvSchema, {}));
-    expect(settings.osm).toEqual({ apiUrl: DEFAULT_OSM_API_URL, accessToken: undefined });
+    expect(settings.osm).toMatchObject({ apiUrl: DEFAULT_OSM_API_URL, accessToken: undefined });
+    // Conflation on, through the map call unless OVERPASS_URL is set; the import conventions' defaults.
+    expect(settings.osm.conflation).toEqual({ enabled: true, source: 'map', overpassUrl: undefined, pointRadiusM: 30, nameStrong: 0.8, nameWeak: 0.5 });
+    expect(settings.osm.changeset).toMatchObject({ hashtags: '#fmp-import', importTag: true, maxEditsPerHour: 500 });
+    expect(settings.osm.tagMapping.categories.friedhof).toEqual({ tags: { landuse: 'cemetery' }, match: [{ landuse: ['cemetery'] }, { amenity: ['grave_yard'] }] });
+    // No licence configured: both exports refuse to run.
+    expect(settings.licence.licence).toBeUndefined();
     expect(DEFAULT_OSM_API_URL).toBe('https://master.apis.dev.openstreetmap.org');
     expect(settings.wikibase).toMatchObject({ instanceUrl: undefined, credentials: undefined, language: 'de', instanceOfProperty: 'P31', coordinatesProperty: 'P625', bot: false });
     expect(settings.mail.smtpUrl).toBeUndefined();
@@ -24,6 +30,7 @@ describe('export configuration', () => {
         WIKIBASE_USERNAME: 'Bot@qc',
         WIKIBASE_PASSWORD: 'p',
         WIKIBASE_BOT: 'true',
+        WIKIBASE_BOT_APPROVAL_URL: 'https://www.wikidata.org/wiki/Wikidata:Requests_for_permissions/Bot/CityBot',
         REVIEWER_EMAILS: ' a@example.org, b@example.org ,',
         SMTP_URL: 'smtp://mail:25',
         AGENCY_EMAIL: 'gis@agency.example',

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_OSM_TAG_MAPPING_FILE, loadOsmTagMapping, type OsmTagMapping } from './osm-tag-mapping.js';
 
 /**
  * Environment variables of the QC side effects (exports and notices), as a zod shape fragment:
@@ -29,6 +30,38 @@ export const exportsEnvShape = {
   WIKIBASE_LANGUAGE: z.string().regex(/^[a-z]{2,3}(-[a-z0-9]+)*$/).default('de'),
   WIKIBASE_PROPERTY_INSTANCE_OF: z.string().regex(/^P[1-9]\d*$/).default('P31'),
   WIKIBASE_PROPERTY_COORDINATES: z.string().regex(/^P[1-9]\d*$/).default('P625'),
+  // Conflation (docs/qc.md, "Conflation"): look for existing objects before the first write.
+  OSM_CONFLATION: booleanFlag.default(true),
+  OVERPASS_URL: z.url({ protocol: /^https?$/ }).optional(),
+  OSM_CONFLATION_SOURCE: z.enum(['overpass', 'map']).optional(),
+  OSM_CONFLATION_POINT_RADIUS_M: z.coerce.number().min(1).max(500).default(30),
+  OSM_CONFLATION_NAME_STRONG: z.coerce.number().min(0.5).max(1).default(0.8),
+  OSM_CONFLATION_NAME_WEAK: z.coerce.number().min(0).max(1).default(0.5),
+  OSM_TAG_MAPPING_FILE: z.string().min(1).default(DEFAULT_OSM_TAG_MAPPING_FILE),
+  // Import conventions: changeset tags and the edit rate.
+  OSM_CHANGESET_COMMENT: z.string().min(1).max(255).default('{kategorie} "{name}" (feature {featureId}, version {version})'),
+  OSM_CHANGESET_SOURCE: z.string().min(1).max(255).default('survey;city feature platform'),
+  OSM_CHANGESET_HASHTAGS: z.string().regex(/^#[\w-]+(;#[\w-]+)*$/, 'hashtags like #city-import;#fmp').default('#fmp-import'),
+  OSM_CHANGESET_IMPORT: booleanFlag.default(true),
+  OSM_MAX_EDITS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(500),
+  // Licence of the data: exports refuse to run unless it allows ODbL (OSM) and CC0 (Wikidata).
+  EXPORT_DATA_LICENCE: z.string().min(1).max(100).optional(),
+  EXPORT_LICENCE_STATEMENT: z.string().min(1).max(1000).optional(),
+  // Wikidata bot conventions.
+  WIKIBASE_MAXLAG: z.coerce.number().int().min(1).max(60).default(5),
+  WIKIBASE_MAXLAG_RETRIES: z.coerce.number().int().min(0).max(10).default(4),
+  WIKIBASE_BOT_ACCOUNT: z.string().min(1).max(255).optional(),
+  WIKIBASE_BOT_APPROVAL_URL: z.url({ protocol: /^https?$/ }).optional(),
+  WIKIBASE_REFERENCE_ITEM: z.string().regex(/^Q[1-9]\d*$/).optional(),
+  FEATURE_PUBLIC_URL: z
+    .string()
+    .regex(/^https?:\/\/.*\{featureId\}/, 'an http(s) URL containing {featureId}')
+    .default('http://localhost:8080/api/features/{featureId}'),
+  WIKIBASE_PROPERTY_STATED_IN: z.string().regex(/^P[1-9]\d*$/).default('P248'),
+  WIKIBASE_PROPERTY_REFERENCE_URL: z.string().regex(/^P[1-9]\d*$/).default('P854'),
+  WIKIBASE_PROPERTY_RETRIEVED: z.string().regex(/^P[1-9]\d*$/).default('P813'),
+  WIKIBASE_PROPERTY_OSM_RELATION: z.string().regex(/^P[1-9]\d*$/).default('P402'),
+  WIKIBASE_CONFLATION_RADIUS_M: z.coerce.number().min(10).max(10_000).default(100),
   SMTP_URL: z.url({ protocol: /^smtps?$/ }).optional(),
   MAIL_FROM: z.string().min(3).default('Feature platform <noreply@localhost>'),
   REVIEWER_EMAILS: emailList.default([]),
@@ -48,15 +81,54 @@ export function checkExportsEnv(env: ExportsEnv, ctx: z.RefinementCtx): void {
   const issue = (path: keyof ExportsEnv, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
   if (env.AGENCY_WEBHOOK_URL && !env.AGENCY_WEBHOOK_SECRET) issue('AGENCY_WEBHOOK_SECRET', 'required when AGENCY_WEBHOOK_URL is set');
   if (env.WIKIBASE_USERNAME && !env.WIKIBASE_PASSWORD) issue('WIKIBASE_PASSWORD', 'required when WIKIBASE_USERNAME is set');
+  if (env.OSM_CONFLATION_SOURCE === 'overpass' && !env.OVERPASS_URL) issue('OVERPASS_URL', 'required when OSM_CONFLATION_SOURCE=overpass');
+  if (env.OSM_CONFLATION_NAME_WEAK > env.OSM_CONFLATION_NAME_STRONG) issue('OSM_CONFLATION_NAME_WEAK', 'must not exceed OSM_CONFLATION_NAME_STRONG');
+  if (env.WIKIBASE_BOT && !env.WIKIBASE_BOT_APPROVAL_URL) issue('WIKIBASE_BOT_APPROVAL_URL', 'required when WIKIBASE_BOT is on: the page where the bot was approved');
   if (env.WIKIBASE_OAUTH2_TOKEN && env.WIKIBASE_USERNAME) issue('WIKIBASE_OAUTH2_TOKEN', 'use either WIKIBASE_OAUTH2_TOKEN or WIKIBASE_USERNAME/PASSWORD, not both');
 }
 
 /** The stand-alone schema (tests, CLIs); the API composes the fragment into its own schema instead. */
 export const ExportsEnvSchema = z.object(exportsEnvShape).superRefine(checkExportsEnv);
 
+export interface ConflationSettings {
+  enabled: boolean;
+  /** Where candidates come from: Overpass (OVERPASS_URL) or the OSM API's map call. */
+  source: 'overpass' | 'map';
+  overpassUrl: string | undefined;
+  pointRadiusM: number;
+  /** Name similarity (0..1) at or above which a spatial candidate is strong. */
+  nameStrong: number;
+  /** Below this a differently named object nearby is not a candidate at all. */
+  nameWeak: number;
+}
+export interface ChangesetSettings {
+  comment: string;
+  source: string;
+  hashtags: string;
+  importTag: boolean;
+  maxEditsPerHour: number;
+}
 export interface OsmSettings {
   apiUrl: string;
   accessToken: string | undefined;
+  conflation: ConflationSettings;
+  changeset: ChangesetSettings;
+  tagMapping: OsmTagMapping;
+}
+/**
+ * The data's licence as configured (an SPDX-like id). OSM needs data it may publish under ODbL,
+ * Wikidata needs CC0; see LICENCES_FOR.
+ */
+export interface LicenceSettings {
+  licence: string | undefined;
+  statement: string | undefined;
+}
+export interface WikibaseReferenceSettings {
+  statedInItem: string | undefined;
+  publicUrl: string;
+  statedInProperty: string;
+  referenceUrlProperty: string;
+  retrievedProperty: string;
 }
 export type WikibaseCredentials = { username: string; password: string } | { oauth2Token: string };
 export interface WikibaseSettings {
@@ -66,6 +138,13 @@ export interface WikibaseSettings {
   language: string;
   instanceOfProperty: string;
   coordinatesProperty: string;
+  osmRelationProperty: string;
+  maxlag: number;
+  maxlagRetries: number;
+  botAccount: string | undefined;
+  botApprovalUrl: string | undefined;
+  references: WikibaseReferenceSettings;
+  conflationRadiusM: number;
 }
 export interface MailSettings {
   smtpUrl: string | undefined;
@@ -79,6 +158,7 @@ export interface AgencySettings {
 export interface ExportsSettings {
   userAgent: string;
   httpTimeoutMs: number;
+  licence: LicenceSettings;
   osm: OsmSettings;
   wikibase: WikibaseSettings;
   mail: MailSettings;
@@ -93,7 +173,27 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
   return {
     userAgent: env.EXPORT_USER_AGENT,
     httpTimeoutMs: env.EXPORT_HTTP_TIMEOUT_MS,
-    osm: { apiUrl: env.OSM_API_URL.replace(/\/+$/, ''), accessToken: env.OSM_ACCESS_TOKEN },
+    licence: { licence: env.EXPORT_DATA_LICENCE, statement: env.EXPORT_LICENCE_STATEMENT },
+    osm: {
+      apiUrl: env.OSM_API_URL.replace(/\/+$/, ''),
+      accessToken: env.OSM_ACCESS_TOKEN,
+      conflation: {
+        enabled: env.OSM_CONFLATION,
+        source: env.OSM_CONFLATION_SOURCE ?? (env.OVERPASS_URL ? 'overpass' : 'map'),
+        overpassUrl: env.OVERPASS_URL?.replace(/\/+$/, ''),
+        pointRadiusM: env.OSM_CONFLATION_POINT_RADIUS_M,
+        nameStrong: env.OSM_CONFLATION_NAME_STRONG,
+        nameWeak: env.OSM_CONFLATION_NAME_WEAK,
+      },
+      changeset: {
+        comment: env.OSM_CHANGESET_COMMENT,
+        source: env.OSM_CHANGESET_SOURCE,
+        hashtags: env.OSM_CHANGESET_HASHTAGS,
+        importTag: env.OSM_CHANGESET_IMPORT,
+        maxEditsPerHour: env.OSM_MAX_EDITS_PER_HOUR,
+      },
+      tagMapping: loadOsmTagMapping(env.OSM_TAG_MAPPING_FILE),
+    },
     wikibase: {
       instanceUrl: env.WIKIBASE_URL?.replace(/\/+$/, ''),
       credentials,
@@ -101,9 +201,42 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
       language: env.WIKIBASE_LANGUAGE,
       instanceOfProperty: env.WIKIBASE_PROPERTY_INSTANCE_OF,
       coordinatesProperty: env.WIKIBASE_PROPERTY_COORDINATES,
+      osmRelationProperty: env.WIKIBASE_PROPERTY_OSM_RELATION,
+      maxlag: env.WIKIBASE_MAXLAG,
+      maxlagRetries: env.WIKIBASE_MAXLAG_RETRIES,
+      botAccount: env.WIKIBASE_BOT_ACCOUNT,
+      botApprovalUrl: env.WIKIBASE_BOT_APPROVAL_URL,
+      references: {
+        statedInItem: env.WIKIBASE_REFERENCE_ITEM,
+        publicUrl: env.FEATURE_PUBLIC_URL,
+        statedInProperty: env.WIKIBASE_PROPERTY_STATED_IN,
+        referenceUrlProperty: env.WIKIBASE_PROPERTY_REFERENCE_URL,
+        retrievedProperty: env.WIKIBASE_PROPERTY_RETRIEVED,
+      },
+      conflationRadiusM: env.WIKIBASE_CONFLATION_RADIUS_M,
     },
     mail: { smtpUrl: env.SMTP_URL, from: env.MAIL_FROM },
     reviewers: { emails: env.REVIEWER_EMAILS, reviewLink: env.QC_REVIEW_LINK },
     agency: { webhookUrl: env.AGENCY_WEBHOOK_URL, webhookSecret: env.AGENCY_WEBHOOK_SECRET, email: env.AGENCY_EMAIL },
   };
+}
+
+/**
+ * Licences under which the data may go to each target. OSM: the data must be publishable under the
+ * ODbL (public-domain dedications and Germany's "Datenlizenz Deutschland – Zero" qualify, so does
+ * ODbL itself). Wikidata: CC0 or equivalent only. Attribution licences (CC-BY, dl-de/by) need an
+ * explicit waiver, which is a licence statement of its own: configure it as one of these ids.
+ */
+export const LICENCES_FOR = {
+  osm: ['CC0-1.0', 'PDDL-1.0', 'ODbL-1.0', 'dl-de-zero-2.0'],
+  wikidata: ['CC0-1.0', 'PDDL-1.0', 'dl-de-zero-2.0'],
+} as const;
+
+/** null when the configured licence allows the target; otherwise why the export refuses to run. */
+export function licenceRefusal(licence: LicenceSettings, target: 'osm' | 'wikidata'): string | null {
+  const allowed: readonly string[] = LICENCES_FOR[target];
+  const what = target === 'osm' ? 'OpenStreetMap (ODbL)' : 'Wikidata (CC0)';
+  if (!licence.licence) return `EXPORT_DATA_LICENCE is not set: state the data's licence before exporting to ${what}`;
+  if (!allowed.includes(licence.licence)) return `EXPORT_DATA_LICENCE ${licence.licence} does not permit publishing in ${what}; allowed: ${allowed.join(', ')}`;
+  return null;
 }

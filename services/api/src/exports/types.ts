@@ -47,9 +47,14 @@ export interface FeatureSnapshot {
   geometry: FeatureGeometry;
 }
 
+/** One tag family: every key must have one of its values (config/osm-tags.yaml `match`). */
+export type TagFilter = Record<string, string[]>;
+
 /** What one category becomes outside: OSM tags and the Wikidata class for P31 (null: no item is made). */
 export interface CategoryRule {
   osmTags: Record<string, string>;
+  /** Tag families of existing OSM elements that may be the same object (conflation); default: osmTags. */
+  osmMatch?: TagFilter[];
   wikidataClass: string | null;
 }
 
@@ -64,6 +69,8 @@ export type CategoryMapping = Record<string, CategoryRule>;
  * - failed: a permanent error (bad credentials, invalid data); retrying the same input cannot help.
  * - skipped: the target is not configured (reason names the missing variable).
  * - not_applicable: the target does not apply to this feature (e.g. a category without a class).
+ * - needs_decision: conflation found several candidates or a weak one; a reviewer picks one or
+ *   "create new" (POST /api/qc/jobs/{id}/decision) and the job runs again.
  */
 export type ExportOutcome<R> =
   | { status: 'exported'; result: R; detail?: string }
@@ -71,6 +78,7 @@ export type ExportOutcome<R> =
   | { status: 'conflict'; reason: string }
   | { status: 'failed'; reason: string }
   | { status: 'skipped'; reason: string }
-  | { status: 'not_applicable'; reason: string };
+  | { status: 'not_applicable'; reason: string }
+  | { status: 'needs_decision'; reason: string; candidates: unknown[] };
 
 export type ExportStatus = ExportOutcome<unknown>['status'];

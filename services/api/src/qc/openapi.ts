@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { FeatureIdSchema, ProblemSchema } from '../../../shared/features/schema.js';
+import { DecisionBodySchema } from './decisions.js';
 import { ApproveBodySchema, JobIdSchema, JobListQuerySchema, JobSchema, QcItemSchema, QueueItemSchema, QueueQuerySchema, RejectBodySchema, ReviewsSchema, SubmitBodySchema } from './schema.js';
 
 /** The QC endpoints for the API's OpenAPI document (spread into its `paths`). */
@@ -80,6 +81,20 @@ export function qcOpenApiPaths() {
           ...guarded('jobs:admin'),
           '404': problem('no such job'),
           '409': problem('INVALID_STATE: the job is queued, running or succeeded, or a newer version was approved since'),
+        },
+      },
+    },
+    '/api/qc/jobs/{id}/decision': {
+      post: {
+        summary: 'Settle a conflation: pick one of the candidates of a needs_decision export job, or "create" (qc:review); the job runs again',
+        requestParams: { path: z.object({ id: JobIdSchema }) },
+        requestBody: { content: json(DecisionBodySchema) },
+        responses: {
+          '200': { description: 'the job, queued again with the decision recorded', content: json(JobSchema) },
+          '400': problem('invalid body, or the choice is not one of the candidates'),
+          ...guarded('qc:review'),
+          '404': problem('no such job'),
+          '409': problem('INVALID_STATE: the job is not waiting for a decision'),
         },
       },
     },

@@ -54,32 +54,49 @@ export function insertTransition(v: TransitionValues): Query {
   };
 }
 
+export interface QueuedJobSpec {
+  task: JobTask;
+  taskIdentifier: string;
+  queueName: string | null;
+}
+
 /**
- * The side effects of one transition: a qc.jobs row each and the graphile-worker job that runs it, in
- * the caller's transaction and one round trip. Jobs of one feature and export target share a named
- * queue (run one after another).
+ * Record a transition AND queue its side effects in one statement (one round trip): the
+ * qc.transitions row, a qc.jobs row per side effect, and the graphile-worker jobs that run them with
+ * ONE graphile_worker.add_jobs call — one task/queue upsert and one NOTIFY for the batch instead of
+ * three add_job calls in a statement of their own. Everything is in the caller's transaction, so the
+ * decision and its jobs still commit together or not at all. add_jobs inserts in whatever order its
+ * joins produce, so the run order (OSM before Wikibase, which reads the OSM link, before the agency
+ * notice) is kept by run_at one microsecond apart: graphile picks by priority, run_at, then id.
+ * Answers the transition's id and JSON and `jobs` ([{id, task}], empty when there are none).
  */
-export function enqueueJobs(j: {
-  transitionId: number;
-  featureId: string;
-  version: number;
-  jobs: { task: JobTask; taskIdentifier: string; queueName: string | null }[];
-  maxAttempts: number;
-}): Query {
+export function insertTransitionWithJobs(v: TransitionValues, jobs: readonly QueuedJobSpec[], maxAttempts: number): Query {
   return {
     text: `
-      WITH wanted AS (
-        SELECT * FROM unnest($4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS w(task, identifier, queue_name, n)
+      WITH t AS (
+        INSERT INTO qc.transitions AS t (feature_id, action, from_status, to_status, version, actor, actor_name, comment, snapshot)
+        VALUES ($1::text, $2::text, $3::text, $4::text, $5::int, $6::text, $7::text, $8::text, $9::jsonb)
+        RETURNING t.*
+      ), wanted AS (
+        SELECT * FROM unnest($10::text[], $11::text[], $12::text[]) WITH ORDINALITY AS w(task, identifier, queue_name, n)
       ), job AS (
         INSERT INTO qc.jobs (transition_id, feature_id, version, task)
-        SELECT $1::bigint, $2::text, $3::int, w.task FROM wanted w ORDER BY w.n
+        SELECT t.id, t.feature_id, t.version, w.task FROM t CROSS JOIN wanted w ORDER BY w.n
         RETURNING id, task
+      ), added AS (
+        SELECT count(*) AS n FROM graphile_worker.add_jobs(ARRAY(
+          SELECT ROW(w.identifier, json_build_object('jobId', job.id), w.queue_name, now() + (w.n - 1) * interval '1 microsecond', $13::int, NULL, NULL, NULL)::graphile_worker.job_spec
+          FROM job JOIN wanted w ON w.task = job.task ORDER BY job.id))
+        WHERE EXISTS (SELECT 1 FROM wanted)
       )
-      SELECT job.id, job.task, (graphile_worker.add_job(w.identifier, json_build_object('jobId', job.id),
-                                  queue_name := w.queue_name, max_attempts := $7::int)).id AS "graphileJobId"
-      FROM job JOIN wanted w ON w.task = job.task
-      ORDER BY job.id`,
-    values: [j.transitionId, j.featureId, j.version, j.jobs.map((x) => x.task), j.jobs.map((x) => x.taskIdentifier), j.jobs.map((x) => x.queueName), j.maxAttempts],
+      SELECT t.id, ${TRANSITION_JSON} AS json,
+        (SELECT coalesce(json_agg(json_build_object('id', job.id, 'task', job.task) ORDER BY job.id), '[]'::json) FROM job) AS jobs,
+        (SELECT n FROM added) AS "graphileJobs"
+      FROM t`,
+    values: [
+      v.featureId, v.action, v.from, v.to, v.version, v.actor, v.actorName, v.comment, v.snapshot === null ? null : JSON.stringify(v.snapshot),
+      jobs.map((x) => x.task), jobs.map((x) => x.taskIdentifier), jobs.map((x) => x.queueName), maxAttempts,
+    ],
   };
 }
 
@@ -134,7 +151,20 @@ export const JOB_JSON = `json_build_object(
   'reason', j.reason, 'result', j.result, 'attempts', j.attempts, 'lastError', j.last_error,
   'reruns', j.reruns, 'rerunBy', j.rerun_by, 'createdAt', j.created_at, 'updatedAt', j.updated_at, 'finishedAt', j.finished_at)`;
 
-/** Decisions and side effects of one feature, oldest first, as one JSON document. */
+/** One conflation decision: automatic (decidedBy null) or a reviewer's. */
+export const DECISION_JSON = `json_build_object(
+  'id', d.id, 'jobId', d.job_id, 'target', d.target, 'outcome', d.outcome, 'chosen', d.chosen, 'moveGeometry', d.move_geometry,
+  'reason', d.reason, 'candidates', d.candidates, 'decidedBy', d.decided_by, 'decidedByName', d.decided_by_name, 'at', d.created_at)`;
+
+/** The latest conflation decision of a job for a target (the pending needs_decision with its candidates). */
+export function latestDecision(jobId: number, target: 'osm' | 'wikibase'): Query {
+  return {
+    text: `SELECT d.outcome, d.candidates FROM qc.conflation_decisions d WHERE d.job_id = $1::bigint AND d.target = $2::text ORDER BY d.id DESC LIMIT 1`,
+    values: [jobId, target],
+  };
+}
+
+/** Decisions, side effects and conflation decisions of one feature, oldest first, as one JSON document. */
 export function featureReviews(featureId: string): Query {
   return {
     text: `
@@ -143,7 +173,8 @@ export function featureReviews(featureId: string): Query {
         'status', (SELECT f.status FROM features.features f WHERE f.id = $1::text),
         'transitions', (SELECT coalesce(json_agg(${TRANSITION_JSON} ORDER BY t.id), '[]'::json) FROM qc.transitions t WHERE t.feature_id = $1::text),
         'jobs', (SELECT coalesce(json_agg(${JOB_JSON} ORDER BY j.id), '[]'::json) FROM qc.jobs j WHERE j.feature_id = $1::text),
-        'exportRecords', (SELECT coalesce(json_object_agg(r.target, r.record), '{}'::json) FROM qc.export_records r WHERE r.feature_id = $1::text)
+        'exportRecords', (SELECT coalesce(json_object_agg(r.target, r.record), '{}'::json) FROM qc.export_records r WHERE r.feature_id = $1::text),
+        'decisions', (SELECT coalesce(json_agg(${DECISION_JSON} ORDER BY d.id), '[]'::json) FROM qc.conflation_decisions d WHERE d.feature_id = $1::text)
       )::text AS json`,
     values: [featureId],
   };

@@ -5,23 +5,34 @@ import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
 import { parseOrThrow } from '../http/validate.js';
 import { ApproveBodySchema, JobIdSchema, JobListQuerySchema, QueueQuerySchema, RejectBodySchema, SubmitBodySchema } from './schema.js';
+import { DecisionBodySchema, type DecisionService } from './decisions.js';
 import type { QcService } from './service.js';
 
 /**
  * /api/qc/* and GET /api/features/:id/reviews. Each route states its permission first, so an
  * anonymous caller gets 401 and a role without it 403 before a body is read.
  */
-export function mountQc(app: Express, deps: { service: QcService; authenticator: Authenticator }): void {
+export function mountQc(app: Express, deps: { service: QcService; authenticator: Authenticator; decisions?: DecisionService }): void {
   const auth = authenticate(deps.authenticator);
   // Before the feature router, which would otherwise answer 404 for the sub-path.
   app.get('/api/features/:id/reviews', auth, requirePermission('read', 'read reviews'), async (req, res) => {
     res.type('application/json').send(await deps.service.reviews(featureId(req.params.id as string)));
   });
-  app.use('/api/qc', auth, qcRoutes(deps.service));
+  app.use('/api/qc', auth, qcRoutes(deps.service, deps.decisions));
 }
 
-export function qcRoutes(service: QcService): Router {
+export function qcRoutes(service: QcService, decisions?: DecisionService): Router {
   const router = Router();
+
+  // Conflation: a reviewer picks a candidate or "create new" for a job waiting in needs_decision.
+  if (decisions) {
+    router.post('/jobs/:id/decision', requirePermission('qc:review', 'decide conflations'), ...jsonBody(), async (req, res) => {
+      const id = JobIdSchema.safeParse(req.params.id);
+      if (!id.success) throw new AppError('NOT_FOUND', 'no job with this id');
+      const body = parseOrThrow(DecisionBodySchema, req.body, 'VALIDATION_FAILED', 'decision');
+      res.type('application/json').send(await decisions.decide(principalOf(res), Number(id.data), body));
+    });
+  }
 
   router.post('/submit', requirePermission('qc:submit', 'submit features for review'), ...jsonBody(), async (req, res) => {
     const body = parseOrThrow(SubmitBodySchema, req.body, 'VALIDATION_FAILED', 'submission');
@@ -55,7 +66,7 @@ export function qcRoutes(service: QcService): Router {
   });
 
   const allow: Record<string, string> = { '/submit': 'POST', '/queue': 'GET, HEAD', '/jobs': 'GET, HEAD' };
-  router.all(['/submit', '/queue', '/jobs', '/approve/:id', '/reject/:id', '/jobs/:id/rerun'], (req, _res, next) => {
+  router.all(['/submit', '/queue', '/jobs', '/approve/:id', '/reject/:id', '/jobs/:id/rerun', '/jobs/:id/decision'], (req, _res, next) => {
     const methods = allow[req.path] ?? 'POST';
     next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not allowed here; use ${methods}`, { headers: { Allow: methods } }));
   });

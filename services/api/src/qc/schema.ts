@@ -105,6 +105,7 @@ export const ReviewsSchema = z
     status: z.enum(QC_STATUSES).nullable().meta({ description: 'null when the feature was deleted' }),
     transitions: z.array(TransitionSchema),
     jobs: z.array(JobSchema),
-    exportRecords: z.record(z.string(), z.unknown()).meta({ description: 'osm: {type, id, version, changesetId}; wikibase: {itemId, revisionId}' }),
+    exportRecords: z.record(z.string(), z.unknown()).meta({ description: 'osm: {type, id, version, changesetId, linked?, ownedKeys?}; wikibase: {itemId, revisionId, linked?}' }),
+    decisions: z.array(z.record(z.string(), z.unknown())).meta({ description: 'conflation decisions, automatic (decidedBy null) or a reviewer\'s, with the candidates found' }),
   })
   .meta({ id: 'QcReviews' });

@@ -53,36 +53,27 @@ export function createQcService(db: Db, options: QcServiceOptions) {
       const to = TARGET_STATUS[action];
       const updated = await run(client, sql.setStatus(featureId, current.status, to));
       if (updated.rowCount !== 1) throw new AppError('INVALID_STATE', stateMessage(action, current.status));
+      // The transition and its side effects in one statement: same transaction, one round trip.
       const inserted = await run(
         client,
-        sql.insertTransition({
-          featureId,
-          action,
-          from: current.status,
-          to,
-          version: current.version,
-          actor,
-          actorName: principal.name ?? null,
-          comment,
-          snapshot: action === 'reject' ? null : current.snapshot,
-        }),
-      );
-      const transitionRow = inserted.rows[0] as { id: string; json: unknown };
-      let jobs: TransitionResult['jobs'] = [];
-      const sideEffects = SIDE_EFFECTS[action];
-      if (sideEffects.length > 0) {
-        const queued = await run(
-          client,
-          sql.enqueueJobs({
-            transitionId: Number(transitionRow.id),
+        sql.insertTransitionWithJobs(
+          {
             featureId,
+            action,
+            from: current.status,
+            to,
             version: current.version,
-            jobs: sideEffects.map((task) => ({ task, taskIdentifier: TASK_IDENTIFIERS[task], queueName: queueNameOf(task, featureId) })),
-            maxAttempts: options.maxAttempts,
-          }),
-        );
-        jobs = (queued.rows as { id: string; task: JobTask }[]).map((r) => ({ id: Number(r.id), task: r.task }));
-      }
+            actor,
+            actorName: principal.name ?? null,
+            comment,
+            snapshot: action === 'reject' ? null : current.snapshot,
+          },
+          SIDE_EFFECTS[action].map((task) => ({ task, taskIdentifier: TASK_IDENTIFIERS[task], queueName: queueNameOf(task, featureId) })),
+          options.maxAttempts,
+        ),
+      );
+      const transitionRow = inserted.rows[0] as { id: string; json: unknown; jobs: { id: number; task: JobTask }[] };
+      const jobs: TransitionResult['jobs'] = transitionRow.jobs.map((r) => ({ id: Number(r.id), task: r.task }));
       return { featureId, status: to, version: current.version, transition: transitionRow.json, jobs };
     });
   }

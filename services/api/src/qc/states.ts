@@ -36,7 +36,8 @@ export const SIDE_EFFECTS: Record<QcAction, readonly JobTask[]> = {
 };
 
 export const PENDING_JOB_STATUSES = ['queued', 'running', 'retrying'] as const;
-export const TERMINAL_JOB_STATUSES = ['exported', 'unchanged', 'sent', 'conflict', 'failed', 'skipped', 'not_applicable'] as const;
+/** Where the worker leaves a job. needs_decision waits for a reviewer (POST /api/qc/jobs/{id}/decision). */
+export const TERMINAL_JOB_STATUSES = ['exported', 'unchanged', 'sent', 'conflict', 'failed', 'skipped', 'not_applicable', 'needs_decision'] as const;
 export type JobStatus = (typeof PENDING_JOB_STATUSES)[number] | (typeof TERMINAL_JOB_STATUSES)[number];
 
 /** Outcomes an admin may re-run: the ones that need a person (conflict, failed) or configuration (skipped). */

@@ -104,6 +104,15 @@ export class OsmApiClient {
   }
 
   /**
+   * The map call: every node in the box, the ways using them (with all their nodes) and the
+   * relations using either. `GET /api/0.6/map?bbox=left,bottom,right,top`.
+   */
+  async map(bounds: { south: number; west: number; north: number; east: number }): Promise<OsmElement[]> {
+    const f = (v: number) => v.toFixed(7);
+    return parseOsmDocument(await this.call('map', 'GET', `/map?bbox=${f(bounds.west)},${f(bounds.south)},${f(bounds.east)},${f(bounds.north)}`));
+  }
+
+  /**
    * The element with everything it references (ways: their nodes; relations: members and their
    * nodes), current versions included; null when it was deleted (410) or never existed (404).
    */

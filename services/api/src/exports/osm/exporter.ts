@@ -1,5 +1,6 @@
 import { managedOsmKeys } from '../category-mapping.js';
-import type { ExportsSettings } from '../config.js';
+import { licenceRefusal, type ExportsSettings } from '../config.js';
+import { ConflationLookupError, OverpassSource, candidatesFromOsmElements, conflate, type CandidateSource, type OsmConflationDecision } from '../conflation/osm.js';
 import { RetryableExportError } from '../errors.js';
 import { InvalidGeometryError, assertExportableGeometry } from '../geometry.js';
 import type { OsmExportJournal } from '../journal.js';
@@ -7,7 +8,7 @@ import type { CategoryMapping, ExportOutcome, FeatureSnapshot } from '../types.j
 import { OsmApiClient, OsmApiError } from './client.js';
 import { elementKey, isEmptyChange, type OsmElement, type OsmType } from './model.js';
 import { PlanConflictError, planFirstExport, planReExport, rootKindOf, type OsmPlan } from './plan.js';
-import { featureTags } from './tags.js';
+import { featureTags, linkedTags, sameTags } from './tags.js';
 
 /** What the caller persists after an export and hands back for the next one. */
 export interface OsmExportRecord {
@@ -17,6 +18,14 @@ export interface OsmExportRecord {
   version: number;
   /** The changeset of the last upload; null when nothing had to change. */
   changesetId: number | null;
+  /**
+   * Set when conflation linked the feature to an element that existed before: then only `ownedKeys`
+   * (tags the platform added) are ever changed or removed, every other tag is the community's, and
+   * the geometry is moved only if a reviewer chose so (`geometryOwned`).
+   */
+  linked?: boolean;
+  ownedKeys?: string[];
+  geometryOwned?: boolean;
 }
 
 export interface OsmExportRequest {
@@ -28,7 +37,7 @@ export interface OsmExportRequest {
 }
 
 export interface OsmExporterDeps {
-  settings: Pick<ExportsSettings, 'osm' | 'userAgent' | 'httpTimeoutMs'>;
+  settings: Pick<ExportsSettings, 'osm' | 'userAgent' | 'httpTimeoutMs' | 'licence'>;
   mapping: CategoryMapping;
   fetch?: typeof fetch;
 }
@@ -45,6 +54,8 @@ export interface OsmExporterDeps {
  * Errors: 409/412 (version conflict, element still used, element gone) → `conflict`, recorded and not
  * retried; other 4xx → `failed`; network errors, timeouts, 5xx and 429 → RetryableExportError.
  */
+type OsmFamilies = NonNullable<CategoryMapping[string]['osmMatch']>;
+
 export class OsmExporter {
   private readonly client: OsmApiClient | null;
   private readonly managedKeys: Set<string>;
@@ -55,20 +66,34 @@ export class OsmExporter {
       ? new OsmApiClient({ apiUrl: osm.apiUrl, accessToken: osm.accessToken, userAgent, timeoutMs: httpTimeoutMs, ...(deps.fetch ? { fetch: deps.fetch } : {}) })
       : null;
     this.managedKeys = managedOsmKeys(deps.mapping);
+    for (const key of deps.settings.osm.tagMapping.managedKeys) this.managedKeys.add(key);
+  }
+
+  /** Where conflation looks: Overpass, or the OSM API's map call on the same server as the upload. */
+  private candidateSource(client: OsmApiClient): CandidateSource {
+    const { conflation } = this.deps.settings.osm;
+    if (conflation.source === 'overpass' && conflation.overpassUrl) {
+      return new OverpassSource({ url: conflation.overpassUrl, userAgent: this.deps.settings.userAgent, timeoutMs: this.deps.settings.httpTimeoutMs, ...(this.deps.fetch ? { fetch: this.deps.fetch } : {}) });
+    }
+    return { name: 'map', find: async (bounds, families) => candidatesFromOsmElements(await client.map(bounds), families) };
   }
 
   async export(request: OsmExportRequest): Promise<ExportOutcome<OsmExportRecord>> {
     if (!this.client) return { status: 'skipped', reason: 'OSM_ACCESS_TOKEN is not set' };
     const { snapshot } = request;
+    const refusal = licenceRefusal(this.deps.settings.licence, 'osm');
+    if (refusal) return { status: 'skipped', reason: refusal };
     const rule = this.deps.mapping[snapshot.kategorie];
     if (!rule || Object.keys(rule.osmTags).length === 0) {
       return { status: 'not_applicable', reason: `category ${snapshot.kategorie} has no OSM tags in the mapping` };
     }
     try {
       assertExportableGeometry(snapshot.geometry);
-      return await this.run(this.client, request, rule.osmTags);
+      const families = rule.osmMatch && rule.osmMatch.length > 0 ? rule.osmMatch : [Object.fromEntries(Object.entries(rule.osmTags).map(([k, v]) => [k, [v]]))];
+      return await this.run(this.client, request, rule.osmTags, families);
     } catch (error) {
       if (error instanceof RetryableExportError) throw error;
+      if (error instanceof ConflationLookupError) return { status: 'failed', reason: error.message };
       if (error instanceof InvalidGeometryError || error instanceof RangeError) return { status: 'failed', reason: error.message };
       if (error instanceof PlanConflictError) return { status: 'conflict', reason: error.message };
       if (error instanceof OsmApiError) {
@@ -79,10 +104,27 @@ export class OsmExporter {
     }
   }
 
-  private async run(client: OsmApiClient, { snapshot, previous, journal }: OsmExportRequest, categoryTags: Record<string, string>): Promise<ExportOutcome<OsmExportRecord>> {
+  private async run(client: OsmApiClient, request: OsmExportRequest, categoryTags: Record<string, string>, families: OsmFamilies): Promise<ExportOutcome<OsmExportRecord>> {
+    const { snapshot, journal } = request;
+    let previous = request.previous;
+    let decision: OsmConflationDecision | null = null;
+    if (!previous && this.deps.settings.osm.conflation.enabled) {
+      // Before the first write: the decision is journaled first, so a re-run after a crash uses it.
+      decision = await journal.recordedDecision();
+      if (!decision) {
+        decision = await conflate(snapshot, families, this.candidateSource(client), this.deps.settings.osm.conflation);
+        await journal.recordDecision(decision);
+      }
+      if (decision.outcome === 'needs_decision') return { status: 'needs_decision', reason: decision.reason, candidates: decision.candidates };
+      if (decision.outcome === 'link') {
+        // version 0: the plan reads the element's current version; only the kind and id matter here.
+        previous = { type: decision.target.type, id: decision.target.id, version: 0, changesetId: null, linked: true, ownedKeys: [], geometryOwned: decision.moveGeometry };
+      }
+    }
+
     let changesetId = await journal.recordedChangeset();
     if (changesetId !== null) {
-      const recovered = await this.recover(client, changesetId, snapshot, previous);
+      const recovered = await this.recover(client, changesetId, snapshot, previous, decision);
       if (recovered) {
         await client.closeChangeset(changesetId);
         return { status: 'exported', result: recovered, detail: `recovered from changeset ${changesetId}` };
@@ -90,10 +132,17 @@ export class OsmExporter {
     }
 
     const plan = await this.plan(client, snapshot, previous, categoryTags);
+    const record = (id: number, version: number, changeset: number | null): OsmExportRecord => ({
+      type: plan.root.type,
+      id,
+      version,
+      changesetId: changeset,
+      ...(plan.linked ? { linked: true, ownedKeys: plan.linked.ownedKeys, geometryOwned: plan.linked.geometryOwned } : {}),
+    });
     if (isEmptyChange(plan.change)) {
       // An empty changeset left open by an earlier attempt would linger for an hour.
       if (changesetId !== null) await client.closeChangeset(changesetId).catch(() => undefined);
-      return { status: 'unchanged', result: { type: plan.root.type, id: plan.root.id, version: plan.unchangedRootVersion!, changesetId: null } };
+      return { status: 'unchanged', result: record(plan.root.id, plan.unchangedRootVersion!, null) };
     }
 
     if (changesetId === null || !(await client.getChangeset(changesetId)).open) {
@@ -110,24 +159,42 @@ export class OsmExporter {
       throw error;
     }
     const root = diff.find((d) => d.type === plan.root.type && d.oldId === plan.root.id);
-    const record: OsmExportRecord = {
-      type: plan.root.type,
-      id: root?.newId ?? plan.root.id,
-      version: root?.newVersion ?? plan.unchangedRootVersion!,
-      changesetId,
-    };
-    if (record.id < 0) throw new Error(`diffResult of changeset ${changesetId} lacks the root ${plan.root.type} ${plan.root.id}`);
+    const result = record(root?.newId ?? plan.root.id, root?.newVersion ?? plan.unchangedRootVersion!, changesetId);
+    if (result.id < 0) throw new Error(`diffResult of changeset ${changesetId} lacks the root ${plan.root.type} ${plan.root.id}`);
     await client.closeChangeset(changesetId);
-    return { status: 'exported', result: record };
+    return decision?.outcome === 'link' ? { status: 'exported', result, detail: `merged into existing ${decision.target.type} ${decision.target.id}: ${decision.reason}` } : { status: 'exported', result };
   }
 
-  private async plan(client: OsmApiClient, snapshot: FeatureSnapshot, previous: OsmExportRecord | null, categoryTags: Record<string, string>): Promise<OsmPlan> {
+  private async plan(client: OsmApiClient, snapshot: FeatureSnapshot, previous: OsmExportRecord | null, categoryTags: Record<string, string>): Promise<OsmPlan & { linked?: { ownedKeys: string[]; geometryOwned: boolean } }> {
     const tags = featureTags(snapshot, { osmTags: categoryTags, wikidataClass: null }, rootKindOf(snapshot.geometry) === 'relation');
     if (!previous) return planFirstExport(snapshot.geometry, tags);
     const elements = await client.fetchFull(previous.type, previous.id);
     if (!elements) throw new PlanConflictError(`${previous.type} ${previous.id} was deleted on OSM`);
     const current = new Map(elements.map((e) => [elementKey(e.type, e.id), e] as const));
+    if (previous.linked) return this.planLinked(snapshot, previous, current);
     return planReExport(snapshot.geometry, tags, this.managedKeys, previous, current);
+  }
+
+  /**
+   * An element that existed before the platform linked to it: our tags are merged in without
+   * overwriting anyone's values (see linkedTags); its geometry stays unless a reviewer chose to move
+   * it, and it is never deleted or replaced by an element of another kind.
+   */
+  private planLinked(snapshot: FeatureSnapshot, previous: OsmExportRecord, current: ReadonlyMap<string, OsmElement>): OsmPlan & { linked: { ownedKeys: string[]; geometryOwned: boolean } } {
+    const existing = current.get(elementKey(previous.type, previous.id));
+    if (!existing) throw new PlanConflictError(`${previous.type} ${previous.id} is no longer on OSM`);
+    // The category tags are left out: the element already carries its family's tagging.
+    const ours = featureTags(snapshot, { osmTags: {}, wikidataClass: null }, false);
+    const merged = linkedTags(existing.tags, ours, new Set(previous.ownedKeys ?? []));
+    const geometryOwned = previous.geometryOwned === true;
+    const linked = { ownedKeys: merged.ownedKeys, geometryOwned };
+    if (geometryOwned) {
+      if (rootKindOf(snapshot.geometry) !== previous.type) throw new PlanConflictError(`the reviewer chose to move ${previous.type} ${previous.id} to the feature's geometry, but a ${snapshot.geometry.type} cannot become a ${previous.type}`);
+      // Every key of the element counts as managed here: merged already holds the final tags.
+      return { ...planReExport(snapshot.geometry, merged.tags, new Set(Object.keys(existing.tags)), previous, current), linked };
+    }
+    if (sameTags(merged.tags, existing.tags)) return { change: { create: [], modify: [], delete: [], deleteIfUnused: [] }, root: previous, unchangedRootVersion: existing.version!, linked };
+    return { change: { create: [], modify: [{ ...existing, tags: merged.tags }], delete: [], deleteIfUnused: [] }, root: previous, linked };
   }
 
   /**
@@ -135,12 +202,21 @@ export class OsmExporter {
    * The root is the previous root when it kept its kind, otherwise the created element of the new
    * kind that no other created or modified element references.
    */
-  private async recover(client: OsmApiClient, changesetId: number, snapshot: FeatureSnapshot, previous: OsmExportRecord | null): Promise<OsmExportRecord | null> {
+  private async recover(client: OsmApiClient, changesetId: number, snapshot: FeatureSnapshot, previous: OsmExportRecord | null, decision: OsmConflationDecision | null): Promise<OsmExportRecord | null> {
     const download = await client.downloadChangeset(changesetId);
     const touched = [...download.create, ...download.modify];
     if (touched.length + download.delete.length === 0) return null;
     const kind = rootKindOf(snapshot.geometry);
     let root: OsmElement | undefined;
+    if (previous?.linked) {
+      root = touched.find((e) => e.type === previous.type && e.id === previous.id);
+      if (!root || root.version === undefined) throw new PlanConflictError(`changeset ${changesetId} has changes but not to the linked ${previous.type} ${previous.id}`);
+      // The keys the platform added are those the element lacked when conflation looked at it.
+      const before = decision?.candidates.find((c) => c.type === previous.type && c.id === previous.id)?.tags ?? {};
+      const ours = featureTags(snapshot, { osmTags: {}, wikidataClass: null }, false);
+      const ownedKeys = previous.ownedKeys && previous.ownedKeys.length > 0 ? previous.ownedKeys : Object.keys(ours).filter((k) => before[k] === undefined);
+      return { type: root.type, id: root.id, version: root.version, changesetId, linked: true, ownedKeys, geometryOwned: previous.geometryOwned === true };
+    }
     if (previous && previous.type === kind) {
       root = touched.find((e) => e.type === previous.type && e.id === previous.id);
       if (!root) {
@@ -159,10 +235,23 @@ export class OsmExporter {
     return { type: root.type, id: root.id, version: root.version, changesetId };
   }
 
+  /** The import conventions (docs/qc.md): comment, source, created_by, hashtags and import=yes. */
   private changesetTags(snapshot: FeatureSnapshot): Record<string, string> {
-    return {
-      comment: `${snapshot.kategorie} "${snapshot.name}" (feature ${snapshot.id}, version ${snapshot.version})`.slice(0, 255),
+    const conventions = this.deps.settings.osm.changeset;
+    const comment = conventions.comment
+      .replaceAll('{kategorie}', snapshot.kategorie)
+      .replaceAll('{name}', snapshot.name.trim())
+      .replaceAll('{featureId}', snapshot.id)
+      .replaceAll('{version}', String(snapshot.version));
+    const tags: Record<string, string> = {
+      comment: `${comment} ${conventions.hashtags.split(';').join(' ')}`.slice(0, 255),
+      source: conventions.source,
       created_by: this.deps.settings.userAgent.slice(0, 255),
+      hashtags: conventions.hashtags,
     };
+    if (conventions.importTag) tags.import = 'yes';
+    const licence = this.deps.settings.licence;
+    if (licence.licence) tags['source:license'] = licence.licence;
+    return tags;
   }
 }

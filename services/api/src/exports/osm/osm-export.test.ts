@@ -5,6 +5,7 @@ import { SEED_CATEGORY_MAPPING } from '../category-mapping.js';
 import { RetryableExportError } from '../errors.js';
 import { createMemoryJournal } from '../journal.js';
 import type { ExportOutcome, FeatureGeometry, FeatureSnapshot } from '../types.js';
+import { testExportsSettings } from '../testing/settings.js';
 import { OsmExporter, type OsmExportRecord } from './exporter.js';
 
 const TOKEN = 'test-token';
@@ -23,7 +24,8 @@ beforeEach(() => {
 
 function exporter(overrides: { token?: string; fetch?: typeof fetch; apiUrl?: string } = {}): OsmExporter {
   return new OsmExporter({
-    settings: { osm: { apiUrl: overrides.apiUrl ?? osm.url, accessToken: 'token' in overrides ? overrides.token : TOKEN }, userAgent: UA, httpTimeoutMs: 5000 },
+    // These tests are about creating and re-exporting; conflation has its own (conflation.test.ts).
+    settings: testExportsSettings({ OSM_API_URL: overrides.apiUrl ?? osm.url, OSM_ACCESS_TOKEN: 'token' in overrides ? overrides.token : TOKEN, EXPORT_USER_AGENT: UA, EXPORT_HTTP_TIMEOUT_MS: '5000', OSM_CONFLATION: 'false' }),
     mapping: SEED_CATEGORY_MAPPING,
     ...(overrides.fetch ? { fetch: overrides.fetch } : {}),
   });
@@ -318,7 +320,7 @@ describe('errors', () => {
 
   it('a category without OSM tags is not applicable', async () => {
     const outcome = await new OsmExporter({
-      settings: { osm: { apiUrl: osm.url, accessToken: TOKEN }, userAgent: UA, httpTimeoutMs: 5000 },
+      settings: testExportsSettings({ OSM_API_URL: osm.url, OSM_ACCESS_TOKEN: TOKEN, EXPORT_USER_AGENT: UA, OSM_CONFLATION: 'false' }),
       mapping: { ...SEED_CATEGORY_MAPPING, sonstiges: { osmTags: {}, wikidataClass: null } },
     }).export({ snapshot: snapshot(square, { kategorie: 'sonstiges' }), previous: null, journal: createMemoryJournal() });
     expect(outcome.status).toBe('not_applicable');

@@ -28,3 +28,21 @@ export function sameTags(a: OsmTags, b: OsmTags): boolean {
   const keys = Object.keys(a);
   return keys.length === Object.keys(b).length && keys.every((k) => b[k] === a[k]);
 }
+
+/**
+ * Tags for an element that existed before the platform linked to it: a key the element lacks is
+ * added (and from then on owned by the platform); a key we own is updated or, when we no longer set
+ * it, removed; every other value stays exactly as the community left it, even where ours differs.
+ */
+export function linkedTags(existing: OsmTags, ours: OsmTags, owned: ReadonlySet<string>): { tags: OsmTags; ownedKeys: string[] } {
+  const tags: OsmTags = { ...existing };
+  const ownedKeys: string[] = [];
+  for (const key of owned) if (!(key in ours)) delete tags[key];
+  for (const [key, value] of Object.entries(ours)) {
+    if (owned.has(key) || !(key in existing)) {
+      tags[key] = value;
+      ownedKeys.push(key);
+    }
+  }
+  return { tags, ownedKeys: ownedKeys.sort() };
+}

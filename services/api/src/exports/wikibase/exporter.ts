@@ -1,16 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import WBEdit from 'wikibase-edit';
-import type { ExportsSettings, WikibaseSettings } from '../config.js';
+import { licenceRefusal, type ExportsSettings, type WikibaseSettings } from '../config.js';
+import { bestNameSimilarity } from '../conflation/names.js';
+import { decideWikibase, type WikibaseCandidate, type WikibaseConflationDecision } from '../conflation/wikibase.js';
 import { RetryableExportError } from '../errors.js';
 import { InvalidGeometryError, assertExportableGeometry, centroidOf } from '../geometry.js';
 import type { WikibaseExportJournal } from '../journal.js';
 import type { CategoryMapping, ExportOutcome, FeatureSnapshot } from '../types.js';
-import { RETRYABLE_API_CODES, WikibaseApiError, WikibaseReader, type WikibaseItem } from './reads.js';
+import { RETRYABLE_API_CODES, WikibaseApiError, WikibaseReader, withMaxlagRetries, type MaxlagPolicy, type WikibaseItem } from './reads.js';
 
 /** What the caller persists after an export and hands back for the next one. */
 export interface WikibaseExportRecord {
   itemId: string;
   revisionId: number;
+  /** The item existed before (conflation): only missing statements are ever added, nothing overwritten. */
+  linked?: boolean;
 }
 
 export interface WikibaseExportRequest {
@@ -18,12 +22,21 @@ export interface WikibaseExportRequest {
   previous: WikibaseExportRecord | null;
   /** Scoped to this one export of this one approved version. */
   journal: WikibaseExportJournal;
+  /** The OSM element the feature's OSM export created or linked, with its `wikidata` tag if it had one. */
+  osmLink?: { type: string; id: number; wikidata: string | null } | null;
 }
 
 export interface WikibaseExporterDeps {
-  settings: Pick<ExportsSettings, 'wikibase' | 'userAgent' | 'httpTimeoutMs'>;
+  settings: Pick<ExportsSettings, 'wikibase' | 'userAgent' | 'httpTimeoutMs' | 'licence'> & { osm?: Pick<ExportsSettings['osm'], 'conflation'> };
   mapping: CategoryMapping;
+  /** Pause before the first maxlag retry (doubled each time); tests shorten it. */
+  maxlagBackoffMs?: number;
 }
+
+/** Conflation thresholds when no OSM settings are given (the stand-alone exporter in tests and CLIs). */
+const DEFAULT_CONFLATION = { enabled: true, nameStrong: 0.8, nameWeak: 0.5 };
+
+type Coordinate = { latitude: number; longitude: number; precision: number; globe: string };
 
 /** Wikidata's Earth; Wikibase installs use the same globe URI for coordinates. */
 const EARTH = 'http://www.wikidata.org/entity/Q2';
@@ -54,6 +67,8 @@ export class WikibaseExporter {
     const settings = this.deps.settings.wikibase;
     if (!settings.instanceUrl || !this.apiEndpoint) return { status: 'skipped', reason: 'WIKIBASE_URL is not set' };
     if (!settings.credentials) return { status: 'skipped', reason: 'no Wikibase credentials (WIKIBASE_USERNAME/WIKIBASE_PASSWORD or WIKIBASE_OAUTH2_TOKEN)' };
+    const refusal = licenceRefusal(this.deps.settings.licence, 'wikidata');
+    if (refusal) return { status: 'skipped', reason: refusal };
     const rule = this.deps.mapping[request.snapshot.kategorie];
     if (!rule?.wikidataClass) return { status: 'not_applicable', reason: `category ${request.snapshot.kategorie} has no Wikidata class` };
     try {
@@ -77,7 +92,13 @@ export class WikibaseExporter {
       timer.unref();
     });
     try {
-      return await Promise.race([call(), deadline]);
+      // Maxlag answers are waited out here with backoff (bot etiquette), not thrown to the queue at once.
+      return await withMaxlagRetries(this.maxlagPolicy(), () => Promise.race([call(), deadline]), (e) => {
+        const err = e as { name?: string; headers?: { get?: (name: string) => string | null } };
+        if (err.name !== 'maxlag') return null;
+        const header = err.headers?.get?.('retry-after');
+        return { retryAfterMs: header && /^\d+$/.test(header) ? Number(header) * 1000 : undefined };
+      });
     } catch (error) {
       // A failed login or token fetch stays cached inside a wikibase-edit instance; start afresh next time.
       this.edit = null;
@@ -87,9 +108,14 @@ export class WikibaseExporter {
     }
   }
 
+  private maxlagPolicy(): MaxlagPolicy {
+    const { maxlag, maxlagRetries } = this.deps.settings.wikibase;
+    return { maxlag, retries: maxlagRetries, backoffMs: this.deps.maxlagBackoffMs ?? 5000 };
+  }
+
   private reader(settings: WikibaseSettings): WikibaseReader {
     const bearer = settings.credentials && 'oauth2Token' in settings.credentials ? settings.credentials.oauth2Token : undefined;
-    return new WikibaseReader({ apiEndpoint: this.apiEndpoint!, userAgent: this.deps.settings.userAgent, timeoutMs: this.deps.settings.httpTimeoutMs, ...(bearer ? { bearer } : {}) });
+    return new WikibaseReader({ apiEndpoint: this.apiEndpoint!, userAgent: this.deps.settings.userAgent, timeoutMs: this.deps.settings.httpTimeoutMs, maxlag: this.maxlagPolicy(), ...(bearer ? { bearer } : {}) });
   }
 
   private editor(settings: WikibaseSettings): WbEdit {
@@ -100,22 +126,63 @@ export class WikibaseExporter {
       credentials: 'oauth2Token' in credentials ? { oauth2: { accessToken: credentials.oauth2Token } } : { username: credentials.username, password: credentials.password },
       userAgent: this.deps.settings.userAgent,
       bot: settings.bot,
+      maxlag: settings.maxlag,
       // wikibase-edit would otherwise retry some errors without limit; the job queue owns retries.
       autoRetry: false,
     });
     return this.edit;
   }
 
-  private async run(settings: WikibaseSettings, { snapshot, previous, journal }: WikibaseExportRequest, wikidataClass: string): Promise<ExportOutcome<WikibaseExportRecord>> {
+  private async run(settings: WikibaseSettings, request: WikibaseExportRequest, wikidataClass: string): Promise<ExportOutcome<WikibaseExportRecord>> {
+    const { snapshot, journal } = request;
+    let previous = request.previous;
     const reader = this.reader(settings);
     const centroid = centroidOf(snapshot.geometry);
     const coordinate = { latitude: round(centroid.latitude), longitude: round(centroid.longitude), precision: PRECISION, globe: EARTH };
     const label = snapshot.name.trim().slice(0, 250);
+    const reference = this.reference(snapshot);
+    if (settings.botAccount && (await this.accountName(settings, reader)) !== settings.botAccount) {
+      return { status: 'failed', reason: `the Wikibase credentials do not log in as the configured bot account ${settings.botAccount} (WIKIBASE_BOT_ACCOUNT)` };
+    }
+
+    const conflation = this.deps.settings.osm?.conflation ?? DEFAULT_CONFLATION;
+    let match: WikibaseConflationDecision | null = null;
+    if (!previous && conflation.enabled) {
+      match = await journal.recordedMatch();
+      if (!match) {
+        match = decideWikibase(await this.candidates(reader, settings, snapshot.name, coordinate, wikidataClass, request.osmLink ?? null, conflation));
+        await journal.recordMatch(match);
+      }
+      if (match.outcome === 'needs_decision') return { status: 'needs_decision', reason: match.reason, candidates: match.candidates };
+      if (match.outcome === 'link') previous = { itemId: match.itemId, revisionId: 0, linked: true };
+    }
+
+    if (previous?.linked) {
+      const item = await reader.getItem(previous.itemId);
+      if (!item) return { status: 'conflict', reason: `item ${previous.itemId} no longer exists on ${settings.instanceUrl}` };
+      const missing = this.missingStatements(item, settings, reference, label, wikidataClass, coordinate, request.osmLink ?? null);
+      const unreferenced = this.statementsLackingOurReference(item, settings, reference, wikidataClass, coordinate);
+      if (!missing && unreferenced.length === 0) return { status: 'unchanged', result: { itemId: item.id, revisionId: item.lastrevid, linked: true } };
+      let revisionId = item.lastrevid;
+      if (missing) {
+        const params = { id: item.id as `Q${number}`, ...missing, summary: this.summary(snapshot, 'update') } as EditParams;
+        const response = await this.viaWikibaseEdit(() => this.editor(settings).entity.edit(params));
+        revisionId = Number(response.entity.lastrevid);
+      }
+      // Statements already there that say what our data says get our reference too (one edit each).
+      for (const guid of unreferenced) {
+        const params = { guid, snaks: reference, summary: this.summary(snapshot, 'update') } as Parameters<WbEdit['reference']['set']>[0];
+        const response = (await this.viaWikibaseEdit(() => this.editor(settings).reference.set(params))) as { pageinfo?: { lastrevid?: number } };
+        revisionId = Number(response.pageinfo?.lastrevid ?? revisionId);
+      }
+      const detail = match?.outcome === 'link' ? `added missing statements and references to existing item ${item.id}: ${match.reason}` : undefined;
+      return { status: 'exported', result: { itemId: item.id, revisionId, linked: true }, ...(detail ? { detail } : {}) };
+    }
 
     if (previous) {
       const item = await reader.getItem(previous.itemId);
       if (!item) return { status: 'conflict', reason: `item ${previous.itemId} no longer exists on ${settings.instanceUrl}` };
-      const changes = this.updateFor(item, settings, label, wikidataClass, coordinate);
+      const changes = this.updateFor(item, settings, reference, label, wikidataClass, coordinate);
       if (!changes) return { status: 'unchanged', result: { itemId: item.id, revisionId: item.lastrevid } };
       const params = { id: item.id as `Q${number}`, ...changes, summary: this.summary(snapshot, 'update') } as EditParams;
       const response = await this.viaWikibaseEdit(() => this.editor(settings).entity.edit(params));
@@ -135,7 +202,10 @@ export class WikibaseExporter {
     const params = {
       type: 'item',
       labels: { [settings.language]: label },
-      claims: { [settings.instanceOfProperty]: wikidataClass, [settings.coordinatesProperty]: { value: coordinate } },
+      claims: {
+        [settings.instanceOfProperty]: { value: wikidataClass, references: [reference] },
+        [settings.coordinatesProperty]: { value: coordinate, references: [reference] },
+      },
       summary: `${this.summary(snapshot, 'create')} [${intent}]`,
     } as Parameters<WbEdit['entity']['create']>[0];
     const response = await this.viaWikibaseEdit(() => this.editor(settings).entity.create(params));
@@ -147,13 +217,13 @@ export class WikibaseExporter {
    * manages is touched: the label in the configured language, P31 values that are classes of the
    * mapping, and P625. Other statements and labels added by the community stay.
    */
-  private updateFor(item: WikibaseItem, settings: WikibaseSettings, label: string, wikidataClass: string, coordinate: { latitude: number; longitude: number; precision: number; globe: string }): Partial<EditParams> | null {
+  private updateFor(item: WikibaseItem, settings: WikibaseSettings, reference: Record<string, string>, label: string, wikidataClass: string, coordinate: Coordinate): Partial<EditParams> | null {
     const managedClasses = new Set(Object.values(this.deps.mapping).map((r) => r.wikidataClass).filter((c): c is string => c !== null));
     const claims: Record<string, unknown[]> = {};
     const classStatements = item.claims[settings.instanceOfProperty] ?? [];
     const classOf = (s: (typeof classStatements)[number]) => (s.mainsnak.datavalue?.value as { id?: string } | undefined)?.id;
     const classEdits: unknown[] = classStatements.filter((s) => classOf(s) !== wikidataClass && managedClasses.has(classOf(s) ?? '')).map((s) => ({ id: s.id, remove: true }));
-    if (!classStatements.some((s) => classOf(s) === wikidataClass)) classEdits.push(wikidataClass);
+    if (!classStatements.some((s) => classOf(s) === wikidataClass)) classEdits.push({ value: wikidataClass, references: [reference] });
     if (classEdits.length > 0) claims[settings.instanceOfProperty] = classEdits;
 
     const coordinateStatements = item.claims[settings.coordinatesProperty] ?? [];
@@ -161,7 +231,7 @@ export class WikibaseExporter {
       const v = coordinateStatements[0]!.mainsnak.datavalue?.value as { latitude?: number; longitude?: number } | undefined;
       return v !== undefined && Math.abs((v.latitude ?? NaN) - coordinate.latitude) < PRECISION / 2 && Math.abs((v.longitude ?? NaN) - coordinate.longitude) < PRECISION / 2;
     })();
-    if (!sameCoordinate) claims[settings.coordinatesProperty] = [...coordinateStatements.map((s) => ({ id: s.id, remove: true })), { value: coordinate }];
+    if (!sameCoordinate) claims[settings.coordinatesProperty] = [...coordinateStatements.map((s) => ({ id: s.id, remove: true })), { value: coordinate, references: [reference] }];
 
     const changes: Record<string, unknown> = {};
     if (item.labels[settings.language]?.value !== label) changes.labels = { [settings.language]: label };
@@ -180,8 +250,107 @@ export class WikibaseExporter {
   }
 
   private summary(snapshot: FeatureSnapshot, kind: 'create' | 'update'): string {
-    return `${kind === 'create' ? 'Created' : 'Updated'} from approved feature ${snapshot.id} version ${snapshot.version}`;
+    const approval = this.deps.settings.wikibase.botApprovalUrl;
+    return `${kind === 'create' ? 'Created' : 'Updated'} from approved feature ${snapshot.id} version ${snapshot.version}${approval ? ` (bot approval: ${approval})` : ''}`;
   }
+
+  /**
+   * The reference every statement carries: stated in (P248) the city's dataset item when one is
+   * configured, the reference URL (P854) of the feature's public page, and retrieved (P813) today.
+   * Never "imported from" (P143).
+   */
+  private reference(snapshot: FeatureSnapshot): Record<string, string> {
+    const { references } = this.deps.settings.wikibase;
+    const out: Record<string, string> = {};
+    if (references.statedInItem) out[references.statedInProperty] = references.statedInItem;
+    out[references.referenceUrlProperty] = references.publicUrl.replaceAll('{featureId}', encodeURIComponent(snapshot.id));
+    out[references.retrievedProperty] = new Date().toISOString().slice(0, 10);
+    return out;
+  }
+
+  /**
+   * An item that existed before: add what it lacks — the label in our language, P31 when it has no
+   * class at all, P625 when it has no coordinate, P402 when OSM linked a relation — each with our
+   * reference. Values already there are never replaced, even where ours differ.
+   */
+  private missingStatements(item: WikibaseItem, settings: WikibaseSettings, reference: Record<string, string>, label: string, wikidataClass: string, coordinate: Coordinate, osmLink: WikibaseExportRequest['osmLink']): Partial<EditParams> | null {
+    const claims: Record<string, unknown[]> = {};
+    if ((item.claims[settings.instanceOfProperty] ?? []).length === 0) claims[settings.instanceOfProperty] = [{ value: wikidataClass, references: [reference] }];
+    if ((item.claims[settings.coordinatesProperty] ?? []).length === 0) claims[settings.coordinatesProperty] = [{ value: coordinate, references: [reference] }];
+    if (osmLink?.type === 'relation' && (item.claims[settings.osmRelationProperty] ?? []).length === 0) claims[settings.osmRelationProperty] = [{ value: String(osmLink.id), references: [reference] }];
+    const changes: Record<string, unknown> = {};
+    if (!item.labels[settings.language]) changes.labels = { [settings.language]: label };
+    if (Object.keys(claims).length > 0) changes.claims = claims;
+    return Object.keys(changes).length > 0 ? (changes as Partial<EditParams>) : null;
+  }
+
+  /**
+   * Statements of an existing item that state what our data states — P31 = the category's class, P625
+   * within 25 m of our centroid — but do not carry our reference yet (recognised by its reference URL).
+   */
+  private statementsLackingOurReference(item: WikibaseItem, settings: WikibaseSettings, reference: Record<string, string>, wikidataClass: string, coordinate: Coordinate): string[] {
+    const ourUrl = reference[settings.references.referenceUrlProperty];
+    const hasOurs = (statement: WikibaseItem['claims'][string][number]) =>
+      (statement.references ?? []).some((r) => {
+        const snaks = Array.isArray(r.snaks) ? (r.snaks as { property?: string; datavalue?: { value?: unknown } }[]) : Object.values(r.snaks as Record<string, { property?: string; datavalue?: { value?: unknown } }[]>).flat();
+        return snaks.some((snak) => snak.property === settings.references.referenceUrlProperty && snak.datavalue?.value === ourUrl);
+      });
+    const out: string[] = [];
+    for (const statement of item.claims[settings.instanceOfProperty] ?? []) {
+      if ((statement.mainsnak.datavalue?.value as { id?: string } | undefined)?.id === wikidataClass && !hasOurs(statement)) out.push(statement.id);
+    }
+    for (const statement of item.claims[settings.coordinatesProperty] ?? []) {
+      const v = statement.mainsnak.datavalue?.value as { latitude?: number; longitude?: number } | undefined;
+      if (v?.latitude === undefined || v.longitude === undefined) continue;
+      if (haversineM(coordinate, { latitude: v.latitude, longitude: v.longitude }) <= 25 && !hasOurs(statement)) out.push(statement.id);
+    }
+    return out;
+  }
+
+  /**
+   * Candidate items: through the OSM link (the element's wikidata tag, or P402 = the relation), and
+   * items with a coordinate nearby whose P31 is the category's class and whose label is similar.
+   */
+  private async candidates(
+    reader: WikibaseReader,
+    settings: WikibaseSettings,
+    name: string,
+    coordinate: Coordinate,
+    wikidataClass: string,
+    osmLink: WikibaseExportRequest['osmLink'] | null,
+    thresholds: { nameStrong: number; nameWeak: number },
+  ): Promise<WikibaseCandidate[]> {
+    const linkedIds = new Set<string>();
+    if (osmLink?.wikidata && /^Q[1-9]\d*$/.test(osmLink.wikidata)) linkedIds.add(osmLink.wikidata);
+    if (osmLink?.type === 'relation') for (const id of await reader.itemsWithStatement(settings.osmRelationProperty, String(osmLink.id))) linkedIds.add(id);
+    const nearIds = await reader.itemsNear(coordinate.latitude, coordinate.longitude, settings.conflationRadiusM);
+    const items = await reader.getItems([...new Set([...linkedIds, ...nearIds])]);
+    const out: WikibaseCandidate[] = [];
+    for (const item of items) {
+      const viaOsmLink = linkedIds.has(item.id);
+      const classes = (item.claims[settings.instanceOfProperty] ?? []).map((s) => (s.mainsnak.datavalue?.value as { id?: string } | undefined)?.id);
+      if (!viaOsmLink && !classes.includes(wikidataClass)) continue;
+      const similarity = bestNameSimilarity(name, Object.values(item.labels).map((l) => l.value));
+      if (!viaOsmLink && similarity !== null && similarity < thresholds.nameWeak) continue;
+      const position = item.claims[settings.coordinatesProperty]?.[0]?.mainsnak.datavalue?.value as { latitude?: number; longitude?: number } | undefined;
+      const distanceM = position?.latitude !== undefined && position.longitude !== undefined ? Math.round(haversineM(coordinate, { latitude: position.latitude, longitude: position.longitude })) : null;
+      out.push({
+        itemId: item.id,
+        label: item.labels[settings.language]?.value ?? Object.values(item.labels)[0]?.value ?? null,
+        distanceM,
+        nameSimilarity: similarity === null ? null : Number(similarity.toFixed(2)),
+        viaOsmLink,
+        strength: viaOsmLink || (similarity !== null && similarity >= thresholds.nameStrong) ? 'strong' : 'weak',
+      });
+    }
+    return out;
+  }
+}
+
+function haversineM(a: { latitude: number; longitude: number }, b: { latitude: number; longitude: number }): number {
+  const rad = Math.PI / 180;
+  const h = Math.sin(((b.latitude - a.latitude) * rad) / 2) ** 2 + Math.cos(a.latitude * rad) * Math.cos(b.latitude * rad) * Math.sin(((b.longitude - a.longitude) * rad) / 2) ** 2;
+  return 2 * 6_371_000 * Math.asin(Math.sqrt(h));
 }
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT']);

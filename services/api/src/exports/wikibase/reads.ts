@@ -1,4 +1,4 @@
-import { RetryableExportError, isRetryableStatus } from '../errors.js';
+import { RetryableExportError, isRetryableStatus, retryAfterMs } from '../errors.js';
 
 /** A MediaWiki API error answer ({ error: { code, info } }). */
 export class WikibaseApiError extends Error {
@@ -17,6 +17,7 @@ export const RETRYABLE_API_CODES = new Set(['maxlag', 'readonly', 'ratelimited',
 export interface WikibaseStatement {
   id: string;
   mainsnak: { property: string; datavalue?: { type: string; value: unknown } };
+  references?: { snaks: Record<string, unknown[]> | unknown[] }[];
 }
 
 export interface WikibaseItem {
@@ -26,7 +27,39 @@ export interface WikibaseItem {
   claims: Record<string, WikibaseStatement[]>;
 }
 
+/** Maxlag etiquette: every request carries maxlag; a maxlag answer is retried after a growing pause. */
+export interface MaxlagPolicy {
+  maxlag: number;
+  retries: number;
+  /** The first pause; doubled on every further retry, never shorter than the server's Retry-After. */
+  backoffMs: number;
+}
+
+export const DEFAULT_MAXLAG_POLICY: MaxlagPolicy = { maxlag: 5, retries: 4, backoffMs: 5000 };
+
+/** Run `attempt` until it stops failing with maxlag, pausing with exponential backoff in between. */
+export async function withMaxlagRetries<T>(policy: MaxlagPolicy, attempt: () => Promise<T>, isMaxlag: (error: unknown) => { retryAfterMs: number | undefined } | null): Promise<T> {
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      const lag = isMaxlag(error);
+      if (!lag) throw error;
+      const pause = Math.max(policy.backoffMs * 2 ** n, lag.retryAfterMs ?? 0);
+      if (n >= policy.retries) throw new RetryableExportError(`Wikibase replication lag stayed above maxlag=${policy.maxlag} after ${n + 1} attempts`, { cause: error, retryAfterMs: pause });
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
+}
+
+class MaxlagAnswer extends Error {
+  constructor(readonly retryAfterMs: number | undefined) {
+    super('maxlag');
+  }
+}
+
 export interface WikibaseReaderOptions {
+  maxlag?: MaxlagPolicy;
   /** e.g. https://www.wikidata.org/w/api.php */
   apiEndpoint: string;
   userAgent: string;
@@ -47,7 +80,12 @@ export class WikibaseReader {
     this.fetchImpl = options.fetch ?? fetch;
   }
 
-  private async get(params: Record<string, string>): Promise<Record<string, unknown>> {
+  private get(params: Record<string, string>): Promise<Record<string, unknown>> {
+    const policy = this.options.maxlag ?? DEFAULT_MAXLAG_POLICY;
+    return withMaxlagRetries(policy, () => this.getOnce({ ...params, maxlag: String(policy.maxlag) }), (e) => (e instanceof MaxlagAnswer ? { retryAfterMs: e.retryAfterMs } : null));
+  }
+
+  private async getOnce(params: Record<string, string>): Promise<Record<string, unknown>> {
     const url = `${this.options.apiEndpoint}?${new URLSearchParams({ ...params, format: 'json' }).toString()}`;
     const headers: Record<string, string> = { 'user-agent': this.options.userAgent };
     if (this.options.bearer) headers.authorization = `Bearer ${this.options.bearer}`;
@@ -68,6 +106,7 @@ export class WikibaseReader {
     }
     const error = body.error as { code?: string; info?: string } | undefined;
     if (error) {
+      if (error.code === 'maxlag') throw new MaxlagAnswer(retryAfterMs(response.headers.get('retry-after')));
       if (RETRYABLE_API_CODES.has(error.code ?? '')) throw new RetryableExportError(`Wikibase ${params.action}: ${error.code}`);
       throw new WikibaseApiError(error.code ?? 'unknown', error.info ?? '');
     }
@@ -76,15 +115,33 @@ export class WikibaseReader {
 
   /** The item with labels and statements, or null if it does not exist (deleted, never created). */
   async getItem(id: string): Promise<WikibaseItem | null> {
-    const body = await this.get({ action: 'wbgetentities', ids: id, props: 'info|labels|claims' });
-    const entity = (body.entities as Record<string, Record<string, unknown>> | undefined)?.[id];
-    if (!entity || 'missing' in entity) return null;
-    return {
-      id,
-      lastrevid: Number(entity.lastrevid),
-      labels: (entity.labels ?? {}) as WikibaseItem['labels'],
-      claims: (entity.claims ?? {}) as WikibaseItem['claims'],
-    };
+    return (await this.getItems([id]))[0] ?? null;
+  }
+
+  /** Up to 50 items in one request; missing ones are left out. */
+  async getItems(ids: string[]): Promise<WikibaseItem[]> {
+    if (ids.length === 0) return [];
+    const body = await this.get({ action: 'wbgetentities', ids: ids.slice(0, 50).join('|'), props: 'info|labels|claims' });
+    const entities = (body.entities ?? {}) as Record<string, Record<string, unknown>>;
+    return ids.slice(0, 50).flatMap((id) => {
+      const entity = entities[id];
+      if (!entity || 'missing' in entity) return [];
+      return [{ id, lastrevid: Number(entity.lastrevid), labels: (entity.labels ?? {}) as WikibaseItem['labels'], claims: (entity.claims ?? {}) as WikibaseItem['claims'] }];
+    });
+  }
+
+  /** Items with a coordinate within `radiusM` (GeoData's list=geosearch, which indexes P625 on Wikidata). */
+  async itemsNear(latitude: number, longitude: number, radiusM: number): Promise<string[]> {
+    const body = await this.get({ action: 'query', list: 'geosearch', gscoord: `${latitude.toFixed(6)}|${longitude.toFixed(6)}`, gsradius: String(Math.round(radiusM)), gslimit: '50' });
+    const hits = (body.query as { geosearch?: { title: string }[] } | undefined)?.geosearch ?? [];
+    return hits.map((h) => /(Q[1-9]\d*)$/.exec(h.title)?.[1]).filter((id): id is string => id !== undefined);
+  }
+
+  /** Items with a statement property=value (CirrusSearch's haswbstatement), e.g. P402=the OSM relation. */
+  async itemsWithStatement(property: string, value: string): Promise<string[]> {
+    const body = await this.get({ action: 'query', list: 'search', srsearch: `haswbstatement:${property}=${value}`, srlimit: '10' });
+    const hits = (body.query as { search?: { title: string }[] } | undefined)?.search ?? [];
+    return hits.map((h) => /(Q[1-9]\d*)$/.exec(h.title)?.[1]).filter((id): id is string => id !== undefined);
   }
 
   /** A cheap read that proves the wiki is reachable before anything is written. */

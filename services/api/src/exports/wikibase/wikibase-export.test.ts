@@ -5,6 +5,7 @@ import type { WikibaseCredentials } from '../config.js';
 import { RetryableExportError } from '../errors.js';
 import { createMemoryJournal } from '../journal.js';
 import type { ExportOutcome, FeatureGeometry, FeatureSnapshot } from '../types.js';
+import { testExportsSettings } from '../testing/settings.js';
 import { WikibaseExporter, type WikibaseExportRecord } from './exporter.js';
 
 const UA = 'feature-mapping-platform-tests/1.0';
@@ -17,17 +18,15 @@ beforeAll(async () => {
 afterAll(() => wiki.close());
 
 function exporter(overrides: { url?: string | undefined; credentials?: WikibaseCredentials | undefined; timeoutMs?: number } = {}): WikibaseExporter {
+  const base = testExportsSettings({ EXPORT_USER_AGENT: UA, EXPORT_HTTP_TIMEOUT_MS: String(overrides.timeoutMs ?? 5000), OSM_CONFLATION: 'false' });
   return new WikibaseExporter({
+    // These tests are about creating and updating items; conflation has its own (conflation.test.ts).
     settings: {
-      userAgent: UA,
-      httpTimeoutMs: overrides.timeoutMs ?? 5000,
+      ...base,
       wikibase: {
+        ...base.wikibase,
         instanceUrl: 'url' in overrides ? overrides.url : wiki.url,
         credentials: 'credentials' in overrides ? overrides.credentials : BOT,
-        bot: false,
-        language: 'de',
-        instanceOfProperty: 'P31',
-        coordinatesProperty: 'P625',
       },
     },
     mapping: SEED_CATEGORY_MAPPING,
@@ -173,7 +172,10 @@ describe('not applicable, skipped, failed, retryable', () => {
     try {
       flaky.injectFault({ action: 'query', when: (p) => p.meta === 'tokens', mode: 'status', status: 502, times: 1000 });
       const slow = new WikibaseExporter({
-        settings: { userAgent: UA, httpTimeoutMs: 300, wikibase: { instanceUrl: flaky.url, credentials: { oauth2Token: 'wiki-oauth2-token' }, bot: false, language: 'de', instanceOfProperty: 'P31', coordinatesProperty: 'P625' } },
+        settings: (() => {
+          const base = testExportsSettings({ EXPORT_USER_AGENT: UA, EXPORT_HTTP_TIMEOUT_MS: '300', OSM_CONFLATION: 'false' });
+          return { ...base, wikibase: { ...base.wikibase, instanceUrl: flaky.url, credentials: { oauth2Token: 'wiki-oauth2-token' } } };
+        })(),
         mapping: SEED_CATEGORY_MAPPING,
       });
       const started = Date.now();

@@ -1,5 +1,6 @@
 import type { Queryable } from '../../db/pool.js';
 import { CategoryMappingSchema } from '../../exports/category-mapping.js';
+import { withOsmTagMapping, type OsmTagMapping } from '../../exports/osm-tag-mapping.js';
 import type { CategoryMapping, FeatureGeometry, FeatureSnapshot } from '../../exports/types.js';
 import type { JobTask } from '../states.js';
 
@@ -50,11 +51,44 @@ export function snapshotFrom(stored: Record<string, unknown>): FeatureSnapshot {
   };
 }
 
-export async function loadCategoryMapping(db: Queryable): Promise<CategoryMapping> {
+/** The Wikidata classes from metadata.category_mapping, the OSM tags from the tag mapping file. */
+export async function loadCategoryMapping(db: Queryable, osmTags: OsmTagMapping): Promise<CategoryMapping> {
   const { rows } = await db.query(`SELECT kategorie, osm_tags AS "osmTags", wikidata_class AS "wikidataClass" FROM metadata.category_mapping`);
   const raw: Record<string, unknown> = {};
   for (const row of rows as { kategorie: string; osmTags: unknown; wikidataClass: string | null }[]) raw[row.kategorie] = { osmTags: row.osmTags, wikidataClass: row.wikidataClass };
-  return CategoryMappingSchema.parse(raw);
+  return withOsmTagMapping(CategoryMappingSchema.parse(raw), osmTags);
+}
+
+/** How many OSM exports finished in the last hour, and when the oldest of them leaves the window. */
+export async function recentOsmEdits(db: Queryable): Promise<{ count: number; windowFreesAt: Date | null }> {
+  const { rows } = await db.query(
+    `SELECT count(*)::int AS count, min(finished_at) + interval '1 hour' AS "windowFreesAt"
+     FROM qc.jobs WHERE task = 'osm_export' AND status = 'exported' AND finished_at > now() - interval '1 hour'`,
+  );
+  const row = rows[0] as { count: number; windowFreesAt: Date | null };
+  return { count: row.count, windowFreesAt: row.windowFreesAt ? new Date(row.windowFreesAt) : null };
+}
+
+/** Put a running job back to queued (the edit limit was reached); graphile runs it again at `runAt`. */
+export async function deferAttempt(db: Queryable, jobId: number, reason: string): Promise<void> {
+  await db.query(
+    `UPDATE qc.jobs SET status = 'queued', reason = $2::text, attempts = greatest(attempts - 1, 0), process_id = NULL, updated_at = clock_timestamp() WHERE id = $1::bigint`,
+    [jobId, reason],
+  );
+}
+
+/** The OSM side as the OSM export left it: the element's wikidata tag, for the Wikibase lookup. */
+export async function osmLinkOf(db: Queryable, featureId: string): Promise<{ type: string; id: number; wikidata: string | null } | null> {
+  const { rows } = await db.query(
+    `SELECT r.record->>'type' AS type, (r.record->>'id')::bigint AS id,
+       (SELECT c->'tags'->>'wikidata' FROM qc.conflation_decisions d, jsonb_array_elements(d.candidates) c
+         WHERE d.feature_id = r.feature_id AND d.target = 'osm' AND c->>'type' = r.record->>'type' AND (c->>'id')::bigint = (r.record->>'id')::bigint
+         ORDER BY d.id DESC LIMIT 1) AS wikidata
+     FROM qc.export_records r WHERE r.feature_id = $1::text AND r.target = 'osm'`,
+    [featureId],
+  );
+  const row = rows[0] as { type: string; id: string; wikidata: string | null } | undefined;
+  return row ? { type: row.type, id: Number(row.id), wikidata: row.wikidata } : null;
 }
 
 export async function exportRecord<R>(db: Queryable, featureId: string, target: 'osm' | 'wikibase'): Promise<R | null> {
@@ -85,11 +119,12 @@ export async function userEmail(db: Queryable, userId: string): Promise<string |
 
 export type TerminalOutcome =
   | { status: 'exported' | 'unchanged' | 'sent'; result: unknown; detail?: string | undefined }
-  | { status: 'conflict' | 'failed' | 'skipped' | 'not_applicable'; reason: string };
+  | { status: 'conflict' | 'failed' | 'skipped' | 'not_applicable'; reason: string }
+  | { status: 'needs_decision'; reason: string; candidates: unknown[] };
 
 /** Record the terminal outcome; an export's new record replaces the feature's previous one in the same transaction. */
 export async function finishAttempt(db: Queryable, job: JobContext, outcome: TerminalOutcome, recordTarget: 'osm' | 'wikibase' | null): Promise<void> {
-  const result = 'result' in outcome ? JSON.stringify(outcome.result) : null;
+  const result = 'result' in outcome ? JSON.stringify(outcome.result) : 'candidates' in outcome ? JSON.stringify({ candidates: outcome.candidates }) : null;
   const reason = 'reason' in outcome ? outcome.reason : (outcome.detail ?? null);
   await db.query(
     `WITH finished AS (

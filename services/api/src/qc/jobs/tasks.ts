@@ -8,9 +8,12 @@ import { OsmExporter, type OsmExportRecord } from '../../exports/osm/exporter.js
 import { WikibaseExporter, type WikibaseExportRecord } from '../../exports/wikibase/exporter.js';
 import type { Mailer } from '../../notifications/mailer.js';
 import { ReviewerNotifier } from '../../notifications/reviewer-notice.js';
-import { TASK_IDENTIFIERS, type JobTask } from '../states.js';
+import { TASK_IDENTIFIERS, queueNameOf, type JobTask } from '../states.js';
 import {
+  deferAttempt,
   exportRecord,
+  osmLinkOf,
+  recentOsmEdits,
   finishAttempt,
   loadCategoryMapping,
   markRetrying,
@@ -34,7 +37,9 @@ export interface TaskDeps {
   clock?: () => Date;
 }
 
-type Runner = (job: JobContext, deps: TaskDeps) => Promise<{ outcome: TerminalOutcome; recordTarget: 'osm' | 'wikibase' | null }>;
+type Helpers = Pick<JobHelpers, 'job' | 'addJob'>;
+/** A runner returns an outcome to record, or `deferred` when it put the job back for later itself. */
+type Runner = (job: JobContext, deps: TaskDeps, helpers: Helpers) => Promise<{ outcome: TerminalOutcome; recordTarget: 'osm' | 'wikibase' | null } | 'deferred'>;
 
 const RUNNERS: Record<JobTask, Runner> = {
   async reviewer_notice(job, deps) {
@@ -50,8 +55,19 @@ const RUNNERS: Record<JobTask, Runner> = {
     return { outcome: outcome.status === 'sent' ? { status: 'sent', result: outcome } : outcome, recordTarget: null };
   },
 
-  async osm_export(job, deps) {
-    const exporter = new OsmExporter({ settings: deps.settings, mapping: await loadCategoryMapping(deps.db) });
+  async osm_export(job, deps, helpers) {
+    // The edit limit (OSM_MAX_EDITS_PER_HOUR): over it, the job waits, without using up an attempt.
+    const { count, windowFreesAt } = await recentOsmEdits(deps.db);
+    const limit = deps.settings.osm.changeset.maxEditsPerHour;
+    if (count >= limit && deps.settings.osm.accessToken) {
+      const runAt = new Date(Math.max((windowFreesAt ?? new Date()).getTime(), Date.now() + 1000));
+      // The later run is queued first: a crash between the two leaves a job that runs twice (harmless:
+      // the second finds it finished), never a queued row without a graphile job.
+      await helpers.addJob(TASK_IDENTIFIERS.osm_export, { jobId: job.id }, { queueName: queueNameOf('osm_export', job.featureId) ?? undefined, runAt, maxAttempts: helpers.job.max_attempts });
+      await deferAttempt(deps.db, job.id, `OSM edit limit of ${limit} per hour reached; waits until ${runAt.toISOString()}`);
+      return 'deferred';
+    }
+    const exporter = new OsmExporter({ settings: deps.settings, mapping: await loadCategoryMapping(deps.db, deps.settings.osm.tagMapping) });
     const outcome = await exporter.export({
       snapshot: job.transition.snapshot,
       previous: await exportRecord<OsmExportRecord>(deps.db, job.featureId, 'osm'),
@@ -61,9 +77,10 @@ const RUNNERS: Record<JobTask, Runner> = {
   },
 
   async wikibase_export(job, deps) {
-    const exporter = new WikibaseExporter({ settings: deps.settings, mapping: await loadCategoryMapping(deps.db) });
+    const exporter = new WikibaseExporter({ settings: deps.settings, mapping: await loadCategoryMapping(deps.db, deps.settings.osm.tagMapping) });
     const outcome = await exporter.export({
       snapshot: job.transition.snapshot,
+      osmLink: await osmLinkOf(deps.db, job.featureId),
       previous: await exportRecord<WikibaseExportRecord>(deps.db, job.featureId, 'wikibase'),
       journal: createPostgresJournal(deps.db, job.id),
     });
@@ -87,7 +104,7 @@ const RUNNERS: Record<JobTask, Runner> = {
  * transient failure marks the job `retrying` and throws, so graphile-worker retries it with
  * exponential backoff — until its last attempt, which is recorded as `failed` instead of thrown.
  */
-export async function runJobAttempt(task: JobTask, payload: unknown, helpers: Pick<JobHelpers, 'job'>, deps: TaskDeps): Promise<void> {
+export async function runJobAttempt(task: JobTask, payload: unknown, helpers: Helpers, deps: TaskDeps): Promise<void> {
   const jobId = Number((payload as { jobId?: unknown } | null)?.jobId);
   if (!Number.isSafeInteger(jobId)) {
     deps.logger.error({ task, payload }, 'QC job without a valid jobId; dropped');
@@ -100,7 +117,12 @@ export async function runJobAttempt(task: JobTask, payload: unknown, helpers: Pi
   }
   const log = deps.logger.child({ jobId, task, featureId: job.featureId, version: job.version, attempt: helpers.job.attempts });
   try {
-    const { outcome, recordTarget } = await RUNNERS[task](job, deps);
+    const ran = await RUNNERS[task](job, deps, helpers);
+    if (ran === 'deferred') {
+      log.info('QC job deferred by the OSM edit limit');
+      return;
+    }
+    const { outcome, recordTarget } = ran;
     await finishAttempt(deps.db, job, outcome, recordTarget);
     log.info({ status: outcome.status, reason: 'reason' in outcome ? outcome.reason : undefined }, 'QC job finished');
   } catch (error) {

@@ -1,0 +1,135 @@
+/**
+ * The conflation decision flow end to end: approval → the OSM export job finds two candidates and
+ * stops with needs_decision → the candidates and the automatic decision are on
+ * /api/features/{id}/reviews → a reviewer picks one over HTTP → the job resumes and modifies that
+ * element → both decisions stay in the feature's record.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, startTestApi, type TestApi } from '../../../../../test/helpers/api.js';
+import { createTestDatabase, type TestDatabase } from '../../../../../test/helpers/db.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../../../../test/doubles/mediawiki-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../../../test/doubles/osm-api.js';
+import { startOverpassDouble, type OverpassDouble } from '../../../../../test/doubles/overpass.js';
+import { prepareQueue, reviewsOf, startWorker, waitFor } from '../../../test/qc-harness.js';
+
+let db: TestDatabase;
+let api: TestApi;
+let osm: OsmApiDouble;
+let overpass: OverpassDouble;
+let wiki: MediaWikiDouble;
+let worker: Awaited<ReturnType<typeof startWorker>>;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await prepareQueue(db);
+  [osm, wiki] = await Promise.all([startOsmApiDouble(), startMediaWikiDouble()]);
+  overpass = await startOverpassDouble(osm);
+  osm.seed(`<osm version="0.6">
+    <node id="70000001" version="1" lat="51.3401" lon="12.3801"><tag k="historic" v="memorial"/><tag k="name" v="Kriegerdenkmal"/></node>
+    <node id="70000002" version="4" lat="51.34012" lon="12.38013"><tag k="historic" v="monument"/><tag k="name" v="Kriegerdenkmal 1870/71"/><tag k="memorial:type" v="obelisk"/></node>
+  </osm>`);
+  api = await startTestApi(db);
+  worker = await startWorker(db, {
+    OSM_API_URL: osm.url,
+    OSM_ACCESS_TOKEN: 'test-token',
+    OVERPASS_URL: overpass.url,
+    WIKIBASE_URL: wiki.url,
+    WIKIBASE_USERNAME: 'Exporter@qc',
+    WIKIBASE_PASSWORD: 'bot-password-123',
+    EXPORT_USER_AGENT: 'feature-platform-tests/1.0',
+    EXPORT_DATA_LICENCE: 'CC0-1.0',
+    EXPORT_HTTP_TIMEOUT_MS: '5000',
+  });
+});
+afterAll(async () => {
+  await worker?.stop();
+  await api?.close();
+  await Promise.all([osm?.close(), overpass?.close(), wiki?.close()]);
+  await db?.close();
+});
+
+describe('conflation decided by a reviewer', () => {
+  it('two candidates → needs_decision with the candidates on the reviews; the reviewer\'s choice resumes the job, recorded with who decided', async () => {
+    const contributor = await api.tokenFor('contributor', 'conny');
+    const reviewer = await api.tokenFor('reviewer', 'rita');
+    const other = await api.tokenFor('reviewer', 'rolf');
+    const created = await api.request('POST', '/api/features', { token: contributor, body: aFeature({ geometry: { type: 'Point', coordinates: [12.38011, 51.34011] }, properties: { name: 'Kriegerdenkmal', kategorie: 'denkmal', telefon: '+49 341 5' } }) });
+    expect(created.status).toBe(201);
+    const id = created.json.id as string;
+    expect((await api.request('POST', '/api/qc/submit', { token: contributor, body: { featureId: id } })).status).toBe(200);
+    expect((await api.request('POST', `/api/qc/approve/${id}`, { token: reviewer })).status).toBe(200);
+
+    const waiting = await waitFor('the OSM export to wait for a decision', async () => {
+      const reviews = await reviewsOf(api, id);
+      return reviews.jobs.find((j) => j.task === 'osm_export' && j.status === 'needs_decision');
+    });
+    expect(waiting.reason).toBe('2 candidates');
+    const candidates = (waiting.result as { candidates: { type: string; id: number; name: string; geometry: { type: string } }[] }).candidates;
+    expect(candidates.map((c) => c.id).sort()).toEqual([70000001, 70000002]);
+    let reviews = (await reviewsOf(api, id)) as unknown as { decisions: Record<string, unknown>[] };
+    expect(reviews.decisions.filter((d) => d.target === 'osm')).toMatchObject([{ outcome: 'needs_decision', decidedBy: null, jobId: waiting.id }]);
+    // The Wikibase export looked too (its own job): nothing nearby, so it decided to create an item.
+    const wikibaseDecision = await waitFor('the Wikibase conflation decision', async () => ((await reviewsOf(api, id)) as unknown as { decisions: Record<string, unknown>[] }).decisions.find((d) => d.target === 'wikibase'));
+    expect(wikibaseDecision).toMatchObject({ outcome: 'create', decidedBy: null });
+    expect(osm.acceptedUploads).toHaveLength(0);
+
+    // Guards: a contributor may not decide; a choice outside the candidates is refused; nothing changes.
+    expect((await api.request('POST', `/api/qc/jobs/${waiting.id}/decision`, { token: contributor, body: { choice: 'create' } })).status).toBe(403);
+    const outside = await api.request('POST', `/api/qc/jobs/${waiting.id}/decision`, { token: other, body: { choice: { type: 'node', id: 1 } } });
+    expect(outside.status).toBe(400);
+    expect(outside.json.detail).toMatch(/not one of the candidates/);
+
+    const decided = await api.request('POST', `/api/qc/jobs/${waiting.id}/decision`, { token: other, body: { choice: { type: 'node', id: 70000002 }, comment: 'the obelisk is the one' } });
+    expect(decided.status).toBe(200);
+    expect(decided.json).toMatchObject({ id: waiting.id, status: 'queued' });
+    // Deciding twice is a state error, not a second decision.
+    expect((await api.request('POST', `/api/qc/jobs/${waiting.id}/decision`, { token: other, body: { choice: 'create' } })).status).toBe(409);
+
+    const done = await waitFor('the export to finish after the decision', async () => {
+      const r = await reviewsOf(api, id);
+      const job = r.jobs.find((j) => j.id === waiting.id);
+      return job && ['exported', 'failed', 'conflict'].includes(job.status) ? job : undefined;
+    });
+    expect(done.status, JSON.stringify(done)).toBe('exported');
+    expect(done.result).toMatchObject({ type: 'node', id: 70000002, linked: true });
+    expect(osm.element('node', 70000002)!.tags).toEqual({ historic: 'monument', name: 'Kriegerdenkmal 1870/71', 'memorial:type': 'obelisk', phone: '+49 341 5' });
+    expect(osm.element('node', 70000001)!.version).toBe(1);
+    expect(osm.acceptedUploads).toHaveLength(1);
+
+    reviews = (await reviewsOf(api, id)) as unknown as { decisions: Record<string, unknown>[] };
+    const osmDecisions = reviews.decisions.filter((d) => d.target === 'osm');
+    expect(osmDecisions).toMatchObject([
+      { outcome: 'needs_decision', decidedBy: null },
+      { outcome: 'link', chosen: 'node/70000002', decidedBy: 'rolf', reason: 'reviewer chose node 70000002: the obelisk is the one' },
+    ]);
+    expect((reviews as unknown as { exportRecords: { osm: unknown } }).exportRecords.osm).toMatchObject({ type: 'node', id: 70000002, linked: true });
+  });
+});
+
+describe('OSM edit rate', () => {
+  it('over OSM_MAX_EDITS_PER_HOUR an export waits in the queue with the reason, without using up an attempt', async () => {
+    await worker.stop();
+    worker = await startWorker(db, {
+      OSM_API_URL: osm.url,
+      OSM_ACCESS_TOKEN: 'test-token',
+      OVERPASS_URL: overpass.url,
+      EXPORT_USER_AGENT: 'feature-platform-tests/1.0',
+      EXPORT_DATA_LICENCE: 'CC0-1.0',
+      // The first test's export counts: one finished in the last hour.
+      OSM_MAX_EDITS_PER_HOUR: '1',
+    });
+    const contributor = await api.tokenFor('contributor', 'conny');
+    const reviewer = await api.tokenFor('reviewer', 'rita');
+    const created = await api.request('POST', '/api/features', { token: contributor, body: aFeature({ geometry: { type: 'Point', coordinates: [12.2, 51.2] }, properties: { name: 'Gedenkstein am Wege', kategorie: 'denkmal' } }) });
+    const id = created.json.id as string;
+    await api.request('POST', '/api/qc/submit', { token: contributor, body: { featureId: id } });
+    expect((await api.request('POST', `/api/qc/approve/${id}`, { token: reviewer })).status).toBe(200);
+    const uploads = osm.acceptedUploads.length;
+    const deferred = await waitFor('the OSM export to be deferred', async () => (await reviewsOf(api, id)).jobs.find((j) => j.task === 'osm_export' && j.reason?.startsWith('OSM edit limit of 1 per hour reached')));
+    expect(deferred).toMatchObject({ status: 'queued', attempts: 0 });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(osm.acceptedUploads.length).toBe(uploads);
+    const waiting = await db.pool.query(`SELECT run_at > now() + interval '50 minutes' AS later FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id WHERE t.identifier = 'qc_osm_export' AND j.payload->>'jobId' = $1::text`, [String(deferred.id)]);
+    expect(waiting.rows).toEqual([{ later: true }]);
+  });
+});
