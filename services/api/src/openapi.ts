@@ -2,7 +2,9 @@ import { createRequire } from 'node:module';
 import express, { Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiResponsesObject } from 'zod-openapi';
+import { claimPaths } from './qc/claims-openapi.js';
 import { qcOpenApiPaths } from './qc/openapi.js';
+import { tilePaths } from './tiles/openapi.js';
 import { FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, HistorySchema, ListQuerySchema, ProblemSchema } from '../../shared/features/schema.js';
 import { userPaths } from './users/openapi.js';
 
@@ -94,6 +96,8 @@ export function buildOpenApiDocument() {
       },
       ...userPaths,
       ...qcOpenApiPaths(),
+      ...claimPaths,
+      ...tilePaths,
       '/healthz': { get: { summary: 'the process is up', responses: { '200': { description: 'ok' } } } },
       '/readyz': { get: { summary: 'the database is reachable and migrated', responses: { '200': { description: 'ready' }, '503': problem('not ready') } } },
     },
