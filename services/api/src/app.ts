@@ -11,6 +11,7 @@ import { AppError } from '../../shared/errors.js';
 import { featureRoutes } from './features/routes.js';
 import { createFeatureService } from './features/service.js';
 import { cors } from './http/cors.js';
+import { idempotentCreate } from './http/idempotency.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
 import { openApiRoutes } from './openapi.js';
@@ -88,7 +89,7 @@ export function createApp(deps: AppDependencies): Express {
   mountQc(app, { service: createQcService(deps.db, { maxAttempts: deps.config.qc?.maxAttempts ?? 12, beforeDecision: claims.assertMayDecide }), authenticator: deps.authenticator });
   app.use('/api/qc', claimRoutes(claims));
   app.use('/api/tiles', tileRoutes(createTileService(deps.db)));
-  app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db)));
+  app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db), { beforeCreate: [idempotentCreate(deps.db, { logger: deps.logger })] }));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));
   return app;

@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import express, { Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiResponsesObject } from 'zod-openapi';
+import { withIdempotencyKey } from './http/idempotency-openapi.js';
 import { claimPaths } from './qc/claims-openapi.js';
 import { qcOpenApiPaths } from './qc/openapi.js';
 import { tilePaths } from './tiles/openapi.js';
@@ -54,7 +55,7 @@ export function buildOpenApiDocument() {
           requestParams: { query: ListQuerySchema },
           responses: { '200': { description: 'a page of features; links[rel=next] while more follow', content: geojson(FeatureCollectionSchema) }, '400': errors['400'] },
         },
-        post: {
+        post: withIdempotencyKey({
           summary: 'Create a feature (create permission)',
           requestBody: body,
           responses: {
@@ -64,7 +65,7 @@ export function buildOpenApiDocument() {
             '413': problem('body over 1 MiB'),
             '415': problem('Content-Type is not application/json or application/geo+json'),
           },
-        },
+        }),
       },
       '/api/features/{id}': {
         get: { summary: 'One feature', requestParams: { path: idParam }, responses: { '200': featureResponse('the feature'), '404': problem('no such feature') } },
