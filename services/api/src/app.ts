@@ -15,6 +15,8 @@ import { idempotentCreate } from './http/idempotency.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
 import { openApiRoutes } from './openapi.js';
+import { createCheckService } from './qc/checks.js';
+import { checkRoutes } from './qc/checks-routes.js';
 import { createClaimService } from './qc/claims.js';
 import { claimRoutes } from './qc/claims-routes.js';
 import { mountQc } from './qc/routes.js';
@@ -87,7 +89,7 @@ export function createApp(deps: AppDependencies): Express {
   app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
   const claims = createClaimService(deps.db);
   mountQc(app, { service: createQcService(deps.db, { maxAttempts: deps.config.qc?.maxAttempts ?? 12, beforeDecision: claims.assertMayDecide }), authenticator: deps.authenticator });
-  app.use('/api/qc', claimRoutes(claims));
+  app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })));
   app.use('/api/tiles', tileRoutes(createTileService(deps.db)));
   app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db), { beforeCreate: [idempotentCreate(deps.db, { logger: deps.logger })] }));
   app.use(notFoundHandler);

@@ -3,6 +3,7 @@ import express, { Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiResponsesObject } from 'zod-openapi';
 import { withIdempotencyKey } from './http/idempotency-openapi.js';
+import { checkPaths } from './qc/checks-openapi.js';
 import { claimPaths } from './qc/claims-openapi.js';
 import { qcOpenApiPaths } from './qc/openapi.js';
 import { tilePaths } from './tiles/openapi.js';
@@ -98,6 +99,7 @@ export function buildOpenApiDocument() {
       ...userPaths,
       ...qcOpenApiPaths(),
       ...claimPaths,
+      ...checkPaths,
       ...tilePaths,
       '/healthz': { get: { summary: 'the process is up', responses: { '200': { description: 'ok' } } } },
       '/readyz': { get: { summary: 'the database is reachable and migrated', responses: { '200': { description: 'ready' }, '503': problem('not ready') } } },
