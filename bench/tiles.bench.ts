@@ -23,7 +23,7 @@ import { pino } from 'pino';
 import { createApp } from '../services/api/src/app.js';
 import { createAuthenticator } from '../services/api/src/auth/index.js';
 import { createPool } from '../services/api/src/db/pool.js';
-import { tileQuery } from '../services/api/src/tiles/queries.js';
+import { rawTileQuery } from '../services/api/src/tiles/queries.js';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
 import { GRID_TOTAL, seedFeatureGrid } from './feature-grid.js';
 import { median, percentile, printTable, ratio } from './stats.js';
@@ -34,8 +34,8 @@ const quick = process.env.BENCH_QUICK === '1';
 /** Tiles over the grid (0–10°E, 0–1°N): which, and how many interleaved rounds each. */
 const TILES = [
   { label: 'z10 street', z: 10, x: 526, y: 510, rounds: quick ? 20 : 200 },
-  { label: 'z8 district', z: 8, x: 131, y: 127, rounds: quick ? 10 : 80 },
-  { label: 'z6 region', z: 6, x: 32, y: 31, rounds: quick ? 4 : 25 },
+  { label: 'z8 district', z: 8, x: 131, y: 127, rounds: quick ? 10 : 30 },
+  { label: 'z6 region', z: 6, x: 32, y: 31, rounds: quick ? 4 : 10 },
 ];
 
 const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -73,7 +73,7 @@ async function startApiInProcess(databaseUrl: string, dataDir: string): Promise<
 
 async function compareTile(pool: pg.Pool, where: string, base: string, tile: (typeof TILES)[number]) {
   const url = `${base}/api/tiles/${tile.z}/${tile.x}/${tile.y}.mvt`;
-  const query = tileQuery(tile.z, tile.x, tile.y);
+  const query = rawTileQuery(tile.z, tile.x, tile.y);
   const raw = async () => (await pool.query<{ tile: Buffer }>(query.text, query.values)).rows[0]!.tile;
 
   // The same bytes from both, or the comparison means nothing.

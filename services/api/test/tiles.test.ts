@@ -95,6 +95,7 @@ describe('vector tiles on PostGIS', () => {
     expect(again.headers.get('etag')).toBe(etag);
     expect((await getTile(p, { 'If-None-Match': `"other", W/${etag}` })).status).toBe(304);
     expect((await getTile(p, { 'If-None-Match': '"stale"' })).status).toBe(200);
+    expect((await getTile(p, { 'If-None-Match': '*' })).status).toBe(304);
   });
 
   withMvt('an edit through the API changes the ETag and content of the tiles it touches and of no other', async () => {
@@ -141,6 +142,19 @@ describe('vector tiles on PostGIS', () => {
     expect(decode((await getTile(p)).bytes).map((f) => f.id)).toContain(id);
     expect((await api.request('DELETE', `/api/features/${id}`, { token: admin })).status).toBe(204);
     expect(decode((await getTile(p)).bytes).map((f) => f.id)).not.toContain(id);
+  });
+
+  withMvt('a feature deleted and created again under the same id (version 1 again) still changes the ETag', async () => {
+    const body = aFeature({ id: 'wieder-da', geometry: { type: 'Point', coordinates: [13.445, 52.545] }, properties: { name: 'Erstes Leben' } });
+    expect((await api.request('POST', '/api/features', { token: admin, body })).status).toBe(201);
+    const p = path(tileOf(13.445, 52.545, 16));
+    const before = await getTile(p);
+    expect((await api.request('DELETE', '/api/features/wieder-da', { token: admin })).status).toBe(204);
+    const again = { ...body, properties: { ...body.properties, name: 'Zweites Leben' } };
+    expect((await api.request('POST', '/api/features', { token: admin, body: again })).status).toBe(201);
+    const after = await getTile(p, { 'If-None-Match': before.headers.get('etag')! });
+    expect(after.status).toBe(200);
+    expect(decode(after.bytes).find((f) => f.id === 'wieder-da')?.name).toBe('Zweites Leben');
   });
 
   withMvt('shows an anonymous visitor exactly the features the list shows for the same area', async () => {

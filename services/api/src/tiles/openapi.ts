@@ -11,7 +11,7 @@ export const tilePaths: ZodOpenApiPathsObject = {
     get: {
       summary: 'A Mapbox Vector Tile of the features (Web Mercator, layer "features")',
       description:
-        'Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. Each feature carries id, kategorie, status and name. The ETag is a digest of the tile: send it in If-None-Match to get 304 while the tile is unchanged; any edit of a feature in the tile changes it.',
+        'Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. Each feature carries id, kategorie, status and name. The ETag is a fingerprint of the rows the tile is built from: send it in If-None-Match to get 304 while the tile is unchanged; any edit of a feature in the tile changes it.',
       requestParams: {
         path: z.object({
           z: z.string().meta({ description: `zoom, 0 to ${MAX_ZOOM}`, example: '12' }),
@@ -24,7 +24,7 @@ export const tilePaths: ZodOpenApiPathsObject = {
         '200': {
           description: 'the tile (an empty body is an empty tile)',
           headers: z.object({
-            ETag: z.string().meta({ description: 'strong ETag: a digest of the tile bytes' }),
+            ETag: z.string().meta({ description: 'strong ETag: a fingerprint of the rows of the tile' }),
             'Cache-Control': z.string().meta({ description: 'public, no-cache: keep it, revalidate before use' }),
           }),
           content: { 'application/vnd.mapbox-vector-tile': { schema: z.string().meta({ format: 'binary' }) } },

@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import { requirePermission } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
-import { noneMatch, parseTileAddress, type TileService } from './service.js';
+import { parseTileAddress, type TileService } from './service.js';
 
 export const MVT_MEDIA_TYPE = 'application/vnd.mapbox-vector-tile';
 
@@ -13,11 +13,11 @@ export function tileRoutes(tiles: TileService): Router {
   const router = Router();
   router.get('/:z/:x/:file', requirePermission('read', 'read tiles'), async (req, res) => {
     const address = parseTileAddress(req.params.z as string, req.params.x as string, req.params.file as string);
-    const tile = await tiles.render(address);
+    const tile = await tiles.render(address, req.get('if-none-match'));
     res.setHeader('ETag', tile.etag);
     res.setHeader('Cache-Control', 'public, no-cache');
     res.setHeader('Server-Timing', `db;dur=${tile.dbMs.toFixed(1)}`);
-    if (noneMatch(req.get('if-none-match'), tile.etag)) {
+    if (tile.bytes === null) {
       res.status(304).end();
       return;
     }

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { AppError } from '../../../shared/errors.js';
 import { fromDatabaseError } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
@@ -6,9 +5,9 @@ import { tileQuery } from './queries.js';
 
 /**
  * Vector tiles from live data. Nothing is cached on the server, so every write — through the API,
- * GeoServer WFS-T or SQL — is in the next tile served. The ETag is a digest of the tile's bytes: an
- * edit changes the ETag of exactly the tiles whose content it changes, and a client revalidating an
- * unchanged tile gets 304 without the body.
+ * GeoServer WFS-T or SQL — is in the next tile served. The ETag carries a fingerprint of the rows the
+ * tile is built from (tiles/queries.ts): an edit changes the ETag of exactly the tiles it touches, and
+ * a revalidation with a current ETag is answered from the fingerprint alone, without building the tile.
  */
 export const MAX_ZOOM = 22;
 
@@ -19,25 +18,29 @@ export interface TileAddress {
 }
 
 export interface Tile {
-  bytes: Buffer;
   etag: string;
+  /** null: the caller's ETag is current (304). */
+  bytes: Buffer | null;
   dbMs: number;
 }
 
 /** Version of the tile encoding; part of the ETag so a change of layer or properties invalidates caches. */
-const ENCODING_VERSION = 'v1';
+const ENCODING_VERSION = 'v2';
+const ETAG = new RegExp(`^(?:W/)?"${ENCODING_VERSION}-([0-9a-f]{32})"$`);
 
 export function createTileService(db: Db) {
   let unsupported: AppError | undefined;
   return {
-    async render({ z, x, y }: TileAddress): Promise<Tile> {
+    /** The tile, or only its ETag when `ifNoneMatch` holds the current one (or is `*`). */
+    async render({ z, x, y }: TileAddress, ifNoneMatch?: string): Promise<Tile> {
       if (unsupported) throw unsupported;
+      const known = knownFingerprint(ifNoneMatch);
       const started = performance.now();
-      let bytes: Buffer;
+      let row: { fingerprint: string; tile: Buffer | null };
       try {
-        const query = tileQuery(z, x, y);
-        const { rows } = await db.query<{ tile: Buffer | null }>(query.text, query.values);
-        bytes = rows[0]?.tile ?? Buffer.alloc(0);
+        const query = tileQuery(z, x, y, known);
+        const { rows } = await db.query<{ fingerprint: string; tile: Buffer | null }>(query.text, query.values);
+        row = rows[0]!;
       } catch (error) {
         if (/protobuf/i.test(String((error as Error).message))) {
           // PostGIS built without protobuf-c (the embedded PGlite): say so once, and every time after.
@@ -49,15 +52,22 @@ export function createTileService(db: Db) {
         }
         throw fromDatabaseError(error) ?? error;
       }
-      return { bytes, etag: etagOf(bytes), dbMs: performance.now() - started };
+      const etag = `"${ENCODING_VERSION}-${row.fingerprint}"`;
+      const notModified = ifNoneMatch?.trim() === '*' || row.fingerprint === known;
+      return { etag, bytes: notModified ? null : (row.tile ?? Buffer.alloc(0)), dbMs: performance.now() - started };
     },
   };
 }
 
 export type TileService = ReturnType<typeof createTileService>;
 
-export function etagOf(bytes: Buffer): string {
-  return `"${ENCODING_VERSION}-${createHash('sha256').update(bytes).digest('base64url').slice(0, 27)}"`;
+/** The fingerprint of the first of our ETags in If-None-Match (RFC 9110 §13.1.2 compares weakly). */
+function knownFingerprint(header: string | undefined): string | null {
+  for (const tag of header?.split(',') ?? []) {
+    const match = ETAG.exec(tag.trim());
+    if (match) return match[1]!;
+  }
+  return null;
 }
 
 /** z/x/y from the path; out of range or malformed → 400 naming the part. */
@@ -76,11 +86,4 @@ export function parseTileAddress(z: string, x: string, file: string): TileAddres
     throw new AppError('INVALID_QUERY', `invalid tile address: ${fields.map((f) => `${f.field}: ${f.message}`).join('; ')}`, { fields });
   }
   return { z: zoom, x: column, y: row };
-}
-
-/** If-None-Match (RFC 9110 §13.1.2) compares weakly: W/"a" matches "a"; * matches any tile. */
-export function noneMatch(header: string | undefined, etag: string): boolean {
-  if (header === undefined) return false;
-  if (header.trim() === '*') return true;
-  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
 }
