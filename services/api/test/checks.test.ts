@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { startSmtpDouble, type SmtpDouble } from '../../../test/doubles/smtp.js';
+import { loadApiConfig } from '../src/config.js';
 import { prepareQueue, startWorker, waitFor } from './qc-harness.js';
 
 /**
@@ -211,5 +212,20 @@ describe('the reviewer notice', () => {
     // Earlier tests' submissions are delivered too; this one's is the mail about "Mit Link".
     const mail = await waitFor('the notice of "Mit Link"', async () => smtp.messages.find((m) => m.subject.includes('Mit Link')), 30_000);
     expect(mail.text).toContain(`Review it here: https://karte.example.org/qc/${id}`);
+  });
+});
+
+describe('configuration', () => {
+  it('reads the city extent from QC_CITY_EXTENT and refuses a malformed one by name', () => {
+    expect(loadApiConfig({ QC_CITY_EXTENT: '13.08,52.33,13.77,52.68' }).qc.cityExtent).toEqual(BERLIN);
+    expect(loadApiConfig({}).qc.cityExtent).toBeUndefined();
+    expect(() => loadApiConfig({ QC_CITY_EXTENT: '13.08,52.33,13.77' })).toThrow(/QC_CITY_EXTENT/);
+    expect(() => loadApiConfig({ QC_CITY_EXTENT: '14,52,13,53' })).toThrow(/QC_CITY_EXTENT/);
+  });
+
+  it('links the reviewer notice to the desk of WEB_PUBLIC_URL unless QC_REVIEW_LINK says otherwise', () => {
+    expect(loadApiConfig({}).exports.reviewers.reviewLink).toBe('http://localhost:4321/qc/{featureId}');
+    expect(loadApiConfig({ QC_REVIEW_LINK: 'https://intern.example.org/review/{featureId}' }).exports.reviewers.reviewLink).toBe('https://intern.example.org/review/{featureId}');
+    expect(() => loadApiConfig({ WEB_PUBLIC_URL: 'karte' })).toThrow(/WEB_PUBLIC_URL/);
   });
 });

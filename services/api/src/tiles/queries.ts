@@ -52,7 +52,7 @@ export function tileQuery(z: number, x: number, y: number, knownFingerprint: str
 /** The tile alone: the raw ST_AsMVT query (also the benchmark's baseline). Expects a CTE `bounds`. */
 function mvtSelect(): string {
   return `
-        SELECT ST_AsMVT(mvt, '${TILE_LAYER}', ${TILE_EXTENT}, 'geom' ORDER BY mvt.id)
+        SELECT ST_AsMVT(mvt, '${TILE_LAYER}', ${TILE_EXTENT}, 'geom' ORDER BY mvt.id) AS tile
         FROM (
           SELECT ST_AsMVTGeom(ST_Transform(ST_ClipByBox2D(f.geom, b.filter::box2d), 3857), b.tile, ${TILE_EXTENT}, ${TILE_BUFFER}, true) AS geom,
                  f.id, f.kategorie, f.status, f.name
