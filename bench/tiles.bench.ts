@@ -126,10 +126,9 @@ async function main(): Promise<void> {
   }
   const database = await openBenchDatabase('tiles');
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-tiles-'));
-  const pool = new pg.Pool({ connectionString: database.url, max: 2 });
   // The baseline as the API runs it (tiles/service.ts): without JIT, whose compile time for a large
   // tile's estimated cost would otherwise be billed to the raw query alone.
-  pool.on('connect', (client) => void client.query('SET jit = off'));
+  const pool = new pg.Pool({ connectionString: database.url, max: 2, options: '-c jit=off' });
   let inProcess: Awaited<ReturnType<typeof startApiInProcess>> | undefined;
   let own: Awaited<ReturnType<typeof startApiProcess>> | undefined;
   try {
