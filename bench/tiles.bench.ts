@@ -8,9 +8,9 @@
  * (~14 000) and the whole grid's region (~56 000). Also the 304 answer to a revalidation with the
  * tile's ETag.
  *
- * The API runs in this process (its own cost: HTTP, Express, the transaction, the ETag fingerprint)
+ * The API runs in this process (its own cost: HTTP, Express, the ETag fingerprint)
  * and as its own process (services/api/src/server.ts, plus the process hop on the same two cores).
- * The raw query runs with jit = off, as the API's does. Database:
+ * Database:
  * BENCH_DATABASE_URL or TEST_DATABASE_URL (a PostGIS with protobuf-c; a scratch database is created
  * and dropped). The embedded PGlite has no ST_AsMVT, so without either the benchmark says so and
  * stops. BENCH_QUICK=1 shortens every phase.
@@ -126,9 +126,7 @@ async function main(): Promise<void> {
   }
   const database = await openBenchDatabase('tiles');
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-tiles-'));
-  // The baseline as the API runs it (tiles/service.ts): without JIT, whose compile time for a large
-  // tile's estimated cost would otherwise be billed to the raw query alone.
-  const pool = new pg.Pool({ connectionString: database.url, max: 2, options: '-c jit=off' });
+  const pool = new pg.Pool({ connectionString: database.url, max: 2 });
   let inProcess: Awaited<ReturnType<typeof startApiInProcess>> | undefined;
   let own: Awaited<ReturnType<typeof startApiProcess>> | undefined;
   try {
