@@ -65,16 +65,17 @@ function checksJson(t: CheckThresholds, extent: Bbox | undefined, values: unknow
              format('a spike: the edges meet at %s° at vertex %s', round(v.angle::numeric, 1), v.n) AS message,
              json_build_object('angleDegrees', round(v.angle::numeric, 2), 'vertex', v.n, 'ring', v.ring, 'coordinates', json_build_array(ST_X(v.vertex), ST_Y(v.vertex))) AS details
       FROM (
-        SELECT r.ring, r.i AS n, ST_Transform(r.pts[r.i], 4326) AS vertex,
+        SELECT r.ring, r.i AS n, r.lonlat[r.i] AS vertex,
                degrees(least(abs(ST_Azimuth(r.pts[r.i], r.prev) - ST_Azimuth(r.pts[r.i], r.next)),
                              2 * pi() - abs(ST_Azimuth(r.pts[r.i], r.prev) - ST_Azimuth(r.pts[r.i], r.next)))) AS angle
         FROM (
-          SELECT g.ring, g.pts, g.closed, i,
+          SELECT g.ring, g.pts, g.lonlat, g.closed, i,
                  g.pts[CASE WHEN i = 1 THEN cardinality(g.pts) - 1 ELSE i - 1 END] AS prev,
                  g.pts[i + 1] AS next
           FROM (
             SELECT array_to_string(d.path[1:cardinality(d.path) - 1], '.') AS ring,
                    array_agg(ST_Transform(d.geom, 3857) ORDER BY d.path[cardinality(d.path)]) AS pts,
+                   array_agg(d.geom ORDER BY d.path[cardinality(d.path)]) AS lonlat,
                    ST_GeometryType(f.geom) IN ('ST_Polygon', 'ST_MultiPolygon') AS closed
             FROM ST_DumpPoints(f.geom) d
             WHERE ST_GeometryType(f.geom) IN ('ST_Polygon', 'ST_MultiPolygon', 'ST_LineString', 'ST_MultiLineString')
