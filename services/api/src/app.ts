@@ -13,13 +13,20 @@ import { AppError } from '../../shared/errors.js';
 import { featureRoutes } from './features/routes.js';
 import { createFeatureService } from './features/service.js';
 import { cors } from './http/cors.js';
+import { idempotentCreate } from './http/idempotency.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
 import { openApiRoutes } from './openapi.js';
 import { ogcApiRoutes } from './ogcapi/routes.js';
+import { createCheckService } from './qc/checks.js';
+import { checkRoutes } from './qc/checks-routes.js';
+import { createClaimService } from './qc/claims.js';
+import { claimRoutes } from './qc/claims-routes.js';
 import { mountQc } from './qc/routes.js';
 import { createDecisionService } from './qc/decisions.js';
 import { createQcService } from './qc/service.js';
+import { createTileService } from './tiles/service.js';
+import { tileRoutes } from './tiles/routes.js';
 import { createUserRecorder, recordingCallers } from './users/recorder.js';
 import { userRoutes } from './users/routes.js';
 import { createUserService } from './users/service.js';
@@ -89,9 +96,16 @@ export function createApp(deps: AppDependencies): Express {
   app.use('/api', authenticate(authenticator), originCheckForCookieWrites({ origins: allowedOrigins }));
   app.use('/api/dev', devTokenRoutes({ keys: deps.devKeys, production: deps.production ?? false }));
   app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
+  const claims = createClaimService(deps.db);
   const qcOptions = { maxAttempts: deps.config.qc?.maxAttempts ?? 12 };
-  mountQc(app, { service: createQcService(deps.db, qcOptions), decisions: createDecisionService(deps.db, qcOptions), authenticator: deps.authenticator });
-  app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db)));
+  mountQc(app, {
+    service: createQcService(deps.db, { ...qcOptions, beforeDecision: claims.assertMayDecide }),
+    decisions: createDecisionService(deps.db, qcOptions),
+    authenticator: deps.authenticator,
+  });
+  app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })));
+  app.use('/api/tiles', tileRoutes(createTileService(deps.db)));
+  app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db), { beforeCreate: [idempotentCreate(deps.db, { logger: deps.logger })] }));
   app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins }));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));
