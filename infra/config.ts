@@ -1,6 +1,7 @@
 import * as pulumi from '@pulumi/pulumi';
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { getDomain } from 'tldts';
 import { z } from 'zod';
 import { loadTargets, type Target } from '../services/shared/targets.js';
 
@@ -63,6 +64,8 @@ export const StackConfigSchema = z.object({
   adminSubnet: z.string().regex(/^(\d{1,3}\.){3}0\/24$/, 'an IPv4 /24 such as 10.213.0.0/24'),
   /** Subnet of the public edge network (the proxy's). Must not overlap internalCidrs, see checkEdgeSubnet. */
   edgeSubnet: z.string().regex(/^(\d{1,3}\.){3}0\/24$/, 'an IPv4 /24 such as 172.30.0.0/24'),
+  /** Subnet of the sites network (branch sites + proxy). Must lie outside internalCidrs, see checkSitesSubnet. */
+  sitesSubnet: z.string().regex(/^(\d{1,3}\.){3}0\/24$/, 'an IPv4 /24 such as 172.30.1.0/24'),
 });
 
 export type StackConfig = z.infer<typeof StackConfigSchema> & {
@@ -104,6 +107,7 @@ export function loadStackConfig(config: pulumi.Config = new pulumi.Config()): St
     selfServiceUi: config.getBoolean('selfServiceUi') ?? true,
     adminSubnet: config.get('adminSubnet') ?? '10.213.0.0/24',
     edgeSubnet: config.get('edgeSubnet') ?? '172.30.0.0/24',
+    sitesSubnet: config.get('sitesSubnet') ?? '172.30.1.0/24',
   };
   const parsed = StackConfigSchema.safeParse(raw);
   if (!parsed.success) {
@@ -111,13 +115,71 @@ export function loadStackConfig(config: pulumi.Config = new pulumi.Config()): St
     throw new Error(`invalid stack configuration: ${detail}`);
   }
   checkEdgeSubnet(parsed.data.edgeSubnet, parsed.data.internalCidrs);
+  checkSitesSubnet(parsed.data.sitesSubnet, parsed.data.internalCidrs);
   const targetsFile = resolveFromRepo(parsed.data.targetsFile);
+  const targets = loadTargets(targetsFile);
+  checkPreviewDomains(targets, parsed.data.parentDomain);
   return {
     ...parsed.data,
     targetsFile,
     identityConfigDir: resolveFromRepo(parsed.data.identityConfigDir),
-    targets: loadTargets(targetsFile),
+    targets,
   };
+}
+
+/**
+ * A preview site: a target that deploys every branch of a family (`matchPattern: prefix`, e.g.
+ * feature/team-de1/…). Anyone who can push such a branch runs code there, so it must not be a
+ * same-site neighbour of the platform.
+ */
+export function isPreviewTarget(target: Pick<Target, 'matchPattern'>): boolean {
+  return target.matchPattern === 'prefix';
+}
+
+/** Whether `host` is `domain` or a subdomain of it (case-insensitive, no trailing dot). */
+export function isWithinDomain(host: string, domain: string): boolean {
+  const h = host.toLowerCase().replace(/\.$/, '');
+  const d = domain.toLowerCase().replace(/\.$/, '');
+  return h === d || h.endsWith(`.${d}`);
+}
+
+/**
+ * Whether two hosts share a registrable domain (eTLD+1 by the Public Suffix List, private suffixes such
+ * as github.io included, as browsers scope cookies): then one can set cookies the other receives.
+ */
+export function sameSite(a: string, b: string): boolean {
+  const siteOf = (host: string) => getDomain(host.toLowerCase(), { allowPrivateDomains: true }) ?? host.toLowerCase();
+  return siteOf(a) === siteOf(b);
+}
+
+/**
+ * The SSO session cookie lives on parentDomain and is sent to every host under it. A preview site under
+ * it would receive every visitor's `ory_kratos_session` and could call Kratos, Hydra, the API and GeoServer
+ * as them; a preview domain above it could set cookies for it (cookie tossing). Either is refused: preview
+ * sites live on a registrable domain of their own (the way user content lives on github.io, not github.com).
+ */
+export function checkPreviewDomains(targets: Target[], parentDomain: string): void {
+  for (const target of targets.filter(isPreviewTarget)) {
+    if (isWithinDomain(target.domain, parentDomain) || isWithinDomain(parentDomain, target.domain) || sameSite(target.domain, parentDomain)) {
+      throw new Error(
+        `invalid stack configuration: the preview site ${target.key} (${target.domain}) lies within the session cookie domain ${parentDomain}; ` +
+          'put preview sites on a registrable domain of their own (see docs/infra.md, "Preview sites")',
+      );
+    }
+  }
+}
+
+/**
+ * The sites network holds untrusted code. If its addresses counted as internal, that code could reach
+ * /admin*, /geoserver/rest and /geoserver/web through the proxy. Refuse an overlap.
+ */
+export function checkSitesSubnet(sitesSubnet: string, internalCidrs: string[]): void {
+  const first = sitesSubnet.replace(/0\/24$/, '0');
+  const last = sitesSubnet.replace(/0\/24$/, '255');
+  const overlapping = internalCidrs.find((range) => ipv4InCidr(first, range) || ipv4InCidr(last, range) || ipv4InCidr(range.split('/')[0] ?? '', sitesSubnet));
+  if (overlapping) {
+    throw new Error(`invalid stack configuration: internalCidrs: ${overlapping} overlaps the sites network ${sitesSubnet}; pick a sitesSubnet outside the internal ranges`);
+  }
 }
 
 function ipv4ToNumber(ip: string): number {

@@ -1,3 +1,7 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+
 /**
  * Every third-party image the stack runs, pinned to a release. Upgrading is a one-line change here,
  * reviewed like code; `latest` or an untagged name is rejected by the policy tests.
@@ -28,3 +32,90 @@ export function isPinnedImage(reference: string): boolean {
   const tag = lastSegment.slice(colon + 1);
   return tag !== 'latest' && /\d/.test(tag) && !/latest|stable|edge|main|master/i.test(tag);
 }
+
+/**
+ * The fingerprint of what a project image contains: the Dockerfile itself and every file its COPY
+ * lines take from the build context (not `COPY --from=<stage>`), read from the repository. The image
+ * name carries it in its tag, so new code under an unchanged `imageTag` is a new image reference and
+ * Pulumi replaces every container that runs it; unchanged code keeps the reference and nothing restarts.
+ */
+export function imageContentHash(repoRoot: string, dockerfile: string): string {
+  const hash = createHash('sha256');
+  const dockerfileText = readFileSync(join(repoRoot, dockerfile), 'utf8');
+  hash.update(`${dockerfile}\0${dockerfileText}\0`);
+  for (const file of copiedFiles(repoRoot, dockerfileText)) {
+    hash.update(`${file}\0`);
+    hash.update(readFileSync(join(repoRoot, file)));
+    hash.update('\0');
+  }
+  return hash.digest('hex');
+}
+
+/** The context files a Dockerfile's COPY/ADD lines take (sorted, repository-relative, .dockerignore'd folders skipped). */
+export function copiedFiles(repoRoot: string, dockerfileText: string): string[] {
+  const files = new Set<string>();
+  // Continuation lines joined first: `COPY a \` newline `b ./`.
+  for (const line of dockerfileText.replace(/\\\r?\n/g, ' ').split(/\r?\n/)) {
+    const match = /^\s*(?:COPY|ADD)\s+(.*)$/i.exec(line);
+    if (!match?.[1]) continue;
+    const words = match[1].trim().split(/\s+/);
+    if (words.some((w) => /^--from=/i.test(w))) continue;
+    const args = words.filter((w) => !w.startsWith('--'));
+    for (const source of args.slice(0, -1)) {
+      for (const file of expand(repoRoot, source.replace(/^\.\//, '').replace(/\/$/, ''))) files.add(file);
+    }
+  }
+  return [...files].sort();
+}
+
+const IGNORED_DIRECTORIES = new Set(['node_modules', '.git', 'data', 'coverage', 'dist']);
+
+function expand(repoRoot: string, source: string): string[] {
+  if (source === '' || source === '.') return walk(repoRoot, '');
+  if (source.includes('*')) {
+    const dir = dirname(source);
+    const pattern = new RegExp(`^${basename(source).replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`);
+    const base = join(repoRoot, dir);
+    if (!existsSync(base)) return [];
+    return readdirSync(base).filter((name) => pattern.test(name)).flatMap((name) => expand(repoRoot, dir === '.' ? name : `${dir}/${name}`));
+  }
+  const path = join(repoRoot, source);
+  if (!existsSync(path)) return [];
+  return statSync(path).isDirectory() ? walk(repoRoot, source) : [source];
+}
+
+function walk(repoRoot: string, dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(join(repoRoot, dir))) {
+    if (IGNORED_DIRECTORIES.has(name) || name.endsWith('.log')) continue;
+    const relative = dir === '' ? name : `${dir}/${name}`;
+    const stats = statSync(join(repoRoot, relative));
+    if (stats.isDirectory()) out.push(...walk(repoRoot, relative));
+    else if (stats.isFile()) out.push(relative);
+  }
+  return out;
+}
+
+/** The project's own images: Dockerfile under infra/docker and the image's short name. */
+export const PROJECT_IMAGES = {
+  api: 'api.Dockerfile',
+  webhook: 'webhook.Dockerfile',
+  login: 'identity.Dockerfile',
+  ops: 'ops.Dockerfile',
+} as const;
+
+/** `<prefix>/<name>:<imageTag>-<first 12 hex digits of the content hash>`. */
+export function projectImageName(repoRoot: string, prefix: string, name: keyof typeof PROJECT_IMAGES, imageTag: string): string {
+  return `${prefix}/${name}:${imageTag}-${imageContentHash(repoRoot, `infra/docker/${PROJECT_IMAGES[name]}`).slice(0, 12)}`;
+}
+
+/**
+ * The commands the stack runs in the project images, in one place (the image's CMD is the long-running
+ * service; jobs and the sites supervisor name their entry point here).
+ */
+export const ENTRY_POINTS = {
+  apiMigrate: ['node', '--import', 'tsx', 'services/api/src/db/migrate-cli.ts'],
+  geoserverProvision: ['node', '--import', 'tsx', 'infra/geoserver/cli.ts'],
+  clientsSync: ['node', '--import', 'tsx', 'identity/src/clients/sync-cli.ts'],
+  sites: ['node', '--import', 'tsx', 'infra/sites/main.ts'],
+} as const;

@@ -1,6 +1,6 @@
 import type { Target } from '../services/shared/targets.js';
 import type { ProxyRoute } from './caddy.js';
-import type { Domains } from './config.js';
+import { isPreviewTarget, isWithinDomain, type Domains } from './config.js';
 
 /**
  * Upstream names and ports on the application network, in one place: the containers' aliases, the
@@ -36,7 +36,7 @@ export function proxyRoutes(domains: Domains, targets: Target[], options: { self
       domain: domains.geo,
       upstream: at(UPSTREAMS.geoserver),
       // GeoServer's REST configuration API and web admin are operator tools, like /admin.
-      internalOnlyPaths: ['/geoserver/rest*', '/geoserver/web*'],
+      internalOnlyPaths: ['/geoserver/rest*', '/geoserver/gwc/rest*', '/geoserver/web*'],
       description: 'GeoServer (WMS 1.3.0, WFS-T)',
     },
     { domain: domains.auth, upstream: at(UPSTREAMS.login), description: 'Login, consent and logout app' },
@@ -57,8 +57,13 @@ export function proxyRoutes(domains: Domains, targets: Target[], options: { self
   return routes;
 }
 
-/** Every origin a browser may load the platform from (CORS allow-lists of GeoServer and the API). */
-export function platformOrigins(domains: Domains, targets: Target[]): string[] {
-  const hosts = [domains.api, domains.geo, domains.auth, domains.accounts, ...targets.map((t) => t.domain)];
+/**
+ * The platform's own origins: the only ones CORS with credentials lets call the API and GeoServer from
+ * a browser. Preview sites (untrusted team code) are never among them, nor any site outside the
+ * session cookie domain.
+ */
+export function platformOrigins(domains: Domains, targets: Target[], parentDomain: string): string[] {
+  const trustedSites = targets.filter((t) => !isPreviewTarget(t) && isWithinDomain(t.domain, parentDomain)).map((t) => t.domain);
+  const hosts = [domains.api, domains.geo, domains.auth, domains.accounts, ...trustedSites];
   return [...new Set(hosts.map((h) => `https://${h.toLowerCase()}`))];
 }

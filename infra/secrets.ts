@@ -9,7 +9,7 @@ import type { Target } from '../services/shared/targets.js';
  * stack file. Rotating one = set a new value (or `pulumi up --replace` the RandomPassword) and `pulumi up`.
  */
 
-interface SecretSpec {
+export interface SecretSpec {
   /** Length of a generated value; Ory rules: Kratos cipher exactly 32, Hydra system ≥ 32. */
   length: number;
   /** When true, generated values use only [A-Za-z0-9] (safe in DSNs and URLs without escaping). */
@@ -17,6 +17,12 @@ interface SecretSpec {
   /** Rules for operator-set values (Ory ignores a cipher secret that is not exactly 32 characters). */
   exactLength?: number;
   minLength?: number;
+  /**
+   * A rotatable Ory secret: the value may be several comma-separated secrets, newest first
+   * (`new,old`); Ory signs or encrypts with the first and still accepts the others. The length rules
+   * apply to each one.
+   */
+  rotatable?: boolean;
 }
 
 export const SECRET_SPECS = {
@@ -26,11 +32,11 @@ export const SECRET_SPECS = {
   kratosDbPassword: { length: 40, alphanumeric: true },
   hydraDbPassword: { length: 40, alphanumeric: true },
   geoserverDbPassword: { length: 40, alphanumeric: true },
-  kratosCookieSecret: { length: 48, alphanumeric: true },
-  kratosCipherSecret: { length: 32, alphanumeric: true, exactLength: 32 },
-  kratosDefaultSecret: { length: 48, alphanumeric: true },
-  hydraSystemSecret: { length: 48, alphanumeric: true, minLength: 32 },
-  hydraCookieSecret: { length: 48, alphanumeric: true },
+  kratosCookieSecret: { length: 48, alphanumeric: true, minLength: 16, rotatable: true },
+  kratosCipherSecret: { length: 32, alphanumeric: true, exactLength: 32, rotatable: true },
+  kratosDefaultSecret: { length: 48, alphanumeric: true, minLength: 16, rotatable: true },
+  hydraSystemSecret: { length: 48, alphanumeric: true, minLength: 32, rotatable: true },
+  hydraCookieSecret: { length: 48, alphanumeric: true, minLength: 16, rotatable: true },
   loginCookieSecret: { length: 48, alphanumeric: true, minLength: 32 },
   accountsUiSecret: { length: 48, alphanumeric: true },
   geoserverAdminPassword: { length: 32, alphanumeric: true },
@@ -55,8 +61,7 @@ function configOrGenerated(config: pulumi.Config, name: string, spec: SecretSpec
   if (given !== undefined) {
     // Checked when the value is known; the message names the key, never the value.
     return given.apply((value) => {
-      if (spec.exactLength !== undefined && value.length !== spec.exactLength) throw new Error(`config ${name} must be exactly ${spec.exactLength} characters`);
-      if (spec.minLength !== undefined && value.length < spec.minLength) throw new Error(`config ${name} must be at least ${spec.minLength} characters`);
+      checkSecretValue(name, spec, value);
       return value;
     });
   }
@@ -69,6 +74,21 @@ function configOrGenerated(config: pulumi.Config, name: string, spec: SecretSpec
   });
   // The provider marks `result` secret too; wrapping here makes it so regardless of provider version.
   return pulumi.secret(generated.result);
+}
+
+/**
+ * The rules for an operator-set secret; throws naming the key (and the position in a rotation list),
+ * never the value. Ory silently ignores a cipher secret that is not exactly 32 characters, so a wrong
+ * one must stop the deployment here rather than break decryption later.
+ */
+export function checkSecretValue(name: string, spec: SecretSpec, value: string): void {
+  const values = spec.rotatable ? value.split(',').map((v) => v.trim()) : [value];
+  values.forEach((secret, i) => {
+    const which = values.length > 1 ? `${name} (value ${i + 1} of ${values.length})` : name;
+    if (secret === '') throw new Error(`config ${which} is empty`);
+    if (spec.exactLength !== undefined && secret.length !== spec.exactLength) throw new Error(`config ${which} must be exactly ${spec.exactLength} characters`);
+    if (spec.minLength !== undefined && secret.length < spec.minLength) throw new Error(`config ${which} must be at least ${spec.minLength} characters`);
+  });
 }
 
 export function loadSecrets(config: pulumi.Config, targets: Target[]): StackSecrets {

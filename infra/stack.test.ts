@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import * as pulumi from '@pulumi/pulumi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTargets } from '../services/shared/targets.js';
+import { parse as parseYaml } from 'yaml';
+import { ipv4InCidr, isPreviewTarget } from './config.js';
 import { isPinnedImage } from './images.js';
 import { exampleConfig, installMocks, isSecretEnvelope, plainStrings, resolved, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 
@@ -96,7 +98,7 @@ describe('every container', () => {
 
   it('that runs a TypeScript entry point of this repository runs one that exists', () => {
     const entries = containers().flatMap((c) => ((reveal(c.inputs.command) as string[] | undefined) ?? []).filter((a) => a.endsWith('.ts')));
-    expect(entries.sort()).toEqual(['infra/geoserver/cli.ts', 'infra/sites/main.ts', 'services/api/src/db/migrate-cli.ts']);
+    expect(entries.sort()).toEqual(['identity/src/clients/sync-cli.ts', 'infra/geoserver/cli.ts', 'infra/sites/main.ts', 'services/api/src/db/migrate-cli.ts']);
     for (const entry of entries) expect(existsSync(join(import.meta.dirname, '..', entry)), entry).toBe(true);
   });
 
@@ -160,7 +162,7 @@ describe('networks and ports', () => {
 
   it('only the services that need the admin APIs join the admin network', () => {
     const onAdmin = containers().filter((c) => networksOf(c).some((n) => n.name === 'geodata-admin')).map((c) => c.name).sort();
-    expect(onAdmin).toEqual(['api', 'hydra', 'kratos', 'login']);
+    expect(onAdmin).toEqual(['api', 'clients-sync', 'hydra', 'kratos', 'login']);
   });
 });
 
@@ -191,6 +193,8 @@ describe('images', () => {
     for (const b of builds) {
       expect(b.inputs.skipPush).toBe(true);
       expect(String((b.inputs.build as { dockerfile: string }).dockerfile)).toMatch(/infra\/docker\/[a-z]+\.Dockerfile$/);
+      // The tag carries the hash of what the image copies: new code under the same imageTag replaces the containers.
+      expect(String(b.inputs.imageName), b.name).toMatch(new RegExp(`^geodata/${b.name}:0\\.1\\.0-[0-9a-f]{12}$`));
     }
   });
 });
@@ -277,6 +281,12 @@ describe('the proxy', () => {
     expect(JSON.stringify(json)).not.toContain('"automatic_https":{"disable":true}');
   });
 
+  it('guards GeoServer\'s REST API, its tile cache REST API and its web admin like /admin', () => {
+    const guard = siteSubroutes(adapted()).get('geo.example.org')?.find((r) => r.handle?.some((h) => h.handler === 'static_response' && h.status_code === 403));
+    const match = guard?.match?.[0] as { path?: string[] } | undefined;
+    expect(match?.path).toEqual(expect.arrayContaining(['/admin*', '/geoserver/rest*', '/geoserver/gwc/rest*', '/geoserver/web*']));
+  });
+
   it('answers 403 to /admin from outside the internal ranges on every site', () => {
     const json = adapted();
     for (const [host, subroutes] of siteSubroutes(json)) {
@@ -351,6 +361,112 @@ describe('backups', () => {
   it('a backup service dumps the features, Kratos and Hydra databases', () => {
     const backupEnv = envOf(container('backup'));
     expect(String(backupEnv.BACKUP_DATABASES).split(' ').map((s) => s.split('=')[0])).toEqual(['features', 'kratos', 'hydra']);
+  });
+});
+
+describe('API authentication in the stack', () => {
+  const uploaded = (name: string, file: string) => {
+    const upload = (reveal(container(name).inputs.uploads) as { file: string; content: string }[]).find((u) => u.file === file);
+    if (!upload) throw new Error(`${name} has no upload ${file}`);
+    return upload.content;
+  };
+
+  it('Hydra issues opaque access tokens, and the API checks them at Hydra (introspection) and sessions at Kratos', () => {
+    const hydraYml = parseYaml(uploaded('hydra', '/etc/config/hydra/hydra.yml')) as { strategies: { access_token: string } };
+    expect(hydraYml.strategies.access_token).toBe('opaque');
+    const apiEnv = envOf(container('api'));
+    expect(apiEnv.HYDRA_ADMIN_URL).toBe('http://hydra-admin:4445');
+    expect(apiEnv.KRATOS_PUBLIC_URL).toBe('http://kratos:4433');
+    expect(apiEnv.KRATOS_ADMIN_URL).toBe('http://kratos-admin:4434');
+    expect(apiEnv.AUTH_AUDIENCE).toBe('geodata-api');
+    // Hydra's JWKS signs ID tokens: accepting JWTs signed with it would take ID tokens as access tokens.
+    expect(apiEnv.AUTH_JWKS_URL).toBeUndefined();
+  });
+
+  it('every synced OAuth2 client may request tokens for the audience the API requires', () => {
+    const clients = (parseYaml(uploaded('clients-sync', '/etc/config/identity/clients.yaml')) as { clients: { client_id: string; audience?: string[] }[] }).clients;
+    expect(clients.length).toBeGreaterThan(0);
+    for (const client of clients) expect(client.audience, client.client_id).toContain(envOf(container('api')).AUTH_AUDIENCE);
+  });
+
+  it('every internal URL a container is given names a host it reaches on a network it shares with that host', () => {
+    const aliasesOn = new Map<string, Set<string>>();
+    for (const c of containers()) {
+      for (const n of networksOf(c)) {
+        const set = aliasesOn.get(n.name) ?? new Set<string>();
+        for (const alias of n.aliases ?? []) set.add(alias);
+        aliasesOn.set(n.name, set);
+      }
+    }
+    let checked = 0;
+    for (const c of containers()) {
+      for (const [name, value] of Object.entries(envOf(c))) {
+        const internal = /^(?:https?|postgres):\/\/(?:[^@/]*@)?([a-z][a-z0-9-]*)(?::\d+)?(?:\/|$)/.exec(value);
+        if (!internal?.[1]) continue;
+        const host = internal[1];
+        const reachable = networksOf(c).some((n) => aliasesOn.get(n.name)?.has(host));
+        expect(reachable, `${c.name} ${name}=${host} is on no network shared with ${host}`).toBe(true);
+        checked += 1;
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(10);
+  });
+
+  it('the clients are synced after Hydra\'s migrations, once Hydra is up', () => {
+    const sync = registered.find((r) => r.type === CONTAINER && r.name === 'clients-sync');
+    const migration = registered.find((r) => r.type === CONTAINER && r.name === 'hydra-migrate');
+    expect(sync?.registeredAt).toBeGreaterThanOrEqual(migration?.resolvedAt as number);
+    expect(labelsOf(container('clients-sync'))['platform.after']).toBe('succeeded');
+    expect(isJob(container('clients-sync'))).toBe(true);
+  });
+});
+
+describe('the sites container (code from team pushes)', () => {
+  const membersOf = (network: string) => containers().filter((c) => networksOf(c).some((n) => n.name === network)).map((c) => c.name);
+
+  it('shares every network it joins with the proxy at most: no path to a database, GeoServer or Ory', () => {
+    const sitesNetworks = networksOf(container('sites')).map((n) => n.name);
+    expect(sitesNetworks.sort()).toEqual(['geodata-sites', 'geodata-sites-egress']);
+    for (const network of sitesNetworks) {
+      const others = membersOf(network).filter((name) => name !== 'sites');
+      expect(others, network).toEqual(network === 'geodata-sites' ? ['proxy'] : []);
+    }
+    // The only container in its network namespace is the webhook, which holds no database or Ory credential.
+    const sharing = containers().filter((c) => c.inputs.networkMode === 'container:geodata-sites').map((c) => c.name);
+    expect(sharing).toEqual(['webhook']);
+    expect(Object.keys(envOf(container('webhook'))).filter((n) => /DATABASE|DSN|PGPASSWORD|KRATOS|HYDRA|GEOSERVER/.test(n))).toEqual([]);
+  });
+
+  it('its network lies outside the internal ranges, so the guarded paths answer it 403 like any outsider', () => {
+    const sitesNetwork = registered.find((r) => r.type === 'docker:index/network:Network' && r.name === 'sites');
+    expect(sitesNetwork?.inputs.internal).toBe(true);
+    const subnet = (sitesNetwork?.inputs.ipamConfigs as { subnet: string }[])[0]?.subnet as string;
+    for (const host of ['1', '100', '254']) {
+      const address = subnet.replace(/0\/24$/, host);
+      for (const range of ['10.0.0.0/8', '192.168.0.0/16']) expect(ipv4InCidr(address, range), `${address} in ${range}`).toBe(false);
+    }
+  });
+});
+
+describe('preview sites', () => {
+  const targets = () => loadTargets(join(import.meta.dirname, '..', 'config', 'targets.yaml'));
+
+  it('live outside the session cookie domain', () => {
+    const previews = targets().filter(isPreviewTarget);
+    expect(previews.length).toBe(3);
+    for (const t of previews) expect(t.domain.endsWith('.example.org') || t.domain === 'example.org', t.domain).toBe(false);
+  });
+
+  it('are never an origin that CORS with credentials allows, at the API or at GeoServer', () => {
+    const apiOrigins = envOf(container('api')).CORS_ORIGINS?.split(',') ?? [];
+    const geoOrigins = envOf(container('geoserver')).CORS_ALLOWED_ORIGINS?.split(',') ?? [];
+    expect(apiOrigins).toContain('https://main.sites.example.org');
+    expect(envOf(container('geoserver')).CORS_ALLOW_CREDENTIALS).toBe('true');
+    for (const t of targets().filter(isPreviewTarget)) {
+      expect(apiOrigins, t.domain).not.toContain(`https://${t.domain}`);
+      expect(geoOrigins, t.domain).not.toContain(`https://${t.domain}`);
+    }
+    for (const origin of [...apiOrigins, ...geoOrigins]) expect(new URL(origin).hostname.endsWith('.example.org'), origin).toBe(true);
   });
 });
 

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { exampleConfig, installMocks, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { exampleConfig, installMocks, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 
 /**
  * The same program with the optional disk limit on and a failing Kratos migration: the identity
@@ -11,11 +11,13 @@ const CONTAINER = 'docker:index/container:Container';
 let registered: RegisteredResource[];
 const errors: string[] = [];
 const SHORT_SECRET = 'too-short-login-secret-31-chars';
+// A cipher rotation in progress: the new secret first, the old one still accepted for decryption.
+const CIPHER_ROTATION = `${'N'.repeat(32)},${'O'.repeat(32)}`;
 
 beforeAll(async () => {
   registered = await installMocks({
-    config: { ...exampleConfig({ identityDiskLimit: 'true' }), smtpConnectionUri: 'smtp://mail.example.org:25/', loginCookieSecret: SHORT_SECRET },
-    secretKeys: ['smtpConnectionUri', 'loginCookieSecret'],
+    config: { ...exampleConfig({ identityDiskLimit: 'true' }), smtpConnectionUri: 'smtp://mail.example.org:25/', loginCookieSecret: SHORT_SECRET, kratosCipherSecret: CIPHER_ROTATION },
+    secretKeys: ['smtpConnectionUri', 'loginCookieSecret', 'kratosCipherSecret'],
     jobExitCodes: { 'kratos-migrate': 1 },
   });
   // The failed job's error surfaces as the rejection of the dependent's registration.
@@ -53,6 +55,14 @@ describe('a failed migration', () => {
 
   it('does not hold back the other identity service', () => {
     expect(container('hydra')).toBeDefined();
+  });
+});
+
+describe('a Kratos cipher secret rotation (new,old)', () => {
+  it('is accepted and reaches Kratos as Ory\'s comma-separated list', () => {
+    const envs = (reveal(container('kratos-migrate')?.inputs.envs) as string[]).filter((e) => e.startsWith('SECRETS_CIPHER='));
+    expect(envs).toEqual([`SECRETS_CIPHER=${CIPHER_ROTATION}`]);
+    expect(errors.join('\n')).not.toContain('kratosCipherSecret');
   });
 });
 

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../services/shared/config.js';
 import { loadClientDeclarations, syncClients, type ClientDeclaration } from '../src/clients/sync.js';
-import { CONFIG_DIR } from '../src/config/render.js';
+import { CONFIG_DIR } from '../../services/shared/identity-config/render.js';
 import { createOryClients, type OryClients } from '../../services/shared/ory/clients.js';
 import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
 
@@ -28,8 +28,8 @@ afterEach(() => {
 });
 
 const declarations: ClientDeclaration[] = [
-  { client_id: 'editor', client_name: 'Editor', public: false, first_party: true, redirect_uris: ['https://app.example.org/cb'], post_logout_redirect_uris: [] },
-  { client_id: 'mobile', client_name: 'Mobile', public: true, first_party: false, redirect_uris: ['de.example.app:/cb'], post_logout_redirect_uris: ['de.example.app:/bye'] },
+  { client_id: 'editor', client_name: 'Editor', public: false, first_party: true, redirect_uris: ['https://app.example.org/cb'], post_logout_redirect_uris: [], audience: ['geodata-api'] },
+  { client_id: 'mobile', client_name: 'Mobile', public: true, first_party: false, redirect_uris: ['de.example.app:/cb'], post_logout_redirect_uris: ['de.example.app:/bye'], audience: [] },
 ];
 
 describe('client sync', () => {
@@ -81,6 +81,22 @@ describe('client sync', () => {
   it('the shipped clients.yaml is valid', () => {
     const clients = loadClientDeclarations(join(CONFIG_DIR, 'clients.yaml'), { IDENTITY_PARENT_DOMAIN: 'example.org' });
     expect(clients.map((c) => c.client_id)).toEqual(['map-editor', 'field-app']);
+  });
+
+  it('every shipped client may request tokens for the API audience (geodata-api, or the stack\'s apiAudience)', () => {
+    const byDefault = loadClientDeclarations(join(CONFIG_DIR, 'clients.yaml'), { IDENTITY_PARENT_DOMAIN: 'example.org' });
+    for (const client of byDefault) expect(client.audience, client.client_id).toEqual(['geodata-api']);
+    const configured = loadClientDeclarations(join(CONFIG_DIR, 'clients.yaml'), { IDENTITY_PARENT_DOMAIN: 'example.org', IDENTITY_API_AUDIENCE: 'city-api' });
+    for (const client of configured) expect(client.audience, client.client_id).toEqual(['city-api']);
+  });
+
+  it('a client synced without the audience gets it on the next run, and Hydra then grants it', async () => {
+    const [editor] = declarations as [ClientDeclaration];
+    await syncClients(ory.oauth2, [{ ...editor, client_id: 'legacy', audience: [] }]);
+    expect(hydra.clients.get('legacy')?.audience).toEqual([]);
+    const outcomes = await syncClients(ory.oauth2, [{ ...editor, client_id: 'legacy' }]);
+    expect(outcomes).toEqual([{ clientId: 'legacy', action: 'updated', fields: ['audience'] }]);
+    expect(hydra.clients.get('legacy')?.audience).toEqual(['geodata-api']);
   });
 
   it('refuses a file with a plain-http redirect URI or a duplicate client_id, naming the key', () => {

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { checkIdentityConfig, formatFinding } from '../src/config/check.js';
-import { CONFIG_DIR, containerEnvironment, effectiveConfig, parseListVariable } from '../src/config/render.js';
+import { CONFIG_DIR, containerEnvironment, effectiveConfig, parseListVariable } from '../../services/shared/identity-config/render.js';
 import { VALID_ENV } from './fixtures.js';
 
 /** The shipped Kratos/Hydra configs against the vendored v26.2.0 schemas, and each runtime rule failing. */
@@ -99,6 +99,32 @@ describe('runtime rules, each naming its key', () => {
 
   it('no Hydra system secret → secrets.system', () => {
     expect(check({ HYDRA_SECRETS_SYSTEM: undefined })).toEqual(['hydra.yml: secrets.system is not set (HYDRA_SECRETS_SYSTEM)']);
+  });
+});
+
+const ACCOUNTS = 'https://accounts.example.org';
+
+describe('passkey and WebAuthn origins', () => {
+  it('cover the login app and the accounts pages where keys are registered', () => {
+    const kratos = effectiveConfig('kratos', { ...VALID_ENV, IDENTITY_ACCOUNTS_URL: ACCOUNTS }) as { selfservice: { methods: Record<string, { config: { rp: { origins: string[] } } }> } };
+    for (const method of ['webauthn', 'passkey']) {
+      expect(kratos.selfservice.methods[method]?.config.rp.origins, method).toEqual([VALID_ENV.IDENTITY_AUTH_URL, ACCOUNTS]);
+    }
+    expect(check({ IDENTITY_ACCOUNTS_URL: ACCOUNTS })).toEqual([]);
+  });
+
+  it('an origin list without the accounts domain → rp.origins naming the page it breaks', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'identity-config-'));
+    cpSync(CONFIG_DIR, dir, { recursive: true });
+    const kratos = readFileSync(join(dir, 'kratos.yml'), 'utf8').replaceAll('            - ${IDENTITY_ACCOUNTS_URL:-$IDENTITY_AUTH_URL}\n', '');
+    writeFileSync(join(dir, 'kratos.yml'), kratos);
+    const accounts = ACCOUNTS;
+    expect(check({ IDENTITY_ACCOUNTS_URL: ACCOUNTS }, dir)).toEqual([
+      `kratos.yml: selfservice.methods.webauthn.config.rp.origins lacks ${accounts}, where the registration page runs (a key used there is refused)`,
+      `kratos.yml: selfservice.methods.webauthn.config.rp.origins lacks ${accounts}, where the settings page runs (a key used there is refused)`,
+      `kratos.yml: selfservice.methods.passkey.config.rp.origins lacks ${accounts}, where the registration page runs (a key used there is refused)`,
+      `kratos.yml: selfservice.methods.passkey.config.rp.origins lacks ${accounts}, where the settings page runs (a key used there is refused)`,
+    ]);
   });
 });
 

@@ -149,7 +149,7 @@ describe.skipIf(skipReason !== undefined)('identity stack on real Kratos and Hyd
       })
     ).data;
     const callback = 'http://127.0.0.1:9/callback';
-    const [outcome] = await syncClients(ory.oauth2, [{ client_id: 'e2e-client', client_name: 'E2E', public: false, first_party: true, redirect_uris: [callback], post_logout_redirect_uris: [] }]);
+    const [outcome] = await syncClients(ory.oauth2, [{ client_id: 'e2e-client', client_name: 'E2E', public: false, first_party: true, redirect_uris: [callback], post_logout_redirect_uris: [], audience: [] }]);
     const secret = (outcome as { clientSecret: string }).clientSecret;
     const rp = await oidc.discovery(new URL(env.HYDRA_PUBLIC_URL as string), 'e2e-client', undefined, oidc.ClientSecretBasic(secret), { execute: [oidc.allowInsecureRequests] });
     const verifier = oidc.randomPKCECodeVerifier();

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { SMTPServer } from 'smtp-server';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_DIR } from '../src/config/render.js';
+import { CONFIG_DIR } from '../../services/shared/identity-config/render.js';
 import { runChecklist, type ChecklistItem } from '../src/prod-check/checklist.js';
 import { VALID_ENV } from './fixtures.js';
 

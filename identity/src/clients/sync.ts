@@ -4,7 +4,7 @@ import type { OAuth2Api, OAuth2Client } from '@ory/hydra-client';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../../../services/shared/config.js';
-import { substitute, type Env } from '../config/render.js';
+import { substitute, type Env } from '../../../services/shared/identity-config/render.js';
 import { oryStatus } from '../../../services/shared/ory/clients.js';
 
 /**
@@ -31,6 +31,12 @@ export const ClientDeclarationSchema = z
     first_party: z.boolean().default(false),
     redirect_uris: z.array(redirectUri).min(1),
     post_logout_redirect_uris: z.array(redirectUri).default([]),
+    /**
+     * Resource servers the client may request access tokens for (Hydra's audience whitelist). The API
+     * accepts only tokens granted for its audience (AUTH_AUDIENCE, geodata-api), so a client that calls
+     * the API lists it here and asks for it with `audience=geodata-api` in the authorization request.
+     */
+    audience: z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, 'an audience such as geodata-api')).default([]),
   })
   .strict()
   .superRefine((client, ctx) => {
@@ -73,6 +79,7 @@ export function desiredClient(declaration: ClientDeclaration): OAuth2Client {
     client_name: declaration.client_name,
     redirect_uris: declaration.redirect_uris,
     post_logout_redirect_uris: declaration.post_logout_redirect_uris,
+    audience: declaration.audience,
     grant_types: CLIENT_GRANT_TYPES,
     response_types: CLIENT_RESPONSE_TYPES,
     scope: CLIENT_SCOPE,
@@ -82,7 +89,7 @@ export function desiredClient(declaration: ClientDeclaration): OAuth2Client {
   };
 }
 
-const COMPARED: ReadonlyArray<keyof OAuth2Client> = ['client_name', 'redirect_uris', 'post_logout_redirect_uris', 'grant_types', 'response_types', 'scope', 'token_endpoint_auth_method', 'skip_consent'];
+const COMPARED: ReadonlyArray<keyof OAuth2Client> = ['client_name', 'redirect_uris', 'post_logout_redirect_uris', 'audience', 'grant_types', 'response_types', 'scope', 'token_endpoint_auth_method', 'skip_consent'];
 
 function normalise(value: unknown): string {
   return JSON.stringify(Array.isArray(value) ? [...(value as string[])].sort() : (value ?? null));

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Ajv, ValidateFunction } from 'ajv';
 import { ConfigError } from '../../../services/shared/config.js';
 import { createAjv, describeAjvError } from './ajv.js';
-import { CONFIG_DIR, effectiveConfig, isDevMode, type Env } from './render.js';
+import { CONFIG_DIR, effectiveConfig, isDevMode, type Env } from '../../../services/shared/identity-config/render.js';
 
 /**
  * The config check: the rendered Kratos and Hydra configuration (with the secret variables merged in as
@@ -91,9 +91,33 @@ export function kratosRuntimeFindings(config: Record<string, unknown>): Finding[
       }
     });
   }
+  findings.push(...keyOriginFindings(config));
   const defaults = stringList(get(config, 'secrets.default'));
   if (!defaults || defaults.length === 0) {
     findings.push({ file: 'kratos.yml', key: 'secrets.default', message: 'is not set (KRATOS_SECRETS_DEFAULT): every process would invent its own and sessions break across restarts' });
+  }
+  return findings;
+}
+
+/**
+ * WebAuthn and passkeys: the browser reports the page's origin, and Kratos refuses a key used on a page
+ * whose origin is not in `rp.origins`. Keys are used on the login page (flows.login.ui_url) and
+ * registered on the registration and settings pages, so each of those origins must be listed.
+ */
+function keyOriginFindings(config: Record<string, unknown>): Finding[] {
+  const findings: Finding[] = [];
+  const pages = ['login', 'registration', 'settings']
+    .map((flow) => [flow, get(config, `selfservice.flows.${flow}.ui_url`)] as const)
+    .filter((entry): entry is readonly [string, string] => typeof entry[1] === 'string' && URL.canParse(entry[1]));
+  for (const method of ['webauthn', 'passkey']) {
+    if (get(config, `selfservice.methods.${method}.enabled`) !== true) continue;
+    const origins = new Set((stringList(get(config, `selfservice.methods.${method}.config.rp.origins`)) ?? []).filter((o) => URL.canParse(o)).map((o) => new URL(o).origin));
+    for (const [flow, uiUrl] of pages) {
+      const origin = new URL(uiUrl).origin;
+      if (!origins.has(origin)) {
+        findings.push({ file: 'kratos.yml', key: `selfservice.methods.${method}.config.rp.origins`, message: `lacks ${origin}, where the ${flow} page runs (a key used there is refused)` });
+      }
+    }
   }
   return findings;
 }

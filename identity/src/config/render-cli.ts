@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { ConfigError, runMain } from '../../../services/shared/config.js';
-import { CONFIG_DIR, renderTemplate, SECRET_VARIABLES } from './render.js';
+import { CONFIG_DIR, renderTemplate, SECRET_VARIABLES } from '../../../services/shared/identity-config/render.js';
 
 /**
  * `npm run identity:render -- --out <dir>`: writes kratos.yml, hydra.yml and identity.schema.json for the

@@ -5,7 +5,7 @@ import { createTransport } from 'nodemailer';
 import { ConfigError } from '../../../services/shared/config.js';
 import { loadIdentityAppConfig } from '../app/config.js';
 import { hydraRuntimeFindings } from '../config/check.js';
-import { effectiveConfig, isDevMode, parseListVariable, type Env } from '../config/render.js';
+import { effectiveConfig, isDevMode, parseListVariable, type Env } from '../../../services/shared/identity-config/render.js';
 
 /**
  * The seed's production checklist as checks that pass or fail, each with the reason. Items about the

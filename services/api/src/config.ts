@@ -11,24 +11,52 @@ const postgresUrl = z
   .string()
   .regex(/^postgres(ql)?:\/\/\S+$/, 'a postgres:// or postgresql:// connection string');
 
+/** What every API entry point reads: where the database is, where local state lives, how to log. */
+const baseEnvShape = {
+  DATABASE_URL: postgresUrl.optional(),
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  DATA_DIR: z.string().min(1).default('./data'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+};
+
+/** The QC worker's variables (in the API process or stand-alone, docs/qc.md). */
+const workerEnvShape = {
+  ...exportsEnvShape,
+  WORKER_ENABLED: z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1'),
+  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+  WORKER_POLL_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(2_000),
+  WORKER_HEARTBEAT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
+  QC_JOB_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(12),
+};
+
+function requireDatabaseInProduction(env: { NODE_ENV: string; DATABASE_URL?: string | undefined }, ctx: z.RefinementCtx): void {
+  if (env.NODE_ENV === 'production' && !env.DATABASE_URL) {
+    ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'required when NODE_ENV=production (the embedded database is for development)' });
+  }
+}
+
+/**
+ * `npm run migrate` (the stack's api-migrate job): only the database, the data folder and the log
+ * level. The job gets NODE_ENV=production and DATABASE_URL and nothing else, and must start with that.
+ */
+export const MigrateEnvSchema = z.object(baseEnvShape).superRefine(requireDatabaseInProduction);
+
+/** The stand-alone QC worker: database, exports and worker settings; no HTTP, no authentication. */
+export const WorkerEnvSchema = z.object({ ...baseEnvShape, ...workerEnvShape }).superRefine((env, ctx) => {
+  checkExportsEnv(env, ctx);
+  requireDatabaseInProduction(env, ctx);
+});
+
 export const ApiEnvSchema = z
   .object({
-    DATABASE_URL: postgresUrl.optional(),
+    ...baseEnvShape,
     PORT: z.coerce.number().int().min(0).max(65535).default(8080),
     AUTH_ISSUER: z.string().min(1).optional(),
     AUTH_JWKS_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of a JSON Web Key Set' }).optional(),
     AUTH_AUDIENCE: z.string().min(1).optional(),
-    NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
-    DATA_DIR: z.string().min(1).default('./data'),
-    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     RATE_LIMIT_WRITES_PER_MINUTE: z.coerce.number().int().min(0).default(600),
     // QC side effects (docs/qc.md): exports, notices, and the worker that runs them.
-    ...exportsEnvShape,
-    WORKER_ENABLED: z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1'),
-    WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
-    WORKER_POLL_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(2_000),
-    WORKER_HEARTBEAT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
-    QC_JOB_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(12),
+    ...workerEnvShape,
     // Ory (identity): each optional, so the API also runs with JWTs alone.
     KRATOS_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of the Kratos public API' }).optional(),
     KRATOS_ADMIN_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of the Kratos admin API' }).optional(),
@@ -43,13 +71,12 @@ export const ApiEnvSchema = z
   })
   .superRefine((env, ctx) => {
     checkExportsEnv(env, ctx);
-    // The development signing key must never guard a production deployment.
-    if (env.NODE_ENV === 'production' && !env.AUTH_JWKS_URL) {
-      ctx.addIssue({ code: 'custom', path: ['AUTH_JWKS_URL'], message: 'required when NODE_ENV=production' });
+    // The development signing key must never guard a production deployment: production checks access
+    // tokens either as JWTs (AUTH_JWKS_URL) or as opaque Hydra tokens by introspection (HYDRA_ADMIN_URL).
+    if (env.NODE_ENV === 'production' && !env.AUTH_JWKS_URL && !env.HYDRA_ADMIN_URL) {
+      ctx.addIssue({ code: 'custom', path: ['AUTH_JWKS_URL'], message: 'AUTH_JWKS_URL (JWT access tokens) or HYDRA_ADMIN_URL (opaque access tokens) is required when NODE_ENV=production' });
     }
-    if (env.NODE_ENV === 'production' && !env.DATABASE_URL) {
-      ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'required when NODE_ENV=production (the embedded database is for development)' });
-    }
+    requireDatabaseInProduction(env, ctx);
   });
 
 export interface ApiConfig {
@@ -98,6 +125,36 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
       introspectionCacheMs: parsed.INTROSPECTION_CACHE_SECONDS * 1000,
     },
     cors: { origins: parsed.CORS_ORIGINS.map((origin) => new URL(origin).origin) },
+    exports: exportsSettingsFrom(parsed),
+    worker: {
+      enabled: parsed.WORKER_ENABLED,
+      concurrency: parsed.WORKER_CONCURRENCY,
+      pollIntervalMs: parsed.WORKER_POLL_INTERVAL_MS,
+      heartbeatMs: parsed.WORKER_HEARTBEAT_MS,
+    },
+    qc: { maxAttempts: parsed.QC_JOB_MAX_ATTEMPTS },
+  };
+}
+
+export interface MigrateConfig {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  logLevel: string;
+}
+
+export function loadMigrateConfig(env: NodeJS.ProcessEnv = process.env): MigrateConfig {
+  const parsed = parseEnv(MigrateEnvSchema, env);
+  return { databaseUrl: parsed.DATABASE_URL, dataDir: resolve(parsed.DATA_DIR), logLevel: parsed.LOG_LEVEL };
+}
+
+export type WorkerConfig = MigrateConfig & Pick<ApiConfig, 'exports' | 'worker' | 'qc'>;
+
+export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
+  const parsed = parseEnv(WorkerEnvSchema, env);
+  return {
+    databaseUrl: parsed.DATABASE_URL,
+    dataDir: resolve(parsed.DATA_DIR),
+    logLevel: parsed.LOG_LEVEL,
     exports: exportsSettingsFrom(parsed),
     worker: {
       enabled: parsed.WORKER_ENABLED,

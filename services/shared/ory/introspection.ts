@@ -32,6 +32,11 @@ export interface TokenIntrospectorOptions {
   now?: () => number;
   /** Scopes the token must carry; Hydra answers inactive otherwise. */
   requiredScope?: string;
+  /**
+   * The audience the token must be granted for (`aud`, e.g. geodata-api). A token issued for another
+   * resource server, or for none, counts as inactive here: it was never meant for this API.
+   */
+  audience?: string;
 }
 
 export interface TokenIntrospector {
@@ -49,7 +54,9 @@ export function createTokenIntrospector(options: TokenIntrospectorOptions): Toke
       const key = createHash('sha256').update(token).digest('base64url');
       return cache.getOrLoad(key, async () => {
         const { data } = await options.oauth2.introspectOAuth2Token({ token, ...(options.requiredScope ? { scope: options.requiredScope } : {}) });
-        if (!data.active || !data.sub || data.token_use === 'refresh_token') {
+        const audiences = Array.isArray(data.aud) ? data.aud : [];
+        const forThisAudience = options.audience === undefined || audiences.includes(options.audience);
+        if (!data.active || !data.sub || data.token_use === 'refresh_token' || !forThisAudience) {
           return { value: { active: false }, expiresAt: now() + inactiveCacheMs };
         }
         const ext = (data.ext ?? {}) as Record<string, unknown>;

@@ -32,6 +32,8 @@ interface Client extends Json {
   response_types: string[];
   scope: string;
   token_endpoint_auth_method: string;
+  /** Audiences the client may request (Hydra's audience whitelist). */
+  audience?: string[];
 }
 
 interface AuthRequest {
@@ -39,6 +41,8 @@ interface AuthRequest {
   requestUrl: string;
   redirectUri: string;
   scopes: string[];
+  /** `audience` of the authorization request (space-separated), each whitelisted on the client. */
+  audiences: string[];
   state?: string;
   nonce?: string;
   codeChallenge?: string;
@@ -62,7 +66,7 @@ interface ConsentRequest {
   challenge: string;
   login: LoginRequest;
   skip: boolean;
-  handled?: { grantScope: string[]; remember: boolean; session: { id_token?: Json; access_token?: Json } };
+  handled?: { grantScope: string[]; grantAudience: string[]; remember: boolean; session: { id_token?: Json; access_token?: Json } };
   rejected?: Json;
   verifier?: string;
   verifierUsed?: boolean;
@@ -78,6 +82,7 @@ interface Token {
   clientId: string;
   subject: string;
   scopes: string[];
+  audience: string[];
   session: { id_token?: Json; access_token?: Json };
   issuedAt: number;
   expiresAt: number;
@@ -301,6 +306,7 @@ export class HydraDouble {
       requestUrl: `${this.public.url}/oauth2/auth?${q.toString()}`,
       redirectUri,
       scopes: (q.get('scope') ?? '').split(' ').filter(Boolean),
+      audiences: (q.get('audience') ?? '').split(' ').filter(Boolean),
       prompt: (q.get('prompt') ?? '').split(' ').filter(Boolean),
       ...(q.get('state') ? { state: q.get('state') as string } : {}),
       ...(q.get('nonce') ? { nonce: q.get('nonce') as string } : {}),
@@ -310,6 +316,9 @@ export class HydraDouble {
     const allowed = client.scope.split(' ');
     const notAllowed = auth.scopes.filter((s) => !allowed.includes(s));
     if (notAllowed.length > 0) return this.redirectWithError(auth, { error: 'invalid_scope', error_description: `scope ${notAllowed.join(' ')} is not allowed for this client` });
+    // Like Hydra: every requested audience must be whitelisted on the client.
+    const foreignAudience = auth.audiences.filter((a) => !(client.audience ?? []).includes(a));
+    if (foreignAudience.length > 0) return this.redirectWithError(auth, { error: 'invalid_request', error_description: `Requested audience '${foreignAudience.join(' ')}' has not been whitelisted by the OAuth 2.0 Client.` });
     const challenge = q.get('code_challenge');
     if (challenge) {
       if (q.get('code_challenge_method') !== 'S256') return this.redirectWithError(auth, { error: 'invalid_request', error_description: 'only S256 is allowed' });
@@ -380,7 +389,7 @@ export class HydraDouble {
       client: this.clientJson(client, false),
       request_url: login.auth.requestUrl,
       requested_scope: login.auth.scopes,
-      requested_access_token_audience: [],
+      requested_access_token_audience: login.auth.audiences,
       session_id: login.sessionId,
       skip: login.skip,
       subject: login.subject,
@@ -444,7 +453,7 @@ export class HydraDouble {
         client: this.clientJson(this.clients.get(consent.login.auth.clientId) as Client, false),
         request_url: consent.login.auth.requestUrl,
         requested_scope: consent.login.auth.scopes,
-        requested_access_token_audience: [],
+        requested_access_token_audience: consent.login.auth.audiences,
         skip: consent.skip,
         subject: handled.subject,
         login_challenge: consent.login.challenge,
@@ -461,11 +470,14 @@ export class HydraDouble {
     const consent = this.consents.get(request.query.get('consent_challenge') as string);
     if (!consent) return oauthError(404, 'not_found', 'Unable to locate the requested resource');
     if (consent.handled || consent.rejected) return this.gone(consent.login.auth.requestUrl);
-    const body = request.body as { grant_scope?: string[]; remember?: boolean; session?: { id_token?: Json; access_token?: Json } };
+    const body = request.body as { grant_scope?: string[]; grant_access_token_audience?: string[]; remember?: boolean; session?: { id_token?: Json; access_token?: Json } };
     const grantScope = body.grant_scope ?? [];
     const extra = grantScope.filter((s) => !consent.login.auth.scopes.includes(s));
     if (extra.length > 0) return oauthError(400, 'invalid_request', `scope ${extra.join(' ')} was not requested`);
-    consent.handled = { grantScope, remember: body.remember ?? false, session: body.session ?? {} };
+    const grantAudience = body.grant_access_token_audience ?? [];
+    const extraAudience = grantAudience.filter((a) => !consent.login.auth.audiences.includes(a));
+    if (extraAudience.length > 0) return oauthError(400, 'invalid_request', `audience ${extraAudience.join(' ')} was not requested`);
+    consent.handled = { grantScope, grantAudience, remember: body.remember ?? false, session: body.session ?? {} };
     if (consent.handled.remember) {
       const subject = (consent.login.handled as NonNullable<LoginRequest['handled']>).subject;
       this.rememberedConsents.set(`${subject} ${consent.login.auth.clientId}`, { grantScope, session: consent.handled.session });
@@ -580,7 +592,8 @@ export class HydraDouble {
     const now = this.clock.now();
     const lifespan = this.options.accessTokenLifespanSeconds ?? 3600;
     const accessToken = `ory_at_${randomBytes(32).toString('base64url')}`;
-    const base = { clientId: client.client_id, subject: handledLogin.subject, scopes, session, issuedAt: now, active: true, consent };
+    const audience = (consent.handled as NonNullable<ConsentRequest['handled']>).grantAudience ?? [];
+    const base = { clientId: client.client_id, subject: handledLogin.subject, scopes, audience, session, issuedAt: now, active: true, consent };
     this.tokens.set(accessToken, { ...base, expiresAt: now + lifespan * 1000, kind: 'access_token' });
     const out: Json = { access_token: accessToken, token_type: 'bearer', expires_in: lifespan, scope: scopes.join(' ') };
     if ((scopes.includes('offline_access') || scopes.includes('offline')) && client.grant_types.includes('refresh_token')) {
@@ -663,7 +676,7 @@ export class HydraDouble {
         iat: Math.floor(token.issuedAt / 1000),
         exp: Math.floor(token.expiresAt / 1000),
         iss: this.issuer,
-        aud: [],
+        aud: token.audience,
         token_type: 'Bearer',
         token_use: token.kind,
         ext: token.session.access_token ?? {},

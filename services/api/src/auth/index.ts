@@ -3,7 +3,7 @@ import { Configuration as HydraConfiguration, OAuth2Api } from '@ory/hydra-clien
 import { createTokenIntrospector } from '../../../shared/ory/introspection.js';
 import { createSessionResolver } from '../../../shared/ory/session-resolver.js';
 import { createCompositeAuthenticator } from './composite.js';
-import { createJwtAuthenticator } from './jwt.js';
+import { createJwtAuthenticator, invalidToken } from './jwt.js';
 import { loadOrCreateDevKeys } from './dev-keys.js';
 import type { Authenticator } from '../../../shared/principal.js';
 
@@ -51,7 +51,7 @@ export async function createAuthenticator(options: AuthenticatorOptions): Promis
       ? { sessions: createSessionResolver({ frontend: new FrontendApi(new KratosConfiguration({ basePath: identity.kratosPublicUrl, baseOptions })), ...(identity.sessionCacheMs !== undefined ? { ttlMs: identity.sessionCacheMs } : {}) }) }
       : {}),
     ...(identity.hydraAdminUrl
-      ? { introspector: createTokenIntrospector({ oauth2: new OAuth2Api(new HydraConfiguration({ basePath: identity.hydraAdminUrl, baseOptions })), ...(identity.introspectionCacheMs !== undefined ? { maxCacheMs: identity.introspectionCacheMs } : {}) }) }
+      ? { introspector: createTokenIntrospector({ oauth2: new OAuth2Api(new HydraConfiguration({ basePath: identity.hydraAdminUrl, baseOptions })), ...(identity.introspectionCacheMs !== undefined ? { maxCacheMs: identity.introspectionCacheMs } : {}), ...(options.audience ? { audience: options.audience } : {}) }) }
       : {}),
   });
 }
@@ -60,7 +60,12 @@ async function createJwtOnlyAuthenticator(options: AuthenticatorOptions): Promis
   if (options.jwksUrl) {
     return createJwtAuthenticator({ jwksUrl: options.jwksUrl, issuer: options.issuer, audience: options.audience });
   }
-  if (options.production) throw new Error('AUTH_JWKS_URL is required in production');
+  if (options.production) {
+    if (!options.identity?.hydraAdminUrl) throw new Error('AUTH_JWKS_URL or HYDRA_ADMIN_URL is required in production');
+    // Opaque access tokens only (hydra.yml `strategies.access_token: opaque`): a JWT is not a token this
+    // deployment's Hydra issues for the API (its ID tokens are JWTs, and are no access tokens).
+    return { authenticate: () => Promise.reject(invalidToken('this API accepts opaque access tokens from the platform\'s Hydra only')) };
+  }
   const dev = await loadOrCreateDevKeys(options.dataDir);
   return createJwtAuthenticator({ localJwks: dev.jwks, issuer: dev.issuer, audience: options.audience });
 }

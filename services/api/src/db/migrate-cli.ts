@@ -7,14 +7,14 @@
 import { join } from 'node:path';
 import { createLogger } from '../../../shared/logger.js';
 import { runMain } from '../../../shared/config.js';
-import { loadApiConfig } from '../config.js';
+import { loadMigrateConfig } from '../config.js';
 import { startEmbeddedDatabase } from './embedded.js';
 import { migrateQueue } from '../qc/worker.js';
 import { migrate } from './migrate.js';
 import { createPool } from './pool.js';
 
 runMain(async () => {
-  const config = loadApiConfig();
+  const config = loadMigrateConfig();
   const logger = createLogger('migrate', { level: config.logLevel });
   const embedded = config.databaseUrl ? undefined : await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger });
   const pool = createPool(config.databaseUrl ?? embedded!.url, { max: 1, logger });

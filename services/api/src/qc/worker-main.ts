@@ -6,14 +6,14 @@
  */
 import { ConfigError, runMain } from '../../../shared/config.js';
 import { createLogger } from '../../../shared/logger.js';
-import { loadApiConfig } from '../config.js';
+import { loadWorkerConfig } from '../config.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { startQcWorker } from './worker.js';
 import { stopOnSignals } from '../../../shared/shutdown.js';
 
 runMain(async () => {
-  const config = loadApiConfig();
+  const config = loadWorkerConfig();
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL: required for the stand-alone worker (the embedded database belongs to the API process)');
   const logger = createLogger('qc-worker', { level: config.logLevel });
   const pool = createPool(config.databaseUrl, { logger, max: config.worker.concurrency + 3 });

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError } from '../../../services/shared/config.js';
+import { ConfigError } from '../config.js';
 
 /**
  * Rendering of the Kratos and Hydra configuration templates in identity/config.
@@ -15,7 +15,7 @@ import { ConfigError } from '../../../services/shared/config.js';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
-export const CONFIG_DIR = fileURLToPath(new URL('../../config/', import.meta.url));
+export const CONFIG_DIR = fileURLToPath(new URL('../../../identity/config/', import.meta.url));
 
 export type ServiceName = 'kratos' | 'hydra';
 

@@ -1,0 +1,36 @@
+import type * as docker from '@pulumi/docker';
+import { renderCaddyfile } from '../caddy.js';
+import { service } from '../containers.js';
+import { proxyRoutes } from '../routes.js';
+import { fileUpload, LIMITS, wgetCheck, type StackContext } from './common.js';
+import type { StackImages } from './images.js';
+import type { StackNetwork } from './network.js';
+
+/** The reverse proxy: the only container that publishes ports (80, 443), created last. */
+export function declareEdge(ctx: StackContext, { networks, volumes }: StackNetwork, images: StackImages, upstreams: docker.Container[]) {
+  const { cfg, n } = ctx;
+  const routes = proxyRoutes(cfg.domains, cfg.targets, { selfServiceUi: cfg.selfServiceUi });
+  const caddyfile = renderCaddyfile({ acmeEmail: cfg.acmeEmail, internalCidrs: cfg.internalCidrs, routes });
+  const proxy = service('proxy', n('proxy'), {
+    image: images.remote.caddy.imageId,
+    limits: LIMITS.proxy,
+    networks: [
+      { network: networks.edge, aliases: ['proxy'] },
+      { network: networks.app },
+      { network: networks.sites },
+    ],
+    ports: [
+      { internal: 80, external: 80, protocol: 'tcp' },
+      { internal: 443, external: 443, protocol: 'tcp' },
+      { internal: 443, external: 443, protocol: 'udp' },
+    ],
+    uploads: [fileUpload('/etc/caddy/Caddyfile', caddyfile)],
+    volumes: [
+      { volumeName: volumes.caddyData.name, containerPath: '/data' },
+      { volumeName: volumes.caddyConfig.name, containerPath: '/config' },
+    ],
+    healthcheck: { test: wgetCheck('http://127.0.0.1:2019/config/'), interval: '30s' },
+    dependsOn: upstreams,
+  });
+  return { containers: { proxy }, routes, caddyfile };
+}
