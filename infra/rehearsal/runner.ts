@@ -48,6 +48,8 @@ export interface RehearsalStack {
   findings: string[];
   /** Resolved program outputs (the module's exports). */
   program: Record<string, unknown>;
+  /** `docker restart <name>` for the containers that support it here (the shell services). */
+  restart: Map<string, () => Promise<void>>;
   stop(): Promise<void>;
 }
 
@@ -98,7 +100,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   const children: ChildProcess[] = [];
   const closers: (() => Promise<void> | void)[] = [];
   const findings: string[] = [];
-  const stack: RehearsalStack = { scratch, endpoints, containers, images, clusters, findings, program: {}, stop: async () => undefined };
+  const stack: RehearsalStack = { scratch, endpoints, containers, images, clusters, findings, program: {}, restart: new Map(), stop: async () => undefined };
   const started = Date.now();
   let inFlight = 0;
   let lastActivity = Date.now();
@@ -145,11 +147,13 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     return entry;
   };
 
+  const attachmentsOf = new Map<string, { alias: string; networks: string[] }[]>();
   const networkAttachments = (name: string, inputs: Inputs) => {
     if (inputs.networkMode?.startsWith('container:')) {
+      // One network namespace: its listeners answer under the owner's names on the owner's networks.
       const owner = inputs.networkMode.slice('container:'.length);
       endpoints.joinNetworks(name, endpoints.networks(owner));
-      return { owner, attachments: [] as { alias: string; networks: string[] }[] };
+      return { owner, attachments: attachmentsOf.get(owner) ?? [] };
     }
     const networks = (inputs.networksAdvanced ?? []).map((n) => n.name);
     endpoints.joinNetworks(name, networks);
@@ -157,6 +161,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
       { alias: name, networks },
       ...(inputs.networksAdvanced ?? []).flatMap((n) => (n.aliases ?? []).map((alias) => ({ alias, networks: [n.name] }))),
     ];
+    attachmentsOf.set(name, attachments);
     return { owner: name, attachments };
   };
 
@@ -227,6 +232,9 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     }
     env = endpoints.rewriteHostPortPairs(name, env);
     for (const [key, value] of Object.entries(env)) env[key] = rewritePaths(endpoints.rewrite(name, value), map);
+    // Under Docker the proxy reaches the services from a bridge address (unique-local); here from
+    // loopback. A trust-proxy setting that trusts unique-local peers trusts loopback here, no more.
+    for (const [key, value] of Object.entries(env)) if (/TRUST_PROXY$/.test(key) && /\buniquelocal\b/.test(value)) env[key] = `${value},loopback`;
     // Only the rehearsal sets APP_ROOT: /usr/local/bin/sites-restart runs the image's files from its folder.
     env.APP_ROOT = image.hostWorkdir;
     env.PATH = `${join(image.root, 'usr/local/bin')}:${process.env.PATH ?? ''}`;
@@ -267,7 +275,16 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     for (const [key, value] of Object.entries(env)) env[key] = rewritePaths(endpoints.rewrite(name, value), map);
     env.PATH = `${PG_BIN}:${process.env.PATH ?? ''}`;
     const argv = (inputs.entrypoints ?? []).map((a) => map(a) ?? a);
-    const { exited } = spawnProcess(entry, argv[0]!, argv.slice(1), scratch, env);
+    let { child, exited } = spawnProcess(entry, argv[0]!, argv.slice(1), scratch, env);
+    if (!isJob) {
+      stack.restart.set(name, async () => {
+        if (child.exitCode === null) {
+          child.kill('SIGTERM');
+          await exited;
+        }
+        ({ child, exited } = spawnProcess(entry, argv[0]!, argv.slice(1), scratch, env));
+      });
+    }
     if (isJob) {
       const code = await exited;
       entry.status = code === 0 ? 'exited' : 'failed';
@@ -490,8 +507,12 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   process.on('unhandledRejection', onRejection);
   stack.stop = async () => {
     process.off('unhandledRejection', onRejection);
-    for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
-    await Promise.all(children.map((child) => (child.exitCode === null ? new Promise((r) => child.once('exit', r)) : undefined)));
+    // SIGTERM as `docker stop` sends it, SIGKILL after a grace period like Docker's.
+    const running = children.filter((child) => child.exitCode === null && child.signalCode === null);
+    for (const child of running) child.kill('SIGTERM');
+    const killer = setTimeout(() => running.forEach((child) => child.exitCode === null && child.kill('SIGKILL')), 5_000);
+    await Promise.all(running.map((child) => (child.exitCode === null && child.signalCode === null ? new Promise((r) => child.once('exit', r)) : undefined)));
+    clearTimeout(killer);
     for (const close of closers.reverse()) await Promise.resolve(close()).catch(() => undefined);
   };
   try {
