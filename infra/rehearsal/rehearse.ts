@@ -82,6 +82,7 @@ async function main(): Promise<number> {
       console.log(`  ${c.kind.padEnd(7)} ${c.name.padEnd(20)} ${state.padEnd(12)} ${c.as}${c.detail ? ` — ${c.detail}` : ''}`);
       if (c.status === 'failed') console.log(c.log.slice(-15).map((l) => `      | ${l}`).join('\n'));
     }
+    if (verbose) console.table(stack.endpoints.table());
     const upFailures = stack.findings.filter((f) => f.startsWith('pulumi up would fail'));
     if (upFailures.length) failed = true;
     const results = await runSteps(stack, {

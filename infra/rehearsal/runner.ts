@@ -148,10 +148,13 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   };
 
   const attachmentsOf = new Map<string, { alias: string; networks: string[] }[]>();
+  const resourceOfDockerName = new Map<string, string>();
   const networkAttachments = (name: string, inputs: Inputs) => {
+    if (inputs.name) resourceOfDockerName.set(inputs.name, name);
     if (inputs.networkMode?.startsWith('container:')) {
       // One network namespace: its listeners answer under the owner's names on the owner's networks.
-      const owner = inputs.networkMode.slice('container:'.length);
+      const dockerName = inputs.networkMode.slice('container:'.length);
+      const owner = resourceOfDockerName.get(dockerName) ?? dockerName;
       endpoints.joinNetworks(name, endpoints.networks(owner));
       return { owner, attachments: attachmentsOf.get(owner) ?? [] };
     }
@@ -211,7 +214,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     // The ports it listens on: every *PORT variable with a number (PORT, IDENTITY_PORT, WEBHOOK_PORT).
     const ownPorts = new Map<number, number>();
     for (const [key, value] of Object.entries(env)) {
-      if (/(^|_)PORT$/.test(key) && /^\d+$/.test(value) && !/^(PG|GEOSERVER_DB_)/.test(key)) {
+      if (!isJob && /(^|_)PORT$/.test(key) && /^\d+$/.test(value) && !/^(PG|GEOSERVER_DB_)/.test(key)) {
         const loopback = await endpoints.declare(owner, attachments.length ? attachments : [{ alias: owner, networks: endpoints.networks(owner) }], Number(value));
         ownPorts.set(Number(value), loopback);
         env[key] = String(loopback);
