@@ -77,6 +77,7 @@ async function measure(argv: string[], cwd: string, env: Record<string, string>,
 
 const BARE_SERVER = `
 import http from 'node:http';
+import pg from 'pg';
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
 await pool.query('select 1');
 http.createServer(async (req, res) => { res.end('ok'); }).listen(Number(process.env.PORT), '127.0.0.1');

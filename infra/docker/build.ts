@@ -20,9 +20,10 @@ export interface BuildReport {
   copied: number;
 }
 
-/** Tests and test doubles never ship (the images' .dockerignore drops them too). */
+/** Tests, test helpers and test doubles never ship (the images' .dockerignore drops them too). */
 function shipped(path: string): boolean {
-  return !/\.test\.ts$/.test(path) && !path.split('/').includes('testing') && !path.split('/').includes('node_modules');
+  const parts = path.split('/');
+  return !/\.test\.ts$/.test(path) && !['testing', 'test', 'node_modules'].some((dir) => parts.includes(dir));
 }
 
 function* walk(dir: string): Generator<string> {

@@ -10,7 +10,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, posix } from 'node:path';
+import { dirname, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { assembleImage, type AssembledImage } from '../docker/image.js';
 import { startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
