@@ -8,7 +8,7 @@ import { declareStack } from './stack.js';
  * (under `pulumi up`, or under the runtime mocks in the tests); index.ts re-exports the outputs.
  */
 const config = new pulumi.Config();
-const stackConfig = loadStackConfig(config);
+export const stackConfig = loadStackConfig(config);
 const secrets = loadSecrets(config, stackConfig.targets);
 
 export const stack = declareStack(stackConfig, secrets);
@@ -22,3 +22,11 @@ export const webhookSecrets = pulumi.secret(pulumi.all(secrets.webhookTargetSecr
 export const geoserverAdminPassword = secrets.geoserverAdminPassword;
 export const caddyfile = stack.caddyfile;
 export const branchSites = stack.siteServices;
+
+/**
+ * What the clients-sync job printed on its last run: `created <client_id>` with the generated
+ * `client_secret` of a new confidential client (shown this once; Hydra keeps only a hash), or
+ * `unchanged`/`updated`. Read it with `pulumi stack output --show-secrets oauth2ClientsSync`, store the
+ * secret, and it is gone from the next run's output.
+ */
+export const oauth2ClientsSync = pulumi.secret(stack.jobs.clientsSync.containerLogs);

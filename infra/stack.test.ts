@@ -240,6 +240,10 @@ describe('secrets', () => {
   it('the stack outputs the webhook secrets only as a secret', async () => {
     expect(await pulumi.isSecret(program.webhookSecrets)).toBe(true);
   });
+
+  it('the clients-sync output, where a new client secret appears once, is a secret', async () => {
+    expect(await pulumi.isSecret(program.oauth2ClientsSync)).toBe(true);
+  });
 });
 
 describe('the proxy', () => {
@@ -383,6 +387,13 @@ describe('API authentication in the stack', () => {
     expect(apiEnv.AUTH_AUDIENCE).toBe('geodata-api');
     // Hydra's JWKS signs ID tokens: accepting JWTs signed with it would take ID tokens as access tokens.
     expect(apiEnv.AUTH_JWKS_URL).toBeUndefined();
+  });
+
+  it('Kratos accepts passkeys and WebAuthn keys on the login app and on the accounts pages where they are registered', () => {
+    const kratosYml = parseYaml(uploaded('kratos', '/etc/config/kratos/kratos.yml')) as { selfservice: { methods: Record<string, { config: { rp: { origins: string[] } } }> } };
+    for (const method of ['passkey', 'webauthn']) {
+      expect(kratosYml.selfservice.methods[method]?.config.rp.origins, method).toEqual(['https://auth.example.org', 'https://accounts.example.org']);
+    }
   });
 
   it('every synced OAuth2 client may request tokens for the audience the API requires', () => {

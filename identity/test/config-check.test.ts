@@ -128,6 +128,15 @@ describe('passkey and WebAuthn origins', () => {
   });
 });
 
+describe('preview domains', () => {
+  it('a preview site under the cookie domain is refused, naming it; one on its own domain passes', () => {
+    expect(check({ IDENTITY_PREVIEW_DOMAINS: 'de1.example-preview.net, fv.example-preview.net' })).toEqual([]);
+    expect(check({ IDENTITY_PREVIEW_DOMAINS: 'de1.example-preview.net,de2.sites.example.org' })).toEqual([
+      "kratos.yml: session.cookie.domain example.org covers the preview site de2.sites.example.org: it would receive every user's session cookie; put preview sites on a registrable domain of their own",
+    ]);
+  });
+});
+
 describe('schema findings name the key', () => {
   it('a missing DSN → dsn (required by the Kratos schema)', () => {
     expect(check({ KRATOS_DSN: undefined })).toEqual(["kratos.yml: dsn must have required property 'dsn'"]);

@@ -1,11 +1,13 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as createTlsServer } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { SMTPServer } from 'smtp-server';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { DeclaredContainer, DeclaredStack } from '../../services/shared/declared-stack.js';
+import { readDeclaredStack, type DeclaredResult } from '../src/prod-check/declared.js';
 import { CONFIG_DIR } from '../../services/shared/identity-config/render.js';
 import { runChecklist, type ChecklistItem } from '../src/prod-check/checklist.js';
 import { VALID_ENV } from './fixtures.js';
@@ -15,20 +17,25 @@ import { VALID_ENV } from './fixtures.js';
 const run = promisify(execFile);
 const ENV = { ...VALID_ENV, IDENTITY_COOKIE_SECRET: 'c'.repeat(40) };
 
-function fakeRepo(files: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), 'prod-check-'));
-  for (const [path, content] of Object.entries(files)) {
-    mkdirSync(join(root, path, '..'), { recursive: true });
-    writeFileSync(join(root, path), content);
-  }
-  return root;
+const REPO = join(import.meta.dirname, '..', '..');
+let DECLARED: DeclaredResult;
+let STACK: DeclaredStack;
+
+beforeAll(async () => {
+  // The Pulumi program under the runtime mocks with the example stack file, as the CLI reads it.
+  DECLARED = await readDeclaredStack(REPO);
+  if (!DECLARED.ok) throw new Error(DECLARED.reason);
+  STACK = DECLARED.stack;
+}, 120_000);
+
+/** The declared stack with one thing broken, as a wrong program would declare it. */
+function broken(change: (stack: DeclaredStack) => void): DeclaredResult {
+  const copy = structuredClone(STACK);
+  change(copy);
+  return { ok: true, stack: copy };
 }
 
-const GOOD_INFRA = {
-  'infra/jobs/backup.sh': '#!/bin/sh\nPGPASSWORD=$password pg_dump --dbname "$db"\n',
-  'infra/stack.ts': "const backup = upload('infra/jobs/backup.sh');\nnew Network('admin', { internal: true });\nports: [{ internal: 443, external: 443 }]\nenvs: { HYDRA_DB_PASSWORD: secrets.hydraDbPassword }\n",
-  'infra/caddy.ts': "const guarded = ['/admin*'];\nlines.push('respond @outside \"Forbidden\" 403');\n",
-};
+const good = () => ({ repoRoot: REPO, declared: DECLARED });
 
 function byName(items: ChecklistItem[], fragment: string): ChecklistItem {
   const found = items.find((i) => i.name.includes(fragment));
@@ -37,8 +44,8 @@ function byName(items: ChecklistItem[], fragment: string): ChecklistItem {
 }
 
 describe('production checklist', () => {
-  it('prints all eight items of the seed list', async () => {
-    const items = await runChecklist({ env: ENV, repoRoot: fakeRepo(GOOD_INFRA) });
+  it('prints the eight items of the seed list and the two about branch sites; the declared stack passes every deployment item', async () => {
+    const items = await runChecklist({ env: ENV, ...good() });
     expect(items.map((i) => i.name)).toEqual([
       'Hydra system secret ≥ 32 characters',
       'database passwords outside the stack and compose files',
@@ -48,63 +55,106 @@ describe('production checklist', () => {
       'CORS restricted to own domains',
       'SMTP reachable and a test mail sent',
       'database backup job present',
+      'preview sites outside the session cookie domain',
+      'branch sites isolated from databases, GeoServer and Ory',
     ]);
-    expect(items.filter((i) => i.ok).map((i) => i.name)).toEqual([
-      'Hydra system secret ≥ 32 characters',
-      'database passwords outside the stack and compose files',
-      'admin APIs (Kratos 4434, Hydra 4445) internal only',
-      'login rate limiting on',
-      'CORS restricted to own domains',
-      'database backup job present',
-    ]);
+    expect(items.filter((i) => !i.ok).map((i) => i.name)).toEqual(['TLS certificates for every auth domain', 'SMTP reachable and a test mail sent']);
     expect(byName(items, 'TLS').detail).toContain('not verified: run with --live');
     expect(byName(items, 'SMTP').detail).toContain('not verified: run with --send-test-mail');
   });
 
   it('without infra/ the deployment items fail honestly, with the reason', async () => {
-    const items = await runChecklist({ env: ENV, repoRoot: fakeRepo({}) });
-    expect(byName(items, 'backup')).toEqual({ name: 'database backup job present', ok: false, detail: 'infra/ does not exist yet: no backup job' });
+    const empty = mkdtempSync(join(tmpdir(), 'prod-check-'));
+    const items = await runChecklist({ env: ENV, repoRoot: empty });
+    expect(byName(items, 'backup')).toMatchObject({ ok: false, detail: expect.stringContaining('infra/ does not exist yet') });
     expect(byName(items, 'admin APIs').detail).toContain('infra/ does not exist yet');
     expect(byName(items, 'passwords').ok).toBe(false);
+    expect(byName(items, 'preview').ok).toBe(false);
   });
 
   it('a short system secret fails naming secrets.system[0]', async () => {
-    const items = await runChecklist({ env: { ...ENV, HYDRA_SECRETS_SYSTEM: 'x'.repeat(20) }, repoRoot: fakeRepo(GOOD_INFRA) });
+    const items = await runChecklist({ env: { ...ENV, HYDRA_SECRETS_SYSTEM: 'x'.repeat(20) }, ...good() });
     expect(byName(items, 'system secret')).toMatchObject({ ok: false, detail: 'secrets.system[0] must be at least 32 characters, has 20' });
   });
 
-  it('a literal database password in a compose file fails with file and line, never the value', async () => {
-    const repo = fakeRepo({ ...GOOD_INFRA, 'docker-compose.yml': 'services:\n  kratos:\n    environment:\n      DSN: postgres://kratos:hunter2hunter2@db/kratos\n' });
-    const item = byName(await runChecklist({ env: ENV, repoRoot: repo }), 'passwords');
-    expect(item).toMatchObject({ ok: false, detail: 'literal password at docker-compose.yml:4' });
-    expect(item.detail).not.toContain('hunter2');
+  it('a container given a database password outside a Pulumi secret fails, naming the container and variable', async () => {
+    const declared = broken((stack) => {
+      const api = stack.containers.find((c) => c.name === 'api') as DeclaredContainer;
+      api.envIsSecret = false;
+    });
+    expect(byName(await runChecklist({ env: ENV, repoRoot: REPO, declared }), 'passwords')).toMatchObject({ ok: false, detail: 'api receives DATABASE_URL outside a Pulumi secret' });
   });
 
-  it('a published admin port fails the admin item; so does a missing /admin 403 rule', async () => {
-    const published = fakeRepo({ ...GOOD_INFRA, 'infra/stack.ts': `${GOOD_INFRA['infra/stack.ts']}ports: [{ internal: 4445, external: 4445 }]\n` });
-    expect(byName(await runChecklist({ env: ENV, repoRoot: published }), 'admin APIs').detail).toContain('publishes an admin port');
-    const unguarded = fakeRepo({ ...GOOD_INFRA, 'infra/caddy.ts': 'reverse_proxy hydra:4444\n' });
-    expect(byName(await runChecklist({ env: ENV, repoRoot: unguarded }), 'admin APIs').detail).toContain('no proxy rule answering 403 to /admin');
+  it('a published admin port fails the admin item', async () => {
+    const declared = broken((stack) => (stack.containers.find((c) => c.name === 'hydra') as DeclaredContainer).ports.push({ internal: 4445, external: 4445, protocol: 'tcp' }));
+    expect(byName(await runChecklist({ env: ENV, repoRoot: REPO, declared }), 'admin APIs')).toMatchObject({ ok: false, detail: 'hydra publishes admin port 4445 on the host (as 4445)' });
   });
 
-  it('a backup script nobody runs fails', async () => {
-    const repo = fakeRepo({ ...GOOD_INFRA, 'infra/stack.ts': 'new Network("admin")\n' });
-    expect(byName(await runChecklist({ env: ENV, repoRoot: repo }), 'backup')).toMatchObject({ ok: false, detail: 'infra/jobs/backup.sh exists but nothing in infra/ runs it' });
+  it('a site without the /admin 403 rule fails the admin item, naming the site', async () => {
+    const declared = broken((stack) => {
+      const lines = stack.caddyfile.split('\n');
+      const site = lines.indexOf('api.example.org {');
+      const respond = lines.findIndex((l, i) => i > site && l.includes('respond @outside_internal_range'));
+      lines.splice(respond, 1);
+      stack.caddyfile = lines.join('\n');
+    });
+    expect(byName(await runChecklist({ env: ENV, repoRoot: REPO, declared }), 'admin APIs')).toMatchObject({
+      ok: false,
+      detail: 'the proxy does not answer 403 to /admin from outside the internal ranges on api.example.org',
+    });
+  });
+
+  it('a stack without the backup service fails the backup item', async () => {
+    const declared = broken((stack) => (stack.containers = stack.containers.filter((c) => c.name !== 'backup')));
+    expect(byName(await runChecklist({ env: ENV, repoRoot: REPO, declared }), 'backup')).toMatchObject({ ok: false, detail: 'no service runs a pg_dump backup script' });
+    const partial = broken((stack) => {
+      const backup = stack.containers.find((c) => c.name === 'backup') as DeclaredContainer;
+      backup.env.BACKUP_DATABASES = 'features=features-db:5432:features:postgres';
+    });
+    expect(byName(await runChecklist({ env: ENV, repoRoot: REPO, declared: partial }), 'backup').detail).toBe(
+      'the kratos database is not in any backup (BACKUP_DATABASES of backup); the hydra database is not in any backup (BACKUP_DATABASES of backup)',
+    );
+  });
+
+  it('a stack file with a preview site under the cookie domain fails: the program refuses it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'prod-check-preview-'));
+    const targets = join(dir, 'targets.yaml');
+    writeFileSync(targets, readFileSync(join(REPO, 'config', 'targets.yaml'), 'utf8').replace('de1.example-preview.net', 'de1.sites.example.org'));
+    const stackFile = join(dir, 'Pulumi.prod.yaml');
+    writeFileSync(stackFile, `${readFileSync(join(REPO, 'infra', 'Pulumi.example.yaml'), 'utf8')}  geodata-platform:targetsFile: ${targets}\n`.replace(/^ {2}geodata-platform:targetsFile: config\/targets\.yaml.*$/m, ''));
+    const item = byName(await runChecklist({ env: ENV, repoRoot: REPO, stackFile }), 'preview');
+    expect(item.ok).toBe(false);
+    expect(item.detail).toContain('the preview site feature/team-de1 (de1.sites.example.org) lies within the session cookie domain example.org');
+  }, 120_000);
+
+  it('a preview site allowed as a CORS origin fails, naming the container', async () => {
+    const declared = broken((stack) => {
+      const api = stack.containers.find((c) => c.name === 'api') as DeclaredContainer;
+      api.env.CORS_ORIGINS = `${api.env.CORS_ORIGINS},https://de1.example-preview.net`;
+    });
+    expect(byName(await runChecklist({ env: ENV, repoRoot: REPO, declared }), 'preview')).toMatchObject({ ok: false, detail: 'api allows the preview site de1.example-preview.net as a CORS origin' });
+  });
+
+  it('a sites container on the application network fails the isolation item', async () => {
+    const declared = broken((stack) => (stack.containers.find((c) => c.name === 'sites') as DeclaredContainer).networks.push({ name: 'geodata-app', aliases: [] }));
+    const item = byName(await runChecklist({ env: ENV, repoRoot: REPO, declared }), 'isolated');
+    expect(item.ok).toBe(false);
+    expect(item.detail).toMatch(/^the sites container shares geodata-app with features-db, .*identity-db/);
   });
 
   it('lax login limits fail', async () => {
-    const items = await runChecklist({ env: { ...ENV, IDENTITY_LOGIN_LIMIT_PER_ACCOUNT: '1000' }, repoRoot: fakeRepo(GOOD_INFRA) });
+    const items = await runChecklist({ env: { ...ENV, IDENTITY_LOGIN_LIMIT_PER_ACCOUNT: '1000' }, ...good() });
     expect(byName(items, 'rate limiting')).toMatchObject({ ok: false });
     expect(byName(items, 'rate limiting').detail).toContain('too lax');
   });
 
   it('a CORS origin outside the parent domain fails, naming it', async () => {
-    expect(byName(await runChecklist({ env: ENV, repoRoot: fakeRepo(GOOD_INFRA) }), 'CORS').ok).toBe(true);
+    expect(byName(await runChecklist({ env: ENV, ...good() }), 'CORS').ok).toBe(true);
     const configDir = mkdtempSync(join(tmpdir(), 'cors-'));
     cpSync(CONFIG_DIR, configDir, { recursive: true });
     const widened = readFileSync(join(CONFIG_DIR, 'hydra.yml'), 'utf8').replace('        - https://*.${IDENTITY_PARENT_DOMAIN}\n', '        - https://*.${IDENTITY_PARENT_DOMAIN}\n        - https://evil.example.com\n');
     writeFileSync(join(configDir, 'hydra.yml'), widened);
-    const item = byName(await runChecklist({ env: ENV, repoRoot: fakeRepo(GOOD_INFRA), configDir }), 'CORS');
+    const item = byName(await runChecklist({ env: ENV, ...good(), configDir }), 'CORS');
     expect(item).toEqual({ name: 'CORS restricted to own domains', ok: false, detail: 'foreign or open origins: hydra public: https://evil.example.com' });
   });
 
@@ -126,11 +176,11 @@ describe('production checklist', () => {
     const port = (server.server.address() as { port: number }).port;
     try {
       const env = { ...ENV, KRATOS_SMTP_URI: `smtp://127.0.0.1:${port}/?ignoreTLS=true` };
-      const ok = byName(await runChecklist({ env, repoRoot: fakeRepo(GOOD_INFRA), testMailTo: 'ops@example.org' }), 'SMTP');
+      const ok = byName(await runChecklist({ env, ...good(), testMailTo: 'ops@example.org' }), 'SMTP');
       expect(ok).toMatchObject({ ok: true });
       expect(received).toHaveLength(1);
       expect(received[0]).toContain('Subject: Production checklist test mail');
-      const down = byName(await runChecklist({ env: { ...ENV, KRATOS_SMTP_URI: 'smtp://relay-user:relay-pass@127.0.0.1:9/' }, repoRoot: fakeRepo(GOOD_INFRA), testMailTo: 'ops@example.org' }), 'SMTP');
+      const down = byName(await runChecklist({ env: { ...ENV, KRATOS_SMTP_URI: 'smtp://relay-user:relay-pass@127.0.0.1:9/' }, ...good(), testMailTo: 'ops@example.org' }), 'SMTP');
       expect(down.ok).toBe(false);
       expect(down.detail).toMatch(/^127\.0\.0\.1: /);
       expect(down.detail).not.toContain('relay-pass');
@@ -148,9 +198,9 @@ describe('production checklist', () => {
     const port = (server.address() as { port: number }).port;
     const env = { ...ENV, IDENTITY_AUTH_URL: 'https://localhost', KRATOS_PUBLIC_URL: 'https://localhost/kratos', HYDRA_PUBLIC_URL: 'https://localhost/' };
     try {
-      const trusted = byName(await runChecklist({ env, repoRoot: fakeRepo(GOOD_INFRA), live: true, tlsCa: cert, tlsPort: port }), 'TLS');
+      const trusted = byName(await runChecklist({ env, ...good(), live: true, tlsCa: cert, tlsPort: port }), 'TLS');
       expect(trusted).toMatchObject({ ok: true, detail: 'valid certificates for localhost' });
-      const untrusted = byName(await runChecklist({ env, repoRoot: fakeRepo(GOOD_INFRA), live: true, tlsPort: port }), 'TLS');
+      const untrusted = byName(await runChecklist({ env, ...good(), live: true, tlsPort: port }), 'TLS');
       expect(untrusted.ok).toBe(false);
       expect(untrusted.detail).toMatch(/^localhost: .*self[- ]signed/i);
     } finally {
@@ -158,7 +208,7 @@ describe('production checklist', () => {
     }
   });
 
-  it('the command exits 1 and prints PASS/FAIL per item', async () => {
+  it('the command exits 1 and prints PASS/FAIL per item', { timeout: 120_000 }, async () => {
     const failure = await run(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../src/prod-check/cli.ts')], { env: { ...process.env, ...ENV } }).then(
       () => undefined,
       (error: { code: number; stdout: string }) => error,
@@ -166,6 +216,7 @@ describe('production checklist', () => {
     expect(failure?.code).toBe(1);
     expect(failure?.stdout).toMatch(/^PASS {2}Hydra system secret/m);
     expect(failure?.stdout).toMatch(/^FAIL {2}TLS certificates for every auth domain — not verified/m);
-    expect(failure?.stdout).toMatch(/8 items: \d passed, \d failed/);
+    expect(failure?.stdout).toMatch(/^PASS {2}database backup job present/m);
+    expect(failure?.stdout).toMatch(/10 items: 8 passed, 2 failed/);
   });
 });

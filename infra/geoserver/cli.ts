@@ -24,6 +24,7 @@ const Env = z.object({
   GEOSERVER_DB_USER: z.string().min(1).default('geoserver'),
   GEOSERVER_DB_PASSWORD: z.string().min(1),
   GEOSERVER_LAYER: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('features'),
+  GEOSERVER_PUBLIC_LAYER: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('public_features'),
   GEOSERVER_WRITE_ROLES: z.string().min(1).default('ROLE_AUTHENTICATED'),
   GEOSERVER_READY_TIMEOUT_SECONDS: z.coerce.number().int().min(1).default(300),
 });
@@ -44,6 +45,7 @@ runMain(async () => {
       password: env.GEOSERVER_DB_PASSWORD,
     },
     layer: env.GEOSERVER_LAYER,
+    publicLayer: env.GEOSERVER_PUBLIC_LAYER,
     geometryProperty: 'geom',
     title: 'Features (Friedhöfe, Blumenbeete, Denkmäler)',
     readRoles: '*',

@@ -19,6 +19,7 @@ const options = (overrides: Partial<ProvisionOptions> = {}): ProvisionOptions =>
   datastore: 'features-db',
   database: { host: 'features-db', port: 5432, name: 'features', schema: 'features', user: 'geoserver', password: 'db-password-1' },
   layer: 'features',
+  publicLayer: 'public_features',
   geometryProperty: 'geom',
   title: 'Features',
   readRoles: '*',
@@ -66,11 +67,25 @@ describe('provisioning an empty GeoServer', () => {
     });
   });
 
-  it('makes WFS transactional, keeps WMS 1.3.0, and sets anonymous read, authenticated write', async () => {
+  it('publishes the approved-only view for anonymous readers, with the same styles', async () => {
+    const report = await provisionGeoServer(client, options());
+    expect(geoserver.violations).toEqual([]);
+    expect(geoserver.state.featureTypes.get('geodata/features-db/public_features')).toMatchObject({ nativeName: 'public_features', srs: 'EPSG:4326' });
+    expect(geoserver.state.layers.get('geodata:public_features')).toEqual(geoserver.state.layers.get('geodata:features'));
+    expect(report.changes).toContain('published feature type geodata:public_features');
+  });
+
+  it('makes WFS transactional, keeps WMS 1.3.0; anonymous users read only the public view, the table is for authenticated users', async () => {
     await provisionGeoServer(client, options());
     expect(geoserver.state.wfs.serviceLevel).toBe('TRANSACTIONAL');
     expect(geoserver.state.wms).toEqual({ enabled: true, versions: ['1.1.1', '1.3.0'] });
-    expect(geoserver.state.layerRules).toMatchObject({ 'geodata.features.r': '*', 'geodata.features.w': 'ROLE_AUTHENTICATED', '*.*.w': 'GROUP_ADMIN,ADMIN' });
+    // The table holds drafts, telefon and the authors: never readable by '*'.
+    expect(geoserver.state.layerRules).toMatchObject({
+      'geodata.public_features.r': '*',
+      'geodata.features.r': 'ROLE_AUTHENTICATED',
+      'geodata.features.w': 'ROLE_AUTHENTICATED',
+      '*.*.w': 'GROUP_ADMIN,ADMIN',
+    });
     expect(geoserver.state.serviceRules).toEqual({ '*.*': '*', 'wfs.Transaction': 'ROLE_AUTHENTICATED' });
   });
 });

@@ -11,11 +11,13 @@ import { renderStyles, revisionOf, type RenderedStyle } from './styles.js';
  * Desired state
  *   workspace     <workspace> (namespace URI <namespaceUri>)
  *   datastore     PostGIS, schema `features`, primary keys exposed (WFS-T inserts need them)
- *   feature type  <layer> on table features.<layer>, EPSG:4326; GeoServer creates the layer with it
- *   styles        one SLD per kategorie plus a combined default; the layer offers all of them
+ *   feature types <layer> on table features.<layer> (editors), and <publicLayer> on the view
+ *                 features.<publicLayer> (migration 012: approved features only, without telefon,
+ *                 created_by, updated_by), both EPSG:4326; GeoServer creates a layer with each
+ *   styles        one SLD per kategorie plus a combined default; both layers offer all of them
  *   WFS           service level TRANSACTIONAL; WMS enabled with version 1.3.0
- *   security      layer ACL: read for everyone (*), write for authenticated users;
- *                 service ACL: wfs.Transaction for authenticated users only
+ *   security      layer ACL: the public layer readable by everyone (*); the table layer readable and
+ *                 writable by the write roles only; service ACL: wfs.Transaction for the write roles
  *
  * CORS is not a REST setting: in the official image it is a web.xml filter written at start from the
  * CORS_* environment variables, which the Pulumi program sets from the platform's domains.
@@ -27,11 +29,13 @@ export interface ProvisionOptions {
   datastore: string;
   database: { host: string; port: number; name: string; schema: string; user: string; password: string };
   layer: string;
+  /** The view anonymous readers get (features.public_features, migration 012). */
+  publicLayer: string;
   geometryProperty: string;
   title: string;
-  /** Roles that may read the layer ('*' = everyone, anonymous included). */
+  /** Roles that may read the public layer ('*' = everyone, anonymous included). */
   readRoles: string;
-  /** Roles that may write the layer and run wfs.Transaction. */
+  /** Roles that may read and write the table layer and run wfs.Transaction. */
   writeRoles: string;
   /** How long to wait for GeoServer's REST API to answer (it starts slowly). */
   readyTimeoutMs?: number;
@@ -86,14 +90,21 @@ export async function provisionGeoServer(client: GeoServerClient, options: Provi
   await waitUntilReady(client, options);
   await ensureWorkspace(client, options, changes);
   await ensureDatastore(client, options, changes);
-  await ensureFeatureType(client, options, changes);
+  await ensureFeatureType(client, options, options.layer, options.title, changes);
+  await ensureFeatureType(client, options, options.publicLayer, `${options.title} (approved)`, changes);
   const styles = renderStyles(options.layer, options.geometryProperty);
   for (const style of [...styles.perKategorie, styles.combined]) await ensureStyle(client, options.workspace, style, changes);
-  await ensureLayerStyles(client, options, styles.combined, styles.perKategorie, changes);
+  for (const layer of [options.layer, options.publicLayer]) await ensureLayerStyles(client, options, layer, styles.combined, styles.perKategorie, changes);
   await ensureWfsTransactional(client, changes);
   await ensureWms130(client, changes);
-  const layerRule = `${options.workspace}.${options.layer}`;
-  await ensureAclRules(client, '/security/acl/layers', { [`${layerRule}.r`]: options.readRoles, [`${layerRule}.w`]: options.writeRoles }, changes);
+  const tableRule = `${options.workspace}.${options.layer}`;
+  const publicRule = `${options.workspace}.${options.publicLayer}`;
+  await ensureAclRules(
+    client,
+    '/security/acl/layers',
+    { [`${publicRule}.r`]: options.readRoles, [`${tableRule}.r`]: options.writeRoles, [`${tableRule}.w`]: options.writeRoles },
+    changes,
+  );
   await ensureAclRules(client, '/security/acl/services', { 'wfs.Transaction': options.writeRoles }, changes);
   return { changes };
 }
@@ -153,14 +164,14 @@ async function ensureDatastore(client: GeoServerClient, o: ProvisionOptions, cha
   changes.push(`updated datastore ${o.datastore} (${drift.join(', ')})`);
 }
 
-async function ensureFeatureType(client: GeoServerClient, o: ProvisionOptions, changes: string[]): Promise<void> {
+async function ensureFeatureType(client: GeoServerClient, o: ProvisionOptions, layer: string, title: string, changes: string[]): Promise<void> {
   const collection = `/workspaces/${encodeURIComponent(o.workspace)}/datastores/${encodeURIComponent(o.datastore)}/featuretypes`;
-  const path = `${collection}/${encodeURIComponent(o.layer)}`;
-  const wanted = { name: o.layer, nativeName: o.layer, title: o.title, srs: 'EPSG:4326' };
+  const path = `${collection}/${encodeURIComponent(layer)}`;
+  const wanted = { name: layer, nativeName: layer, title, srs: 'EPSG:4326' };
   const existing = await client.find(path);
   if (!existing) {
     await client.send('POST', collection, { json: { featureType: wanted } });
-    changes.push(`published feature type ${o.workspace}:${o.layer}`);
+    changes.push(`published feature type ${o.workspace}:${layer}`);
     return;
   }
   const current = parseJson<{ featureType: Record<string, unknown> }>('GET', path, existing).featureType;
@@ -168,7 +179,7 @@ async function ensureFeatureType(client: GeoServerClient, o: ProvisionOptions, c
   if (drift.length === 0) return;
   // recalculate= (empty) keeps GeoServer from recomputing bounds on a large table for a title change.
   await client.send('PUT', path, { json: { featureType: wanted }, query: { recalculate: '' } });
-  changes.push(`updated feature type ${o.workspace}:${o.layer} (${drift.join(', ')})`);
+  changes.push(`updated feature type ${o.workspace}:${layer} (${drift.join(', ')})`);
 }
 
 async function ensureStyle(client: GeoServerClient, workspace: string, style: RenderedStyle, changes: string[]): Promise<void> {
@@ -186,9 +197,9 @@ async function ensureStyle(client: GeoServerClient, workspace: string, style: Re
   changes.push(`updated style ${workspace}:${style.name}`);
 }
 
-async function ensureLayerStyles(client: GeoServerClient, o: ProvisionOptions, defaultStyle: RenderedStyle, alternates: RenderedStyle[], changes: string[]): Promise<void> {
+async function ensureLayerStyles(client: GeoServerClient, o: ProvisionOptions, layer: string, defaultStyle: RenderedStyle, alternates: RenderedStyle[], changes: string[]): Promise<void> {
   const qualified = (name: string) => `${o.workspace}:${name}`;
-  const path = `/layers/${encodeURIComponent(qualified(o.layer))}`;
+  const path = `/layers/${encodeURIComponent(qualified(layer))}`;
   const current = (await client.getJson<{ layer: { defaultStyle?: { name?: string }; styles?: { style?: { name: string } | { name: string }[] } } }>(path)).layer;
   const wantedDefault = qualified(defaultStyle.name);
   const wantedAlternates = alternates.map((s) => qualified(s.name)).sort();
@@ -202,7 +213,7 @@ async function ensureLayerStyles(client: GeoServerClient, o: ProvisionOptions, d
       },
     },
   });
-  changes.push(`set styles of layer ${qualified(o.layer)}`);
+  changes.push(`set styles of layer ${qualified(layer)}`);
 }
 
 async function ensureWfsTransactional(client: GeoServerClient, changes: string[]): Promise<void> {

@@ -52,6 +52,9 @@ export function createIdentityApp(deps: IdentityAppDeps): Express {
   app.post('/consent', csrf.protect, consent.submit);
   app.get('/logout', logout.show);
   app.post('/logout', csrf.protect, logout.submit);
+  app.get('/assets/ory-triggers.js', (_req, res) => {
+    res.type('application/javascript').set('Cache-Control', 'public, max-age=3600').send(ORY_TRIGGERS_SCRIPT);
+  });
   app.get('/self-service/login', selfServiceLogin.show);
   app.post('/self-service/login', ...createLoginRateLimiters(config.loginLimit), csrf.protect, selfServiceLogin.submit);
   app.get('/error', (req, res) => {
@@ -74,3 +77,17 @@ export function createIdentityApp(deps: IdentityAppDeps): Express {
   });
   return app;
 }
+
+/**
+ * Binds the buttons of Ory UI nodes to their triggers (`onclickTrigger`, e.g. oryPasskeyLogin from
+ * Kratos' webauthn.js) without inline event handlers, which the Content-Security-Policy forbids. Only
+ * Ory's own trigger names (ory…) are called.
+ */
+const ORY_TRIGGERS_SCRIPT = `for (const button of document.querySelectorAll('[data-ory-trigger]')) {
+  const name = button.getAttribute('data-ory-trigger');
+  button.addEventListener('click', () => {
+    const trigger = /^ory[A-Za-z]+$/.test(name) ? window[name] : undefined;
+    if (typeof trigger === 'function') trigger();
+  });
+}
+`;

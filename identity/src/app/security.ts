@@ -86,6 +86,9 @@ export function createLoginRateLimiters(limits: IdentityAppConfig['loginLimit'])
     standardHeaders: 'draft-8',
     legacyHeaders: false,
     skipSuccessfulRequests: true,
+    // A passkey login names no account (the key does); it is limited per IP only. Counting it under the
+    // empty identifier would let anyone lock every passkey login with a few failed attempts.
+    skip: (req) => String((req.body as Record<string, unknown> | undefined)?.identifier ?? '').trim() === '',
     keyGenerator: (req) => {
       const identifier = String((req.body as Record<string, unknown> | undefined)?.identifier ?? '').trim().toLowerCase();
       return `account:${createHash('sha256').update(identifier).digest('base64url')}`;

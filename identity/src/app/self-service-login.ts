@@ -1,5 +1,5 @@
 import type { Request, RequestHandler, Response } from 'express';
-import type { LoginFlow, UiNode, UiNodeInputAttributes, UiText } from '@ory/kratos-client';
+import type { LoginFlow, UiNode, UiNodeInputAttributes, UiNodeScriptAttributes, UiText } from '@ory/kratos-client';
 import { isAxiosError } from 'axios';
 import { kratosCookies } from '../../../services/shared/ory/kratos-session.js';
 import { oryBody, oryStatus } from '../../../services/shared/ory/clients.js';
@@ -28,10 +28,59 @@ function messages(flow: LoginFlow): UiText[] {
   return [...(flow.ui.messages ?? []), ...flow.ui.nodes.flatMap((n) => n.messages ?? [])];
 }
 
+/**
+ * The passkey part of a login flow, when Kratos offers one (selfservice.methods.passkey): its hidden
+ * inputs (the WebAuthn challenge, the field the browser's answer goes into), the trigger button, and
+ * Kratos' webauthn.js, which defines the trigger (window.oryPasskeyLogin): it asks the browser for the
+ * key, writes the answer into passkey_login and submits the form, which posts to this app like the
+ * password form does (CSRF check, rate limit per IP, cookie relay).
+ */
+export interface PasskeyPart {
+  hidden: { name: string; value: string }[];
+  trigger: string;
+  label: string;
+  scripts: UiNodeScriptAttributes[];
+}
+
+export function passkeyPart(flow: LoginFlow): PasskeyPart | undefined {
+  const nodes = flow.ui.nodes.filter((n) => n.group === 'passkey');
+  const inputs = nodes.map(inputAttributes).filter((a): a is UiNodeInputAttributes => a !== undefined);
+  const trigger = inputs.find((a) => typeof a.onclickTrigger === 'string');
+  if (!trigger?.onclickTrigger) return undefined;
+  const triggerNode = nodes.find((n) => inputAttributes(n) === trigger);
+  return {
+    hidden: inputs.filter((a) => a.type === 'hidden').map((a) => ({ name: a.name, value: typeof a.value === 'string' ? a.value : a.value === undefined || a.value === null ? '' : JSON.stringify(a.value) })),
+    trigger: trigger.onclickTrigger,
+    label: triggerNode?.meta.label?.text ?? 'Sign in with a passkey',
+    scripts: flow.ui.nodes.filter((n) => n.attributes.node_type === 'script').map((n) => n.attributes as UiNodeScriptAttributes),
+  };
+}
+
+/** The script origins a page with this flow needs: Kratos' own (webauthn.js) besides this app. */
+export function scriptOrigins(flow: LoginFlow): string[] {
+  const part = passkeyPart(flow);
+  if (!part) return [];
+  return [...new Set(part.scripts.filter((s) => URL.canParse(s.src)).map((s) => new URL(s.src).origin))];
+}
+
+function renderPasskeyForm(flow: LoginFlow, csrf: string, part: PasskeyPart): SafeHtml {
+  return html`<form method="post" action="/self-service/login" id="passkey-login">
+<input type="hidden" name="_csrf" value="${csrf}">
+<input type="hidden" name="flow" value="${flow.id}">
+<input type="hidden" name="csrf_token" value="${kratosCsrfToken(flow)}">
+<input type="hidden" name="method" value="passkey">
+${part.hidden.filter((h) => !['csrf_token', 'method'].includes(h.name)).map((h) => html`<input type="hidden" name="${h.name}" value="${h.value}">
+`)}<button type="button" class="secondary" data-ory-trigger="${part.trigger}">${part.label}</button>
+</form>
+${part.scripts.map((s) => html`<script src="${s.src}"${s.integrity ? html` integrity="${s.integrity}"` : ''} crossorigin="${s.crossorigin || 'anonymous'}" referrerpolicy="${s.referrerpolicy || 'no-referrer'}"${s.nonce ? html` nonce="${s.nonce}"` : ''}></script>
+`)}<script src="/assets/ory-triggers.js"></script>`;
+}
+
 function renderForm(flow: LoginFlow, csrf: string, identifier: string, kratosPublicUrl: string): string {
   const errors = messages(flow).filter((m) => m.type === 'error');
   const errorList: SafeHtml | undefined = errors.length > 0 ? html`<div class="error" role="alert" id="login-errors">${errors.map((m) => html`<p>${m.text}</p>`)}</div>` : undefined;
   const title = flow.refresh ? 'Confirm it is you' : 'Sign in';
+  const passkey = passkeyPart(flow);
   return page(
     title,
     html`${errorList}
@@ -45,6 +94,7 @@ function renderForm(flow: LoginFlow, csrf: string, identifier: string, kratosPub
 <input type="password" id="password" name="password" autocomplete="current-password" required>
 <button type="submit">Sign in</button>
 </form>
+${passkey ? renderPasskeyForm(flow, csrf, passkey) : undefined}
 <p><a href="${kratosPublicUrl}/self-service/recovery/browser">Forgot your password?</a> · <a href="${kratosPublicUrl}/self-service/registration/browser">Create an account</a></p>`,
   );
 }
@@ -81,12 +131,22 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
       res.status(501).type('html').send(errorPage('Second factor', 'The second-factor pages are not configured (IDENTITY_ACCOUNTS_URL). Please contact the administrators.'));
       return;
     }
+    allowScripts(res, flow);
     res.type('html').send(renderForm(flow, ctx.csrfToken(req, res), '', config.kratosPublicUrl));
   };
+
+  /** Only a page with a passkey part loads scripts: this app's trigger binder and Kratos' webauthn.js. */
+  function allowScripts(res: Response, flow: LoginFlow): void {
+    const origins = scriptOrigins(flow);
+    if (origins.length === 0) return;
+    const current = String(res.getHeader('Content-Security-Policy') ?? '');
+    res.setHeader('Content-Security-Policy', `${current}; script-src 'self' ${origins.join(' ')}; connect-src 'self'`);
+  }
 
   const submit: RequestHandler = async (req, res) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
     const { flow: id, identifier, password, csrf_token: csrfToken } = body;
+    if (body.method === 'passkey') return submitPasskey(req, res, body);
     if (typeof id !== 'string' || typeof identifier !== 'string' || typeof password !== 'string' || typeof csrfToken !== 'string' || id === '') {
       res.status(400).type('html').send(page('Sign in', html`<p class="error" role="alert">The form was incomplete. Please try again.</p>`));
       return;
@@ -118,6 +178,42 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
       throw error;
     }
   };
+
+  /** The browser's passkey answer (written by webauthn.js), forwarded to Kratos like a password. */
+  async function submitPasskey(req: Request, res: Response, body: Record<string, unknown>): Promise<void> {
+    const { flow: id, passkey_login: passkeyLogin, csrf_token: csrfToken } = body;
+    if (typeof id !== 'string' || id === '' || typeof passkeyLogin !== 'string' || passkeyLogin === '' || typeof csrfToken !== 'string') {
+      res.status(400).type('html').send(page('Sign in', html`<p class="error" role="alert">The passkey answer was missing. Please try again.</p>`));
+      return;
+    }
+    const flow = await loadFlow(req, res, id);
+    if (!flow) return;
+    const cookie = kratosCookies(req.headers.cookie);
+    try {
+      const response = await ory.frontend.updateLoginFlow({
+        flow: id,
+        ...(cookie ? { cookie } : {}),
+        updateLoginFlowBody: { method: 'passkey', passkey_login: passkeyLogin, csrf_token: csrfToken },
+      });
+      const setCookie = response.headers['set-cookie'];
+      if (setCookie) res.append('Set-Cookie', setCookie);
+      res.redirect(303, flow.return_to ?? config.appUrl);
+    } catch (error) {
+      const status = oryStatus(error);
+      if (status === 400 && isAxiosError(error)) {
+        const again = oryBody(error) as LoginFlow;
+        allowScripts(res, again);
+        res.status(400).type('html').send(renderForm(again, ctx.csrfToken(req, res), '', config.kratosPublicUrl));
+        return;
+      }
+      if (status === 422) {
+        const target = (oryBody(error) as { redirect_browser_to?: string } | undefined)?.redirect_browser_to;
+        if (target) return res.redirect(303, target);
+      }
+      if (status === 403 || status === 410) return restart(res, flow.return_to);
+      throw error;
+    }
+  }
 
   return { show, submit };
 }

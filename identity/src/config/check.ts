@@ -122,6 +122,24 @@ function keyOriginFindings(config: Record<string, unknown>): Finding[] {
   return findings;
 }
 
+/**
+ * Preview sites (IDENTITY_PREVIEW_DOMAINS, comma-separated hosts: the branch sites that run code from
+ * team pushes) must not receive the session cookie: none may be the cookie domain, under it or above it.
+ */
+export function previewDomainFindings(env: Env): Finding[] {
+  const parent = env.IDENTITY_PARENT_DOMAIN?.toLowerCase();
+  if (!parent || !env.IDENTITY_PREVIEW_DOMAINS) return [];
+  const within = (host: string, domain: string) => host === domain || host.endsWith(`.${domain}`);
+  return env.IDENTITY_PREVIEW_DOMAINS.split(',')
+    .map((host) => host.trim().toLowerCase())
+    .filter((host) => host !== '' && (within(host, parent) || within(parent, host)))
+    .map((host) => ({
+      file: 'kratos.yml' as const,
+      key: 'session.cookie.domain',
+      message: `${parent} covers the preview site ${host}: it would receive every user's session cookie; put preview sites on a registrable domain of their own`,
+    }));
+}
+
 /** Hydra: the issuer must be https (unless dev mode) and the system secret at least 32 characters. */
 export function hydraRuntimeFindings(config: Record<string, unknown>, devMode: boolean): Finding[] {
   const findings: Finding[] = [];
@@ -176,6 +194,7 @@ export function checkIdentityConfig(env: Env, options: CheckOptions = {}): Findi
     findings.push(...hydraRuntimeFindings(hydra.config, isDevMode(env)));
   }
 
+  findings.push(...previewDomainFindings(env));
   const identitySchema = readJson(join(configDir, 'identity.schema.json'));
   findings.push(...schemaFindings('identity.schema.json', validators.identitySchema, identitySchema));
   return findings;

@@ -1,16 +1,17 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
 import { connect, type PeerCertificate } from 'node:tls';
 import { createTransport } from 'nodemailer';
 import { ConfigError } from '../../../services/shared/config.js';
 import { loadIdentityAppConfig } from '../app/config.js';
 import { hydraRuntimeFindings } from '../config/check.js';
 import { effectiveConfig, isDevMode, parseListVariable, type Env } from '../../../services/shared/identity-config/render.js';
+import type { DeclaredStack } from '../../../services/shared/declared-stack.js';
+import { checkAdminInternal, checkBackups, checkPreviewSites, checkSecretEnvironments, checkSitesIsolated, readDeclaredStack, type DeclaredResult, type Verdict } from './declared.js';
 
 /**
  * The seed's production checklist as checks that pass or fail, each with the reason. Items about the
- * deployment read infra/ (the Pulumi program) read-only; when it or what an item looks for is missing,
- * the item fails and says so. Network items (TLS, SMTP) only pass after really connecting.
+ * deployment check the declared stack: the Pulumi program under the runtime mocks with the operator's
+ * stack file (./declared.ts), never text in source files; when it cannot be read, those items fail and
+ * say why. Network items (TLS, SMTP) only pass after really connecting.
  */
 
 export interface ChecklistItem {
@@ -32,28 +33,13 @@ export interface ChecklistOptions {
   tlsPort?: number;
   /** Where kratos.yml/hydra.yml live (tests); identity/config otherwise. */
   configDir?: string;
+  /** The operator's Pulumi stack file (infra/Pulumi.<stack>.yaml); infra/Pulumi.example.yaml otherwise. */
+  stackFile?: string;
+  /** The declared stack, when the caller already has it (tests); read from infra/ otherwise. */
+  declared?: DeclaredResult;
 }
 
 const item = (name: string, ok: boolean, detail: string): ChecklistItem => ({ name, ok, detail });
-
-function filesUnder(dir: string, accept: (path: string) => boolean): string[] {
-  if (!existsSync(dir)) return [];
-  const out: string[] = [];
-  for (const entry of readdirSync(dir)) {
-    if (entry === 'node_modules' || entry.startsWith('.')) continue;
-    const path = join(dir, entry);
-    if (statSync(path).isDirectory()) out.push(...filesUnder(path, accept));
-    else if (accept(path)) out.push(path);
-  }
-  return out;
-}
-
-/** Deployment sources: infra/ without its tests and test doubles, and compose files at the top. */
-function deploymentFiles(repoRoot: string): string[] {
-  const infra = filesUnder(join(repoRoot, 'infra'), (p) => /\.(ts|ya?ml|sh|env|json|conf|Caddyfile)$/.test(p) && !/\.test\.ts$/.test(p) && !/[/\\](testing|fixtures)[/\\]/.test(p));
-  const compose = readdirSync(repoRoot).filter((f) => /^(docker-)?compose.*\.ya?ml$/.test(f)).map((f) => join(repoRoot, f));
-  return [...infra, ...compose, ...filesUnder(join(repoRoot, 'identity', 'config'), () => true)];
-}
 
 function systemSecret(env: Env): ChecklistItem {
   const name = 'Hydra system secret ≥ 32 characters';
@@ -63,26 +49,10 @@ function systemSecret(env: Env): ChecklistItem {
   return findings.length === 0 ? item(name, true, 'every HYDRA_SECRETS_SYSTEM entry has at least 32 characters') : item(name, false, findings.map((f) => `${f.key} ${f.message}`).join('; '));
 }
 
-const LITERAL_DSN_PASSWORD = /postgres(?:ql)?:\/\/[^:/\s'"`@]+:([^@\s'"`]+)@/;
-// `KEY = "x"`, `key: 'x'` (YAML, TS); not psql's `PASSWORD :'variable'` interpolation.
-const LITERAL_PASSWORD_ASSIGNMENT = /\b[A-Za-z_]*(?:PASSWORD|password|Password)[A-Za-z_]*["']?\s*(?:=|:\s)\s*['"]([^'"]{4,})['"]/;
-
-function databasePasswords(repoRoot: string): ChecklistItem {
-  const name = 'database passwords outside the stack and compose files';
-  if (!existsSync(join(repoRoot, 'infra'))) return item(name, false, 'infra/ does not exist yet: nothing to verify');
-  const offenders: string[] = [];
-  for (const file of deploymentFiles(repoRoot)) {
-    readFileSync(file, 'utf8').split('\n').forEach((line, i) => {
-      const dsn = LITERAL_DSN_PASSWORD.exec(line);
-      const assignment = LITERAL_PASSWORD_ASSIGNMENT.exec(line);
-      const literal = [dsn?.[1], assignment?.[1]].find((v) => v !== undefined && !/^\$|\$\{|^<|^\*+$/.test(v));
-      // The location only: the point is to find a secret, not to print it.
-      if (literal !== undefined) offenders.push(`${relative(repoRoot, file)}:${i + 1}`);
-    });
-  }
-  return offenders.length === 0
-    ? item(name, true, 'no literal database password in infra/, compose files or identity/config')
-    : item(name, false, `literal password at ${offenders.join(', ')}`);
+function fromDeclared(name: string, declared: DeclaredResult, check: (stack: DeclaredStack) => Verdict, passed: string): ChecklistItem {
+  if (!declared.ok) return item(name, false, `declared stack not readable: ${declared.reason}`);
+  const result = check(declared.stack);
+  return result.ok ? item(name, true, passed) : item(name, false, result.problems.join('; '));
 }
 
 function authHosts(env: Env): string[] {
@@ -123,7 +93,7 @@ async function tlsCertificates(options: ChecklistOptions): Promise<ChecklistItem
   return problems.length === 0 ? item(name, true, `valid certificates for ${authHosts(options.env).join(', ')}`) : item(name, false, problems.join('; '));
 }
 
-function adminInternal(options: ChecklistOptions): ChecklistItem {
+function adminInternal(options: ChecklistOptions, declared: DeclaredResult): ChecklistItem {
   const name = 'admin APIs (Kratos 4434, Hydra 4445) internal only';
   const problems: string[] = [];
   const publicDomain = options.env.IDENTITY_PARENT_DOMAIN;
@@ -132,13 +102,9 @@ function adminInternal(options: ChecklistOptions): ChecklistItem {
     if (!value) problems.push(`${key} not set`);
     else if (publicDomain && new URL(value).hostname.endsWith(publicDomain)) problems.push(`${key} points at a public host (${new URL(value).hostname})`);
   }
-  const infra = join(options.repoRoot, 'infra');
-  if (!existsSync(infra)) return item(name, false, [...problems, 'infra/ does not exist yet: cannot verify ports and proxy'].join('; '));
-  const files = deploymentFiles(options.repoRoot).filter((f) => f.startsWith(infra));
-  const text = files.map((f) => readFileSync(f, 'utf8')).join('\n');
-  if (/external\s*:\s*(4434|4445)\b|["']?(4434|4445):(4434|4445)["']?/.test(text)) problems.push('infra/ publishes an admin port on the host');
-  if (!/\/admin\*?/.test(text) || !/\b403\b/.test(text)) problems.push('no proxy rule answering 403 to /admin found in infra/');
-  return problems.length === 0 ? item(name, true, 'admin URLs are internal hosts, no admin port is published, the proxy answers 403 to /admin') : item(name, false, problems.join('; '));
+  if (!declared.ok) return item(name, false, [...problems, `declared stack not readable: ${declared.reason}`].join('; '));
+  problems.push(...checkAdminInternal(declared.stack).problems);
+  return problems.length === 0 ? item(name, true, 'admin URLs are internal hosts, no admin port is published, the proxy answers 403 to /admin on every site') : item(name, false, problems.join('; '));
 }
 
 function loginRateLimits(env: Env): ChecklistItem {
@@ -200,29 +166,20 @@ async function smtp(options: ChecklistOptions): Promise<ChecklistItem> {
   }
 }
 
-function backupJob(repoRoot: string): ChecklistItem {
-  const name = 'database backup job present';
-  const infra = join(repoRoot, 'infra');
-  if (!existsSync(infra)) return item(name, false, 'infra/ does not exist yet: no backup job');
-  const files = deploymentFiles(repoRoot).filter((f) => f.startsWith(infra));
-  const scripts = files.filter((f) => /pg_dump|pg_dumpall|pgbackrest|wal-g/.test(readFileSync(f, 'utf8')) && /backup/i.test(f));
-  if (scripts.length === 0) return item(name, false, 'no backup script (pg_dump, pgBackRest or WAL-G) under infra/');
-  const names = scripts.map((s) => relative(repoRoot, s).replace(/\\/g, '/'));
-  const referenced = files.some((f) => !scripts.includes(f) && names.some((n) => readFileSync(f, 'utf8').includes(n)));
-  return referenced ? item(name, true, `${names.join(', ')} run by the infra program`) : item(name, false, `${names.join(', ')} exists but nothing in infra/ runs it`);
-}
-
 export async function runChecklist(options: ChecklistOptions): Promise<ChecklistItem[]> {
   const devNote = isDevMode(options.env) ? [item('not in dev mode', false, 'IDENTITY_DEV_MODE=true')] : [];
+  const declared = options.declared ?? (await readDeclaredStack(options.repoRoot, options.stackFile));
   return [
     systemSecret(options.env),
-    databasePasswords(options.repoRoot),
+    fromDeclared('database passwords outside the stack and compose files', declared, checkSecretEnvironments, 'every container given a password, DSN or secret receives it as a Pulumi secret (encrypted state, masked logs)'),
     await tlsCertificates(options),
-    adminInternal(options),
+    adminInternal(options, declared),
     loginRateLimits(options.env),
     corsRestricted(options.env, options.configDir),
     await smtp(options),
-    backupJob(options.repoRoot),
+    fromDeclared('database backup job present', declared, checkBackups, 'a backup service dumps the features, kratos and hydra databases with pg_dump'),
+    fromDeclared('preview sites outside the session cookie domain', declared, checkPreviewSites, 'every preview site lives on a registrable domain of its own and is no CORS origin'),
+    fromDeclared('branch sites isolated from databases, GeoServer and Ory', declared, checkSitesIsolated, 'the sites container shares its networks with the proxy only'),
     ...devNote,
   ];
 }

@@ -60,6 +60,8 @@ export const TEMPLATE_VARIABLES: ReadonlyArray<{ name: string; default?: string;
   { name: 'IDENTITY_SITE_NAME', default: 'Geodata Platform', meaning: 'name shown in mails, TOTP apps and passkey prompts' },
   { name: 'KRATOS_IDENTITY_SCHEMA_URL', default: 'file:///etc/config/kratos/identity.schema.json', meaning: 'where the Kratos container finds identity.schema.json' },
   { name: 'IDENTITY_DEV_MODE', default: 'false', meaning: 'true only on a developer machine: allows an http issuer (sets dev: true)' },
+  { name: 'IDENTITY_PREVIEW_DOMAINS', default: '', meaning: 'comma-separated hosts of the preview sites (team branches); identity:check refuses any under IDENTITY_PARENT_DOMAIN (not used by the templates)' },
+  { name: 'IDENTITY_API_AUDIENCE', default: 'geodata-api', meaning: 'the audience the API requires; every client in clients.yaml may request it' },
 ];
 
 const PLACEHOLDER = /\$\{([A-Z][A-Z0-9_]*)(?::-([^}]*))?\}/g;

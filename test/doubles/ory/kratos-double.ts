@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { ContractServer, type DoubleRequest, type DoubleResponse } from './contract-server.js';
 import { OpenApiContract } from './openapi-contract.js';
@@ -71,6 +71,13 @@ export class KratosDouble {
   readonly identities = new Map<string, TestIdentity>();
   readonly sessions = new Map<string, StoredSession>();
   readonly flows = new Map<string, StoredFlow>();
+  /**
+   * Passkeys by credential id → identity id. When any is registered, login flows offer the passkey
+   * method with the nodes Kratos v26 sends (challenge, answer field, trigger button, webauthn.js).
+   * The double does not verify the WebAuthn signature: an answer naming a registered credential id
+   * and the flow's challenge signs that identity in (real Kratos checks the signature too).
+   */
+  readonly passkeys = new Map<string, string>();
   readonly public: ContractServer;
   readonly admin: ContractServer;
   ready = true;
@@ -103,6 +110,15 @@ export class KratosDouble {
 
   get violations(): string[] {
     return [...this.public.violations, ...this.admin.violations];
+  }
+
+  addPasskey(identityId: string, credentialId: string): void {
+    this.passkeys.set(credentialId, identityId);
+  }
+
+  /** The challenge of a flow's passkey login (what webauthn.js hands to navigator.credentials.get). */
+  passkeyChallenge(flowId: string): string {
+    return createHash('sha256').update(`passkey:${flowId}`).digest('base64url');
   }
 
   addIdentity(identity: Omit<TestIdentity, 'id'> & { id?: string }): TestIdentity {
@@ -220,9 +236,49 @@ export class KratosDouble {
           node('identifier', 'text', undefined, 'default', 'E-Mail'),
           node('password', 'password', undefined, 'password', 'Password'),
           node('method', 'submit', 'password', 'password', 'Sign in'),
+          ...(this.passkeys.size > 0 ? this.passkeyNodes(flow) : []),
         ],
       },
     };
+  }
+
+  private passkeyNodes(flow: StoredFlow): Record<string, unknown>[] {
+    const challenge = JSON.stringify({ publicKey: { challenge: this.passkeyChallenge(flow.id), rpId: 'example.org', userVerification: 'preferred', timeout: 300000 } });
+    const hidden = (name: string, value: string) => ({
+      type: 'input',
+      group: 'passkey',
+      attributes: { name, type: 'hidden', value, node_type: 'input', disabled: false, required: false },
+      messages: [],
+      meta: {},
+    });
+    return [
+      hidden('passkey_challenge', challenge),
+      hidden('passkey_login', ''),
+      {
+        type: 'input',
+        group: 'passkey',
+        attributes: { name: 'passkey_login_trigger', type: 'button', value: '', node_type: 'input', disabled: false, onclick: 'window.oryPasskeyLogin?.()', onclickTrigger: 'oryPasskeyLogin' },
+        messages: [],
+        meta: { label: { id: 1010021, text: 'Sign in with passkey', type: 'info' } },
+      },
+      {
+        type: 'script',
+        group: 'webauthn',
+        attributes: {
+          src: `${this.public.url}/.well-known/ory/webauthn.js`,
+          async: true,
+          referrerpolicy: 'no-referrer',
+          crossorigin: 'anonymous',
+          integrity: 'sha512-double',
+          type: 'text/javascript',
+          id: 'webauthn_script',
+          nonce: 'double-nonce',
+          node_type: 'script',
+        },
+        messages: [],
+        meta: {},
+      },
+    ];
   }
 
   private createLoginFlow(request: DoubleRequest): DoubleResponse {
@@ -278,10 +334,10 @@ export class KratosDouble {
   private updateLoginFlow(request: DoubleRequest): DoubleResponse {
     const flow = this.flowFor(request, request.query.get('flow'));
     if ('status' in flow) return flow;
-    const body = request.body as { method: string; identifier: string; password: string; csrf_token?: string };
+    const body = request.body as { method: string; identifier: string; password: string; csrf_token?: string; passkey_login?: string };
     if (body.csrf_token !== flow.csrf) return { status: 403, body: kratosError(403, 'A request failed due to a missing or invalid csrf_token value.', 'security_csrf_violation') };
-    if (body.method !== 'password') return { status: 400, body: kratosError(400, `method ${body.method} is not enabled in this double`) };
-    const identity = [...this.identities.values()].find((i) => i.email === body.identifier && i.password === body.password);
+    if (body.method !== 'password' && !(body.method === 'passkey' && this.passkeys.size > 0)) return { status: 400, body: kratosError(400, `method ${body.method} is not enabled in this double`) };
+    const identity = body.method === 'passkey' ? this.passkeyIdentity(flow, body.passkey_login) : [...this.identities.values()].find((i) => i.email === body.identifier && i.password === body.password);
     if (!identity) {
       flow.messages = [{ id: 4000006, text: 'The provided credentials are invalid, check for spelling mistakes in your password or username, email address, or phone number.', type: 'error' }];
       return { status: 400, body: this.flowJson(flow) };
@@ -302,6 +358,19 @@ export class KratosDouble {
       body: { session: this.sessionJson(session), continue_with: [] },
       headers: { 'set-cookie': `${SESSION_COOKIE}=${session.token}; Path=/${domain}; HttpOnly; SameSite=Lax` },
     };
+  }
+
+  /** The identity a passkey answer names, if it answers this flow's challenge with a registered credential. */
+  private passkeyIdentity(flow: StoredFlow, answer: string | undefined): TestIdentity | undefined {
+    try {
+      const parsed = JSON.parse(answer ?? '') as { id?: string; response?: { clientDataJSON?: string } };
+      const clientData = JSON.parse(Buffer.from(parsed.response?.clientDataJSON ?? '', 'base64url').toString('utf8')) as { challenge?: string; type?: string };
+      if (clientData.type !== 'webauthn.get' || clientData.challenge !== this.passkeyChallenge(flow.id)) return undefined;
+      const identityId = this.passkeys.get(parsed.id ?? '');
+      return identityId ? this.identities.get(identityId) : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   private getIdentity(request: DoubleRequest): DoubleResponse {

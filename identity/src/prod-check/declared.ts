@@ -1,0 +1,180 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { DeclaredStackSchema, type DeclaredContainer, type DeclaredStack } from '../../../services/shared/declared-stack.js';
+
+/**
+ * The deployment items of the production checklist read the declared stack: the Pulumi program run
+ * under the runtime mocks (infra/describe-cli.ts, a separate process: identity/ does not import infra/),
+ * with the operator's stack file. Each check below takes that data and says what is wrong, by name.
+ */
+
+export type DeclaredResult = { ok: true; stack: DeclaredStack } | { ok: false; reason: string };
+
+const run = promisify(execFile);
+
+export async function readDeclaredStack(repoRoot: string, stackFile?: string): Promise<DeclaredResult> {
+  const cli = join(repoRoot, 'infra', 'describe-cli.ts');
+  if (!existsSync(cli)) return { ok: false, reason: 'infra/ does not exist yet (no infra/describe-cli.ts): nothing declared to verify' };
+  try {
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', cli, ...(stackFile ? ['--stack-file', stackFile] : [])], { cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 });
+    return { ok: true, stack: DeclaredStackSchema.parse(JSON.parse(stdout)) };
+  } catch (error) {
+    const stderr = (error as { stderr?: string }).stderr?.trim();
+    return { ok: false, reason: stderr || (error as Error).message };
+  }
+}
+
+export interface Verdict {
+  ok: boolean;
+  problems: string[];
+}
+
+const verdict = (problems: string[]): Verdict => ({ ok: problems.length === 0, problems });
+const ADMIN_PORTS = [4434, 4445];
+
+/** No admin port published or proxied; Ory admin APIs bound to an internal network; every site answers 403 to /admin* from outside. */
+export function checkAdminInternal(stack: DeclaredStack): Verdict {
+  const problems: string[] = [];
+  for (const c of stack.containers) {
+    for (const port of c.ports) {
+      if (port.external === undefined) continue;
+      if (ADMIN_PORTS.includes(port.internal) || ADMIN_PORTS.includes(port.external)) problems.push(`${c.name} publishes admin port ${port.internal} on the host (as ${port.external})`);
+      else if (c.name !== 'proxy') problems.push(`${c.name} publishes port ${port.internal} on the host (only the proxy may)`);
+    }
+  }
+  const internal = new Set(stack.networks.filter((n) => n.internal).map((n) => n.name));
+  for (const name of ['kratos', 'hydra']) {
+    const c = stack.containers.find((x) => x.name === name);
+    if (!c) continue;
+    const bound = c.env.SERVE_ADMIN_HOST;
+    const attachment = c.networks.find((n) => n.ipv4Address !== undefined && n.ipv4Address === bound);
+    if (!attachment || !internal.has(attachment.name)) problems.push(`${name}'s admin API is not bound to its address on an internal network (SERVE_ADMIN_HOST=${bound ?? 'unset'})`);
+  }
+  if (/reverse_proxy\s+\S+:(4434|4445)\b/.test(stack.caddyfile)) problems.push('the proxy routes to an admin port');
+  for (const site of caddySites(stack.caddyfile)) {
+    if (!guardsAdmin(site.body)) problems.push(`the proxy does not answer 403 to /admin from outside the internal ranges on ${site.address}`);
+  }
+  return verdict(problems);
+}
+
+interface CaddySite {
+  address: string;
+  body: string[];
+}
+
+/** The site blocks of a rendered Caddyfile (top-level `<address> {` … `}`), without the global options block. */
+export function caddySites(caddyfile: string): CaddySite[] {
+  const sites: CaddySite[] = [];
+  let current: CaddySite | undefined;
+  let inGlobal = false;
+  for (const line of caddyfile.split('\n')) {
+    if (current === undefined && !inGlobal) {
+      if (line === '{') inGlobal = true;
+      const open = /^(\S+) \{$/.exec(line);
+      if (open?.[1]) current = { address: open[1], body: [] };
+      continue;
+    }
+    if (line === '}') {
+      if (current) sites.push(current);
+      current = undefined;
+      inGlobal = false;
+      continue;
+    }
+    current?.body.push(line.trim());
+  }
+  return sites;
+}
+
+/** A named matcher on /admin* that excludes the internal ranges, answered with 403. */
+function guardsAdmin(body: string[]): boolean {
+  for (let i = 0; i < body.length; i++) {
+    const matcher = /^(@\S+) \{$/.exec(body[i] ?? '')?.[1];
+    if (!matcher) continue;
+    const end = body.indexOf('}', i);
+    const lines = body.slice(i + 1, end);
+    const onAdmin = lines.some((l) => /^path\s/.test(l) && l.split(/\s+/).includes('/admin*'));
+    const outside = lines.some((l) => /^not remote_ip\s+\S/.test(l));
+    const answered = body.some((l) => new RegExp(`^respond ${matcher}\\s.*\\b403$`).test(l));
+    if (onAdmin && outside && answered) return true;
+  }
+  return false;
+}
+
+/** A running backup service that dumps the features, Kratos and Hydra databases with pg_dump. */
+export function checkBackups(stack: DeclaredStack): Verdict {
+  const backups = stack.containers.filter((c) => c.kind === 'service' && c.uploads.some((u) => /pg_dump/.test(u.content) && c.entrypoints.concat(c.command).includes(u.file)));
+  if (backups.length === 0) return verdict(['no service runs a pg_dump backup script']);
+  const dumped = new Set(backups.flatMap((c) => (c.env.BACKUP_DATABASES ?? '').split(/\s+/).map((entry) => entry.split('=')[0])));
+  const missing = ['features', 'kratos', 'hydra'].filter((db) => !dumped.has(db));
+  return verdict(missing.map((db) => `the ${db} database is not in any backup (BACKUP_DATABASES of ${backups.map((b) => b.name).join(', ')})`));
+}
+
+const CREDENTIAL_VARIABLE = /PASSWORD|SECRET|DSN|TOKEN|DATABASE_URL|SMTP/;
+
+/** Every container given a password, DSN or secret gets its environment as a Pulumi secret (never plain in state or logs). */
+export function checkSecretEnvironments(stack: DeclaredStack): Verdict {
+  return verdict(
+    stack.containers
+      .filter((c) => !c.envIsSecret && Object.keys(c.env).some((name) => CREDENTIAL_VARIABLE.test(name)))
+      .map((c) => `${c.name} receives ${Object.keys(c.env).filter((n) => CREDENTIAL_VARIABLE.test(n)).join(', ')} outside a Pulumi secret`),
+  );
+}
+
+function within(host: string, domain: string): boolean {
+  const h = host.toLowerCase();
+  const d = domain.toLowerCase();
+  return h === d || h.endsWith(`.${d}`);
+}
+
+/** Preview sites (team branches) outside the session cookie domain, and never a CORS origin with credentials. */
+export function checkPreviewSites(stack: DeclaredStack): Verdict {
+  const problems: string[] = [];
+  const previews = stack.targets.filter((t) => t.preview);
+  for (const t of previews) {
+    if (within(t.domain, stack.parentDomain) || within(stack.parentDomain, t.domain)) problems.push(`preview site ${t.key} (${t.domain}) lies within the session cookie domain ${stack.parentDomain}`);
+  }
+  for (const c of stack.containers) {
+    const origins = [c.env.CORS_ORIGINS, c.env.CORS_ALLOWED_ORIGINS].filter((v): v is string => Boolean(v)).flatMap((v) => v.split(','));
+    for (const t of previews) if (origins.includes(`https://${t.domain}`)) problems.push(`${c.name} allows the preview site ${t.domain} as a CORS origin`);
+  }
+  return verdict(problems);
+}
+
+/** The branch sites container shares its networks (and its network namespace) with the proxy and the webhook only. */
+export function checkSitesIsolated(stack: DeclaredStack): Verdict {
+  const sites = stack.containers.find((c) => c.name === 'sites');
+  if (!sites) return verdict(['no sites container declared']);
+  const problems: string[] = [];
+  const members = (network: string): DeclaredContainer[] => stack.containers.filter((c) => c.networks.some((n) => n.name === network));
+  for (const attachment of sites.networks) {
+    const others = members(attachment.name).filter((c) => c.name !== 'sites' && c.name !== 'proxy');
+    if (others.length > 0) problems.push(`the sites container shares ${attachment.name} with ${others.map((c) => c.name).join(', ')}`);
+  }
+  const namespace = stack.containers.filter((c) => c.networkMode === `container:${sites.dockerName}` && c.name !== 'webhook');
+  if (namespace.length > 0) problems.push(`${namespace.map((c) => c.name).join(', ')} run in the sites container's network namespace`);
+  const cidrs = stack.internalCidrs;
+  for (const attachment of sites.networks) {
+    const subnet = stack.networks.find((n) => n.name === attachment.name)?.subnet;
+    if (subnet && cidrs.some((range) => overlaps(subnet, range))) problems.push(`${attachment.name} (${subnet}) lies inside the internal ranges: its code could reach the guarded paths`);
+  }
+  return verdict(problems);
+}
+
+function ipv4(ip: string): number {
+  return ip.split('.').reduce((acc, octet) => acc * 256 + Number(octet), 0);
+}
+
+function overlaps(a: string, b: string): boolean {
+  const range = (cidr: string): [number, number] | undefined => {
+    const [base, bits] = cidr.split('/');
+    if (!base || !bits || base.includes(':')) return undefined;
+    const size = 2 ** (32 - Number(bits));
+    const start = Math.floor(ipv4(base) / size) * size;
+    return [start, start + size - 1];
+  };
+  const ra = range(a);
+  const rb = range(b);
+  return ra !== undefined && rb !== undefined && ra[0] <= rb[1] && rb[0] <= ra[1];
+}
