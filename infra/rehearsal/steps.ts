@@ -201,13 +201,30 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
 
     // 1 ------------------------------------------------------------------------------------------
     await step(results, '1a a person registers through the accounts domain', async () => {
-      const page = await (await browser!.newContext({ ignoreHTTPSErrors: true })).newPage();
-      const response = await page.goto(https(domains.accounts!, '/registration'));
-      const status = response?.status() ?? 0;
-      await page.context().close();
-      throw new Error(
-        `${domains.accounts}/registration answers ${status}: the accounts domain is served by the Kratos self-service UI image, which has no stand-in here, and the Kratos double has no registration flow`,
-      );
+      const context = await browser!.newContext({ ignoreHTTPSErrors: true });
+      try {
+        const page = await context.newPage();
+        const person = { email: 'nora@example.org', name: 'Nora Newcomer', password: `pw-${randomBytes(9).toString('base64url')}` };
+        const failure = await page.goto(https(domains.accounts!, '/registration')).then(
+          (response) => (response && response.status() < 400 ? undefined : `answers ${response?.status() ?? 0}`),
+          (error: Error) => error.message.split('\n')[0]!.replace(/^page\.goto: /, ''),
+        );
+        if (failure) {
+          throw new Error(
+            `${domains.accounts}/registration ${failure}: the accounts domain is the Kratos self-service UI image, which has no stand-in here, and the Kratos double has no registration flow`,
+          );
+        }
+        await page.getByLabel('E-Mail').fill(person.email);
+        await page.getByLabel('Password').fill(person.password);
+        await page.getByLabel('Name').fill(person.name);
+        await page.getByRole('button', { name: 'Sign up' }).click();
+        await page.waitForLoadState('networkidle');
+        const registered = [...(kratos?.identities.values() ?? [])].some((i) => i.email === person.email);
+        assert(registered, `no identity ${person.email} in Kratos after the registration form was sent`);
+        return `${person.email} registered`;
+      } finally {
+        await context.close();
+      }
     });
     // The people exist in Kratos from here on (as if registered), with their role in metadata_public.
     for (const person of Object.values(people)) kratos?.addIdentity(person);
