@@ -20,6 +20,7 @@ const STEPS = [
   '4 a feature is created, submitted, and approved by a second user',
   '5 GeoServer provisioning ran against the GeoServer double',
   '6 a signed push reaches the webhook through the proxy and a fixture site goes live in the sites container',
+  '6b the branch site (code from team pushes) never receives the session cookie',
   '7 the backup job writes a dump that restores into an empty cluster',
 ];
 

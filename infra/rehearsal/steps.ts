@@ -337,6 +337,15 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       return `push of ${after.slice(0, 8)} to ${ctx.pushTarget.branch}: 202, ${ctx.pushTarget.domain} serves it through the proxy`;
     });
 
+    await step(results, '6b the branch site (code from team pushes) never receives the session cookie', async () => {
+      const me = signedIn.get('contributor');
+      assert(me, 'no signed-in browser (step 1b failed)');
+      // What the browser would send to the site: a site under the cookie domain gets every session.
+      const sent = (await me.context.cookies(https(ctx.pushTarget.domain))).map((c) => c.name);
+      assert(!sent.includes('ory_kratos_session'), `the browser sends ory_kratos_session to ${ctx.pushTarget.domain} (cookie domain .${ctx.parentDomain})`);
+      return `${ctx.pushTarget.domain} gets ${sent.length ? sent.join(', ') : 'no cookies'} from a signed-in browser`;
+    });
+
     // 7 ------------------------------------------------------------------------------------------
     await step(results, '7 the backup job writes a dump that restores into an empty cluster', async () => {
       const backup = stack.containers.get('backup');
