@@ -1,10 +1,13 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/db.js';
 import { HYDRA_SPEC, HydraDouble } from '../test/doubles/ory/hydra-double.js';
+import { KratosDouble } from '../test/doubles/ory/kratos-double.js';
+import { freePort } from '../test/helpers/ports.js';
 import { exampleConfig, installMocks, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 
 /**
@@ -117,4 +120,99 @@ describe.skipIf(!hydraContracts)('the clients-sync job', () => {
     expect(second.stdout).toBe('unchanged map-editor\nunchanged field-app\n');
     expect(hydra.violations).toEqual([]);
   }, 60_000);
+});
+
+/**
+ * An opaque access token from the Hydra double through the authorization code flow, with the
+ * consent app's grants: the requested audience (if any) and the role in the token session.
+ */
+async function opaqueToken(hydra: HydraDouble, audience: string[], role: string): Promise<string> {
+  const redirectUri = 'http://127.0.0.1:9/cb';
+  const client = hydra.addClient({ client_id: `c-${randomUUID()}`, redirect_uris: [redirectUri], token_endpoint_auth_method: 'client_secret_post', audience });
+  const admin = (path: string, body: unknown) =>
+    fetch(`${hydra.admin.url}${path}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => (await r.json()) as { redirect_to: string });
+  const audienceParam = audience.length > 0 ? `&audience=${encodeURIComponent(audience.join(' '))}` : '';
+  const auth = await fetch(`${hydra.public.url}/oauth2/auth?client_id=${client.client_id}&response_type=code&scope=openid&state=abcdefgh&redirect_uri=${encodeURIComponent(redirectUri)}${audienceParam}`, { redirect: 'manual' });
+  const loginChallenge = new URL(auth.headers.get('location') as string).searchParams.get('login_challenge') as string;
+  const afterLogin = await admin(`/admin/oauth2/auth/requests/login/accept?login_challenge=${loginChallenge}`, { subject: `user-${role}` });
+  const toConsent = await fetch(afterLogin.redirect_to, { redirect: 'manual' });
+  const consentChallenge = new URL(toConsent.headers.get('location') as string).searchParams.get('consent_challenge') as string;
+  const afterConsent = await admin(`/admin/oauth2/auth/requests/consent/accept?consent_challenge=${consentChallenge}`, {
+    grant_scope: ['openid'],
+    grant_access_token_audience: audience,
+    session: { access_token: { role } },
+  });
+  const toCallback = await fetch(afterConsent.redirect_to, { redirect: 'manual' });
+  const code = new URL(toCallback.headers.get('location') as string).searchParams.get('code') as string;
+  const token = await fetch(`${hydra.public.url}/oauth2/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, client_id: client.client_id, client_secret: client.client_secret as string }),
+  });
+  return ((await token.json()) as { access_token: string }).access_token;
+}
+
+describe.skipIf(!hydraContracts)('the API container', () => {
+  let db: TestDatabase;
+  let hydra: HydraDouble;
+  let kratos: KratosDouble;
+  let api: ChildProcess | undefined;
+  let baseUrl: string;
+  let output = '';
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    hydra = await new HydraDouble({ loginUrl: 'http://auth.invalid/login', consentUrl: 'http://auth.invalid/consent', logoutUrl: 'http://auth.invalid/logout', postLogoutRedirect: 'http://auth.invalid/' }).start();
+    kratos = await new KratosDouble({ loginUiUrl: 'http://auth.invalid/login', allowedReturnUrls: [] }).start();
+    const declaredEnv = declared('api').env;
+    const port = await freePort();
+    // Exactly the declared environment; only what Docker's networks and volumes would resolve is mapped.
+    const env = {
+      ...declaredEnv,
+      DATABASE_URL: db.url,
+      HYDRA_ADMIN_URL: hydra.admin.url,
+      KRATOS_PUBLIC_URL: kratos.public.url,
+      KRATOS_ADMIN_URL: kratos.admin.url,
+      PORT: String(port),
+      DATA_DIR: join(workDir, 'api-data'),
+    };
+    expect(Object.keys(env).sort()).toEqual(Object.keys(declaredEnv).sort());
+    // The image's command (infra/docker/api.Dockerfile CMD).
+    api = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/server.ts'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    api.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    api.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    baseUrl = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 150_000;
+    for (;;) {
+      if (api.exitCode !== null) throw new Error(`the API exited with ${api.exitCode}: ${output}`);
+      const ready = await fetch(`${baseUrl}/healthz`).then((r) => r.ok, () => false);
+      if (ready) break;
+      if (Date.now() > deadline) throw new Error(`the API did not start: ${output}`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }, 180_000);
+  afterAll(async () => {
+    if (api && api.exitCode === null) {
+      const exited = new Promise((resolve) => api?.once('exit', resolve));
+      api.kill('SIGTERM');
+      await exited;
+    }
+    await Promise.all([hydra?.close(), kratos?.close(), db?.close()]);
+  });
+
+  it('accepts an opaque access token granted for its audience, with the role of the token session', async () => {
+    const token = await opaqueToken(hydra, ['geodata-api'], 'admin');
+    expect(token).toMatch(/^ory_at_/);
+    const response = await fetch(`${baseUrl}/api/users`, { headers: { authorization: `Bearer ${token}` } });
+    expect(response.status, output).toBe(200);
+    expect(hydra.admin.count('introspectOAuth2Token')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('refuses an opaque token granted without the API\'s audience, and any JWT', async () => {
+    const token = await opaqueToken(hydra, [], 'admin');
+    expect((await fetch(`${baseUrl}/api/users`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(401);
+    const jwtShaped = `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from('{"sub":"x","role":"admin"}').toString('base64url')}.c2ln`;
+    expect((await fetch(`${baseUrl}/api/users`, { headers: { authorization: `Bearer ${jwtShaped}` } })).status).toBe(401);
+    expect(hydra.violations).toEqual([]);
+  });
 });

@@ -133,6 +133,8 @@ describe('networks and ports', () => {
   it('the admin network and the application network are internal; only the edge and egress route out', () => {
     expect(network('admin')?.internal).toBe(true);
     expect(network('app')?.internal).toBe(true);
+    expect(network('geo')?.internal).toBe(true);
+    expect(network('sites')?.internal).toBe(true);
     expect(network('edge')?.internal).toBe(false);
     expect(network('egress')?.internal).toBe(false);
   });
@@ -458,6 +460,15 @@ describe('the sites container (code from team pushes)', () => {
       const address = subnet.replace(/0\/24$/, host);
       for (const range of ['10.0.0.0/8', '192.168.0.0/16']) expect(ipv4InCidr(address, range), `${address} in ${range}`).toBe(false);
     }
+  });
+});
+
+describe('GeoServer', () => {
+  it('shares its network only with the proxy, the features database and its provisioning job', () => {
+    const geoNetworks = networksOf(container('geoserver')).map((n) => n.name);
+    expect(geoNetworks).toEqual(['geodata-geo']);
+    const members = containers().filter((c) => networksOf(c).some((n) => n.name === 'geodata-geo')).map((c) => c.name).sort();
+    expect(members).toEqual(['features-db', 'geoserver', 'geoserver-provision', 'proxy']);
   });
 });
 

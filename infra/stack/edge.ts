@@ -17,6 +17,7 @@ export function declareEdge(ctx: StackContext, { networks, volumes }: StackNetwo
     networks: [
       { network: networks.edge, aliases: ['proxy'] },
       { network: networks.app },
+      { network: networks.geo },
       { network: networks.sites },
     ],
     ports: [

@@ -21,14 +21,18 @@ import type { StackNetwork } from './network.js';
  */
 export function declareFeatures(ctx: StackContext, { networks, volumes }: StackNetwork, images: StackImages, identity: StackIdentity) {
   const { cfg, secrets, n } = ctx;
-  const { app, admin } = networks;
+  const { app, admin, geo } = networks;
   const domains = cfg.domains;
   const origins = platformOrigins(domains, cfg.targets, cfg.parentDomain);
 
   const featuresDb = service('features-db', n('features-db'), {
     image: images.remote.postgis.imageId,
     limits: LIMITS.postgres,
-    networks: [{ network: app, aliases: ['features-db'] }],
+    // On `geo` too: GeoServer's store reads and writes the feature table.
+    networks: [
+      { network: app, aliases: ['features-db'] },
+      { network: geo, aliases: ['features-db'] },
+    ],
     envs: env({ POSTGRES_USER: 'postgres', POSTGRES_DB: 'features', POSTGRES_PASSWORD: secrets.featuresDbSuperuserPassword }),
     volumes: [{ volumeName: volumes.featuresDb.name, containerPath: '/var/lib/postgresql/data' }],
     healthcheck: { test: pgReadyCheck('postgres'), interval: '10s', startPeriod: '30s' },
@@ -99,7 +103,8 @@ export function declareFeatures(ctx: StackContext, { networks, volumes }: StackN
   const geoserver = service('geoserver', n('geoserver'), {
     image: images.remote.geoserver.imageId,
     limits: LIMITS.geoserver,
-    networks: [{ network: app, aliases: [UPSTREAMS.geoserver.host] }],
+    // Only on `geo`: no platform service but the proxy (and the provisioning job) talks to GeoServer.
+    networks: [{ network: geo, aliases: [UPSTREAMS.geoserver.host] }],
     envs: env({
       GEOSERVER_ADMIN_USER: cfg.geoserverAdminUser,
       GEOSERVER_ADMIN_PASSWORD: secrets.geoserverAdminPassword,
@@ -130,7 +135,7 @@ export function declareFeatures(ctx: StackContext, { networks, volumes }: StackN
   const geoserverProvision = job('geoserver-provision', n('geoserver-provision'), {
     image: images.built.ops.imageName,
     limits: LIMITS.job,
-    networks: [{ network: app }],
+    networks: [{ network: geo }],
     command: [...ENTRY_POINTS.geoserverProvision],
     user: 'node',
     envs: env({

@@ -10,6 +10,8 @@ import type { StackContext } from './common.js';
  *   admin         internal. Kratos 4434 and Hydra 4445 listen on their fixed addresses in this network and
  *                 nowhere else; only the API, the login app, the clients-sync job and Hydra join it.
  *   egress        a plain bridge for Kratos (SMTP). The sites container is NOT on it.
+ *   geo           internal. GeoServer, the features database, the provisioning job and the proxy: GeoServer's
+ *                 REST API and web admin are reachable from nothing else (the proxy guards them by address).
  *   sites         internal, fixed subnet outside internalCidrs. The branch sites run code from team pushes:
  *                 this network holds the sites container (and the webhook in its namespace) and the proxy,
  *                 nothing else, so that code has no path to a database, GeoServer or Ory.
@@ -22,6 +24,7 @@ export function declareNetwork({ cfg, n }: StackContext) {
     app: new docker.Network('app', { name: n('app'), internal: true, labels: label('app') }),
     admin: new docker.Network('admin', { name: n('admin'), internal: true, ipamConfigs: [{ subnet: cfg.adminSubnet }], labels: label('admin') }),
     egress: new docker.Network('egress', { name: n('egress'), internal: false, labels: label('egress') }),
+    geo: new docker.Network('geo', { name: n('geo'), internal: true, labels: label('geo') }),
     sites: new docker.Network('sites', { name: n('sites'), internal: true, ipamConfigs: [{ subnet: cfg.sitesSubnet }], labels: label('sites') }),
     sitesEgress: new docker.Network('sites-egress', { name: n('sites-egress'), internal: false, labels: label('sites-egress') }),
   };

@@ -1,5 +1,6 @@
 import { connect, type PeerCertificate } from 'node:tls';
 import { createTransport } from 'nodemailer';
+import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../../../services/shared/config.js';
 import { loadIdentityAppConfig } from '../app/config.js';
 import { hydraRuntimeFindings } from '../config/check.js';
@@ -119,24 +120,41 @@ function loginRateLimits(env: Env): ChecklistItem {
   }
 }
 
-function corsRestricted(env: Env, configDir?: string): ChecklistItem {
+type CorsConfig = { serve?: Record<string, { cors?: { enabled?: boolean; allowed_origins?: string[] } }> };
+
+function corsProblems(label: string, config: CorsConfig, parent: string): string[] {
+  const problems: string[] = [];
+  for (const port of ['public', 'admin']) {
+    const cors = config.serve?.[port]?.cors;
+    if (!cors?.enabled) continue;
+    for (const origin of cors.allowed_origins ?? []) {
+      const host = origin.replace(/^https:\/\//, '').replace(/^\*\./, '');
+      if (!origin.startsWith('https://') || origin === '*' || (host !== parent && !host.endsWith(`.${parent}`))) problems.push(`${label} ${port}: ${origin}`);
+    }
+    if ((cors.allowed_origins ?? []).length === 0) problems.push(`${label} ${port}: CORS on without an origin list (allows every origin)`);
+  }
+  return problems;
+}
+
+/** The rendered kratos.yml / hydra.yml exactly as the declared containers receive them. */
+function declaredConfigs(declared: DeclaredResult): { label: string; config: CorsConfig }[] {
+  if (!declared.ok) return [];
+  const files = { kratos: '/etc/config/kratos/kratos.yml', hydra: '/etc/config/hydra/hydra.yml' } as const;
+  return (Object.entries(files) as [keyof typeof files, string][]).flatMap(([service, file]) => {
+    const upload = declared.stack.containers.find((c) => c.name === service)?.uploads.find((u) => u.file === file);
+    return upload ? [{ label: `${service} (declared)`, config: parseYaml(upload.content) as CorsConfig }] : [];
+  });
+}
+
+function corsRestricted(env: Env, declared: DeclaredResult, configDir?: string): ChecklistItem {
   const name = 'CORS restricted to own domains';
   const parent = env.IDENTITY_PARENT_DOMAIN;
   if (!parent) return item(name, false, 'IDENTITY_PARENT_DOMAIN not set');
   const problems: string[] = [];
   try {
-    for (const service of ['kratos', 'hydra'] as const) {
-      const config = effectiveConfig(service, env, configDir) as { serve?: Record<string, { cors?: { enabled?: boolean; allowed_origins?: string[] } }> };
-      for (const port of ['public', 'admin']) {
-        const cors = config.serve?.[port]?.cors;
-        if (!cors?.enabled) continue;
-        for (const origin of cors.allowed_origins ?? []) {
-          const host = origin.replace(/^https:\/\//, '').replace(/^\*\./, '');
-          if (!origin.startsWith('https://') || origin === '*' || (host !== parent && !host.endsWith(`.${parent}`))) problems.push(`${service} ${port}: ${origin}`);
-        }
-        if ((cors.allowed_origins ?? []).length === 0) problems.push(`${service} ${port}: CORS on without an origin list (allows every origin)`);
-      }
-    }
+    for (const service of ['kratos', 'hydra'] as const) problems.push(...corsProblems(service, effectiveConfig(service, env, configDir) as CorsConfig, parent));
+    // The files the stack really mounts, checked against the stack's own cookie domain.
+    for (const { label, config } of declaredConfigs(declared)) problems.push(...corsProblems(label, config, declared.ok ? declared.stack.parentDomain : parent));
   } catch (error) {
     return item(name, false, (error as Error).message);
   }
@@ -175,7 +193,7 @@ export async function runChecklist(options: ChecklistOptions): Promise<Checklist
     await tlsCertificates(options),
     adminInternal(options, declared),
     loginRateLimits(options.env),
-    corsRestricted(options.env, options.configDir),
+    corsRestricted(options.env, declared, options.configDir),
     await smtp(options),
     fromDeclared('database backup job present', declared, checkBackups, 'a backup service dumps the features, kratos and hydra databases with pg_dump'),
     fromDeclared('preview sites outside the session cookie domain', declared, checkPreviewSites, 'every preview site lives on a registrable domain of its own and is no CORS origin'),
