@@ -111,11 +111,12 @@ export function projectImageName(repoRoot: string, prefix: string, name: keyof t
 
 /**
  * The commands the stack runs in the project images, in one place (the image's CMD is the long-running
- * service; jobs and the sites supervisor name their entry point here).
+ * service; jobs and the sites supervisor name their entry point here). The images hold compiled
+ * JavaScript at the sources' paths (infra/docker/build.ts) and no TypeScript runner.
  */
 export const ENTRY_POINTS = {
-  apiMigrate: ['node', '--import', 'tsx', 'services/api/src/db/migrate-cli.ts'],
-  geoserverProvision: ['node', '--import', 'tsx', 'infra/geoserver/cli.ts'],
-  clientsSync: ['node', '--import', 'tsx', 'identity/src/clients/sync-cli.ts'],
-  sites: ['node', '--import', 'tsx', 'infra/sites/main.ts'],
+  apiMigrate: ['node', 'services/api/src/db/migrate-cli.js'],
+  geoserverProvision: ['node', 'infra/geoserver/cli.js'],
+  clientsSync: ['node', 'identity/src/clients/sync-cli.js'],
+  sites: ['node', 'infra/sites/main.js'],
 } as const;

@@ -9,6 +9,7 @@ import { HydraDouble } from '../test/doubles/ory/hydra-double.js';
 import { lacks, requirements } from '../test/helpers/requirements.js';
 import { KratosDouble } from '../test/doubles/ory/kratos-double.js';
 import { freePort } from '../test/helpers/ports.js';
+import { assembleImage, type AssembledImage } from './docker/image.js';
 import { exampleConfig, installMocks, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 
 /**
@@ -36,15 +37,25 @@ function declared(name: string) {
   if (!found) throw new Error(`the program declares no container ${name}`);
   const envs = (reveal(found.inputs.envs) as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)] as const);
   const uploads = (reveal(found.inputs.uploads) as { file: string; content: string }[] | undefined) ?? [];
-  return { env: Object.fromEntries(envs), command: reveal(found.inputs.command) as string[], uploads };
+  return { env: Object.fromEntries(envs), command: reveal(found.inputs.command) as string[], uploads, image: imageOf(String(reveal(found.inputs.image))) };
 }
 
-/** Run a declared command (node …) from the repository root with only the given environment. */
-function runDeclared(command: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** The container's project image, its file set assembled as its Dockerfile does (infra/docker/image.ts). */
+const assembled = new Map<string, AssembledImage>();
+function imageOf(imageName: string): AssembledImage {
+  const build = registered.find((r) => r.type === 'docker:index/image:Image' && reveal(r.inputs.imageName) === imageName);
+  if (!build) throw new Error(`${imageName} is not a project image`);
+  const dockerfile = (reveal(build.inputs.build) as { dockerfile: string }).dockerfile;
+  if (!assembled.has(dockerfile)) assembled.set(dockerfile, assembleImage(dockerfile, { repoRoot: REPO_ROOT, into: join(workDir, `image-${assembled.size}`) }));
+  return assembled.get(dockerfile)!;
+}
+
+/** Run a declared command (node …) in the container's image folder with the image's ENV and only the given environment. */
+function runDeclared(command: string[], env: Record<string, string>, image: AssembledImage): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const [program, ...args] = command;
   expect(program).toBe('node');
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { cwd: image.hostWorkdir, env: { ...image.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -71,12 +82,12 @@ describe('the api-migrate job', () => {
     const job = declared('api-migrate');
     expect(job.env.DATABASE_URL).toMatch(/^postgres:\/\/features:[^@]+@features-db:5432\/features$/);
     const env = { ...job.env, DATABASE_URL: db.url };
-    const first = await runDeclared(job.command, env);
+    const first = await runDeclared(job.command, env, job.image);
     expect(first.stderr, first.stderr).not.toMatch(/configuration error/);
     expect(first.code, first.stdout + first.stderr).toBe(0);
     const { rows } = await db.pool.query<{ present: boolean }>("SELECT to_regclass('features.features') IS NOT NULL AS present");
     expect(rows[0]?.present).toBe(true);
-    const second = await runDeclared(job.command, env);
+    const second = await runDeclared(job.command, env, job.image);
     expect(second.code, second.stdout + second.stderr).toBe(0);
     expect(second.stdout).toContain('database already up to date');
   }, 120_000);
@@ -110,12 +121,12 @@ describe.skipIf(!hydraContracts)('the clients-sync job', () => {
     const command = job.command.map((arg, i) => (i === fileIndex ? clientsFile : arg));
     const env = { ...job.env, HYDRA_ADMIN_URL: hydra.admin.url };
 
-    const first = await runDeclared(command, env);
+    const first = await runDeclared(command, env, job.image);
     expect(first.code, first.stdout + first.stderr).toBe(0);
     expect(first.stdout.match(/client_secret \(shown once/g)?.length).toBe(1);
     for (const id of ['map-editor', 'field-app']) expect(hydra.clients.get(id)?.audience, id).toEqual(['geodata-api']);
 
-    const second = await runDeclared(command, env);
+    const second = await runDeclared(command, env, job.image);
     expect(second.code, second.stdout + second.stderr).toBe(0);
     expect(second.stdout).toBe('unchanged map-editor\nunchanged field-app\n');
     expect(hydra.violations).toEqual([]);
@@ -177,8 +188,10 @@ describe.skipIf(!hydraContracts)('the API container', () => {
       DATA_DIR: join(workDir, 'api-data'),
     };
     expect(Object.keys(env).sort()).toEqual(Object.keys(declaredEnv).sort());
-    // The image's command (infra/docker/api.Dockerfile CMD).
-    api = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/server.ts'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // The image's command (infra/docker/api.Dockerfile CMD) in the image's file set, with its ENV under the declared one.
+    const image = declared('api').image;
+    expect(image.cmd[0]).toBe('node');
+    api = spawn(process.execPath, image.cmd.slice(1), { cwd: image.hostWorkdir, env: { ...image.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     api.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     api.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     baseUrl = `http://127.0.0.1:${port}`;

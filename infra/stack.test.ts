@@ -96,10 +96,12 @@ describe('every container', () => {
     }
   });
 
-  it('that runs a TypeScript entry point of this repository runs one that exists', () => {
-    const entries = containers().flatMap((c) => ((reveal(c.inputs.command) as string[] | undefined) ?? []).filter((a) => a.endsWith('.ts')));
-    expect(entries.sort()).toEqual(['identity/src/clients/sync-cli.ts', 'infra/geoserver/cli.ts', 'infra/sites/main.ts', 'services/api/src/db/migrate-cli.ts']);
-    for (const entry of entries) expect(existsSync(join(import.meta.dirname, '..', entry)), entry).toBe(true);
+  it('that runs an entry point of this repository runs its compiled JavaScript, built from a source that exists', () => {
+    const commands = containers().map((c) => (reveal(c.inputs.command) as string[] | undefined) ?? []);
+    for (const command of commands) expect(command.some((a) => a.endsWith('.ts') || a === 'tsx'), command.join(' ')).toBe(false);
+    const entries = commands.flatMap((command) => command.filter((a) => a.endsWith('.js')));
+    expect(entries.sort()).toEqual(['identity/src/clients/sync-cli.js', 'infra/geoserver/cli.js', 'infra/sites/main.js', 'services/api/src/db/migrate-cli.js']);
+    for (const entry of entries) expect(existsSync(join(import.meta.dirname, '..', entry.replace(/\.js$/, '.ts'))), entry).toBe(true);
   });
 
   it('never mounts the Docker socket', () => {

@@ -1,8 +1,13 @@
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { build } from 'esbuild';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../test/helpers/ports.js';
 import { isPinnedImage, NODE_IMAGE } from '../images.js';
+import { assembleImage, filesUnder, finalStage, instructions, type AssembledImage } from './image.js';
 
 /**
  * The project's Dockerfiles. The static rules always run; `docker build` runs only where a Docker
@@ -13,22 +18,6 @@ const REPO = join(import.meta.dirname, '..', '..');
 const DIR = import.meta.dirname;
 const DOCKERFILES = readdirSync(DIR).filter((f) => f.endsWith('.Dockerfile')).sort();
 const read = (file: string) => readFileSync(join(DIR, file), 'utf8');
-
-/** Instructions with line continuations joined and comments dropped. */
-function instructions(text: string): { keyword: string; args: string }[] {
-  return text
-    .replace(/\\\n/g, ' ')
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line && !line.startsWith('#'))
-    .map((line) => ({ keyword: (line.split(/\s+/)[0] as string).toUpperCase(), args: line.slice(line.indexOf(' ') + 1).trim() }));
-}
-
-function finalStage(text: string) {
-  const all = instructions(text);
-  const lastFrom = all.map((i) => i.keyword).lastIndexOf('FROM');
-  return all.slice(lastFrom);
-}
 
 function commandWorks(command: string, args: string[]): { ok: boolean; reason: string } {
   const result = spawnSync(command, args, { encoding: 'utf8', timeout: 15_000 });
@@ -81,24 +70,150 @@ describe('the Dockerfiles', () => {
 
   it.each(DOCKERFILES)('%s copies only paths that exist in the repository', (file) => {
     for (const copy of instructions(read(file)).filter((i) => i.keyword === 'COPY' && !i.args.startsWith('--from'))) {
-      const sources = copy.args.split(/\s+/).slice(0, -1);
+      const sources = copy.args.split(/\s+/).filter((w) => !w.startsWith('--')).slice(0, -1);
       for (const source of sources) expect(existsSync(join(REPO, source)), `${file}: COPY ${source}`).toBe(true);
     }
   });
 
-  it('the entry points the images start exist', () => {
-    const entries = DOCKERFILES.flatMap((file) => {
-      const cmd = finalStage(read(file)).find((i) => i.keyword === 'CMD');
-      return (JSON.parse(cmd?.args ?? '[]') as string[]).filter((a) => a.endsWith('.ts'));
-    });
-    expect(entries.sort()).toEqual(['identity/src/app/server.ts', 'infra/geoserver/cli.ts', 'services/api/src/server.ts', 'services/webhook/src/server.ts']);
-    for (const entry of entries) expect(existsSync(join(REPO, entry)), entry).toBe(true);
+  it.each(DOCKERFILES)('%s runs compiled JavaScript with plain node, with no TypeScript runner in the image', (file) => {
+    const cmd = JSON.parse(finalStage(read(file)).find((i) => i.keyword === 'CMD')?.args ?? '[]') as string[];
+    expect(cmd[0]).toBe('node');
+    expect(cmd.slice(1).every((a) => !a.startsWith('-')), 'no --import tsx').toBe(true);
+    expect(cmd[1]).toMatch(/\.js$/);
+    // tsx runs the build step only; nothing of it reaches the final stage.
+    expect(finalStage(read(file)).map((i) => i.args).join('\n')).not.toMatch(/\btsx\b/);
   });
 
   it('.dockerignore keeps dependencies, git history, stack files and env files out of the context', () => {
     const ignored = readFileSync(join(REPO, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
     for (const pattern of ['**/node_modules', '.git', 'infra/Pulumi*.yaml', '.env', '.env.*', '**/*.test.ts']) expect(ignored, pattern).toContain(pattern);
   });
+});
+
+/**
+ * Each image's file set, assembled as its Dockerfile assembles it (infra/docker/image.ts), in a
+ * temporary folder: only what the Dockerfile copies, only production dependencies, the build step run.
+ */
+describe('each image assembled from its Dockerfile, without Docker', () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'images-'));
+  const images = new Map<string, AssembledImage>();
+  beforeAll(() => {
+    for (const file of DOCKERFILES) images.set(file, assembleImage(join(DIR, file), { repoRoot: REPO, into: join(scratch, file) }));
+  }, 300_000);
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+  const image = (file: string) => images.get(file)!;
+
+  it.each(DOCKERFILES)('%s holds its command, no TypeScript source, no test and no development dependency', (file) => {
+    const img = image(file);
+    expect(existsSync(join(img.hostWorkdir, img.cmd[1]!)), img.cmd[1]).toBe(true);
+    const code = filesUnder(img.hostWorkdir).filter((f) => !f.startsWith('node_modules/'));
+    expect(code.filter((f) => f.endsWith('.ts'))).toEqual([]);
+    expect(code.filter((f) => /(^|\/)(test|testing)\//.test(f))).toEqual([]);
+    for (const devOnly of ['tsx', 'vitest', 'typescript-eslint', '@pulumi/pulumi', 'playwright-core', 'esbuild']) {
+      expect(existsSync(join(img.hostWorkdir, 'node_modules', devOnly)), devOnly).toBe(false);
+    }
+  });
+
+  // Every module the image ships, bundled from the image's folder alone: an import of a file the
+  // Dockerfile did not copy, or of a package that is only a devDependency, fails here.
+  it.each(DOCKERFILES)('%s: every import of every module it ships resolves inside the image', async (file) => {
+    const img = image(file);
+    const entries = filesUnder(img.hostWorkdir).filter((f) => !f.startsWith('node_modules/') && /\.m?js$/.test(f));
+    expect(entries.length).toBeGreaterThan(3);
+    const result = await build({
+      entryPoints: entries.map((e) => join(img.hostWorkdir, e)),
+      absWorkingDir: img.hostWorkdir,
+      bundle: true,
+      write: false,
+      platform: 'node',
+      format: 'esm',
+      outdir: join(scratch, 'bundle-out'),
+      logLevel: 'silent',
+    }).catch((error: { errors: { text: string; location: { file: string } | null }[] }) => ({ errors: error.errors }));
+    expect(result.errors.map((e) => `${e.location?.file ?? '?'}: ${e.text}`)).toEqual([]);
+  }, 120_000);
+
+  // ESM links every static import before the first line runs: reaching the configuration check
+  // (exit 2, one line) or listening proves the module graph loads with plain node.
+  const starts: Record<string, { env: (port: number) => Record<string, string>; expect: 'listens' | 'configuration error'; probe?: string }> = {
+    'api.Dockerfile': { env: () => ({}), expect: 'configuration error' },
+    'ops.Dockerfile': { env: () => ({}), expect: 'configuration error' },
+    'identity.Dockerfile': {
+      env: (port) => ({
+        IDENTITY_PORT: String(port),
+        IDENTITY_AUTH_URL: 'https://auth.example.org',
+        IDENTITY_APP_URL: 'https://app.example.org',
+        KRATOS_PUBLIC_URL: 'https://id.example.org',
+        KRATOS_ADMIN_URL: 'http://127.0.0.1:9',
+        HYDRA_ADMIN_URL: 'http://127.0.0.1:9',
+        IDENTITY_COOKIE_SECRET: 'x'.repeat(48),
+      }),
+      expect: 'listens',
+      probe: '/health/alive',
+    },
+    'webhook.Dockerfile': {
+      env: (port) => ({
+        WEBHOOK_PORT: String(port),
+        // One secret per target of the targets file the image carries.
+        ...Object.fromEntries(
+          (parseYaml(readFileSync(join(REPO, 'config/targets.yaml'), 'utf8')) as { targets: { secret: string }[] }).targets.map((t) => [t.secret, `${t.secret}-`.padEnd(40, 'x')]),
+        ),
+      }),
+      expect: 'listens',
+      probe: '/health',
+    },
+  };
+
+  it.each(DOCKERFILES)('%s: its command starts from the image folder with plain node', async (file) => {
+    const img = image(file);
+    const plan = starts[file];
+    expect(plan, `no start plan for ${file}`).toBeDefined();
+    const port = await freePort();
+    const home = mkdtempSync(join(scratch, 'home-'));
+    const child = spawn(img.cmd[0] === 'node' ? process.execPath : img.cmd[0]!, img.cmd.slice(1), {
+      cwd: img.hostWorkdir,
+      env: { PATH: process.env.PATH ?? '', HOME: home, ...img.env, DATA_DIR: home, WEBHOOK_STATE_DIR: join(home, 'state'), DEPLOY_ROOT: join(home, 'sites'), ...plan!.env(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      if (plan!.expect === 'configuration error') {
+        expect(await exited, output).toBe(2);
+        expect(output).toMatch(/^configuration error: /m);
+      } else {
+        let status = 0;
+        for (let i = 0; i < 200 && child.exitCode === null && status !== 200; i++) {
+          status = await fetch(`http://127.0.0.1:${port}${plan!.probe!}`).then((r) => r.status, () => 0);
+          if (status !== 200) await new Promise((r) => setTimeout(r, 100));
+        }
+        expect(status, output).toBe(200);
+      }
+      expect(output).not.toMatch(/ERR_MODULE_NOT_FOUND|Cannot find (module|package)/);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }, 60_000);
+
+  it('an image that copies its package without the ground floor fails the import check, naming the missing file', async () => {
+    // A context holding the API's sources and a Dockerfile that forgets services/shared.
+    const context = mkdtempSync(join(scratch, 'context-'));
+    for (const path of ['package.json', 'package-lock.json', '.dockerignore', 'services/api', 'infra/docker/build.ts', 'config']) {
+      cpSync(join(REPO, path), join(context, path), { recursive: true });
+    }
+    symlinkSync(join(REPO, 'node_modules'), join(context, 'node_modules'));
+    const forgetful = read('api.Dockerfile').replace(/^COPY services\/shared .*$/m, '').replace('services/shared services/api', 'services/api');
+    writeFileSync(join(context, 'forgetful.Dockerfile'), forgetful);
+    const img = assembleImage(join(context, 'forgetful.Dockerfile'), { repoRoot: context, into: join(scratch, 'forgetful') });
+    const failure = await build({ entryPoints: [join(img.hostWorkdir, img.cmd[1]!)], absWorkingDir: img.hostWorkdir, bundle: true, write: false, platform: 'node', format: 'esm', logLevel: 'silent' }).then(
+      () => undefined,
+      (error: { errors: { text: string }[] }) => error.errors.map((e) => e.text).join('\n'),
+    );
+    expect(failure).toMatch(/Could not resolve "\.\.\/\.\.\/shared\/[\w/-]+\.js"/);
+  }, 300_000);
 });
 
 const docker = commandWorks('docker', ['info']);

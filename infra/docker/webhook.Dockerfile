@@ -2,6 +2,7 @@
 # The deployment webhook server (services/webhook) and, with another command, the branch-sites
 # supervisor (infra/sites). Build from the repository root:
 #   docker build -f infra/docker/webhook.Dockerfile -t geodata/webhook:0.1.0 .
+# Same layout as api.Dockerfile (compiled JavaScript).
 #
 # The deploy script (scripts/deploy-branch.sh) clones, builds and health-checks sites, hence git,
 # curl and ssh. Restarts go through /usr/local/bin/sites-restart (the control socket), never Docker.
@@ -13,11 +14,19 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
 
+FROM deps AS build
+COPY infra/docker/build.ts ./infra/docker/build.ts
+COPY services/shared ./services/shared
+COPY services/webhook ./services/webhook
+# The deploy script and the release helpers it sources.
+COPY scripts/deploy-branch.sh ./scripts/deploy-branch.sh
+COPY scripts/host/lib ./scripts/host/lib
+COPY config ./config
+COPY infra/sites ./infra/sites
+RUN node --import tsx infra/docker/build.ts --out dist services/shared services/webhook scripts/deploy-branch.sh scripts/host/lib config infra/sites
+
 FROM deps AS runtime-deps
-RUN mkdir /keep \
- && cp -a node_modules/tsx node_modules/esbuild node_modules/@esbuild /keep/ \
- && npm prune --omit=dev --no-audit --no-fund \
- && cp -a /keep/. node_modules/
+RUN npm prune --omit=dev --no-audit --no-fund
 
 FROM ${NODE_IMAGE} AS runtime
 # Debian's current bookworm packages (security updates included) rather than pinned versions.
@@ -28,17 +37,13 @@ RUN apt-get update \
 ENV NODE_ENV=production WEBHOOK_PORT=9321
 WORKDIR /app
 COPY --from=runtime-deps /app/node_modules ./node_modules
-COPY package.json tsconfig.json ./
-COPY services/shared ./services/shared
-COPY services/webhook ./services/webhook
-COPY scripts ./scripts
-COPY config ./config
-COPY infra/sites ./infra/sites
-# The restart command of the deploy script, and the mount points (a new named volume copies their
-# ownership, so the service user can write the deploy root, the control socket and its state).
-RUN printf '#!/bin/sh\ncd /app && exec node --import tsx infra/sites/restart-client.ts "$@"\n' > /usr/local/bin/sites-restart \
- && chmod 755 /usr/local/bin/sites-restart \
- && mkdir -p /srv/sites /run/sites /var/lib/webhook \
+COPY package.json ./
+COPY --from=build /app/dist ./
+# The restart command of the deploy script (a request on the sites control socket).
+COPY --chmod=755 infra/docker/sites-restart.sh /usr/local/bin/sites-restart
+# The mount points (a new named volume copies their ownership, so the service user can write the
+# deploy root, the control socket and its state).
+RUN mkdir -p /srv/sites /run/sites /var/lib/webhook \
  && chown node:node /srv/sites /run/sites /var/lib/webhook
 # --- privilege separation (webhook helper, issue 10): one build and one site user per target
 # (services/webhook/src/host/users.ts); the same image runs the sites container, so both agree on
@@ -53,4 +58,4 @@ USER node
 EXPOSE 9321
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.WEBHOOK_PORT||9321)+'/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-CMD ["node", "--import", "tsx", "services/webhook/src/server.ts"]
+CMD ["node", "services/webhook/src/server.js"]

@@ -312,7 +312,8 @@ export class KratosDouble {
       status: 303,
       headers: {
         location: `${this.options.loginUiUrl}?flow=${flow.id}`,
-        'set-cookie': `${CSRF_COOKIE}=${csrf}; Path=/; HttpOnly; SameSite=Lax`,
+        // Kratos writes every cookie, the CSRF one too, on cookies.domain when it is set.
+        'set-cookie': `${CSRF_COOKIE}=${csrf}; Path=/; HttpOnly; SameSite=Lax${this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : ''}`,
       },
     };
   }

@@ -1,0 +1,55 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { missingTools } from './rehearse.js';
+
+/**
+ * `npm run stack:rehearse` as CI runs it: the declared stack started on this machine and driven end
+ * to end through the proxy (docs/rehearsal.md). One test per step, so a failure names the step.
+ * Needs root (initdb as the postgres user, Caddy on port 443 of its own loopback address),
+ * PostgreSQL 15 + PostGIS, caddy, Chromium and git; .ci/run installs them all.
+ */
+const missing = missingTools();
+if (missing) console.log(`skipping the stack rehearsal: ${missing}`);
+
+const STEPS = [
+  '1a a person registers through the accounts domain',
+  '1b signs in through the login app and completes the OAuth2 code flow of the synced client',
+  '2 the access token calls the API through the proxy with the role from Kratos metadata_public',
+  '3 the session cookie from the login on another subdomain calls the API (single sign-on)',
+  '4 a feature is created, submitted, and approved by a second user',
+  '5 GeoServer provisioning ran against the GeoServer double',
+  '6 a signed push reaches the webhook through the proxy and a fixture site goes live in the sites container',
+  '6b the branch site (code from team pushes) never receives the session cookie',
+  '7 the backup job writes a dump that restores into an empty cluster',
+];
+
+describe.skipIf(Boolean(missing))('the stack rehearsal (npm run stack:rehearse)', () => {
+  let output = '';
+  let exitCode: number | null = null;
+  beforeAll(async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'rehearse.ts')], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    exitCode = await new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+    console.log(output.split('\n').filter((l) => /^(PASS|FAIL|stack up|rehearsal| {2}- )/.test(l)).join('\n'));
+  }, 900_000);
+
+  it('brings every declared container up: the services healthy, every job exited 0', () => {
+    const list = output.slice(output.indexOf('stack up after'), output.search(/^(PASS|FAIL) /m));
+    expect(list).toMatch(/service\s+proxy\s+healthy/);
+    expect(list).not.toMatch(/\bfailed\b|exit [1-9]/);
+    expect(output).not.toContain('pulumi up would fail');
+  });
+
+  it.each(STEPS)('passes step %s', (step) => {
+    const line = output.split('\n').find((l) => l.slice(5).startsWith(step));
+    expect(line, `no line for step ${step}`).toBeDefined();
+    expect(line).toMatch(/^PASS /);
+  });
+
+  it('exits 0 only when every step passed', () => {
+    const failed = /^FAIL /m.test(output);
+    expect(exitCode).toBe(failed ? 1 : 0);
+  });
+});

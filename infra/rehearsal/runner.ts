@@ -1,0 +1,532 @@
+/**
+ * Runs the Pulumi program under runtime mocks whose `newResource` does what Docker would: each
+ * container the program registers is started on this machine as what it really is (see
+ * docs/rehearsal.md), and the mock answers only once the container is healthy (a service Pulumi waits
+ * for) or has exited (a job: its exit code becomes the `exitCode` output). Pulumi's own dependency
+ * handling then orders everything, and `succeeded()` gates the dependents of a failed job exactly as
+ * under `pulumi up`: they are never created.
+ */
+import * as pulumi from '@pulumi/pulumi';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { assembleImage, type AssembledImage } from '../docker/image.js';
+import { startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
+import { PROJECT, isSecretEnvelope } from '../testing/pulumi-mocks.js';
+import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
+import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
+import { freePort } from '../../test/helpers/ports.js';
+import { EndpointMap } from './endpoints.js';
+import { PG_BIN, startCluster, type Cluster } from './postgres.js';
+
+export interface ContainerRecord {
+  name: string;
+  kind: 'service' | 'job';
+  /** What stood in for the image. */
+  as: string;
+  status: 'healthy' | 'exited' | 'failed' | 'not started';
+  exitCode?: number;
+  detail?: string;
+  log: string[];
+  startedMs: number;
+  readyMs?: number;
+}
+
+export interface RehearsalStack {
+  scratch: string;
+  endpoints: EndpointMap;
+  containers: Map<string, ContainerRecord>;
+  images: Map<string, AssembledImage>;
+  clusters: Map<string, Cluster>;
+  kratos?: KratosDouble;
+  hydra?: HydraDouble;
+  geoserver?: FakeGeoServer;
+  /** Caddy's HTTPS address (IP:port) and its data dir (the internal CA). */
+  proxy?: { ip: string; httpsPort: number; dataDir: string };
+  findings: string[];
+  /** Resolved program outputs (the module's exports). */
+  program: Record<string, unknown>;
+  /** `docker restart <name>` for the containers that support it here (the shell services). */
+  restart: Map<string, () => Promise<void>>;
+  stop(): Promise<void>;
+}
+
+interface Inputs {
+  name?: string;
+  image?: string;
+  command?: string[];
+  entrypoints?: string[];
+  envs?: string[];
+  uploads?: { file: string; content: string; executable?: boolean }[];
+  volumes?: { volumeName: string; containerPath: string; readOnly?: boolean }[];
+  networksAdvanced?: { name: string; aliases?: string[] }[];
+  networkMode?: string;
+  healthcheck?: { tests?: string[] };
+  attach?: boolean;
+  user?: string;
+}
+
+function reveal(value: unknown): unknown {
+  if (isSecretEnvelope(value)) return reveal(value.value);
+  if (Array.isArray(value)) return value.map(reveal);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, reveal(v)]));
+  return value;
+}
+
+function parseEnvList(list: string[] = []): Record<string, string> {
+  return Object.fromEntries(list.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+}
+
+/** The loopback IP Caddy binds (its own, so ports 80/443 do not collide with anything on 127.0.0.1). */
+export const PROXY_IP = '127.80.80.1';
+
+export interface RehearsalOptions {
+  scratch: string;
+  config: Record<string, unknown>;
+  /** Log lines of the rehearsal (one per container event). */
+  say(line: string): void;
+}
+
+export async function rehearseStack(options: RehearsalOptions): Promise<RehearsalStack> {
+  const { scratch, say } = options;
+  const repoRoot = join(import.meta.dirname, '..', '..');
+  const endpoints = new EndpointMap();
+  const containers = new Map<string, ContainerRecord>();
+  const images = new Map<string, AssembledImage>();
+  const remoteImages = new Map<string, string>();
+  const clusters = new Map<string, Cluster>();
+  const children: ChildProcess[] = [];
+  const closers: (() => Promise<void> | void)[] = [];
+  const findings: string[] = [];
+  const stack: RehearsalStack = { scratch, endpoints, containers, images, clusters, findings, program: {}, restart: new Map(), stop: async () => undefined };
+  const started = Date.now();
+  let inFlight = 0;
+  let lastActivity = Date.now();
+
+  const volumeDir = (name: string) => {
+    const dir = join(scratch, 'volumes', name);
+    mkdirSync(dir, { recursive: true });
+    return dir;
+  };
+
+  /** The container's view of the file system: uploads, then volumes, then the image. */
+  const pathMapper = (name: string, inputs: Inputs, image?: AssembledImage) => {
+    const files = new Map<string, string>();
+    for (const upload of inputs.uploads ?? []) {
+      const host = join(scratch, 'containers', name, 'files', upload.file);
+      mkdirSync(dirname(host), { recursive: true });
+      writeFileSync(host, upload.content);
+      if (upload.executable) chmodSync(host, 0o755);
+      files.set(upload.file, host);
+    }
+    const mounts = (inputs.volumes ?? []).map((v) => ({ containerPath: v.containerPath, host: volumeDir(v.volumeName) }));
+    return (containerPath: string): string | undefined => {
+      if (!containerPath.startsWith('/')) return undefined;
+      const file = files.get(containerPath);
+      if (file) return file;
+      for (const mount of mounts) {
+        if (containerPath === mount.containerPath || containerPath.startsWith(`${mount.containerPath}/`)) return join(mount.host, containerPath.slice(mount.containerPath.length));
+      }
+      if (image) return image.hostPath(containerPath);
+      return undefined;
+    };
+  };
+
+  /** Absolute container paths in a value (whole value, or after `=`/`:` in lists) become host paths. */
+  const rewritePaths = (value: string, map: (p: string) => string | undefined) =>
+    value.replace(/(^|[\s=,])(\/[\w./-]+)/g, (whole, lead: string, path: string) => {
+      const host = map(path);
+      return host && (existsSync(host) || existsSync(dirname(host))) ? `${lead}${host}` : whole;
+    });
+
+  const record = (name: string, kind: ContainerRecord['kind'], as: string): ContainerRecord => {
+    const entry: ContainerRecord = { name, kind, as, status: 'not started', log: [], startedMs: Date.now() - started };
+    containers.set(name, entry);
+    return entry;
+  };
+
+  const attachmentsOf = new Map<string, { alias: string; networks: string[] }[]>();
+  const resourceOfDockerName = new Map<string, string>();
+  const networkAttachments = (name: string, inputs: Inputs) => {
+    if (inputs.name) resourceOfDockerName.set(inputs.name, name);
+    if (inputs.networkMode?.startsWith('container:')) {
+      // One network namespace: its listeners answer under the owner's names on the owner's networks.
+      const dockerName = inputs.networkMode.slice('container:'.length);
+      const owner = resourceOfDockerName.get(dockerName) ?? dockerName;
+      endpoints.joinNetworks(name, endpoints.networks(owner));
+      return { owner, attachments: attachmentsOf.get(owner) ?? [] };
+    }
+    const networks = (inputs.networksAdvanced ?? []).map((n) => n.name);
+    endpoints.joinNetworks(name, networks);
+    const attachments = [
+      { alias: name, networks },
+      ...(inputs.networksAdvanced ?? []).flatMap((n) => (n.aliases ?? []).map((alias) => ({ alias, networks: [n.name] }))),
+    ];
+    attachmentsOf.set(name, attachments);
+    return { owner: name, attachments };
+  };
+
+  const spawnProcess = (entry: ContainerRecord, program: string, args: string[], cwd: string, env: Record<string, string>) => {
+    const child = spawn(program, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    const collect = (chunk: Buffer) => {
+      for (const line of chunk.toString().split('\n')) if (line.trim()) entry.log.push(line);
+      if (entry.log.length > 2000) entry.log.splice(0, entry.log.length - 2000);
+    };
+    child.stdout!.on('data', collect);
+    child.stderr!.on('data', collect);
+    const exited = new Promise<number>((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1))));
+    return { child, exited };
+  };
+
+  /** Runs a Docker health check command in the container's terms until it passes (or the process dies). */
+  const waitHealthy = async (entry: ContainerRecord, check: () => Promise<boolean>, exited: Promise<number> | undefined, timeoutMs = 60_000) => {
+    let dead: number | undefined;
+    void exited?.then((code) => (dead = code));
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (dead !== undefined) throw new Error(`${entry.name} exited with code ${dead} before it was healthy: ${entry.log.slice(-5).join(' | ')}`);
+      if (await check().catch(() => false)) {
+        entry.status = 'healthy';
+        entry.readyMs = Date.now() - started;
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 150));
+    }
+    throw new Error(`${entry.name} not healthy after ${timeoutMs / 1000} s: ${entry.log.slice(-5).join(' | ')}`);
+  };
+
+  const runCheckCommand = async (test: string[], cwd: string, env: Record<string, string>, rewrite: (s: string) => string): Promise<boolean> => {
+    const [form, ...rest] = test;
+    const argv = form === 'CMD-SHELL' ? ['/bin/sh', '-c', rewrite(rest.join(' '))] : rest.map(rewrite);
+    const program = argv[0] === 'node' ? process.execPath : argv[0]!;
+    const child = spawn(program, argv.slice(1), { cwd, env, stdio: 'ignore' });
+    return new Promise((resolve) => child.once('exit', (code) => resolve(code === 0)));
+  };
+
+  // ------------------------------------------------------------------ per image kind
+  const startProjectContainer = async (name: string, inputs: Inputs, entry: ContainerRecord, image: AssembledImage, isJob: boolean) => {
+    const { owner, attachments } = networkAttachments(name, inputs);
+    const map = pathMapper(name, inputs, image);
+    let env: Record<string, string> = { ...image.env, ...parseEnvList(inputs.envs) };
+    // The ports it listens on: every *PORT variable with a number (PORT, IDENTITY_PORT, WEBHOOK_PORT).
+    const ownPorts = new Map<number, number>();
+    for (const [key, value] of Object.entries(env)) {
+      if (!isJob && /(^|_)PORT$/.test(key) && /^\d+$/.test(value) && !/^(PG|GEOSERVER_DB_)/.test(key)) {
+        const loopback = await endpoints.declare(owner, attachments.length ? attachments : [{ alias: owner, networks: endpoints.networks(owner) }], Number(value));
+        ownPorts.set(Number(value), loopback);
+        env[key] = String(loopback);
+      }
+    }
+    // The branch sites listen on the ports of the targets file (uploaded at TARGETS_FILE).
+    const targetsPath = env.TARGETS_FILE;
+    if (targetsPath && map(targetsPath)) {
+      const host = map(targetsPath)!;
+      let text = readFileSync(host, 'utf8');
+      const ports = (parseYaml(text) as { targets: { port: number }[] }).targets.map((t) => t.port);
+      for (const port of ports) {
+        const loopback = endpoints.lookup(owner, port)?.loopbackPort ?? (await endpoints.declare(owner, attachments, port));
+        ownPorts.set(port, loopback);
+        text = text.replace(new RegExp(`(\\bport:\\s*)${port}\\b`, 'g'), `$1${loopback}`);
+      }
+      writeFileSync(host, text);
+    }
+    env = endpoints.rewriteHostPortPairs(name, env);
+    for (const [key, value] of Object.entries(env)) env[key] = rewritePaths(endpoints.rewrite(name, value), map);
+    // Under Docker the proxy reaches the services from a bridge address (unique-local); here from
+    // loopback. A trust-proxy setting that trusts unique-local peers trusts loopback here, no more.
+    for (const [key, value] of Object.entries(env)) if (/TRUST_PROXY$/.test(key) && /\buniquelocal\b/.test(value)) env[key] = `${value},loopback`;
+    // Only the rehearsal sets APP_ROOT: /usr/local/bin/sites-restart runs the image's files from its folder.
+    env.APP_ROOT = image.hostWorkdir;
+    env.PATH = `${join(image.root, 'usr/local/bin')}:${process.env.PATH ?? ''}`;
+    env.HOME = join(scratch, 'containers', name, 'home');
+    mkdirSync(env.HOME, { recursive: true });
+    const command = (inputs.command?.length ? inputs.command : image.cmd).map((a) => rewritePaths(endpoints.rewrite(name, a), map));
+    const program = command[0] === 'node' ? process.execPath : command[0]!;
+    const { exited } = spawnProcess(entry, program, command.slice(1), image.hostWorkdir, env);
+    if (isJob) {
+      const code = await exited;
+      entry.status = code === 0 ? 'exited' : 'failed';
+      entry.exitCode = code;
+      return code;
+    }
+    const test = inputs.healthcheck?.tests ?? [];
+    const rewriteCheck = (s: string) => rewritePaths(s.replace(/127\.0\.0\.1:(\d+)/g, (whole, p: string) => (ownPorts.has(Number(p)) ? `127.0.0.1:${ownPorts.get(Number(p))}` : whole)), map);
+    await waitHealthy(entry, () => runCheckCommand(test, image.hostWorkdir, env, rewriteCheck), exited);
+    return undefined;
+  };
+
+  const startPostgres = async (name: string, inputs: Inputs, entry: ContainerRecord, postgis: boolean) => {
+    const { owner, attachments } = networkAttachments(name, inputs);
+    const env = parseEnvList(inputs.envs);
+    const port = await freePort();
+    const cluster = startCluster({ port, superuser: env.POSTGRES_USER ?? 'postgres', password: env.POSTGRES_PASSWORD ?? '', database: env.POSTGRES_DB ?? 'postgres', postgis });
+    clusters.set(name, cluster);
+    closers.push(() => cluster.stop());
+    await endpoints.declare(owner, attachments, 5432, port);
+    entry.status = 'healthy';
+    entry.readyMs = Date.now() - started;
+  };
+
+  const startShellJob = async (name: string, inputs: Inputs, entry: ContainerRecord, isJob: boolean) => {
+    networkAttachments(name, inputs);
+    const map = pathMapper(name, inputs);
+    let env = parseEnvList(inputs.envs);
+    env = endpoints.rewriteHostPortPairs(name, env);
+    for (const [key, value] of Object.entries(env)) env[key] = rewritePaths(endpoints.rewrite(name, value), map);
+    env.PATH = `${PG_BIN}:${process.env.PATH ?? ''}`;
+    const argv = (inputs.entrypoints ?? []).map((a) => map(a) ?? a);
+    let { child, exited } = spawnProcess(entry, argv[0]!, argv.slice(1), scratch, env);
+    if (!isJob) {
+      stack.restart.set(name, async () => {
+        if (child.exitCode === null) {
+          child.kill('SIGTERM');
+          await exited;
+        }
+        ({ child, exited } = spawnProcess(entry, argv[0]!, argv.slice(1), scratch, env));
+      });
+    }
+    if (isJob) {
+      const code = await exited;
+      entry.status = code === 0 ? 'exited' : 'failed';
+      entry.exitCode = code;
+      return code;
+    }
+    const test = inputs.healthcheck?.tests ?? [];
+    await waitHealthy(entry, () => runCheckCommand(test, scratch, env, (s) => rewritePaths(s, map)), exited, 120_000);
+    return undefined;
+  };
+
+  const uploadedYaml = (inputs: Inputs, path: string): Record<string, unknown> => {
+    const upload = (inputs.uploads ?? []).find((u) => u.file === path);
+    if (!upload) throw new Error(`no ${path} uploaded`);
+    return parseYaml(upload.content) as Record<string, unknown>;
+  };
+
+  const attachmentsFor = (inputs: Inputs, alias: string) => (inputs.networksAdvanced ?? []).filter((n) => (n.aliases ?? []).includes(alias)).map((n) => n.name);
+
+  const startKratos = async (name: string, inputs: Inputs, entry: ContainerRecord) => {
+    networkAttachments(name, inputs);
+    const yml = uploadedYaml(inputs, '/etc/config/kratos/kratos.yml') as {
+      serve: { public: { base_url: string } };
+      selfservice: { allowed_return_urls?: string[]; flows: { login: { ui_url: string } } };
+      session?: { cookie?: { domain?: string } };
+    };
+    const kratos = await new KratosDouble({
+      loginUiUrl: yml.selfservice.flows.login.ui_url,
+      allowedReturnUrls: yml.selfservice.allowed_return_urls ?? [],
+      ...(yml.session?.cookie?.domain ? { cookieDomain: yml.session.cookie.domain } : {}),
+    }).start();
+    closers.push(() => kratos.close());
+    stack.kratos = kratos;
+    const publicPort = Number(new URL(kratos.public.url).port);
+    const adminPort = Number(new URL(kratos.admin.url).port);
+    // The double builds browser-facing URLs from its base URL: the proxy's, as serve.public.base_url says.
+    kratos.public.url = yml.serve.public.base_url.replace(/\/$/, '');
+    await endpoints.declare(name, [{ alias: 'kratos', networks: attachmentsFor(inputs, 'kratos') }, { alias: name, networks: endpoints.networks(name) }], 4433, publicPort);
+    await endpoints.declare(name, [{ alias: 'kratos-admin', networks: attachmentsFor(inputs, 'kratos-admin') }], 4434, adminPort);
+    entry.status = 'healthy';
+    entry.readyMs = Date.now() - started;
+  };
+
+  const startHydra = async (name: string, inputs: Inputs, entry: ContainerRecord) => {
+    networkAttachments(name, inputs);
+    const yml = uploadedYaml(inputs, '/etc/config/hydra/hydra.yml') as {
+      urls: { self: { issuer: string }; login: string; consent: string; logout: string; post_logout_redirect?: string };
+      strategies?: { access_token?: string };
+    };
+    const hydra = await new HydraDouble({
+      loginUrl: yml.urls.login,
+      consentUrl: yml.urls.consent,
+      logoutUrl: yml.urls.logout,
+      postLogoutRedirect: yml.urls.post_logout_redirect ?? yml.urls.login,
+    }).start();
+    closers.push(() => hydra.close());
+    stack.hydra = hydra;
+    if (yml.strategies?.access_token && yml.strategies.access_token !== 'opaque') findings.push(`hydra.yml issues ${yml.strategies.access_token} access tokens; the Hydra double issues opaque ones only`);
+    const publicPort = Number(new URL(hydra.public.url).port);
+    const adminPort = Number(new URL(hydra.admin.url).port);
+    hydra.public.url = yml.urls.self.issuer.replace(/\/$/, '');
+    await endpoints.declare(name, [{ alias: 'hydra', networks: attachmentsFor(inputs, 'hydra') }, { alias: name, networks: endpoints.networks(name) }], 4444, publicPort);
+    await endpoints.declare(name, [{ alias: 'hydra-admin', networks: attachmentsFor(inputs, 'hydra-admin') }], 4445, adminPort);
+    entry.status = 'healthy';
+    entry.readyMs = Date.now() - started;
+  };
+
+  const startGeoServer = async (name: string, inputs: Inputs, entry: ContainerRecord) => {
+    const { owner, attachments } = networkAttachments(name, inputs);
+    const env = parseEnvList(inputs.envs);
+    const geoserver = await startFakeGeoServer({ user: env.GEOSERVER_ADMIN_USER ?? 'admin', password: env.GEOSERVER_ADMIN_PASSWORD ?? '' });
+    closers.push(() => geoserver.close());
+    stack.geoserver = geoserver;
+    await endpoints.declare(owner, attachments, 8080, Number(new URL(geoserver.url).port));
+    entry.status = 'healthy';
+    entry.readyMs = Date.now() - started;
+  };
+
+  const startCaddy = async (name: string, inputs: Inputs, entry: ContainerRecord) => {
+    networkAttachments(name, inputs);
+    const caddyfile = (inputs.uploads ?? []).find((u) => u.file === '/etc/caddy/Caddyfile')?.content;
+    if (!caddyfile) throw new Error('the proxy has no /etc/caddy/Caddyfile');
+    const dataDir = join(scratch, 'caddy');
+    mkdirSync(dataDir, { recursive: true });
+    const httpsPort = 443;
+    const adminPort = await freePort();
+    // The rendered file as it is, with three changes for loopback: the global options bind Caddy to
+    // its own loopback IP and use its internal CA instead of ACME, and each upstream host:port
+    // becomes the loopback address of that container (the endpoint map, from the proxy's networks).
+    const globals = [`\tdefault_bind ${PROXY_IP}`, '\tlocal_certs', '\tskip_install_trust', `\tadmin 127.0.0.1:${adminPort}`, '\thttp_port 80', `\thttps_port ${httpsPort}`];
+    const rendered = caddyfile
+      .replace(/^\{\n/m, `{\n${globals.join('\n')}\n`)
+      .replace(/^(\s*reverse_proxy\s+)(\S+)$/gm, (_, lead: string, upstream: string) => `${lead}${endpoints.rewrite(name, upstream)}`);
+    const file = join(dataDir, 'Caddyfile');
+    writeFileSync(file, rendered);
+    const { exited } = spawnProcess(entry, 'caddy', ['run', '--config', file, '--adapter', 'caddyfile'], dataDir, {
+      PATH: process.env.PATH ?? '',
+      HOME: dataDir,
+      XDG_DATA_HOME: join(dataDir, 'data'),
+      XDG_CONFIG_HOME: join(dataDir, 'config'),
+    });
+    stack.proxy = { ip: PROXY_IP, httpsPort, dataDir: join(dataDir, 'data') };
+    await waitHealthy(entry, async () => (await fetch(`http://127.0.0.1:${adminPort}/config/`)).ok, exited);
+  };
+
+  // ------------------------------------------------------------------ the mocks
+  const newContainer = async (name: string, inputs: Inputs): Promise<{ exitCode?: number }> => {
+    const isJob = inputs.attach === true;
+    const imageRef = inputs.image ?? '';
+    const project = images.get(imageRef);
+    const remote = remoteImages.get(imageRef) ?? '';
+    const kind = isJob ? 'job' : 'service';
+    const as = project ? `image ${project.dockerfile.split('/').pop()} assembled` : remote;
+    const entry = record(name, kind, as);
+    say(`start ${kind} ${name} (${as || imageRef})`);
+    try {
+      if (project) {
+        const code = await startProjectContainer(name, inputs, entry, project, isJob);
+        if (code !== undefined) return { exitCode: code };
+        return {};
+      }
+      if (/^postgis\//.test(remote) && !inputs.entrypoints) await startPostgres(name, inputs, entry, true);
+      else if (/^postgres:/.test(remote) && !inputs.entrypoints) await startPostgres(name, inputs, entry, false);
+      else if (/^postgres:/.test(remote)) {
+        const code = await startShellJob(name, inputs, entry, isJob);
+        if (code !== undefined) return { exitCode: code };
+      } else if (/^oryd\/kratos:/.test(remote)) {
+        if (inputs.command?.[0] === 'migrate') {
+          // The double keeps its data in memory: there is no schema to migrate (a real Kratos is needed to prove this job).
+          entry.status = 'exited';
+          entry.exitCode = 0;
+          entry.detail = 'stand-in: the Kratos double needs no migration';
+          return { exitCode: 0 };
+        }
+        await startKratos(name, inputs, entry);
+      } else if (/^oryd\/hydra:/.test(remote)) {
+        if (inputs.command?.[0] === 'migrate') {
+          entry.status = 'exited';
+          entry.exitCode = 0;
+          entry.detail = 'stand-in: the Hydra double needs no migration';
+          return { exitCode: 0 };
+        }
+        await startHydra(name, inputs, entry);
+      } else if (/geoserver/.test(remote)) await startGeoServer(name, inputs, entry);
+      else if (/^caddy:/.test(remote)) await startCaddy(name, inputs, entry);
+      else {
+        entry.detail = `no stand-in for ${remote} on this machine`;
+        findings.push(`${name}: not started (${entry.detail})`);
+        return {};
+      }
+      say(`${name}: ${entry.status}${entry.exitCode !== undefined ? ` (exit ${entry.exitCode})` : ''}`);
+      return {};
+    } catch (error) {
+      entry.status = 'failed';
+      entry.detail = (error as Error).message;
+      say(`${name}: FAILED ${entry.detail}`);
+      throw error;
+    } finally {
+      if (entry.exitCode !== undefined) say(`${name}: exited ${entry.exitCode}${entry.exitCode ? ` — ${entry.log.slice(-3).join(' | ')}` : ''}`);
+    }
+  };
+
+  await pulumi.runtime.setMocks(
+    {
+      newResource: async (args: pulumi.runtime.MockResourceArgs) => {
+        inFlight++;
+        if (process.env.REHEARSAL_DEBUG) console.log("newResource", args.type, args.name);
+        lastActivity = Date.now();
+        try {
+          const inputs = reveal(args.inputs) as Record<string, unknown>;
+          const state: Record<string, unknown> = { ...args.inputs };
+          switch (args.type) {
+            case 'docker:index/image:Image': {
+              const build = inputs.build as { dockerfile: string };
+              const imageName = inputs.imageName as string;
+              const into = join(scratch, 'images', args.name);
+              images.set(imageName, assembleImage(build.dockerfile, { repoRoot, into }));
+              say(`image ${imageName} assembled from ${build.dockerfile.replace(`${repoRoot}/`, '')}`);
+              state.repoDigest = '';
+              break;
+            }
+            case 'docker:index/remoteImage:RemoteImage': {
+              const id = `rehearsal-${args.name}`;
+              remoteImages.set(id, inputs.name as string);
+              state.imageId = id;
+              break;
+            }
+            case 'random:index/randomPassword:RandomPassword':
+              state.result = randomBytes(48).toString('base64url').slice(0, Number(inputs.length ?? 32));
+              break;
+            case 'random:index/randomBytes:RandomBytes':
+              state.hex = randomBytes(Number(inputs.length ?? 32)).toString('hex');
+              state.base64 = randomBytes(Number(inputs.length ?? 32)).toString('base64');
+              break;
+            case 'docker:index/container:Container': {
+              const result = await newContainer(args.name, inputs as Inputs);
+              if (result.exitCode !== undefined) state.exitCode = result.exitCode;
+              break;
+            }
+            default:
+              break;
+          }
+          return { id: `${args.name}-id`, state };
+        } finally {
+          inFlight--;
+          lastActivity = Date.now();
+        }
+      },
+      call: (args: pulumi.runtime.MockCallArgs) => args.inputs,
+    },
+    PROJECT,
+    'rehearsal',
+  );
+  const flat: Record<string, string> = {};
+  for (const [key, value] of Object.entries(options.config)) flat[`${PROJECT}:${key}`] = typeof value === 'string' ? value : JSON.stringify(value);
+  pulumi.runtime.setAllConfig(flat, []);
+
+  const failures: string[] = [];
+  const onRejection = (reason: unknown) => failures.push((reason as Error)?.message ?? String(reason));
+  process.on('unhandledRejection', onRejection);
+  stack.stop = async () => {
+    process.off('unhandledRejection', onRejection);
+    // SIGTERM as `docker stop` sends it, SIGKILL after a grace period like Docker's.
+    const running = children.filter((child) => child.exitCode === null && child.signalCode === null);
+    for (const child of running) child.kill('SIGTERM');
+    const killer = setTimeout(() => running.forEach((child) => child.exitCode === null && child.kill('SIGKILL')), 5_000);
+    await Promise.all(running.map((child) => (child.exitCode === null && child.signalCode === null ? new Promise((r) => child.once('exit', r)) : undefined)));
+    clearTimeout(killer);
+    for (const close of closers.reverse()) await Promise.resolve(close()).catch(() => undefined);
+  };
+  try {
+    stack.program = (await import('../program.js')) as Record<string, unknown>;
+    lastActivity = Date.now();
+    // Done when nothing is being created and nothing new was registered for a while (the dependents
+    // of a failed job are never registered: that is the gate).
+    while (inFlight > 0 || Date.now() - lastActivity < 3_000) await new Promise((r) => setTimeout(r, 200));
+  } catch (error) {
+    failures.push((error as Error).message);
+  }
+  for (const failure of failures) findings.push(`pulumi up would fail: ${failure}`);
+  return stack;
+}

@@ -1,0 +1,386 @@
+/**
+ * The rehearsal's end-to-end steps: the platform driven through the proxy (Caddy on its own loopback
+ * IP, ports 80/443, its internal CA) as users and git hosts would drive it. Host names never touch
+ * /etc/hosts: Chromium maps them with --host-resolver-rules, Node connects to the proxy's IP with the
+ * name as TLS server name and Host header.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHmac, randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import { chromium, type Browser, type BrowserContext } from 'playwright-core';
+import { freePort } from '../../test/helpers/ports.js';
+import { startCluster } from './postgres.js';
+import type { RehearsalStack } from './runner.js';
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+export interface StepResult {
+  step: string;
+  ok: boolean;
+  detail?: string;
+  ms: number;
+}
+
+export interface StepContext {
+  /** The config the program ran with (domains, targets file). */
+  domains: Record<string, string>;
+  parentDomain: string;
+  /** The fixture repository the targets file points at, and the target to push to. */
+  fixtureRepo: string;
+  pushTarget: { key: string; branch: string; domain: string; secretName: string; provider: 'github' | 'gitlab' };
+  say(line: string): void;
+}
+
+interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/** An HTTPS request through the proxy, trusting only Caddy's internal CA. */
+function viaProxy(stack: RehearsalStack, url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Reply> {
+  const proxy = stack.proxy!;
+  const target = new URL(url);
+  const ca = readFileSync(join(proxy.dataDir, 'caddy/pki/authorities/local/root.crt'));
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: proxy.ip,
+        port: proxy.httpsPort,
+        servername: target.hostname,
+        ca,
+        method: init.method ?? 'GET',
+        path: `${target.pathname}${target.search}`,
+        headers: { host: target.hostname, ...(init.headers ?? {}) },
+        timeout: 30_000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      },
+    );
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error(`timeout: ${url}`)));
+    req.end(init.body);
+  });
+}
+
+async function step(results: StepResult[], name: string, run: () => Promise<string | undefined>): Promise<boolean> {
+  const began = Date.now();
+  try {
+    const detail = await run();
+    results.push({ step: name, ok: true, ...(detail ? { detail } : {}), ms: Date.now() - began });
+    return true;
+  } catch (error) {
+    results.push({ step: name, ok: false, detail: (error as Error).message.split('\n').slice(0, 4).join(' '), ms: Date.now() - began });
+    return false;
+  }
+}
+
+function assert(condition: unknown, message: string): asserts condition {
+  if (!condition) throw new Error(message);
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  throw new Error(`${what} not within ${timeoutMs / 1000} s${last ? ` (${(last as Error).message})` : ''}`);
+}
+
+interface SignedIn {
+  accessToken: string;
+  sessionCookie: string;
+  context: BrowserContext;
+}
+
+export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise<StepResult[]> {
+  const results: StepResult[] = [];
+  const { domains } = ctx;
+  const https = (host: string, path = '/') => `https://${host}${path}`;
+  const kratos = stack.kratos;
+  const hydra = stack.hydra;
+  if (!stack.proxy || stack.containers.get('proxy')?.status !== 'healthy') {
+    return [{ step: 'the proxy is up', ok: false, detail: 'the stack did not reach the proxy (see the container list)', ms: 0 }];
+  }
+  let browser: Browser | undefined;
+  const signedIn = new Map<string, SignedIn>();
+  const people = {
+    contributor: { email: 'carla@example.org', name: 'Carla Contributor', password: `pw-${randomBytes(9).toString('base64url')}`, role: 'contributor' },
+    reviewer: { email: 'rudi@example.org', name: 'Rudi Reviewer', password: `pw-${randomBytes(9).toString('base64url')}`, role: 'reviewer' },
+  };
+  // The client the stack synced into Hydra; its secret is in the clients-sync job's log, where the
+  // operator reads it (shown once).
+  const syncLog = stack.containers.get('clients-sync')?.log ?? [];
+  const secretLine = syncLog.findIndex((l) => /^created\s+map-editor/.test(l));
+  const clientSecret = secretLine >= 0 ? /client_secret[^:]*:\s*(\S+)/.exec(syncLog[secretLine + 1] ?? '')?.[1] : undefined;
+  const callback = `https://app.${ctx.parentDomain}/auth/callback`;
+
+  try {
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        // Every name goes to the proxy's loopback IP; nothing else resolves.
+        `--host-resolver-rules=MAP * ${stack.proxy.ip}, EXCLUDE localhost`,
+      ],
+    });
+
+    const signIn = async (who: keyof typeof people): Promise<SignedIn> => {
+      assert(hydra?.clients.has('map-editor'), 'the map-editor client is not in Hydra: the clients-sync job did not sync it');
+      assert(clientSecret, `no client secret in the clients-sync log: ${syncLog.slice(0, 4).join(' | ')}`);
+      const person = people[who];
+      // Chromium trusts Caddy's internal CA only through this flag (the CA is made per run).
+      const context = await browser!.newContext({ ignoreHTTPSErrors: true });
+      const page = await context.newPage();
+      const hops: string[] = [];
+      // The client's callback (its web app) is not part of this stack: Hydra's redirect to it is the
+      // result, read from the response that sends the browser there.
+      let callbackUrl = '';
+      page.on('response', (r) => {
+        const location = r.headers().location;
+        if (r.request().isNavigationRequest()) hops.push(`${r.status()} ${r.url().slice(0, 90)}${location ? ` → ${location.slice(0, 90)}` : ''}`);
+        if (location?.startsWith(callback)) callbackUrl = new URL(location, r.url()).toString();
+      });
+      const state = randomBytes(12).toString('base64url');
+      const authorize = new URL(https(domains.hydra!, '/oauth2/auth'));
+      authorize.search = new URLSearchParams({
+        client_id: 'map-editor',
+        response_type: 'code',
+        scope: 'openid offline_access',
+        redirect_uri: callback,
+        state,
+        audience: 'geodata-api',
+      }).toString();
+      await page.goto(authorize.toString()).catch((error: Error) => {
+        throw new Error(`${error.message.split('\n')[0]}; hops: ${hops.slice(0, 8).join(' ; ')}`);
+      });
+      await page.getByLabel('E-mail').fill(person.email);
+      await page.getByLabel('Password').fill(person.password);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await until('the redirect to the client callback', async () => (callbackUrl ? true : undefined), 20_000).catch(() => {
+        throw new Error(`sign-in did not reach the client's callback; hops: ${hops.slice(-5).join(' ; ')}`);
+      });
+      const code = new URL(callbackUrl).searchParams.get('code');
+      assert(code && new URL(callbackUrl).searchParams.get('state') === state, `callback without code/state: ${callbackUrl}`);
+      const token = await viaProxy(stack, https(domains.hydra!, '/oauth2/token'), {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          authorization: `Basic ${Buffer.from(`map-editor:${clientSecret}`).toString('base64')}`,
+        },
+        body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: callback }).toString(),
+      });
+      assert(token.status === 200, `token endpoint answered ${token.status}: ${token.body.slice(0, 200)}`);
+      const accessToken = (JSON.parse(token.body) as { access_token: string }).access_token;
+      const cookies = await context.cookies(https(domains.api!));
+      const session = cookies.find((c) => c.name === 'ory_kratos_session');
+      assert(session, `no ory_kratos_session cookie for ${domains.api}; cookies: ${cookies.map((c) => `${c.name}@${c.domain}`).join(', ')}`);
+      const result = { accessToken, sessionCookie: `${session.name}=${session.value}`, context };
+      signedIn.set(who, result);
+      await page.close();
+      return result;
+    };
+
+    // 1 ------------------------------------------------------------------------------------------
+    await step(results, '1a a person registers through the accounts domain', async () => {
+      const context = await browser!.newContext({ ignoreHTTPSErrors: true });
+      try {
+        const page = await context.newPage();
+        const person = { email: 'nora@example.org', name: 'Nora Newcomer', password: `pw-${randomBytes(9).toString('base64url')}` };
+        const failure = await page.goto(https(domains.accounts!, '/registration')).then(
+          (response) => (response && response.status() < 400 ? undefined : `answers ${response?.status() ?? 0}`),
+          (error: Error) => error.message.split('\n')[0]!.replace(/^page\.goto: /, ''),
+        );
+        if (failure) {
+          throw new Error(
+            `${domains.accounts}/registration ${failure}: the accounts domain is the Kratos self-service UI image, which has no stand-in here, and the Kratos double has no registration flow`,
+          );
+        }
+        await page.getByLabel('E-Mail').fill(person.email);
+        await page.getByLabel('Password').fill(person.password);
+        await page.getByLabel('Name').fill(person.name);
+        await page.getByRole('button', { name: 'Sign up' }).click();
+        await page.waitForLoadState('networkidle');
+        const registered = [...(kratos?.identities.values() ?? [])].some((i) => i.email === person.email);
+        assert(registered, `no identity ${person.email} in Kratos after the registration form was sent`);
+        return `${person.email} registered`;
+      } finally {
+        await context.close();
+      }
+    });
+    // The people exist in Kratos from here on (as if registered), with their role in metadata_public.
+    for (const person of Object.values(people)) kratos?.addIdentity(person);
+    await step(results, '1b signs in through the login app and completes the OAuth2 code flow of the synced client', async () => {
+      const me = await signIn('contributor');
+      assert(hydra!.tokens.has(me.accessToken), 'the access token is not one Hydra issued');
+      assert(!/^ey[\w-]+\.ey/.test(me.accessToken), 'a JWT access token, but hydra.yml issues opaque ones');
+      return `client map-editor, opaque access token (${me.accessToken.length} chars), session cookie on .${ctx.parentDomain}`;
+    });
+
+    // 2 ------------------------------------------------------------------------------------------
+    let featureId = '';
+    await step(results, '2 the access token calls the API through the proxy with the role from Kratos metadata_public', async () => {
+      const me = signedIn.get('contributor');
+      assert(me, 'no sign-in (step 1b failed)');
+      const created = await viaProxy(stack, https(domains.api!, '/api/features'), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${me.accessToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ type: 'Feature', geometry: { type: 'Point', coordinates: [13.4, 52.5] }, properties: { name: 'Alter Friedhof', kategorie: 'friedhof' } }),
+      });
+      assert(created.status === 201, `POST /api/features answered ${created.status}: ${created.body.slice(0, 300)}`);
+      featureId = (JSON.parse(created.body) as { id: string }).id;
+      // A role the API took from anywhere else would let a guest create too: one without a role may not.
+      const guest = kratos!.addIdentity({ email: 'gus@example.org', name: 'Gus Guest', password: 'pw-guest-rehearsal' });
+      const guestSession = kratos!.createSession(guest.id);
+      const denied = await viaProxy(stack, https(domains.api!, '/api/features'), {
+        method: 'POST',
+        headers: { cookie: `ory_kratos_session=${guestSession.token}`, 'content-type': 'application/json', origin: https(domains.api!).replace(/\/$/, '') },
+        body: JSON.stringify({ type: 'Feature', geometry: { type: 'Point', coordinates: [13.4, 52.5] }, properties: { name: 'x', kategorie: 'friedhof' } }),
+      });
+      assert(denied.status === 403, `a person without a role got ${denied.status} on create`);
+      return `contributor created feature ${featureId} (201); a person without a role gets 403`;
+    });
+
+    // 3 ------------------------------------------------------------------------------------------
+    await step(results, '3 the session cookie from the login on another subdomain calls the API (single sign-on)', async () => {
+      const me = signedIn.get('contributor');
+      assert(me && featureId, 'no sign-in or no feature (steps 1b/2 failed)');
+      const page = await me.context.newPage();
+      const response = await page.goto(https(domains.api!, `/api/features/${featureId}`));
+      const status = response?.status() ?? 0;
+      const body = (await response?.text()) ?? '';
+      await page.close();
+      assert(status === 200, `GET /api/features/${featureId} in the signed-in browser answered ${status}: ${body.slice(0, 200)}`);
+      return `the browser's ory_kratos_session (set by ${domains.kratos}) reads the feature on ${domains.api}`;
+    });
+
+    // 4 ------------------------------------------------------------------------------------------
+    await step(results, '4 a feature is created, submitted, and approved by a second user', async () => {
+      const me = signedIn.get('contributor');
+      assert(me && featureId, 'no feature (step 2 failed)');
+      const submitted = await viaProxy(stack, https(domains.api!, '/api/qc/submit'), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${me.accessToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ featureId }),
+      });
+      assert(submitted.status === 200, `submit answered ${submitted.status}: ${submitted.body.slice(0, 200)}`);
+      const reviewer = await signIn('reviewer');
+      const approved = await viaProxy(stack, https(domains.api!, `/api/qc/approve/${featureId}`), { method: 'POST', headers: { authorization: `Bearer ${reviewer.accessToken}` } });
+      assert(approved.status === 200, `approve answered ${approved.status}: ${approved.body.slice(0, 200)}`);
+      const feature = await viaProxy(stack, https(domains.api!, `/api/features/${featureId}`), { headers: { authorization: `Bearer ${reviewer.accessToken}` } });
+      return `approved by the reviewer; the feature reads ${feature.body.match(/"status":"\w+"/)?.[0] ?? `(status ${feature.status})`}`;
+    });
+
+    // 5 ------------------------------------------------------------------------------------------
+    await step(results, '5 GeoServer provisioning ran against the GeoServer double', async () => {
+      const job = stack.containers.get('geoserver-provision');
+      assert(job?.exitCode === 0, `geoserver-provision: ${job ? `exit ${job.exitCode}` : 'never started'}`);
+      const geoserver = stack.geoserver!;
+      assert(geoserver.violations.length === 0, `requests off the GeoServer REST contract: ${geoserver.violations.join('; ')}`);
+      const state = geoserver.state;
+      assert(state.workspaces.size > 0 && state.datastores.size > 0 && state.featureTypes.size > 0, `nothing provisioned: ${JSON.stringify({ w: [...state.workspaces], d: [...state.datastores.keys()] })}`);
+      return `${job.log.filter((l) => l.startsWith('geoserver:')).length} changes (${[...state.workspaces].join(', ')}; ${[...state.featureTypes.keys()].join(', ')})`;
+    });
+
+    // 6 ------------------------------------------------------------------------------------------
+    await step(results, '6 a signed push reaches the webhook through the proxy and a fixture site goes live in the sites container', async () => {
+      const secrets = await new Promise<Record<string, string>>((resolve) => (stack.program.webhookSecrets as { apply(f: (v: Record<string, string>) => void): void }).apply(resolve));
+      const secret = secrets[ctx.pushTarget.secretName];
+      assert(secret, `no webhook secret ${ctx.pushTarget.secretName} among the stack outputs`);
+      const marker = `rehearsal-${randomBytes(4).toString('hex')}`;
+      const git = (...args: string[]) => execFileSync('git', ['-C', ctx.fixtureRepo, ...args], { encoding: 'utf8', env: { ...process.env, GIT_AUTHOR_NAME: 'R', GIT_AUTHOR_EMAIL: 'r@example.org', GIT_COMMITTER_NAME: 'R', GIT_COMMITTER_EMAIL: 'r@example.org' } }).trim();
+      git('checkout', '--quiet', '-B', ctx.pushTarget.branch);
+      execFileSync('sh', ['-c', `printf '%s\\n' '${marker}' > VERSION`], { cwd: ctx.fixtureRepo });
+      git('commit', '--quiet', '-am', marker);
+      const after = git('rev-parse', 'HEAD');
+      const body = JSON.stringify({ ref: `refs/heads/${ctx.pushTarget.branch}`, after, repository: { name: 'site' } });
+      const headers: Record<string, string> = { 'content-type': 'application/json' };
+      if (ctx.pushTarget.provider === 'github') {
+        headers['x-github-event'] = 'push';
+        headers['x-github-delivery'] = randomBytes(8).toString('hex');
+        headers['x-hub-signature-256'] = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+      } else {
+        headers['x-gitlab-event'] = 'Push Hook';
+        headers['x-gitlab-token'] = secret;
+      }
+      const delivered = await viaProxy(stack, https(domains.webhook!, '/webhook'), { method: 'POST', headers, body });
+      assert(delivered.status === 202, `the webhook answered ${delivered.status}: ${delivered.body.slice(0, 200)}`);
+      await until(
+        `${ctx.pushTarget.domain} serving ${marker}`,
+        async () => {
+          const live = await viaProxy(stack, https(ctx.pushTarget.domain, '/'));
+          return live.status === 200 && live.body.includes(marker) ? true : undefined;
+        },
+        180_000,
+      ).catch((error: Error) => {
+        const webhookLog = stack.containers.get('webhook')?.log.slice(-6).join(' | ');
+        throw new Error(`${error.message}; webhook log: ${webhookLog}`);
+      });
+      return `push of ${after.slice(0, 8)} to ${ctx.pushTarget.branch}: 202, ${ctx.pushTarget.domain} serves it through the proxy`;
+    });
+
+    await step(results, '6b the branch site (code from team pushes) never receives the session cookie', async () => {
+      const me = signedIn.get('contributor');
+      assert(me, 'no signed-in browser (step 1b failed)');
+      // What the browser would send to the site: a site under the cookie domain gets every session.
+      const sent = (await me.context.cookies(https(ctx.pushTarget.domain))).map((c) => c.name);
+      assert(!sent.includes('ory_kratos_session'), `the browser sends ory_kratos_session to ${ctx.pushTarget.domain} (cookie domain .${ctx.parentDomain})`);
+      return `${ctx.pushTarget.domain} gets ${sent.length ? sent.join(', ') : 'no cookies'} from a signed-in browser`;
+    });
+
+    // 7 ------------------------------------------------------------------------------------------
+    await step(results, '7 the backup job writes a dump that restores into an empty cluster', async () => {
+      const backup = stack.containers.get('backup');
+      assert(backup?.status === 'healthy', `backup: ${backup?.status ?? 'never started'} ${backup?.detail ?? ''}`);
+      const volume = join(stack.scratch, 'volumes');
+      const dir = readdirSync(volume).map((v) => join(volume, v, 'features')).find((d) => existsSync(d));
+      assert(dir, 'no features/ folder in any volume: the backup wrote nothing');
+      const dumpsNow = () => readdirSync(dir).filter((f) => f.endsWith('.dump')).sort();
+      // The first round ran when the container started, before the API's migrations (the backup waits
+      // only for the databases). `docker restart` runs a round at once: that dump holds the data.
+      const before = dumpsNow().length;
+      await new Promise((r) => setTimeout(r, 1100)); // dump names carry the second
+      await stack.restart.get('backup')!();
+      await until('a new features dump', async () => (dumpsNow().length > before ? true : undefined), 60_000);
+      const dumps = dumpsNow();
+      const port = await freePort();
+      const empty = startCluster({ port, superuser: 'postgres', password: randomBytes(12).toString('hex'), database: 'restored', postgis: false });
+      try {
+        // The dump's objects are owned by the features role; an empty cluster has it too once the roles job ran.
+        empty.psql('postgres', 'CREATE ROLE features; CREATE ROLE geoserver');
+        execFileSync(join(process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin', 'pg_restore'), ['-h', empty.dir, '-p', String(port), '-U', 'postgres', '-d', 'restored', '--exit-on-error', join(dir, dumps.at(-1)!)], {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        const query = 'SELECT (SELECT count(*) FROM metadata.schema_migrations) || \' migrations, \' || (SELECT count(*) FROM features.features) || \' features\'';
+        const source = stack.clusters.get('features-db')!.psql('features', query).trim();
+        const restored = empty.psql('restored', query).trim();
+        assert(!source.startsWith('0 ') && restored === source, `restored ${restored}, the live database has ${source}`);
+        return `${dumps.at(-1)} restored into an empty cluster: ${restored}, as in the live database`;
+      } finally {
+        empty.stop();
+      }
+    });
+  } finally {
+    await browser?.close();
+  }
+  return results;
+}
