@@ -49,9 +49,13 @@ export function listConditions(filter: Omit<ListFilter, 'limit'>, values: unknow
     return `$${values.length}::${cast}`;
   };
   if (filter.bbox) {
+    // ST_Envelope of the diagonal is the box as a polygon, or the line or point it degenerates to when
+    // it has zero width or height. ST_MakeEnvelope would build a zero-area polygon instead, which
+    // misses what crosses it and answers differently once PostGIS prepares it (so results depended
+    // on the page size).
     const boxes = envelopesOf(filter.bbox).map(
       ([a, b, c, d]) =>
-        `ST_Intersects(f.geom, ST_MakeEnvelope(${param(a, 'float8')}, ${param(b, 'float8')}, ${param(c, 'float8')}, ${param(d, 'float8')}, 4326))`,
+        `ST_Intersects(f.geom, ST_SetSRID(ST_Envelope(ST_MakeLine(ST_MakePoint(${param(a, 'float8')}, ${param(b, 'float8')}), ST_MakePoint(${param(c, 'float8')}, ${param(d, 'float8')}))), 4326))`,
     );
     conditions.push(boxes.length === 1 ? boxes[0]! : `(${boxes.join(' OR ')})`);
   }
