@@ -52,7 +52,7 @@ export async function startTestApi(db: TestDatabase, options: { config?: Partial
   const issuer = await startTestIssuer();
   const authenticator = await readyAuthenticator(issuer);
   const config = { rateLimit: { writesPerMinute: 0 }, ...options.config };
-  const server = createServer(createApp({ db: db.pool, config, authenticator, logger: pino({ level: 'silent' }) }));
+  const server = createServer(createApp({ db: db.pool, config, authenticator, logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) }));
   const port = await listen(server, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${port}`;
   return {
