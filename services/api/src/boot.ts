@@ -1,4 +1,3 @@
-import { createServer } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { closeGracefully, listen } from '../../shared/http-server.js';
@@ -8,6 +7,7 @@ import type { ApiConfig } from './config.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
+import { createApiServer } from './http/server.js';
 import { migrateQueue, startQcWorker, type QcWorker } from './qc/worker.js';
 
 export interface RunningApi {
@@ -35,10 +35,8 @@ export async function startApi(config: ApiConfig, logger: Logger): Promise<Runni
     await migrateQueue(db, logger);
     const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir, identity: config.identity });
     const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
-    const server = createServer(createApp({ db, config, authenticator, identityAdmin, logger }));
-    // A slow or stalled client must not hold a connection forever.
-    server.requestTimeout = 30_000;
-    server.headersTimeout = 10_000;
+    // A slow or stalled client must not hold a connection forever (http/server.ts has the limits).
+    const server = createApiServer(createApp({ db, config, authenticator, identityAdmin, logger }), { logger });
     let worker: QcWorker | undefined;
     let workerPool: ReturnType<typeof createPool> | undefined;
     if (config.worker.enabled) {
