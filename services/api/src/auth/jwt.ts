@@ -57,6 +57,30 @@ export function principalOfClaims(payload: JWTPayload, via: Principal['via']): P
   return principal;
 }
 
+/** What users.users (migration 002) holds, in characters (code points) as char_length counts them. */
+const CLAIM_LIMITS = { id: 255, email: 320, name: 255 } as const;
+
+/**
+ * A caller whose identity the database cannot hold is not authenticated: a subject, e-mail or name
+ * with NUL (PostgreSQL text cannot store it), a lone surrogate (it would be stored as U+FFFD, another
+ * identity) or over the column's length. Refused here with 401, as a signed but unusable token,
+ * instead of reaching the database as a 400 or 500 later.
+ */
+export function assertStorable(principal: Principal): Principal {
+  const claims: Array<[keyof typeof CLAIM_LIMITS, string, string | undefined]> = [
+    ['id', 'sub', principal.id],
+    ['email', 'email', principal.email],
+    ['name', 'name', principal.name],
+  ];
+  for (const [column, claim, value] of claims) {
+    if (value === undefined) continue;
+    if (value.includes('\u0000')) throw invalidToken(`claim ${claim} contains a NUL character`);
+    if (/\p{Surrogate}/u.test(value)) throw invalidToken(`claim ${claim} contains a lone surrogate`);
+    if ([...value].length > CLAIM_LIMITS[column]) throw invalidToken(`claim ${claim} is longer than ${CLAIM_LIMITS[column]} characters`);
+  }
+  return principal;
+}
+
 function describeJoseError(error: unknown): string {
   if (error instanceof joseErrors.JWTExpired) return 'the token has expired';
   if (error instanceof joseErrors.JWTClaimValidationFailed) return `claim ${error.claim} is not accepted`;
@@ -99,7 +123,7 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
         throw invalidToken(describeJoseError(error), error);
       }
       if (typeof payload.sub !== 'string' || payload.sub.length === 0) throw invalidToken('the token has no subject');
-      return principalOfClaims(payload, 'jwt');
+      return assertStorable(principalOfClaims(payload, 'jwt'));
     },
   };
 }
