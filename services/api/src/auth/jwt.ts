@@ -67,13 +67,13 @@ const CLAIM_LIMITS = { id: 255, email: 320, name: 255 } as const;
  * instead of reaching the database as a 400 or 500 later.
  */
 export function assertStorable(principal: Principal): Principal {
-  const claims: Array<[keyof typeof CLAIM_LIMITS, string, string | undefined]> = [
+  const claims: Array<[keyof typeof CLAIM_LIMITS, string, string | null | undefined]> = [
     ['id', 'sub', principal.id],
     ['email', 'email', principal.email],
     ['name', 'name', principal.name],
   ];
   for (const [column, claim, value] of claims) {
-    if (value === undefined) continue;
+    if (value === undefined || value === null) continue;
     if (value.includes('\u0000')) throw invalidToken(`claim ${claim} contains a NUL character`);
     if (/\p{Surrogate}/u.test(value)) throw invalidToken(`claim ${claim} contains a lone surrogate`);
     if ([...value].length > CLAIM_LIMITS[column]) throw invalidToken(`claim ${claim} is longer than ${CLAIM_LIMITS[column]} characters`);
