@@ -96,6 +96,7 @@ export const QueueItemSchema = z
     submitterName: z.string().nullable(),
     submittedAt: z.string(),
     comment: z.string().nullable(),
+    transitionId: z.number().int().meta({ description: 'id of the submit transition; grows with every transition, so it orders submissions made in the same instant' }),
   })
   .meta({ id: 'QcQueueItem' });
 
