@@ -21,10 +21,16 @@ CREATE FUNCTION features.iso_utc(t timestamptz) RETURNS text
   LANGUAGE sql STABLE STRICT
   AS $$ SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
 
+-- RFC 7946 winding for polygons. Only for polygons: PostGIS 3.3's ST_ForcePolygonCCW reverses a
+-- LineString, which would turn a line around.
+CREATE FUNCTION features.rfc7946_winding(g geometry) RETURNS geometry
+  LANGUAGE sql IMMUTABLE STRICT
+  AS $$ SELECT CASE WHEN ST_GeometryType(g) IN ('ST_Polygon', 'ST_MultiPolygon') THEN ST_ForcePolygonCCW(g) ELSE g END $$;
+
 -- The geometry as served: RFC 7946 winding, at most 9 decimals (about 0.1 mm).
 CREATE FUNCTION features.geometry_geojson(g geometry) RETURNS text
   LANGUAGE sql IMMUTABLE STRICT
-  AS $$ SELECT ST_AsGeoJSON(ST_ForcePolygonCCW(g), 9) $$;
+  AS $$ SELECT ST_AsGeoJSON(features.rfc7946_winding(g), 9) $$;
 
 CREATE FUNCTION features.as_geojson(f features.features) RETURNS text
   LANGUAGE sql STABLE

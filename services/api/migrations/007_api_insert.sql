@@ -25,7 +25,7 @@ BEGIN
   END IF;
   RETURN QUERY
     INSERT INTO features.features AS f (id, name, kategorie, adresse, telefon, geom, created_by)
-    VALUES (coalesce(p_id, gen_random_uuid()::text), p_name, p_kategorie, p_adresse, p_telefon, ST_ForcePolygonCCW(g), p_actor)
+    VALUES (coalesce(p_id, gen_random_uuid()::text), p_name, p_kategorie, p_adresse, p_telefon, features.rfc7946_winding(g), p_actor)
     RETURNING f.id, f.version, f.geojson;
 END
 $$;

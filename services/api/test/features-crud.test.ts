@@ -180,6 +180,13 @@ describe('RFC 7946', () => {
     expect(signedArea(history.json.versions[0].feature.geometry.coordinates[0])).toBeGreaterThan(0);
   });
 
+  it('keeps the direction of a line string (winding applies to polygons only)', async () => {
+    const line = { type: 'LineString', coordinates: [[13.3, 52.25], [13.2, 52.2], [13.1, 52.1]] };
+    const created = await api.request('POST', '/api/features', { token: alice, body: aFeature({ geometry: line }) });
+    expect(created.json.geometry).toEqual(line);
+    expect((await api.request('GET', `/api/features/${created.json.id}`)).json.geometry).toEqual(line);
+  });
+
   it('accepts a bbox member on a Feature and on its geometry when it encloses the geometry, and does not store it', async () => {
     const body = { ...aFeature({ geometry: { ...polygon, bbox: [13.0, 52.0, 13.1, 52.1] } }), bbox: [13.0, 52.0, 13.1, 52.1] };
     const created = await api.request('POST', '/api/features', { token: alice, body });

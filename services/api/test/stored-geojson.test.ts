@@ -31,7 +31,7 @@ async function disagreeingRows(): Promise<Array<{ id: string; stored: unknown; e
   const { rows } = await db.pool.query<{ id: string; stored: string; expected: unknown }>(`
     SELECT f.id, f.geojson AS stored, json_build_object(
       'type', 'Feature', 'id', f.id,
-      'geometry', ST_AsGeoJSON(ST_ForcePolygonCCW(f.geom), 9)::json,
+      'geometry', ST_AsGeoJSON(CASE WHEN GeometryType(f.geom) IN ('POLYGON', 'MULTIPOLYGON') THEN ST_ForcePolygonCCW(f.geom) ELSE f.geom END, 9)::json,
       'properties', json_strip_nulls(json_build_object(
         'name', f.name, 'kategorie', f.kategorie, 'adresse', f.adresse, 'telefon', f.telefon,
         'status', f.status, 'version', f.version, 'createdBy', f.created_by, 'updatedBy', f.updated_by,

@@ -156,7 +156,7 @@ export function replaceFeature(id: string, v: FeatureValues): Query {
     text: `
       UPDATE features.features AS f
       SET name = $2::text, kategorie = $3::text, adresse = $4::text, telefon = $5::text,
-          geom = ST_ForcePolygonCCW(ST_SetSRID(ST_GeomFromGeoJSON($6::text), 4326))
+          geom = features.rfc7946_winding(ST_SetSRID(ST_GeomFromGeoJSON($6::text), 4326))
       WHERE f.id = $1::text
       RETURNING f.version, f.geojson AS "featureJson"`,
     values: [id, v.name, v.kategorie, v.adresse, v.telefon, v.geometryJson],
