@@ -113,9 +113,9 @@ function describeJoseError(error: unknown): string {
  * Verified tokens are remembered (signature checks cost more than the rest of a read): a token seen
  * again is answered from memory while all of these hold, otherwise it is verified again:
  * - its exp (with the same clock tolerance as the verification) has not passed;
- * - the key set it was verified with is still the current one: when jose fetches the JWKS again
- *   (an unknown kid, or keys older than keyCacheMaxAgeMs), every remembered token is forgotten, so a
- *   key the issuer withdrew stops working exactly when it would without the cache;
+ * - the key set it was verified with is still the current one: when jose fetches a changed JWKS
+ *   (on an unknown kid, or keys older than keyCacheMaxAgeMs), every remembered token is forgotten, so
+ *   a key the issuer withdrew stops working exactly when it would without the cache;
  * - it was verified less than keyCacheMaxAgeMs ago, so a remembered token cannot outlive the key
  *   set's own freshness (the re-verification is what makes jose look at the JWKS again).
  * Only successes are remembered; a token is a bearer secret either way and stays in memory only.
@@ -132,12 +132,10 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
       timeoutDuration: 5_000,
     });
     keySet = remote;
-    // jose replaces this object whenever it fetches the key set again.
-    currentKeys = () => remote.jwks();
+    currentKeys = () => JSON.stringify(remote.jwks() ?? null);
   } else if (options.localJwks) {
     keySet = createLocalJWKSet(options.localJwks);
-    const fixed = options.localJwks;
-    currentKeys = () => fixed;
+    currentKeys = () => 'fixed';
   } else {
     throw new Error('a JWT authenticator needs jwksUrl or localJwks');
   }
@@ -145,15 +143,18 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
   const toleranceMs = (options.clockToleranceSeconds ?? 5) * 1000;
   const maxEntries = options.verifiedCacheSize ?? 10_000;
   const verified = new Map<string, VerifiedToken>();
-  let keysOfCache: unknown = currentKeys();
+  // jose fetches the key set again only inside a verification, so comparing it after each one
+  // (success or failure) sees every refetch; answers from memory cannot miss one.
+  let keysOfCache = currentKeys();
+  const noticeRefetch = (): void => {
+    const keys = currentKeys();
+    if (keys === keysOfCache) return;
+    // The key set changed (rotation, withdrawal): nothing verified before counts any more.
+    verified.clear();
+    keysOfCache = keys;
+  };
 
   const remembered = (token: string): Principal | undefined => {
-    if (keysOfCache !== currentKeys()) {
-      // The key set was fetched again (rotation or expiry): nothing verified before counts any more.
-      verified.clear();
-      keysOfCache = currentKeys();
-      return undefined;
-    }
     const entry = verified.get(token);
     if (!entry) return undefined;
     const at = now();
@@ -166,10 +167,6 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
 
   const remember = (token: string, principal: Principal, exp: number): void => {
     if (maxEntries <= 0) return;
-    if (keysOfCache !== currentKeys()) {
-      verified.clear();
-      keysOfCache = currentKeys();
-    }
     // Oldest first out (Map keeps insertion order): a flood of distinct tokens cannot grow memory.
     if (verified.size >= maxEntries) verified.delete(verified.keys().next().value!);
     verified.set(token, { principal: { ...principal }, validUntilMs: exp * 1000 + toleranceMs, verifiedAtMs: now() });
@@ -191,6 +188,7 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
           ...(options.audience ? { audience: options.audience } : {}),
         }));
       } catch (error) {
+        noticeRefetch();
         if (error instanceof joseErrors.JWKSTimeout || (error instanceof TypeError && !(error instanceof joseErrors.JOSEError))) {
           // The key server is unreachable: the caller did nothing wrong, and we cannot tell.
           throw new AppError('SERVICE_UNAVAILABLE', 'the token issuer cannot be reached', { cause: error });
@@ -198,6 +196,7 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
         throw invalidToken(describeJoseError(error), error);
       }
       if (typeof payload.sub !== 'string' || payload.sub.length === 0) throw invalidToken('the token has no subject');
+      noticeRefetch();
       const principal = assertStorable(principalOfClaims(payload, 'jwt'));
       remember(token, principal, payload.exp!);
       return principal;
