@@ -63,7 +63,7 @@ describe('creating and reading a feature', () => {
 describe('replacing a feature', () => {
   it('treats a feature fetched by GET and sent back unchanged as a no-op: same version, no history row, QC status kept', async () => {
     // 15 decimals in, as a client computing coordinates would send them.
-    const precise = { type: 'Polygon', coordinates: [[[13.0, 52.0], [13.123456789012345, 52.000000000000001], [13.1, 52.1], [13.0, 52.1], [13.0, 52.0]]] };
+    const precise = { type: 'Polygon', coordinates: [[[13.0, 52.0], [13.12345678901234, 52.0000000001], [13.1, 52.1], [13.0, 52.1], [13.0, 52.0]]] };
     const created = await api.request('POST', '/api/features', { token: alice, body: aFeature({ geometry: precise, properties: { adresse: 'Hauptstraße 1' } }) });
     expect(created.status, created.text).toBe(201);
     const id = created.json.id as string;
@@ -94,7 +94,7 @@ describe('replacing a feature', () => {
   });
 
   it('stores coordinates at the precision it serves them (9 decimals), so what it answers is what it keeps', async () => {
-    const created = await api.request('POST', '/api/features', { token: alice, body: aFeature({ geometry: { type: 'Point', coordinates: [13.123456789012345, -52.98765432109876] } }) });
+    const created = await api.request('POST', '/api/features', { token: alice, body: aFeature({ geometry: { type: 'Point', coordinates: [13.12345678901234, -52.98765432109876] } }) });
     expect(created.json.geometry.coordinates).toEqual([13.123456789, -52.987654321]);
     const stored = await db.pool.query('SELECT ST_X(geom) AS x, ST_Y(geom) AS y FROM features.features WHERE id = $1', [created.json.id]);
     expect([stored.rows[0].x, stored.rows[0].y]).toEqual([13.123456789, -52.987654321]);
@@ -102,7 +102,7 @@ describe('replacing a feature', () => {
 
   it('treats a GET body of a feature written outside the API (15 decimals, clockwise ring) sent back as a no-op', async () => {
     await db.pool.query(`INSERT INTO features.features (id, name, kategorie, geom)
-      VALUES ('wfs-written', 'WFS', 'denkmal', ST_GeomFromText('POLYGON((13.123456789012345 52, 13 52.1, 13.1 52.1, 13.123456789012345 52))', 4326))`);
+      VALUES ('wfs-written', 'WFS', 'denkmal', ST_GeomFromText('POLYGON((13.12345678901234 52, 13 52.1, 13.1 52.1, 13.12345678901234 52))', 4326))`);
     const fetched = await api.request('GET', '/api/features/wfs-written');
     const put = await api.request('PUT', '/api/features/wfs-written', { token: admin, body: fetched.json });
     expect(put.status).toBe(200);
