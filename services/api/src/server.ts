@@ -18,7 +18,7 @@ if (process.send) {
   process.channel?.unref();
 }
 
-const [{ runMain }, { createLogger }, { startApi }, { loadApiConfig }, { stopOnSignals }] = await Promise.all([
+const [{ runMain }, { createLogger }, { startApi, StartAborted }, { loadApiConfig }, { stopOnSignals }] = await Promise.all([
   import('../../shared/config.js'),
   import('../../shared/logger.js'),
   import('./boot.js'),
@@ -36,12 +36,17 @@ runMain(async () => {
     logger.info({ signal: earlySignal }, 'shutting down before start');
     process.exit(0);
   }
-  const starting = startApi(config, logger);
-  // A signal during start-up (migrations, the embedded database) lets the start finish, then closes
-  // what it opened, instead of dying with the data folder locked.
+  const abort = new AbortController();
+  const starting = startApi(config, logger, abort.signal);
+  // A signal during start-up stops the start at its next safe point (never inside initdb or a
+  // migration), closes what it opened and exits 0, instead of dying with the data folder locked.
   stopOnSignals(logger, async () => {
+    abort.abort();
     const api = await starting.catch(() => undefined);
     await api?.close();
   });
-  await starting;
+  await starting.catch((error: unknown) => {
+    if (error instanceof StartAborted) return new Promise<never>(() => undefined); // stopOnSignals exits
+    throw error;
+  });
 });
