@@ -6,7 +6,8 @@
  *   - a JWT verified against the issuer's JWKS (keys cached),
  *   - a Kratos session cookie (whoami cached for SESSION_CACHE_SECONDS = 15 s),
  *   - an opaque Hydra access token (introspection cached until expiry, at most 300 s),
- * and prints each one's throughput relative to the baseline (target ≥ 0.8× for the cached paths).
+ * and prints each one's throughput relative to the baseline (target ≥ 0.9× for JWTs, which the API
+ * remembers once verified until exp; ≥ 0.8× for the other cached paths).
  *
  * The API runs as its own process (`services/api/src/server.ts`, configured by environment like in
  * production), so its CPU is its own. Kratos and Hydra are the contract-checked doubles of
@@ -101,7 +102,7 @@ async function main(): Promise<void> {
         'p50 ms': median(runs.map((s) => s.p50)),
         'p99 ms': median(runs.map((s) => s.p99)),
         'vs unauthenticated': ratio(rps, baseline),
-        target: name === 'unauthenticated' ? '' : '≥ 0.80×',
+        target: name === 'unauthenticated' ? '' : name.startsWith('JWT') ? '≥ 0.90×' : '≥ 0.80×',
       };
     });
     console.log(`\ndatabase: ${database.kind}; GET /api/features/:id, 16 connections, ${ROUNDS} rounds × ${SECONDS} s per scenario, rotating order`);

@@ -1,69 +1,196 @@
 /**
- * `npm start`: the platform locally.
- * - the feature API on http://localhost:8080 (PORT); with DATABASE_URL unset it runs on the embedded
- *   PGlite + PostGIS database in DATA_DIR/pglite, created and migrated on first start;
- * - the web app on http://localhost:4321 (WEB_PORT; START_WEB=false leaves it out), built first when
- *   services/web/dist is missing or stale, with the development sign-in at /login;
- * - the deployment webhook server on http://127.0.0.1:9321 (WEBHOOK_PORT) with development secrets
- *   generated for this run and printed once (refused with NODE_ENV=production; set START_WEBHOOK=false
- *   to leave it out).
- * Prints the URLs and how long the start took; Ctrl-C (SIGINT) or SIGTERM stops everything cleanly.
- * Exit codes: 0 stopped cleanly, 1 failed, 2 bad configuration.
+ * `npm start`: the platform locally, each service in its own child process.
+ * - the feature API (`services/api/src/server.ts`) on http://localhost:8080 (PORT); with DATABASE_URL
+ *   unset it runs on the embedded PGlite + PostGIS database in DATA_DIR/pglite;
+ * - the deployment webhook server (`services/webhook/src/server.ts`) on http://127.0.0.1:9321
+ *   (WEBHOOK_PORT) with development secrets generated here for this run and printed once (left out with
+ *   NODE_ENV=production, where secrets come from a file; START_WEBHOOK=false leaves it out too);
+ * - the web app (`services/web`, the built Astro server) on http://localhost:4321 (WEB_PORT;
+ *   START_WEB=false leaves it out), built first when services/web/dist is missing or stale, with the
+ *   development sign-in at /login. Its origins are added to the API's CORS_ORIGINS.
+ *
+ * Signals: SIGTERM or SIGINT to this process — also while the services are still starting — is passed
+ * to each child as SIGTERM; each drains and stops (the API also closes its database and releases the
+ * data folder), and this process exits once they all have. A child that does not stop within
+ * STOP_TIMEOUT_MS is killed. A child that exits on its own stops the others.
+ *
+ * Exit codes: 0 stopped cleanly, 1 failed (a child failed to start, stop or exited by itself), 2 bad
+ * configuration (a child's configuration error).
+ *
+ * This file imports no service's src/ (eslint forbids it): a service is a process with an environment,
+ * which is also how it runs in production.
  */
-import { ConfigError, runMain } from '../services/shared/config.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runMain } from '../services/shared/config.js';
 import { createLogger } from '../services/shared/logger.js';
-import { startApi } from '../services/api/src/boot.js';
-import { loadApiConfig } from '../services/api/src/config.js';
-import { startDevelopmentWebhookServer } from '../services/webhook/src/development.js';
-import { stopOnSignals } from '../services/shared/shutdown.js';
-import { ensureWebBuild, startWebServer } from '../services/web/launch.js';
+import { loadTargets } from '../services/shared/targets.js';
+import { ensureWebBuild, webEntry } from '../services/web/launch.js';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+// Generous: a service stopped while it creates its embedded database finishes that first (cutting
+// initdb short would leave a broken data folder), which takes long on a busy machine.
+const STOP_TIMEOUT_MS = 120_000;
+
+interface Service {
+  name: 'api' | 'webhook' | 'web';
+  child: ChildProcess;
+  /** Resolves with the port from the service's "listening" log line; rejects when it exits first. */
+  ready: Promise<number>;
+  /**
+   * Resolves once a SIGTERM would stop the service gracefully rather than kill it: when it says so
+   * over the IPC channel (the API does, before loading its modules), or at the latest once it listens.
+   */
+  handlesSignals: Promise<void>;
+  exited: Promise<number>;
+}
+
+/** `args` is what node runs: `--import tsx <file.ts>` for a service's sources, or a built entry. */
+function startService(name: Service['name'], args: string[], env: NodeJS.ProcessEnv, listening: RegExp): Service {
+  // node --import tsx rather than the tsx CLI: one process per service, which gets our signals directly.
+  const child = spawn(process.execPath, args, { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  child.channel?.unref();
+  const exited = new Promise<number>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal === 'SIGKILL' ? 137 : 143))));
+  const told = new Promise<void>((resolve) => child.on('message', (message: { signals?: string }) => message.signals === 'handled' && resolve()));
+  const ready = new Promise<number>((resolve, reject) => {
+    let pending = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      // The service's log goes on to our stdout as it is; we only watch for its listening line.
+      process.stdout.write(chunk);
+      pending += chunk.toString('utf8');
+      const lines = pending.split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) {
+        const port = listening.exec(line)?.[1];
+        if (port) resolve(Number(port));
+      }
+    });
+    void exited.then((code) => reject(new Error(`${name} exited with code ${code} before it was ready`)));
+  });
+  ready.catch(() => undefined); // observed by the caller; no unhandled rejection when stopped early
+  const handlesSignals = Promise.race([told, ready.then(() => undefined, () => undefined)]);
+  return { name, child, ready, handlesSignals, exited };
+}
+
+/** A random secret per deploy target, as the webhook server reads them from its environment. */
+function developmentSecrets(): Record<string, string> {
+  const targets = loadTargets(process.env.TARGETS_FILE ?? join(repoRoot, 'config/targets.yaml'));
+  return Object.fromEntries(targets.map((t) => [t.secret, randomBytes(32).toString('hex')]));
+}
 
 runMain(async () => {
   const started = performance.now();
-  const config = loadApiConfig();
-  const logger = createLogger('platform', { level: config.logLevel });
-  const withWebhook = process.env.START_WEBHOOK !== 'false';
+  const logger = createLogger('platform', { level: process.env.LOG_LEVEL ?? 'info' });
+  const production = process.env.NODE_ENV === 'production';
+  const withWebhook = process.env.START_WEBHOOK !== 'false' && !production;
   const withWeb = process.env.START_WEB !== 'false';
   const webPort = Number(process.env.WEB_PORT ?? 4321);
-  if (withWeb) {
-    if (!Number.isInteger(webPort) || webPort < 1 || webPort > 65535) throw new ConfigError('WEB_PORT must be a port number');
-    // The site's pages call the API from the browser: its origins may read answers and send changes.
-    config.cors.origins.push(`http://localhost:${webPort}`, `http://127.0.0.1:${webPort}`);
-    ensureWebBuild((message) => console.log(message));
+  if (withWeb && !(Number.isInteger(webPort) && webPort >= 1 && webPort <= 65535)) {
+    console.error('WEB_PORT: must be a port number (1-65535)');
+    process.exit(2);
+  }
+  const services: Service[] = [];
+  let stopping: Promise<number> | undefined;
+
+  // Stops the children that exist, webhook first (it may be finishing a deploy), then the API.
+  const stopAll = (): Promise<number> =>
+    (stopping ??= (async () => {
+      let failed = false;
+      for (const service of [...services].reverse()) {
+        const timer = setTimeout(() => service.child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+        // A service still loading its modules has no handler yet; a SIGTERM then would kill it.
+        await Promise.race([service.handlesSignals, service.exited]);
+        if (service.child.exitCode === null && service.child.signalCode === null) service.child.kill('SIGTERM');
+        const code = await service.exited;
+        clearTimeout(timer);
+        if (code !== 0) failed = true;
+        logger.info({ service: service.name, code }, 'service stopped');
+      }
+      return failed ? 1 : 0;
+    })());
+
+  // Installed before anything starts, so a signal during start-up stops what has started, cleanly.
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(signal, () => {
+      logger.info({ signal }, 'shutting down');
+      void stopAll().then((code) => process.exit(code));
+    });
   }
 
-  const api = await startApi(config, logger.child({ component: 'api' }));
-  const closers: (() => Promise<void>)[] = [() => api.close()];
+  // The site's pages call the API from the browser: its origins may read answers and send changes.
+  const webOrigins = withWeb ? [`http://localhost:${webPort}`, `http://127.0.0.1:${webPort}`] : [];
+  const corsOrigins = [process.env.CORS_ORIGINS ?? '', ...webOrigins].filter(Boolean).join(',');
+  if (withWeb) ensureWebBuild((message) => console.log(message));
+  const api = startService('api', ['--import', 'tsx', join(repoRoot, 'services/api/src/server.ts')], { ...process.env, CORS_ORIGINS: corsOrigins }, /"port":(\d+).*"msg":"api listening"/);
+  services.push(api);
+  let secrets: Record<string, string> = {};
+  let adminToken = '';
+  if (withWebhook) {
+    secrets = developmentSecrets();
+    adminToken = process.env.WEBHOOK_ADMIN_TOKEN ?? randomBytes(24).toString('hex');
+    services.push(startService('webhook', ['--import', 'tsx', join(repoRoot, 'services/webhook/src/server.ts')], { ...process.env, ...secrets, WEBHOOK_ADMIN_TOKEN: adminToken }, /"port":(\d+)/));
+  }
+  logger.info({ pids: Object.fromEntries(services.map((s) => [s.name, s.child.pid])) }, 'services starting');
+
+  let ports: number[];
   try {
-    if (withWebhook) {
-      const webhook = await startDevelopmentWebhookServer(process.env);
-      closers.unshift(() => webhook.server.close());
-      // Printed, not logged: these development secrets are meant for the developer's eyes only and
-      // must not end up in a log collector.
-      console.log(webhook.banner);
-    }
-    if (withWeb) {
-      const web = await startWebServer({
-        port: webPort,
-        host: process.env.WEB_HOST ?? '127.0.0.1',
-        env: { ...stringEnv(process.env), API_PUBLIC_URL: `http://localhost:${api.port}`, API_URL: `http://127.0.0.1:${api.port}`, PUBLIC_BASE_URL: `http://localhost:${webPort}` },
-      });
-      closers.unshift(() => web.close());
-      console.log(`web app: http://localhost:${webPort}/  (development sign-in: http://localhost:${webPort}/login)`);
-    }
+    ports = await Promise.all(services.map((s) => s.ready));
   } catch (error) {
-    for (const close of closers.slice(0, -1)) await close().catch(() => undefined);
-    await api.close();
-    throw error;
+    if (stopping) return; // a signal came first; the children are being stopped
+    // A child could not start: stop the rest, and exit with its code (2 for a configuration error).
+    const codes = services.map((s) => s.child.exitCode);
+    await stopAll();
+    logger.error({ err: (error as Error).message }, 'start failed');
+    process.exit(codes.includes(2) ? 2 : 1);
   }
+  if (stopping) return;
 
+  const [apiPort, webhookPort] = ports;
+  if (withWeb) {
+    // The site reads its whole configuration at start (services/web/src/config.ts), so it starts once
+    // the API's port is known.
+    const web = startService(
+      'web',
+      [webEntry],
+      { ...process.env, PORT: String(webPort), HOST: process.env.WEB_HOST ?? '127.0.0.1', API_PUBLIC_URL: `http://localhost:${apiPort}`, API_URL: `http://127.0.0.1:${apiPort}`, PUBLIC_BASE_URL: `http://localhost:${webPort}` },
+      /Server listening on http:\/\/[^:]+:(\d+)/,
+    );
+    services.push(web);
+    try {
+      await web.ready;
+    } catch (error) {
+      if (stopping) return;
+      await stopAll();
+      logger.error({ err: (error as Error).message }, 'start failed');
+      process.exit(1);
+    }
+    if (stopping) return;
+  }
+  if (withWebhook) {
+    // Printed, not logged: these development secrets are meant for the developer's eyes only and
+    // must not end up in a log collector.
+    const url = `http://127.0.0.1:${webhookPort}`;
+    console.log(
+      [
+        `webhook server: ${url}/webhook (development secrets, valid for this run only)`,
+        ...Object.entries(secrets).map(([name, value]) => `  ${name}=${value}`),
+        `  WEBHOOK_ADMIN_TOKEN=${adminToken}  (GET ${url}/deployments)`,
+      ].join('\n'),
+    );
+  }
   const readyMs = Math.round(performance.now() - started);
-  logger.info({ readyMs, api: `http://localhost:${api.port}/api/features`, docs: `http://localhost:${api.port}/api/docs/` }, 'platform ready');
+  logger.info({ readyMs, api: `http://localhost:${apiPort}/api/features`, docs: `http://localhost:${apiPort}/api/docs/` }, 'platform ready');
+  if (withWeb) console.log(`web app: http://localhost:${webPort}/  (development sign-in: http://localhost:${webPort}/login)`);
 
-  // Closed in order: the webhook server (it may be finishing a deploy) before the API and its database.
-  stopOnSignals(logger, () => closers.reduce<Promise<void>>((previous, close) => previous.then(close), Promise.resolve()));
+  // A service that ends by itself (a crash) takes the platform down rather than leaving half of it.
+  for (const service of services) {
+    void service.exited.then(async (code) => {
+      if (stopping) return;
+      logger.error({ service: service.name, code }, 'service exited unexpectedly; stopping the others');
+      await stopAll();
+      process.exit(1);
+    });
+  }
 });
-
-function stringEnv(env: NodeJS.ProcessEnv): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined));
-}

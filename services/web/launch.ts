@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 
 export const webRoot = dirname(fileURLToPath(import.meta.url));
 const repoRoot = join(webRoot, '../..');
-const entry = join(webRoot, 'dist/server/entry.mjs');
+/** The built site's standalone Node server. */
+export const webEntry = join(webRoot, 'dist/server/entry.mjs');
+const entry = webEntry;
 
 function newestMtime(path: string): number {
   const stat = statSync(path);

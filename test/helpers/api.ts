@@ -6,15 +6,16 @@
  *   const token = await api.tokenFor('contributor', 'alice');
  *   await api.request('POST', '/api/features', { token, body: feature });
  */
-import { createServer } from 'node:http';
 import { pino } from 'pino';
 import { createApp } from '../../services/api/src/app.js';
 import { createAuthenticator } from '../../services/api/src/auth/index.js';
+import { createApiServer } from '../../services/api/src/http/server.js';
 import type { Role } from '../../services/shared/principal.js';
 import type { ApiConfig } from '../../services/api/src/config.js';
 import { closeGracefully, listen } from '../../services/shared/http-server.js';
 import type { TestDatabase } from './db.js';
 import { startTestIssuer, type TestIssuer } from './test-issuer.js';
+import { assertDocumented, fetchResponseChecker } from '../../services/api/test/openapi-responses.js';
 
 export interface TestResponse {
   status: number;
@@ -52,9 +53,11 @@ export async function startTestApi(db: TestDatabase, options: { config?: Partial
   const issuer = await startTestIssuer();
   const authenticator = await readyAuthenticator(issuer);
   const config = { rateLimit: { writesPerMinute: 0 }, ...options.config };
-  const server = createServer(createApp({ db: db.pool, config, authenticator, logger: pino({ level: 'silent' }) }));
+  const server = createApiServer(createApp({ db: db.pool, config, authenticator, logger: pino({ level: 'silent' }) }));
   const port = await listen(server, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${port}`;
+  // Every response of the suite is checked against the OpenAPI document the API serves.
+  const checker = await fetchResponseChecker(url);
   return {
     url,
     issuer,
@@ -77,6 +80,7 @@ export async function startTestApi(db: TestDatabase, options: { config?: Partial
       } catch {
         json = undefined;
       }
+      assertDocumented(checker, { method, path, status: response.status, contentType: response.headers.get('content-type'), text });
       return { status: response.status, headers: response.headers, text, json };
     },
     async close() {

@@ -1,4 +1,3 @@
-import { createServer } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { closeGracefully, listen } from '../../shared/http-server.js';
@@ -9,6 +8,7 @@ import type { ApiConfig } from './config.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
+import { createApiServer } from './http/server.js';
 import { migrateQueue, startQcWorker, type QcWorker } from './qc/worker.js';
 
 export interface RunningApi {
@@ -23,7 +23,20 @@ export interface RunningApi {
  * Boot the API: database (embedded when DATABASE_URL is unset), migrations, authenticator, HTTP
  * server. Shared by `npm run api` (server.ts) and `npm start` (scripts/start.ts).
  */
-export async function startApi(config: ApiConfig, logger: Logger): Promise<RunningApi> {
+/** Thrown by startApi when `signal` aborted it; everything it had opened is closed again. */
+export class StartAborted extends Error {
+  override readonly name = 'StartAborted';
+}
+
+/**
+ * `signal` (a stop requested during start-up) is checked between the steps — after the embedded
+ * database is up, between migration files, before the worker and before listening — never inside
+ * one, so an abort never leaves a half-created data folder or a half-applied migration.
+ */
+export async function startApi(config: ApiConfig, logger: Logger, signal?: AbortSignal): Promise<RunningApi> {
+  const checkpoint = (): void => {
+    if (signal?.aborted) throw new StartAborted('the start was stopped');
+  };
   let embedded: EmbeddedDatabase | undefined;
   if (!config.databaseUrl) {
     embedded = await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger });
@@ -31,16 +44,17 @@ export async function startApi(config: ApiConfig, logger: Logger): Promise<Runni
   const databaseUrl = config.databaseUrl ?? embedded!.url;
   const db = createPool(databaseUrl, { logger });
   try {
-    await migrate(db, { logger });
+    checkpoint();
+    await migrate(db, { logger, ...(signal ? { signal } : {}) });
+    checkpoint();
     // graphile-worker's schema: the QC routes queue side effects with graphile_worker.add_job.
     await migrateQueue(db, logger);
+    checkpoint();
     const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir, identity: config.identity });
     const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
     const devKeys = !config.production && !config.auth.jwksUrl ? await loadOrCreateDevKeys(config.dataDir) : undefined;
-    const server = createServer(createApp({ db, config, authenticator, identityAdmin, logger, devKeys, production: config.production }));
-    // A slow or stalled client must not hold a connection forever.
-    server.requestTimeout = 30_000;
-    server.headersTimeout = 10_000;
+    // A slow or stalled client must not hold a connection forever (http/server.ts has the limits).
+    const server = createApiServer(createApp({ db, config, authenticator, identityAdmin, logger, devKeys, production: config.production }), { logger });
     let worker: QcWorker | undefined;
     let workerPool: ReturnType<typeof createPool> | undefined;
     if (config.worker.enabled) {
@@ -51,11 +65,15 @@ export async function startApi(config: ApiConfig, logger: Logger): Promise<Runni
         throw error;
       });
     }
-    const port = await listen(server, config.port).catch(async (error: unknown) => {
+    let port: number;
+    try {
+      checkpoint();
+      port = await listen(server, config.port);
+    } catch (error) {
       await worker?.stop().catch(() => undefined);
       await workerPool?.end().catch(() => undefined);
       throw error;
-    });
+    }
     logger.info({ port, database: embedded ? 'embedded' : 'external' }, 'api listening');
     return {
       port,

@@ -32,6 +32,29 @@ const featureResponse = (description: string) => ({
 });
 const body = { required: true, content: { 'application/json': { schema: FeatureSchema }, 'application/geo+json': { schema: FeatureSchema } } };
 
+/**
+ * Answers any /api operation can give besides its own: a 400 for a malformed request (query, body
+ * encoding), a 401 for an invalid token (every route authenticates a presented credential), a 429 for
+ * too many changes, a 500, and a 503 while the database or the token issuer is unreachable. Added where
+ * an operation does not describe them itself, so the document covers every answer (checked against the
+ * responses of the whole test suite).
+ */
+const WRITE_METHODS = new Set(['post', 'put', 'patch', 'delete']);
+function withCommonResponses<P extends Record<string, Record<string, { responses?: ZodOpenApiResponsesObject }>>>(paths: P): P {
+  for (const [path, operations] of Object.entries(paths)) {
+    if (!path.startsWith('/api/')) continue;
+    for (const [method, operation] of Object.entries(operations)) {
+      const responses = (operation.responses ??= {});
+      responses['400'] ??= problem('invalid request: query, path or body (the fields list names each offending field)');
+      responses['401'] ??= problem('an invalid, expired or wrongly signed token, or one whose claims cannot be stored');
+      if (WRITE_METHODS.has(method)) responses['429'] ??= problem('too many changes from this address; see Retry-After');
+      responses['500'] ??= problem('an internal error (logged; the answer leaks nothing)');
+      responses['503'] ??= problem('the database or the token issuer cannot be reached; see Retry-After');
+    }
+  }
+  return paths;
+}
+
 export function buildOpenApiDocument() {
   return createDocument({
     openapi: '3.1.0',
@@ -49,7 +72,7 @@ export function buildOpenApiDocument() {
       },
     },
     security: [{}, { bearer: [] }, { session: [] }],
-    paths: {
+    paths: withCommonResponses({
       '/api/features': {
         get: {
           summary: 'List features (keyset paging)',
@@ -78,6 +101,7 @@ export function buildOpenApiDocument() {
             '200': featureResponse('the updated feature'),
             ...errors,
             '404': problem('no such feature'),
+            '409': problem('INVALID_STATE: the feature is in review (in_qc)'),
             '412': problem('If-Match does not match the current version; nothing was changed'),
             '413': problem('body over 1 MiB'),
             '415': problem('unsupported Content-Type'),
@@ -86,7 +110,7 @@ export function buildOpenApiDocument() {
         delete: {
           summary: 'Delete a feature (admins); its history is kept',
           requestParams: { path: idParam, header: z.object({ 'If-Match': ifMatch }) },
-          responses: { '204': { description: 'deleted' }, '401': errors['401'], '403': errors['403'], '404': problem('no such feature'), '412': problem('stale If-Match') },
+          responses: { '204': { description: 'deleted' }, '401': errors['401'], '403': errors['403'], '404': problem('no such feature'), '409': problem('INVALID_STATE: the feature is in review (in_qc)'), '412': problem('stale If-Match') },
         },
       },
       '/api/features/{id}/history': {
@@ -101,9 +125,14 @@ export function buildOpenApiDocument() {
       ...claimPaths,
       ...checkPaths,
       ...tilePaths,
-      '/healthz': { get: { summary: 'the process is up', responses: { '200': { description: 'ok' } } } },
-      '/readyz': { get: { summary: 'the database is reachable and migrated', responses: { '200': { description: 'ready' }, '503': problem('not ready') } } },
-    },
+      '/healthz': { get: { summary: 'the process is up', responses: { '200': { description: 'ok', content: { 'application/json': { schema: z.object({ status: z.literal('ok') }) } } } } } },
+      '/readyz': {
+        get: {
+          summary: 'the database is reachable and migrated',
+          responses: { '200': { description: 'ready', content: { 'application/json': { schema: z.object({ status: z.literal('ready') }) } } }, '503': problem('not ready') },
+        },
+      },
+    }),
   });
 }
 

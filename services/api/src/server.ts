@@ -1,17 +1,52 @@
 /**
  * `npm run api`: the feature API alone. Configuration from the environment (see config.ts);
- * SIGTERM/SIGINT drain in-flight requests, close the pool and exit 0.
+ * SIGTERM/SIGINT drain in-flight requests, close the pool and exit 0 — also during start-up.
  * Exit codes: 0 stopped cleanly, 1 failed, 2 bad configuration.
+ *
+ * The signal handlers come first, before the API's modules load (seconds under tsx on a busy
+ * machine): a signal then is remembered instead of killing the process. No static imports here for
+ * that reason. A parent that spawned us with an IPC channel (npm start) is told once they are in place.
  */
-import { runMain } from '../../shared/config.js';
-import { createLogger } from '../../shared/logger.js';
-import { startApi } from './boot.js';
-import { loadApiConfig } from './config.js';
-import { stopOnSignals } from '../../shared/shutdown.js';
+let earlySignal: NodeJS.Signals | undefined;
+const remember = (signal: NodeJS.Signals): void => {
+  earlySignal ??= signal;
+};
+process.on('SIGTERM', remember);
+process.on('SIGINT', remember);
+if (process.send) {
+  process.send({ signals: 'handled' });
+  process.channel?.unref();
+}
+
+const [{ runMain }, { createLogger }, { startApi, StartAborted }, { loadApiConfig }, { stopOnSignals }] = await Promise.all([
+  import('../../shared/config.js'),
+  import('../../shared/logger.js'),
+  import('./boot.js'),
+  import('./config.js'),
+  import('../../shared/shutdown.js'),
+]);
 
 runMain(async () => {
   const config = loadApiConfig();
   const logger = createLogger('api', { level: config.logLevel });
-  const api = await startApi(config, logger);
-  stopOnSignals(logger, () => api.close());
+  process.off('SIGTERM', remember);
+  process.off('SIGINT', remember);
+  if (earlySignal) {
+    // Nothing was opened yet: stopping is exiting.
+    logger.info({ signal: earlySignal }, 'shutting down before start');
+    process.exit(0);
+  }
+  const abort = new AbortController();
+  const starting = startApi(config, logger, abort.signal);
+  // A signal during start-up stops the start at its next safe point (never inside initdb or a
+  // migration), closes what it opened and exits 0, instead of dying with the data folder locked.
+  stopOnSignals(logger, async () => {
+    abort.abort();
+    const api = await starting.catch(() => undefined);
+    await api?.close();
+  });
+  await starting.catch((error: unknown) => {
+    if (error instanceof StartAborted) return new Promise<never>(() => undefined); // stopOnSignals exits
+    throw error;
+  });
 });

@@ -61,15 +61,52 @@ describe('creating and reading a feature', () => {
 });
 
 describe('replacing a feature', () => {
-  it('accepts a feature fetched by GET and sent back unchanged, and bumps the version', async () => {
-    const created = await api.request('POST', '/api/features', { token: alice, body: aFeature({ geometry: polygon, properties: { adresse: 'Hauptstraße 1' } }) });
-    const fetched = await api.request('GET', `/api/features/${created.json.id}`);
-    const put = await api.request('PUT', `/api/features/${created.json.id}`, { token: alice, body: fetched.json, headers: { 'if-match': fetched.headers.get('etag')! } });
+  it('treats a feature fetched by GET and sent back unchanged as a no-op: same version, no history row, QC status kept', async () => {
+    // 15 decimals in, as a client computing coordinates would send them.
+    const precise = { type: 'Polygon', coordinates: [[[13.0, 52.0], [13.12345678901234, 52.0000000001], [13.1, 52.1], [13.0, 52.1], [13.0, 52.0]]] };
+    const created = await api.request('POST', '/api/features', { token: alice, body: aFeature({ geometry: precise, properties: { adresse: 'Hauptstraße 1' } }) });
+    expect(created.status, created.text).toBe(201);
+    const id = created.json.id as string;
+    await db.pool.query(`UPDATE features.features SET status = 'approved' WHERE id = $1`, [id]);
+    const fetched = await api.request('GET', `/api/features/${id}`);
+    expect(fetched.json.properties.status).toBe('approved');
+
+    const put = await api.request('PUT', `/api/features/${id}`, { token: alice, body: fetched.json, headers: { 'if-match': fetched.headers.get('etag')! } });
     expect(put.status).toBe(200);
-    expect(put.headers.get('etag')).toBe('"2"');
-    expect(put.json.properties.version).toBe(2);
-    expect(put.json.properties.adresse).toBe('Hauptstraße 1');
-    expect(put.json.geometry).toEqual(polygon);
+    expect(put.headers.get('etag')).toBe('"1"');
+    expect(put.json).toEqual(fetched.json);
+    const history = await db.pool.query('SELECT count(*)::int AS n FROM history.feature_versions WHERE feature_id = $1', [id]);
+    expect(history.rows[0].n).toBe(1);
+    const transitions = await db.pool.query(`SELECT count(*)::int AS n FROM qc.transitions WHERE feature_id = $1 AND action = 'reopen'`, [id]);
+    expect(transitions.rows[0].n).toBe(0);
+    expect((await api.request('GET', `/api/features/${id}`)).json).toEqual(fetched.json);
+  });
+
+  it('answers a PUT whose data equals the current version with 200 and that version, also without If-Match', async () => {
+    const created = await api.request('POST', '/api/features', { token: alice, body: aFeature({ geometry: polygon, properties: { telefon: '030 1' } }) });
+    const same = aFeature({ geometry: polygon, properties: { telefon: '030 1' } });
+    const put = await api.request('PUT', `/api/features/${created.json.id}`, { token: alice, body: same });
+    expect(put.status).toBe(200);
+    expect(put.json.properties.version).toBe(1);
+    expect(put.json).toEqual(created.json);
+    const changed = await api.request('PUT', `/api/features/${created.json.id}`, { token: alice, body: aFeature({ geometry: polygon, properties: { telefon: '030 2' } }) });
+    expect(changed.json.properties.version).toBe(2);
+  });
+
+  it('stores coordinates at the precision it serves them (9 decimals), so what it answers is what it keeps', async () => {
+    const created = await api.request('POST', '/api/features', { token: alice, body: aFeature({ geometry: { type: 'Point', coordinates: [13.12345678901234, -52.98765432109876] } }) });
+    expect(created.json.geometry.coordinates).toEqual([13.123456789, -52.987654321]);
+    const stored = await db.pool.query('SELECT ST_X(geom) AS x, ST_Y(geom) AS y FROM features.features WHERE id = $1', [created.json.id]);
+    expect([stored.rows[0].x, stored.rows[0].y]).toEqual([13.123456789, -52.987654321]);
+  });
+
+  it('treats a GET body of a feature written outside the API (15 decimals, clockwise ring) sent back as a no-op', async () => {
+    await db.pool.query(`INSERT INTO features.features (id, name, kategorie, geom)
+      VALUES ('wfs-written', 'WFS', 'denkmal', ST_GeomFromText('POLYGON((13.12345678901234 52, 13 52.1, 13.1 52.1, 13.12345678901234 52))', 4326))`);
+    const fetched = await api.request('GET', '/api/features/wfs-written');
+    const put = await api.request('PUT', '/api/features/wfs-written', { token: admin, body: fetched.json });
+    expect(put.status).toBe(200);
+    expect(put.json.properties.version).toBe(1);
   });
 
   it('replaces every editable field (a property left out is removed)', async () => {
@@ -121,6 +158,61 @@ describe('replacing a feature', () => {
     const put = await api.request('PUT', '/api/features/nope', { token: admin, body: aFeature() });
     expect(put.status).toBe(404);
     expect(put.json.code).toBe('FEATURE_NOT_FOUND');
+  });
+});
+
+describe('RFC 7946', () => {
+  /** Twice the signed area of a ring: positive when counter-clockwise. */
+  const signedArea = (ring: number[][]) => ring.slice(1).reduce((sum, [x, y], i) => sum + (ring[i]![0]! * y! - x! * ring[i]![1]!), 0);
+
+  it('serves polygon rings in RFC 7946 winding order: exterior counter-clockwise, holes clockwise', async () => {
+    // Written outside the API the other way round: a clockwise exterior and a counter-clockwise hole.
+    await db.pool.query(`INSERT INTO features.features (id, name, kategorie, geom) VALUES ('clockwise', 'CW', 'friedhof',
+      ST_GeomFromText('POLYGON((0 0, 0 10, 10 10, 10 0, 0 0), (2 2, 4 2, 4 4, 2 4, 2 2))', 4326))`);
+    const fetched = await api.request('GET', '/api/features/clockwise');
+    const [exterior, hole] = fetched.json.geometry.coordinates as number[][][];
+    expect(signedArea(exterior!)).toBeGreaterThan(0);
+    expect(signedArea(hole!)).toBeLessThan(0);
+    const listed = await api.request('GET', '/api/features?bbox=-1,-1,11,11');
+    const inList = listed.json.features.find((f: FeatureJson) => f.id === 'clockwise');
+    expect(signedArea((inList.geometry.coordinates as number[][][])[0]!)).toBeGreaterThan(0);
+    const history = await api.request('GET', '/api/features/clockwise/history');
+    expect(signedArea(history.json.versions[0].feature.geometry.coordinates[0])).toBeGreaterThan(0);
+  });
+
+  it('keeps the direction of a line string (winding applies to polygons only)', async () => {
+    const line = { type: 'LineString', coordinates: [[13.3, 52.25], [13.2, 52.2], [13.1, 52.1]] };
+    const created = await api.request('POST', '/api/features', { token: alice, body: aFeature({ geometry: line }) });
+    expect(created.json.geometry).toEqual(line);
+    expect((await api.request('GET', `/api/features/${created.json.id}`)).json.geometry).toEqual(line);
+  });
+
+  it('accepts a bbox member on a Feature and on its geometry when it encloses the geometry, and does not store it', async () => {
+    const body = { ...aFeature({ geometry: { ...polygon, bbox: [13.0, 52.0, 13.1, 52.1] } }), bbox: [13.0, 52.0, 13.1, 52.1] };
+    const created = await api.request('POST', '/api/features', { token: alice, body });
+    expect(created.status, created.text).toBe(201);
+    expect(created.json).not.toHaveProperty('bbox');
+    expect(created.json.geometry).toEqual(polygon);
+    const acrossAntimeridian = await api.request('POST', '/api/features', {
+      token: alice,
+      body: { ...aFeature({ geometry: { type: 'LineString', coordinates: [[179.5, 0], [-179.5, 1]] } }), bbox: [179, 0, -179, 1] },
+    });
+    expect(acrossAntimeridian.status, acrossAntimeridian.text).toBe(201);
+  });
+
+  it('refuses a bbox member that does not enclose the geometry or is not [west, south, east, north], naming it', async () => {
+    const cases: Array<[unknown, string]> = [
+      [{ ...aFeature({ geometry: polygon }), bbox: [13.0, 52.0, 13.05, 52.1] }, 'bbox'],
+      [aFeature({ geometry: { ...polygon, bbox: [0, 0, 1, 1] } }), 'geometry.bbox'],
+      [{ ...aFeature(), bbox: [13, 52, 14] }, 'bbox'],
+      [{ ...aFeature(), bbox: [13, 53, 14, 52] }, 'bbox'],
+      [{ ...aFeature(), bbox: [13, 52, 0, 14, 53, 0] }, 'bbox'],
+    ];
+    for (const [body, field] of cases) {
+      const response = await api.request('POST', '/api/features', { token: alice, body });
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect(response.json.fields.map((f: { field: string }) => f.field), JSON.stringify(response.json.fields)).toContain(field);
+    }
   });
 });
 

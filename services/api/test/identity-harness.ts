@@ -7,8 +7,9 @@
  * The Kratos double models the public whoami and the admin getIdentity; the admin patchIdentity the API
  * uses for role changes is added here (the contract server checks its JSON Patch body against the spec).
  */
+import { createApiServer } from '../src/http/server.js';
+import { assertDocumented, fetchResponseChecker } from './openapi-responses.js';
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:http';
 import { Configuration as HydraConfiguration, OAuth2Api } from '@ory/hydra-client';
 import { Configuration as KratosConfiguration, FrontendApi, IdentityApi } from '@ory/kratos-client';
 import { pino, type Logger } from 'pino';
@@ -114,7 +115,7 @@ export async function startIdentityApi(
           }),
         });
   const identityAdmin = new IdentityApi(new KratosConfiguration({ basePath: options.kratosAdminUrl ?? kratos.admin.url, baseOptions }));
-  const server = createServer(
+  const server = createApiServer(
     createApp({
       db: options.pool ?? db.pool,
       config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } },
@@ -125,6 +126,8 @@ export async function startIdentityApi(
   );
   const port = await listen(server, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${port}`;
+  // Every response is checked against the OpenAPI document the API serves.
+  const checker = await fetchResponseChecker(url);
 
   return Object.assign(harness, {
     url,
@@ -140,6 +143,7 @@ export async function startIdentityApi(
       if (body !== undefined) h['content-type'] = 'application/json';
       const response = await fetch(`${url}${path}`, { method, headers: h, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
       const text = await response.text();
+      assertDocumented(checker, { method, path, status: response.status, contentType: response.headers.get('content-type'), text });
       let json: unknown;
       try {
         json = JSON.parse(text);

@@ -97,6 +97,51 @@ describe('GET /api/features', () => {
     expect(normal.json.features.map((f: FeatureJson) => f.id)).toEqual(['greenwich00000']);
   });
 
+  it('treats a bbox of zero width or height as the line or point it is, so features crossing it are found', async () => {
+    // Lines and a polygon crossing the meridian -59 between latitudes -56 and -54, one point on it, one beside it.
+    await db.pool.query(`
+      INSERT INTO features.features (id, name, kategorie, geom) VALUES
+        ('across-line', 'L', 'friedhof', ST_GeomFromText('LINESTRING(-60 -55, -58 -55)', 4326)),
+        ('across-polygon', 'P', 'friedhof', ST_GeomFromText('POLYGON((-60 -55.5, -58 -55.5, -58 -54.5, -60 -54.5, -60 -55.5))', 4326)),
+        ('on-point', 'O', 'friedhof', ST_GeomFromText('POINT(-59 -55)', 4326)),
+        ('beside-point', 'B', 'friedhof', ST_GeomFromText('POINT(-58.9 -55)', 4326))`);
+    const vertical = await list('?bbox=-59,-56,-59,-54');
+    expect(vertical.json.features.map((f: FeatureJson) => f.id).sort()).toEqual(['across-line', 'across-polygon', 'on-point']);
+    const horizontal = await list('?bbox=-60,-55,-58,-55');
+    expect(horizontal.json.features.map((f: FeatureJson) => f.id).sort()).toEqual(['across-line', 'across-polygon', 'beside-point', 'on-point']);
+    const point = await list('?bbox=-59,-55,-59,-55');
+    expect(point.json.features.map((f: FeatureJson) => f.id).sort()).toEqual(['across-line', 'across-polygon', 'on-point']);
+  });
+
+  it('returns the same features for a degenerate bbox whatever the page size', async () => {
+    // Many lines and polygons crossing, touching or missing the meridian -174: enough rows that PostGIS
+    // caches a prepared form of the query box, which is where a degenerate envelope used to misbehave.
+    await db.pool.query(`
+      INSERT INTO features.features (id, name, kategorie, geom)
+      SELECT 'g' || lpad(i::text, 4, '0'), 'G' || i, 'friedhof',
+             CASE i % 4
+               WHEN 0 THEN ST_SetSRID(ST_MakeLine(ST_MakePoint(-175 + (i % 7) * 0.1, -89 + i * 0.05), ST_MakePoint(-173, -89 + i * 0.05)), 4326)
+               WHEN 1 THEN ST_SetSRID(ST_MakeEnvelope(-174.5 + (i % 9) * 0.1, -80 + i * 0.04, -173.5 + (i % 5) * 0.1, -79.9 + i * 0.04), 4326)
+               WHEN 2 THEN ST_SetSRID(ST_MakePoint(-174 + (i % 3 - 1) * 0.001, i * 0.02), 4326)
+               ELSE ST_SetSRID(ST_MakeLine(ST_MakePoint(-174, -60 + i * 0.01), ST_MakePoint(-174 + (i % 2) * 0.5, -59 + i * 0.01)), 4326)
+             END
+      FROM generate_series(0, 1199) AS i`);
+    const expected = await db.pool.query<{ id: string }>(`
+      SELECT id FROM features.features
+      WHERE ST_Intersects(geom, ST_GeomFromText('LINESTRING(-174 -90, -174 90)', 4326)) ORDER BY id`);
+    const whole = await list('?bbox=-174,-90,-174,90&limit=10000');
+    const paged: string[] = [];
+    let href: string | undefined = '/api/features?bbox=-174,-90,-174,90&limit=137';
+    while (href) {
+      const page = await api.request('GET', href);
+      paged.push(...page.json.features.map((f: FeatureJson) => f.id));
+      href = page.json.links.find((l: { rel: string }) => l.rel === 'next')?.href;
+    }
+    expect(expected.rows.length).toBeGreaterThan(300);
+    expect(whole.json.features.map((f: FeatureJson) => f.id)).toEqual(expected.rows.map((r) => r.id));
+    expect(paged).toEqual(expected.rows.map((r) => r.id));
+  });
+
   it('follows next links with no duplicates and no gaps while features are being added', async () => {
     const original = await seedPoints(300);
     const seen: string[] = [];

@@ -131,6 +131,30 @@ describe('tokens', () => {
     }
   });
 
+  it('a validly signed token whose claims the database cannot hold (NUL, lone surrogate, overlong) gets 401 INVALID_TOKEN at authentication', async () => {
+    const unusable: Array<Record<string, unknown> & { sub: string }> = [
+      { sub: 'ad\u0000am', role: 'admin' },
+      { sub: 'ad\ud800am', role: 'admin' },
+      { sub: 'a'.repeat(256), role: 'admin' },
+      { sub: 'adam', role: 'admin', name: 'Adam\u0000' },
+      { sub: 'adam', role: 'admin', email: `${'a'.repeat(320)}@example.org` },
+    ];
+    for (const claims of unusable) {
+      const token = await api.issuer.sign(claims);
+      for (const [method, path] of endpoints) {
+        const response = await api.request(method, path, { token, ...(method === 'POST' ? { body: aFeature() } : {}) });
+        expect(response.status, `${method} ${path} with ${JSON.stringify(claims).slice(0, 60)}`).toBe(401);
+        expect(response.json.code).toBe('INVALID_TOKEN');
+        expect(response.headers.get('www-authenticate')).toMatch(/^Bearer .*error="invalid_token"/);
+      }
+    }
+    const recorded = await db.pool.query(`SELECT count(*)::int AS n FROM users.users WHERE (id LIKE 'ad%am' AND id <> 'adam') OR char_length(id) > 255`);
+    expect(recorded.rows[0].n).toBe(0);
+    // The limits themselves are fine: 255 characters of subject (emoji count as one each).
+    const longest = await api.issuer.sign({ sub: '🌹'.repeat(255), role: 'contributor' });
+    expect((await api.request('POST', '/api/features', { token: longest, body: aFeature() })).status).toBe(201);
+  });
+
   it('takes the role from ext.role (where Hydra puts session claims)', async () => {
     const token = await api.issuer.sign({ sub: 'hydra-user', ext: { role: 'contributor' } });
     const response = await api.request('POST', '/api/features', { token, body: aFeature() });

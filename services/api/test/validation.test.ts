@@ -95,9 +95,8 @@ describe('properties.telefon', () => {
     ['leading +', '+49301234567'],
     ['spaces', '+49 30 123 45'],
     ['hyphens', '030-123-45'],
-    ['tab and newline are whitespace', '030\t123\n45'],
     ['a single digit', '1'],
-    ['only hyphens and spaces after +', '+- -'],
+    ['hyphens next to spaces', '030 - 123'],
   ])('accepts %s', async (_shape, telefon) => {
     const response = await expectAccepted(aFeature({ properties: { telefon } }));
     expect(response.json.properties.telefon).toBe(telefon);
@@ -114,13 +113,69 @@ describe('properties.telefon', () => {
     ['a dot', '030.123'],
     ['an extension marker', '030 123 x5'],
     ['non-ASCII digits', '٠٣٠'],
+    ['a space only', ' '],
+    ['a hyphen only', '-'],
+    ['+ and a hyphen', '+-'],
+    ['only hyphens and spaces after +', '+- -'],
+    ['a tab', '030\t123'],
+    ['a line break', '030\n123'],
+    ['a no-break space', '030\u00a0123'],
+    ['two spaces in a row', '030  123'],
+    ['a leading space', ' 030'],
+    ['a trailing space', '030 '],
   ])('rejects %s', async (_shape, telefon) => {
     await expectRejected(aFeature({ properties: { telefon } }), 'properties.telefon', /digits/);
+  });
+
+  it('states the rule in the OpenAPI document, as the pattern the API applies', async () => {
+    const document = (await api.request('GET', '/api/openapi.json')).json;
+    const telefon = document.components.schemas.FeatureProperties.properties.telefon;
+    const schema = (telefon.anyOf ?? [telefon]).find((s: { type?: string }) => s.type === 'string');
+    expect(schema.pattern).toBe('^\\+?[0-9-]*[0-9][0-9-]*( [0-9-]+)*$');
+    expect(schema.description).toMatch(/at least one digit/);
+    expect(schema.description).toMatch(/single spaces/);
   });
 
   it('accepts null (no number) and rejects a number type', async () => {
     await expectAccepted(aFeature({ properties: { telefon: null } }));
     await expectRejected(aFeature({ properties: { telefon: 301234 } }), 'properties.telefon');
+  });
+});
+
+describe('lone surrogates', () => {
+  /** JSON text with a \ud800 escape: JSON.stringify would escape it, so the test writes the escape itself. */
+  const withEscape = (body: unknown, marker: string) => JSON.stringify(body).replace(marker, '\\ud800');
+
+  it.each([
+    ['properties.name', aFeature({ properties: { name: 'Friedhof MARK' } })],
+    ['properties.adresse', aFeature({ properties: { adresse: 'Weg MARK' } })],
+    ['properties.telefon', aFeature({ properties: { telefon: 'MARK' } })],
+    ['id', aFeature({ id: 'MARK' })],
+    ['properties.createdBy', aFeature({ properties: { createdBy: 'MARK' } })],
+  ])('refuses one in %s with 400 naming the field, and stores nothing', async (field, body) => {
+    const before = await db.pool.query('SELECT count(*)::int AS n FROM features.features');
+    const response = await api.request('POST', '/api/features', { token, rawBody: withEscape(body, 'MARK'), headers: { 'content-type': 'application/json' } });
+    expect(response.status).toBe(400);
+    expect(response.json.code).toBe('VALIDATION_FAILED');
+    expect(response.json.fields).toEqual([{ field, message: expect.stringMatching(/lone surrogate/) }]);
+    expect(response.json.detail).toContain(field);
+    const after = await db.pool.query('SELECT count(*)::int AS n FROM features.features');
+    expect(after.rows[0].n).toBe(before.rows[0].n);
+  });
+
+  it('refuses one in a member name, and in the bodies of other routes', async () => {
+    const key = await api.request('POST', '/api/features', { token, rawBody: '{"type":"Feature","\\udc00":1}', headers: { 'content-type': 'application/json' } });
+    expect(key.status).toBe(400);
+    expect(key.json.fields[0].field).toBe('\udc00');
+    const submit = await api.request('POST', '/api/qc/submit', { token, rawBody: '{"featureId":"x","comment":"a\\ud800"}', headers: { 'content-type': 'application/json' } });
+    expect(submit.status).toBe(400);
+    expect(submit.json.fields).toEqual([{ field: 'comment', message: expect.stringMatching(/lone surrogate/) }]);
+  });
+
+  it('accepts a proper surrogate pair (an emoji written as an escape)', async () => {
+    const response = await api.request('POST', '/api/features', { token, rawBody: withEscape(aFeature({ properties: { name: 'Rose MARK' } }), 'MARK').replace('\\ud800', '\\ud83c\\udf39'), headers: { 'content-type': 'application/json' } });
+    expect(response.status, response.text).toBe(201);
+    expect(response.json.properties.name).toBe('Rose 🌹');
   });
 });
 

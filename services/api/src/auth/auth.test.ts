@@ -122,6 +122,48 @@ describe('JWT authentication against a JWKS', () => {
     expect((await rejection(afterRetire.authenticate(bearer(old)))).statusCode).toBe(401);
   });
 
+  it('does not answer a remembered token from memory past its exp', async () => {
+    const strict = createJwtAuthenticator({ jwksUrl: issuer.jwksUrl, issuer: issuer.issuer, clockToleranceSeconds: 0 });
+    const shortLived = await issuer.sign({ sub: 'alice', role: 'contributor' }, { expiresIn: Math.floor(Date.now() / 1000) + 2 });
+    expect((await strict.authenticate(bearer(shortLived))).id).toBe('alice');
+    expect((await strict.authenticate(bearer(shortLived))).id).toBe('alice');
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    expect((await rejection(strict.authenticate(bearer(shortLived)))).statusCode).toBe(401);
+  });
+
+  it('forgets remembered tokens when the key set is fetched again, so a withdrawn key stops working then', async () => {
+    const rotating = await startTestIssuer();
+    try {
+      const auth2 = createJwtAuthenticator({ jwksUrl: rotating.jwksUrl, issuer: rotating.issuer, keyRefetchCooldownMs: 0 });
+      const old = await rotating.sign({ sub: 'alice', role: 'contributor' });
+      expect((await auth2.authenticate(bearer(old))).id).toBe('alice');
+      expect((await auth2.authenticate(bearer(old))).id).toBe('alice'); // from memory
+      await rotating.rotate();
+      rotating.retireOldKeys();
+      // A token with the new kid makes jose fetch the key set again: the old key is gone from it.
+      const fresh = await rotating.sign({ sub: 'bob', role: 'contributor' });
+      expect((await auth2.authenticate(bearer(fresh))).id).toBe('bob');
+      expect((await rejection(auth2.authenticate(bearer(old)))).statusCode).toBe(401);
+    } finally {
+      await rotating.close();
+    }
+  });
+
+  it('verifies a remembered token again once its key set is older than the key cache age', async () => {
+    const rotating = await startTestIssuer();
+    try {
+      const auth2 = createJwtAuthenticator({ jwksUrl: rotating.jwksUrl, issuer: rotating.issuer, keyCacheMaxAgeMs: 300, keyRefetchCooldownMs: 0 });
+      const old = await rotating.sign({ sub: 'alice', role: 'contributor' });
+      expect((await auth2.authenticate(bearer(old))).id).toBe('alice');
+      await rotating.rotate();
+      rotating.retireOldKeys();
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect((await rejection(auth2.authenticate(bearer(old)))).statusCode).toBe(401);
+    } finally {
+      await rotating.close();
+    }
+  });
+
   it('answers 503, not 401, when the issuer cannot be reached', async () => {
     const unreachable = createJwtAuthenticator({ jwksUrl: 'http://127.0.0.1:9/jwks.json', issuer: issuer.issuer });
     const token = await issuer.sign({ sub: 'alice', role: 'admin' });

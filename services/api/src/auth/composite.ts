@@ -1,7 +1,7 @@
 import type { SessionResolver } from '../../../shared/ory/session-resolver.js';
 import type { TokenIntrospector } from '../../../shared/ory/introspection.js';
 import { AppError } from '../../../shared/errors.js';
-import { bearerTokenOf, invalidToken } from './jwt.js';
+import { assertStorable, bearerTokenOf, invalidToken } from './jwt.js';
 import { oryFailure } from './upstream.js';
 import { ANONYMOUS, type Authenticator, type Principal } from '../../../shared/principal.js';
 
@@ -48,7 +48,7 @@ export function createCompositeAuthenticator(options: CompositeAuthenticatorOpti
       throw oryFailure('SERVICE_UNAVAILABLE', 'the token issuer (Hydra) cannot be reached to check the access token', error);
     }
     if (!result.active) throw invalidToken('the token is not active (unknown, expired or revoked)');
-    return result.principal;
+    return assertStorable(result.principal);
   }
 
   async function bySession(cookie: string): Promise<Principal> {

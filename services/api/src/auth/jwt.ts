@@ -13,6 +13,22 @@ export interface JwtAuthenticatorOptions {
   localJwks?: JSONWebKeySet;
   /** Clock tolerance for exp/nbf, in seconds. */
   clockToleranceSeconds?: number;
+  /** How long fetched keys are trusted before a verification fetches them again (default 10 min). */
+  keyCacheMaxAgeMs?: number;
+  /** Earliest refetch after the previous one, for unknown kids (default 30 s). */
+  keyRefetchCooldownMs?: number;
+  /** Verified tokens remembered at most (default 10 000); 0 turns the cache off. */
+  verifiedCacheSize?: number;
+  /** The clock, for tests of expiry. */
+  now?: () => number;
+}
+
+interface VerifiedToken {
+  principal: Principal;
+  /** exp (plus the clock tolerance jose also grants), in ms: never reused past it. */
+  validUntilMs: number;
+  /** When it was verified: reused only while the key set it was verified with is still trusted. */
+  verifiedAtMs: number;
 }
 
 /** Algorithms the API accepts: asymmetric only, so a leaked JWKS can never be used to sign. */
@@ -57,6 +73,30 @@ export function principalOfClaims(payload: JWTPayload, via: Principal['via']): P
   return principal;
 }
 
+/** What users.users (migration 002) holds, in characters (code points) as char_length counts them. */
+const CLAIM_LIMITS = { id: 255, email: 320, name: 255 } as const;
+
+/**
+ * A caller whose identity the database cannot hold is not authenticated: a subject, e-mail or name
+ * with NUL (PostgreSQL text cannot store it), a lone surrogate (it would be stored as U+FFFD, another
+ * identity) or over the column's length. Refused here with 401, as a signed but unusable token,
+ * instead of reaching the database as a 400 or 500 later.
+ */
+export function assertStorable(principal: Principal): Principal {
+  const claims: Array<[keyof typeof CLAIM_LIMITS, string, string | null | undefined]> = [
+    ['id', 'sub', principal.id],
+    ['email', 'email', principal.email],
+    ['name', 'name', principal.name],
+  ];
+  for (const [column, claim, value] of claims) {
+    if (value === undefined || value === null) continue;
+    if (value.includes('\u0000')) throw invalidToken(`claim ${claim} contains a NUL character`);
+    if (/\p{Surrogate}/u.test(value)) throw invalidToken(`claim ${claim} contains a lone surrogate`);
+    if ([...value].length > CLAIM_LIMITS[column]) throw invalidToken(`claim ${claim} is longer than ${CLAIM_LIMITS[column]} characters`);
+  }
+  return principal;
+}
+
 function describeJoseError(error: unknown): string {
   if (error instanceof joseErrors.JWTExpired) return 'the token has expired';
   if (error instanceof joseErrors.JWTClaimValidationFailed) return `claim ${error.claim} is not accepted`;
@@ -67,21 +107,77 @@ function describeJoseError(error: unknown): string {
   return 'the token cannot be verified';
 }
 
+/**
+ * JWTs verified against a key set (ES256/RS256 … from the issuer's JWKS, or the development key).
+ *
+ * Verified tokens are remembered (signature checks cost more than the rest of a read): a token seen
+ * again is answered from memory while all of these hold, otherwise it is verified again:
+ * - its exp (with the same clock tolerance as the verification) has not passed;
+ * - the key set it was verified with is still the current one: when jose fetches a changed JWKS
+ *   (on an unknown kid, or keys older than keyCacheMaxAgeMs), every remembered token is forgotten, so
+ *   a key the issuer withdrew stops working exactly when it would without the cache;
+ * - it was verified less than keyCacheMaxAgeMs ago, so a remembered token cannot outlive the key
+ *   set's own freshness (the re-verification is what makes jose look at the JWKS again).
+ * Only successes are remembered; a token is a bearer secret either way and stays in memory only.
+ */
 export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authenticator {
+  const keyCacheMaxAgeMs = options.keyCacheMaxAgeMs ?? 600_000;
   let keySet: ReturnType<typeof createLocalJWKSet> | ReturnType<typeof createRemoteJWKSet>;
+  let currentKeys: () => unknown;
   if (options.jwksUrl) {
     // Refetch at most every 30 s on an unknown kid (rotation) and keep keys for 10 minutes.
-    keySet = createRemoteJWKSet(new URL(options.jwksUrl), { cooldownDuration: 30_000, cacheMaxAge: 600_000, timeoutDuration: 5_000 });
+    const remote = createRemoteJWKSet(new URL(options.jwksUrl), {
+      cooldownDuration: options.keyRefetchCooldownMs ?? 30_000,
+      cacheMaxAge: keyCacheMaxAgeMs,
+      timeoutDuration: 5_000,
+    });
+    keySet = remote;
+    currentKeys = () => JSON.stringify(remote.jwks() ?? null);
   } else if (options.localJwks) {
     keySet = createLocalJWKSet(options.localJwks);
+    currentKeys = () => 'fixed';
   } else {
     throw new Error('a JWT authenticator needs jwksUrl or localJwks');
   }
+  const now = options.now ?? Date.now;
+  const toleranceMs = (options.clockToleranceSeconds ?? 5) * 1000;
+  const maxEntries = options.verifiedCacheSize ?? 10_000;
+  const verified = new Map<string, VerifiedToken>();
+  // jose fetches the key set again only inside a verification, so comparing it after each one
+  // (success or failure) sees every refetch; answers from memory cannot miss one.
+  let keysOfCache = currentKeys();
+  const noticeRefetch = (): void => {
+    const keys = currentKeys();
+    if (keys === keysOfCache) return;
+    // The key set changed (rotation, withdrawal): nothing verified before counts any more.
+    verified.clear();
+    keysOfCache = keys;
+  };
+
+  const remembered = (token: string): Principal | undefined => {
+    const entry = verified.get(token);
+    if (!entry) return undefined;
+    const at = now();
+    if (at >= entry.validUntilMs || at - entry.verifiedAtMs >= keyCacheMaxAgeMs) {
+      verified.delete(token);
+      return undefined;
+    }
+    return { ...entry.principal };
+  };
+
+  const remember = (token: string, principal: Principal, exp: number): void => {
+    if (maxEntries <= 0) return;
+    // Oldest first out (Map keeps insertion order): a flood of distinct tokens cannot grow memory.
+    if (verified.size >= maxEntries) verified.delete(verified.keys().next().value!);
+    verified.set(token, { principal: { ...principal }, validUntilMs: exp * 1000 + toleranceMs, verifiedAtMs: now() });
+  };
 
   return {
     async authenticate(request) {
       const token = bearerTokenOf(request.headers);
       if (token === undefined) return ANONYMOUS;
+      const known = remembered(token);
+      if (known) return known;
       let payload: JWTPayload;
       try {
         ({ payload } = await jwtVerify(token, keySet, {
@@ -92,6 +188,7 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
           ...(options.audience ? { audience: options.audience } : {}),
         }));
       } catch (error) {
+        noticeRefetch();
         if (error instanceof joseErrors.JWKSTimeout || (error instanceof TypeError && !(error instanceof joseErrors.JOSEError))) {
           // The key server is unreachable: the caller did nothing wrong, and we cannot tell.
           throw new AppError('SERVICE_UNAVAILABLE', 'the token issuer cannot be reached', { cause: error });
@@ -99,7 +196,10 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
         throw invalidToken(describeJoseError(error), error);
       }
       if (typeof payload.sub !== 'string' || payload.sub.length === 0) throw invalidToken('the token has no subject');
-      return principalOfClaims(payload, 'jwt');
+      noticeRefetch();
+      const principal = assertStorable(principalOfClaims(payload, 'jwt'));
+      remember(token, principal, payload.exp!);
+      return principal;
     },
   };
 }

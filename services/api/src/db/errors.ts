@@ -7,6 +7,8 @@ import { AppError } from '../../../shared/errors.js';
 export function fromDatabaseError(error: unknown): AppError | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') return undefined;
+  // Raised by features.api_insert (migration 007) with PostGIS's ST_IsValidReason as the message.
+  if (code === INVALID_GEOMETRY_SQLSTATE) return invalidGeometry(String((error as { message?: unknown }).message ?? 'invalid geometry'), error);
   if (code === '23505') return new AppError('CONFLICT', 'a feature with this id already exists', { cause: error });
   if (code === '23514' || code === '23502') return new AppError('VALIDATION_FAILED', 'the feature violates a data rule of the database', { cause: error });
   // Class 22: data exceptions (invalid text, out-of-range numbers, unparsable GeoJSON) — bad input.
@@ -20,6 +22,16 @@ export function fromDatabaseError(error: unknown): AppError | undefined {
     return new AppError('SERVICE_UNAVAILABLE', 'the database is not reachable', { cause: error, headers: { 'Retry-After': '5' } });
   }
   return undefined;
+}
+
+export const INVALID_GEOMETRY_SQLSTATE = 'GF001';
+
+/** A geometry PostGIS finds invalid (self-intersection, degenerate ring): 400 naming the geometry with the reason. */
+export function invalidGeometry(reason: string, cause?: unknown): AppError {
+  return new AppError('VALIDATION_FAILED', `invalid feature: geometry: ${reason}`, {
+    fields: [{ field: 'geometry', message: `is not valid: ${reason}` }],
+    ...(cause === undefined ? {} : { cause }),
+  });
 }
 
 function isGeometryError(error: unknown): boolean {

@@ -51,12 +51,14 @@ const BOOTSTRAP = `
   )`;
 
 /** Apply every pending migration; returns the names applied by this call. */
-export async function migrate(pool: pg.Pool, options: { dir?: string; logger?: Logger } = {}): Promise<string[]> {
+export async function migrate(pool: pg.Pool, options: { dir?: string; logger?: Logger; signal?: AbortSignal } = {}): Promise<string[]> {
   const migrations = readMigrations(options.dir);
   const applied: string[] = [];
   const client = await pool.connect();
   try {
     for (const migration of migrations) {
+      // A stop requested meanwhile ends the run between files, each of which is all or nothing.
+      if (options.signal?.aborted) break;
       await client.query('BEGIN');
       try {
         await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [MIGRATION_LOCK_KEY]);

@@ -10,15 +10,12 @@ export interface Query {
   values: unknown[];
 }
 
-/** One row of features.features (alias f) as a GeoJSON Feature; empty optional properties are omitted. */
-export const FEATURE_JSON = `json_build_object(
-    'type', 'Feature',
-    'id', f.id,
-    'geometry', ST_AsGeoJSON(f.geom)::json,
-    'properties', json_strip_nulls(json_build_object(
-      'name', f.name, 'kategorie', f.kategorie, 'adresse', f.adresse, 'telefon', f.telefon,
-      'status', f.status, 'version', f.version,
-      'createdBy', f.created_by, 'createdAt', f.created_at, 'updatedBy', f.updated_by, 'updatedAt', f.updated_at)))`;
+/**
+ * One row of features.features (alias f) as a GeoJSON Feature (json). Each row keeps this text ready
+ * in f.geojson (migration 006: written by a trigger on every insert and update, for every writer), so
+ * the API's own reads use the column; this expression builds the same text on the fly.
+ */
+export const FEATURE_JSON = `features.as_geojson(f)::json`;
 
 export interface ListFilter {
   bbox?: Bbox;
@@ -49,9 +46,13 @@ export function listConditions(filter: Omit<ListFilter, 'limit'>, values: unknow
     return `$${values.length}::${cast}`;
   };
   if (filter.bbox) {
+    // ST_Envelope of the diagonal is the box as a polygon, or the line or point it degenerates to when
+    // it has zero width or height. ST_MakeEnvelope would build a zero-area polygon instead, which
+    // misses what crosses it and answers differently once PostGIS prepares it (so results depended
+    // on the page size).
     const boxes = envelopesOf(filter.bbox).map(
       ([a, b, c, d]) =>
-        `ST_Intersects(f.geom, ST_MakeEnvelope(${param(a, 'float8')}, ${param(b, 'float8')}, ${param(c, 'float8')}, ${param(d, 'float8')}, 4326))`,
+        `ST_Intersects(f.geom, ST_SetSRID(ST_Envelope(ST_MakeLine(ST_MakePoint(${param(a, 'float8')}, ${param(b, 'float8')}), ST_MakePoint(${param(c, 'float8')}, ${param(d, 'float8')}))), 4326))`,
     );
     conditions.push(boxes.length === 1 ? boxes[0]! : `(${boxes.join(' OR ')})`);
   }
@@ -71,15 +72,16 @@ export function listFeatures(filter: ListFilter): Query {
   values.push(filter.limit);
   const limit = `$${values.length}::int`;
   // One pass over at most limit + 1 rows: the extra row only tells whether another page follows.
+  // The features are stored text (f.geojson), so building the page is concatenation only.
   return {
     text: `
       SELECT
         count(*) > ${limit} AS "hasMore",
         max(f.id) FILTER (WHERE f.n <= ${limit}) AS "lastId",
         (count(*) FILTER (WHERE f.n <= ${limit}))::int AS "count",
-        coalesce(json_agg(${FEATURE_JSON} ORDER BY f.id) FILTER (WHERE f.n <= ${limit}), '[]'::json)::text AS "featuresJson"
+        '[' || coalesce(string_agg(f.geojson, ',' ORDER BY f.id) FILTER (WHERE f.n <= ${limit}), '') || ']' AS "featuresJson"
       FROM (
-        SELECT f.*, row_number() OVER (ORDER BY f.id) AS n
+        SELECT f.id, f.geojson, row_number() OVER (ORDER BY f.id) AS n
         FROM features.features f
         ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
         ORDER BY f.id
@@ -91,16 +93,32 @@ export function listFeatures(filter: ListFilter): Query {
 
 export function getFeature(id: string): Query {
   return {
-    text: `SELECT f.version, ${FEATURE_JSON}::text AS "featureJson" FROM features.features f WHERE f.id = $1::text`,
+    text: `SELECT f.version, f.geojson AS "featureJson" FROM features.features f WHERE f.id = $1::text`,
     values: [id],
   };
 }
 
-/** Lock the row for a change in the current transaction; its owner and version decide whether the change may happen. */
-export function lockFeature(id: string): Query {
+/**
+ * Lock the row for a change in the current transaction; its owner and version decide whether the
+ * change may happen. Given the replacement's values, it also tells whether they equal the stored data
+ * as the API serves it (same properties, same geometry as GeoJSON text), so a PUT of a fetched feature
+ * changes nothing; then featureJson is the current feature.
+ */
+export function lockFeature(id: string, replacement?: FeatureValues): Query {
+  if (!replacement) {
+    return {
+      text: `SELECT f.version, f.created_by AS "createdBy", f.status FROM features.features f WHERE f.id = $1::text FOR UPDATE`,
+      values: [id],
+    };
+  }
   return {
-    text: `SELECT f.version, f.created_by AS "createdBy", f.status FROM features.features f WHERE f.id = $1::text FOR UPDATE`,
-    values: [id],
+    text: `
+      SELECT f.version, f.created_by AS "createdBy", f.status, f.geojson AS "featureJson",
+             (f.name = $2::text AND f.kategorie = $3::text AND f.adresse IS NOT DISTINCT FROM $4::text
+              AND f.telefon IS NOT DISTINCT FROM $5::text
+              AND features.geometry_geojson(f.geom) = features.geometry_geojson(ST_SetSRID(ST_GeomFromGeoJSON($6::text), 4326))) AS unchanged
+      FROM features.features f WHERE f.id = $1::text FOR UPDATE`,
+    values: [id, replacement.name, replacement.kategorie, replacement.adresse, replacement.telefon, replacement.geometryJson],
   };
 }
 
@@ -120,14 +138,15 @@ export interface FeatureValues {
   geometryJson: string;
 }
 
+/**
+ * One statement (features.api_insert, migration 007): the actor setting, the topology check and the
+ * insert run in the statement's own transaction, one round trip. An invalid geometry raises GF001.
+ */
 export function insertFeature(id: string | undefined, v: FeatureValues, createdBy: string | null): Query {
   return {
-    text: `
-      INSERT INTO features.features AS f (id, name, kategorie, adresse, telefon, geom, created_by)
-      VALUES (coalesce($1::text, gen_random_uuid()::text), $2::text, $3::text, $4::text, $5::text,
-              ST_SetSRID(ST_GeomFromGeoJSON($6::text), 4326), $7::text)
-      RETURNING f.id, f.version, ${FEATURE_JSON}::text AS "featureJson"`,
-    values: [id ?? null, v.name, v.kategorie, v.adresse, v.telefon, v.geometryJson, createdBy],
+    text: `SELECT new_id AS id, new_version AS version, new_geojson AS "featureJson"
+           FROM features.api_insert($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text)`,
+    values: [createdBy, id ?? null, v.name, v.kategorie, v.adresse, v.telefon, v.geometryJson],
   };
 }
 
@@ -137,9 +156,9 @@ export function replaceFeature(id: string, v: FeatureValues): Query {
     text: `
       UPDATE features.features AS f
       SET name = $2::text, kategorie = $3::text, adresse = $4::text, telefon = $5::text,
-          geom = ST_SetSRID(ST_GeomFromGeoJSON($6::text), 4326)
+          geom = features.rfc7946_winding(ST_SetSRID(ST_GeomFromGeoJSON($6::text), 4326))
       WHERE f.id = $1::text
-      RETURNING f.version, ${FEATURE_JSON}::text AS "featureJson"`,
+      RETURNING f.version, f.geojson AS "featureJson"`,
     values: [id, v.name, v.kategorie, v.adresse, v.telefon, v.geometryJson],
   };
 }
@@ -163,7 +182,7 @@ export function featureHistory(id: string): Query {
           'feature', json_build_object(
             'type', 'Feature',
             'id', h.snapshot->>'id',
-            'geometry', h.snapshot->'geometry',
+            'geometry', features.geometry_geojson(ST_GeomFromGeoJSON(h.snapshot->>'geometry'))::json,
             'properties', jsonb_strip_nulls(jsonb_build_object(
               'name', h.snapshot->'name', 'kategorie', h.snapshot->'kategorie',
               'adresse', h.snapshot->'adresse', 'telefon', h.snapshot->'telefon',

@@ -1,6 +1,6 @@
 import { assertMayUpdate } from '../auth/permissions.js';
 import type { Principal } from '../../../shared/principal.js';
-import { fromDatabaseError } from '../db/errors.js';
+import { fromDatabaseError, invalidGeometry } from '../db/errors.js';
 import { withTransaction, type Db, type DbClient, type Queryable } from '../db/pool.js';
 import { AppError } from '../../../shared/errors.js';
 import * as sql from './queries.js';
@@ -49,27 +49,34 @@ export function createFeatureService(db: Db) {
     },
 
     async create(principal: Principal, input: FeatureInput): Promise<FeatureDocument & { id: string }> {
-      return transaction(db, principal, async (client) => {
-        await assertValidGeometry(client, input);
-        const { rows } = await run(client, sql.insertFeature(input.id, valuesOf(input), principal.id));
-        const row = rows[0] as { id: string; version: number; featureJson: string };
-        return { id: row.id, version: row.version, json: row.featureJson };
-      });
+      // One statement, so one implicit transaction: the actor, the topology check and the insert.
+      const { rows } = await run(db, sql.insertFeature(input.id, valuesOf(input), principal.id));
+      const row = rows[0] as { id: string; version: number; featureJson: string };
+      return { id: row.id, version: row.version, json: row.featureJson };
     },
 
+    /**
+     * Replace the editable data. Data equal to the current version as served (a fetched feature sent
+     * back) changes nothing: no new version, no history row, the QC status kept; the answer is the
+     * current feature.
+     */
     async replace(principal: Principal, id: string, input: FeatureInput, expected: ExpectedVersion): Promise<FeatureDocument> {
       if (input.id !== undefined && input.id !== id) {
         throw new AppError('VALIDATION_FAILED', `invalid feature: id: must equal the id in the URL (${id})`, {
           fields: [{ field: 'id', message: `must equal the id in the URL (${id})` }],
         });
       }
+      const values = valuesOf(input);
       return transaction(db, principal, async (client) => {
-        const current = await lockOrThrow(client, id);
+        const { rows: locked } = await run(client, sql.lockFeature(id, values));
+        const current = locked[0] as { version: number; createdBy: string | null; status: string; featureJson: string; unchanged: boolean } | undefined;
+        if (!current) throw notFound(id);
         assertMayUpdate(principal, current.createdBy);
         assertPrecondition(expected, current.version);
         assertNotInQc(current.status);
-        await assertValidGeometry(client, input);
-        const { rows } = await run(client, sql.replaceFeature(id, valuesOf(input)));
+        if (current.unchanged) return { version: current.version, json: current.featureJson };
+        await assertValidGeometry(client, values.geometryJson);
+        const { rows } = await run(client, sql.replaceFeature(id, values));
         const row = rows[0] as { version: number; featureJson: string };
         return { version: row.version, json: row.featureJson };
       });
@@ -102,14 +109,29 @@ function notFound(id: string): AppError {
   return new AppError('FEATURE_NOT_FOUND', `no feature with id ${id}`);
 }
 
+/** Decimal places coordinates are stored and served with (1e-9 degrees is about 0.1 mm). */
+export const COORDINATE_DECIMALS = 9;
+
 function valuesOf(input: FeatureInput): sql.FeatureValues {
   return {
     name: input.properties.name,
     kategorie: input.properties.kategorie,
     adresse: input.properties.adresse ?? null,
     telefon: input.properties.telefon ?? null,
-    geometryJson: JSON.stringify(input.geometry),
+    geometryJson: JSON.stringify({ type: input.geometry.type, coordinates: roundCoordinates(input.geometry.coordinates) }),
   };
+}
+
+/**
+ * Coordinates as stored: rounded to COORDINATE_DECIMALS, the precision they are served with, so a
+ * fetched feature sent back is the same feature. toFixed rounds the decimal correctly and Number
+ * reads back the double nearest to it, which PostGIS prints as that same decimal. The bbox member is
+ * left out (checked by the schema, not stored).
+ */
+export function roundCoordinates<T>(coordinates: T): T {
+  if (typeof coordinates === 'number') return (Number(coordinates.toFixed(COORDINATE_DECIMALS)) + 0) as T; // + 0: no -0
+  if (Array.isArray(coordinates)) return coordinates.map(roundCoordinates) as T;
+  return coordinates;
 }
 
 async function run(db: Queryable, query: sql.Query) {
@@ -147,14 +169,10 @@ function assertPrecondition(expected: ExpectedVersion, current: number): void {
   });
 }
 
-async function assertValidGeometry(client: DbClient, input: FeatureInput): Promise<void> {
-  const { rows } = await run(client, sql.checkGeometry(JSON.stringify(input.geometry)));
+async function assertValidGeometry(client: DbClient, geometryJson: string): Promise<void> {
+  const { rows } = await run(client, sql.checkGeometry(geometryJson));
   const row = rows[0] as { valid: boolean; reason: string };
-  if (!row.valid) {
-    throw new AppError('VALIDATION_FAILED', `invalid feature: geometry: ${row.reason}`, {
-      fields: [{ field: 'geometry', message: `is not valid: ${row.reason}` }],
-    });
-  }
+  if (!row.valid) throw invalidGeometry(row.reason);
 }
 
 /** Strong entity tag of a feature version. */

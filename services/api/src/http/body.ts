@@ -1,5 +1,7 @@
 import express, { type RequestHandler } from 'express';
 import { AppError } from '../../../shared/errors.js';
+import { LONE_SURROGATE } from '../../../shared/features/schema.js';
+import { fieldName } from './validate.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 export const JSON_MEDIA_TYPES = ['application/json', 'application/geo+json'];
@@ -19,7 +21,38 @@ export function jsonBody(): RequestHandler[] {
       }),
     );
   };
-  return [requireJson, express.json({ limit: BODY_LIMIT_BYTES, type: JSON_MEDIA_TYPES, strict: true })];
+  const refuseLoneSurrogates: RequestHandler = (req, _res, next) => {
+    const path = loneSurrogatePath(req.body, []);
+    if (path === undefined) return next();
+    const field = fieldName(path) || '(body)';
+    const message = 'contains a lone surrogate (\\ud800-\\udfff without its pair), which is not valid Unicode';
+    next(new AppError('VALIDATION_FAILED', `invalid request body: ${field}: ${message}`, { fields: [{ field, message }] }));
+  };
+  return [requireJson, express.json({ limit: BODY_LIMIT_BYTES, type: JSON_MEDIA_TYPES, strict: true }), refuseLoneSurrogates];
+}
+
+/**
+ * Where a JSON value holds a lone UTF-16 surrogate (a "\ud800" escape without its pair), in a string
+ * or a member name. It has no UTF-8 form, so it would reach the database as U+FFFD, changed without a
+ * word; every JSON body is checked here, whatever the route's schema.
+ */
+export function loneSurrogatePath(value: unknown, path: PropertyKey[]): PropertyKey[] | undefined {
+  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? path : undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = loneSurrogatePath(value[i], [...path, i]);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  if (value !== null && typeof value === 'object') {
+    for (const [key, member] of Object.entries(value)) {
+      if (LONE_SURROGATE.test(key)) return [...path, key];
+      const found = loneSurrogatePath(member, [...path, key]);
+      if (found) return found;
+    }
+  }
+  return undefined;
 }
 
 function hasBody(req: express.Request): boolean {

@@ -7,7 +7,7 @@ import type { JobStatus, JobTask, QcAction, QcStatus } from './states.js';
  */
 
 /** The feature row as history.feature_versions stores it: every column, geom as GeoJSON. */
-const SNAPSHOT = `(to_jsonb(f) - 'geom') || jsonb_build_object('geometry', ST_AsGeoJSON(f.geom)::jsonb)`;
+const SNAPSHOT = `(to_jsonb(f) - 'geom' - 'geojson') || jsonb_build_object('geometry', ST_AsGeoJSON(f.geom)::jsonb)`;
 
 /** Lock the feature for a transition; concurrent deciders queue here and see the winner's state. */
 export function lockForTransition(featureId: string): Query {

@@ -100,6 +100,7 @@ export const QueueItemSchema = z
       .object({ holder: z.string(), holderName: z.string().nullable(), claimedAt: z.string(), expiresAt: z.string() })
       .nullable()
       .meta({ description: 'the live review claim: who has the item open, until when (null: nobody)' }),
+    transitionId: z.number().int().meta({ description: 'id of the submit transition; grows with every transition, so it orders submissions made in the same instant' }),
   })
   .meta({ id: 'QcQueueItem' });
 

@@ -1,0 +1,70 @@
+import { createServer, STATUS_CODES, type RequestListener, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { AppError, problemDocument } from '../../../shared/errors.js';
+
+/**
+ * The API's HTTP server: the documented timeouts, and problem+json also for the answers Node gives
+ * before Express sees a request (a malformed request line, an unknown method, headers or URL over
+ * 16 KiB, a request that stalls).
+ */
+
+/** Documented in docs/api.md ("Limits"): all headers within 10 s, the whole request within 30 s. */
+export const HEADERS_TIMEOUT_MS = 10_000;
+export const REQUEST_TIMEOUT_MS = 30_000;
+
+export interface ApiServerOptions {
+  headersTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  logger?: Logger;
+}
+
+export function createApiServer(app: RequestListener, options: ApiServerOptions = {}): Server {
+  const requestTimeout = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  const server = createServer(
+    {
+      requestTimeout,
+      headersTimeout: Math.min(options.headersTimeoutMs ?? HEADERS_TIMEOUT_MS, requestTimeout),
+      // Node checks the two timeouts on this interval (30 s by default), so a stalled request used to
+      // be cut anywhere between the timeout and the timeout plus 30 s. Once a second keeps it close.
+      connectionsCheckingInterval: Math.min(1_000, requestTimeout),
+    },
+    app,
+  );
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => answerClientError(error, socket, options.logger));
+  return server;
+}
+
+/** Node's parser and timeout errors as the status Node would answer with, and our code. */
+export function clientErrorStatus(error: NodeJS.ErrnoException): { status: number; code: string; detail: string } {
+  switch (error.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, code: 'HEADERS_TOO_LARGE', detail: 'the request line and headers exceed 16 KiB' };
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, code: 'REQUEST_TIMEOUT', detail: 'the request did not arrive in time (headers within 10 s, the whole request within 30 s)' };
+    case 'HPE_INVALID_METHOD':
+      return { status: 400, code: 'BAD_REQUEST', detail: 'the request method is not one HTTP knows' };
+    default:
+      return { status: 400, code: 'BAD_REQUEST', detail: 'the request is not well-formed HTTP/1.1' };
+  }
+}
+
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex, logger: Logger | undefined): void {
+  // A connection the client reset, or one whose answer has begun: nothing can be said any more.
+  const pending = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (error.code === 'ECONNRESET' || !socket.writable || pending?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const { status, code, detail } = clientErrorStatus(error);
+  logger?.debug({ code: error.code, status }, 'client error before routing');
+  const body = JSON.stringify(problemDocument(new AppError(code, detail, { statusCode: status })));
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n` +
+      'Content-Type: application/problem+json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      'Connection: close\r\n' +
+      '\r\n' +
+      body,
+  );
+}
