@@ -118,4 +118,8 @@ export const ENTRY_POINTS = {
   geoserverProvision: ['node', '--import', 'tsx', 'infra/geoserver/cli.ts'],
   clientsSync: ['node', '--import', 'tsx', 'identity/src/clients/sync-cli.ts'],
   sites: ['node', '--import', 'tsx', 'infra/sites/main.ts'],
+  /** The image's CMD (webhook.Dockerfile), named here because the stack wraps it in a start script. */
+  webhook: ['node', '--import', 'tsx', 'services/webhook/src/server.ts'],
+  /** Creates the per-target build and site users of TARGETS_FILE (idempotent; needs root). */
+  usersApply: ['node', '--import', 'tsx', 'services/webhook/src/host/cli.ts', 'users', '--apply'],
 } as const;
