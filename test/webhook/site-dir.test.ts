@@ -4,10 +4,12 @@
  * so the target's shared content collection replaces that folder's src/content and the site runs
  * from there. The fixture site stands in for the Astro build (fast, offline).
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { pino } from 'pino';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Supervisor } from '../../infra/sites/supervisor.js';
 import { loadTargets } from '../../services/shared/targets.js';
 import { runHostCli } from '../../services/webhook/src/host/cli.js';
 import { defaultLayout, renderSiteUnit } from '../../services/webhook/src/host/render/systemd.js';
@@ -94,6 +96,29 @@ describe('a deploy target with its site in a folder of the repository (siteDir)'
     expect(code, lines.join('\n')).toBe(0);
     return fetchBuild(developPort).then((build) => expect(build.content).toEqual(['shared-help.md']));
   }, 120_000);
+
+  it('the sites supervisor of the stack starts the site in the site folder of the live release', async () => {
+    const deployDir = join(root, 'supervised');
+    const siteRoot = join(deployDir, 'deploys/r1', SITE_DIR);
+    mkdirSync(join(siteRoot, 'dist'), { recursive: true });
+    writeFileSync(join(siteRoot, 'server.mjs'), readFileSync(join(repoRoot, 'test/fixtures/site/server.mjs')));
+    writeFileSync(join(siteRoot, 'dist/build.json'), JSON.stringify({ version: 'supervised', content: [] }));
+    symlinkSync('deploys/r1', join(deployDir, 'live'));
+    const port = await freePort();
+    const supervisor = new Supervisor({
+      sites: [{ service: 'astro-main', port, deployDir, siteDir: SITE_DIR }],
+      startCommand: [process.execPath, 'server.mjs'],
+      host: '127.0.0.1',
+      logger: pino({ level: 'silent' }),
+      env: { PATH: process.env.PATH ?? '' },
+    });
+    try {
+      await supervisor.restart('astro-main');
+      expect((await fetchBuild(port)).version).toBe('supervised');
+    } finally {
+      await supervisor.stop('astro-main');
+    }
+  }, 60_000);
 
   it('the site unit runs from the site folder of the live release', () => {
     const target = { ...loadTargets(join(h.root, 'targets.yaml')).find((t) => t.key === 'main')! };
