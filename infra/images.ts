@@ -119,4 +119,8 @@ export const ENTRY_POINTS = {
   geoserverProvision: ['node', 'infra/geoserver/cli.js'],
   clientsSync: ['node', 'identity/src/clients/sync-cli.js'],
   sites: ['node', 'infra/sites/main.js'],
+  /** The image's CMD (webhook.Dockerfile), named here because the stack wraps it in a start script. */
+  webhook: ['node', 'services/webhook/src/server.js'],
+  /** Creates the per-target build and site users of TARGETS_FILE (idempotent; needs root). */
+  usersApply: ['node', 'services/webhook/src/host/cli.js', 'users', '--apply'],
 } as const;

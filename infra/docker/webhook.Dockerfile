@@ -45,15 +45,14 @@ COPY --chmod=755 infra/docker/sites-restart.sh /usr/local/bin/sites-restart
 # deploy root, the control socket and its state).
 RUN mkdir -p /srv/sites /run/sites /var/lib/webhook \
  && chown node:node /srv/sites /run/sites /var/lib/webhook
-# --- privilege separation (webhook helper, issue 10): one build and one site user per target
+# Privilege separation: one build and one site user per target
 # (services/webhook/src/host/users.ts); the same image runs the sites container, so both agree on
 # the uids. The stack starts both containers as root (user "0") with WEBHOOK_USER=node: the deploy
 # launcher stays root (it runs each build as its target's build user; procps' pkill ends
 # leftovers), the server gives up root for node before it reads a secret, and the sites
 # supervisor starts each site as its site user. Run as node (this default), production refuses
 # to start unless DEPLOY_ISOLATION=none is set explicitly.
-RUN node --import tsx services/webhook/src/host/cli.ts users --apply
-# --- end privilege separation
+RUN node services/webhook/src/host/cli.js users --apply
 USER node
 EXPOSE 9321
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

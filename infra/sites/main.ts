@@ -43,6 +43,7 @@ runMain(async () => {
     service: serviceNameOf(t),
     port: t.port,
     deployDir: join(env.DEPLOY_ROOT, t.deployPath),
+    ...(t.siteDir ? { siteDir: t.siteDir } : {}),
     ...(isolation === 'users' ? { user: unixUser(siteUserOf(t)) } : {}),
   }));
   const supervisor = new Supervisor({

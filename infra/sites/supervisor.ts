@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, realpathSync, rmSync } from 'node:fs';
 import { createConnection, createServer, type Server } from 'node:net';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ControlRequestSchema, MAX_LINE_BYTES, type ControlResponse } from './protocol.js';
 
@@ -18,6 +19,8 @@ export interface SiteSpec {
   port: number;
   /** The target's deploy directory; the site runs in <deployDir>/live. */
   deployDir: string;
+  /** The site's folder inside the release (the target's siteDir, e.g. services/web); the release root when unset. */
+  siteDir?: string;
   /**
    * The target's site user (siteUserOf in services/shared/targets.ts): the site runs as this user
    * and its group, which may read the live release and nothing else of any target (see
@@ -92,7 +95,7 @@ export class Supervisor {
     const release = realpathSync(live);
     const [command, ...args] = this.options.startCommand as [string, ...string[]];
     const child = spawn(command, args, {
-      cwd: release,
+      cwd: site.siteDir ? join(release, site.siteDir) : release,
       env: { ...this.options.env, PORT: String(site.port), HOST: this.options.host, ...(site.user ? { USER: site.user.name, LOGNAME: site.user.name } : {}) },
       stdio: ['ignore', 'inherit', 'inherit'],
       // Node sets the groups to the given gid only (no supplementary group of the supervisor's).

@@ -12,11 +12,22 @@ import { loadYamlFile } from './config.js';
  * - secret: the NAME of the environment variable that holds the shared secret, never the secret.
  * - matchPattern: `exact` (the branch equals key) or `prefix` (the branch is `<key>/` followed by at
  *   least one more character, so feature/team-de1/x matches team de1 but feature/team-de10/x does not).
+ * - siteDir (optional): the site's folder inside the repository (services/web for the platform's own
+ *   web app), passed to the deploy script as SITE_DIR; the repository root when left out.
  * - serviceName, buildUser, siteUser (optional): the site's unit / supervisor name and the Unix
  *   users a build and the running site use; derived from key and deployPath when left out (see
  *   resolveTarget).
  */
 const unixName = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a Unix user name (lower case, at most 32 characters)');
+
+/**
+ * A folder inside the clone: relative, segments of the characters the deploy script accepts, and no
+ * `.` or `..` segment, so it can never name a place outside the release that root then writes to.
+ */
+const siteDir = z
+  .string()
+  .regex(/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/, 'a relative folder inside the repository, e.g. services/web')
+  .refine((dir) => dir.split('/').every((part) => part !== '.' && part !== '..'), 'a folder inside the repository: no . or .. segment');
 
 export const TargetSchema = z
   .object({
@@ -25,6 +36,7 @@ export const TargetSchema = z
     deployPath: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/i, 'a single directory name under DEPLOY_ROOT'),
     port: z.number().int().min(1024).max(65535),
     repo: z.string().min(1),
+    siteDir: siteDir.optional(),
     secret: z.string().regex(/^[A-Z][A-Z0-9_]*$/, 'the name of an environment variable, e.g. SECRET_MAIN'),
     provider: z
       .enum(['gitlab', 'github', 'A', 'B'])

@@ -56,7 +56,7 @@ describe('POST /webhook', () => {
     expect(deployment).toMatchObject({ target: 'main', commit, state: 'succeeded', exitCode: 0, provider: 'gitlab' });
     expect(deployment.logPath).toMatch(/sites\/main\/logs\/deploy-.*\.log$/);
     const call = h.recordedDeploys().find((d) => d.args[0] === 'main');
-    expect(call?.args).toEqual(['main', `${h.root}/sites/main`, '3000', 'https://git.example.org/city/site.git', commit]);
+    expect(call?.args).toEqual(['main', `${h.root}/sites/main`, '3000', 'https://git.example.org/city/feature-mapping-platform.git', commit]);
     expect(call?.env.SERVICE_NAME).toBe('astro-main');
   });
 

@@ -26,7 +26,8 @@ if [[ -n ${SITE_USER:-} ]]; then
   as_site=(setpriv "--reuid=$SITE_USER" "--regid=$(id -g -- "$SITE_USER")" --init-groups --no-new-privs --)
 fi
 mkdir -p -- "$DEPLOY_DIR/logs"
-cd -- "$DEPLOY_DIR/live"
+# The site runs from its folder in the release (SITE_DIR, inherited from deploy-branch.sh), like the unit.
+cd -- "$DEPLOY_DIR/live/${SITE_DIR:-.}"
 PORT="$PORT" setsid "${as_site[@]}" node server.mjs >>"$DEPLOY_DIR/logs/site.log" 2>&1 </dev/null &
 printf '%s\n' "$!" >"$pid_file"
 printf 'restart %s\n' "$service" >>"$DEPLOY_DIR/restarts.log"

@@ -14,7 +14,11 @@ import { writeSecretsFile } from '../../../services/webhook/src/secrets.js';
 import { startWebhookServer, type RunningWebhookServer } from '../../../services/webhook/src/boot.js';
 import { makeTempDir, recordDeployScript, repoRoot } from './helpers.js';
 
-export const seedTargets = (): Target[] => loadTargets(join(repoRoot, 'config/targets.yaml'));
+/**
+ * The seed targets without their site folder: tests replace the repository with a fixture repository
+ * that holds the site at its root (test/webhook/site-dir.test.ts sets siteDir itself).
+ */
+export const seedTargets = (): Target[] => loadTargets(join(repoRoot, 'config/targets.yaml')).map(({ siteDir: _siteDir, ...target }) => target);
 
 export interface Harness {
   server: RunningWebhookServer;

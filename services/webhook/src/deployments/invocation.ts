@@ -59,11 +59,15 @@ export function deployArgs(target: ResolvedTarget, branch: string, commit?: stri
   return [branch, target.deployDir, String(target.port), target.repo, ...(commit ? [commit] : [])];
 }
 
-/** The script environment of one target: the common one plus its service and (isolated) users. */
+/**
+ * The script environment of one target: the common one plus its service, its site folder
+ * (SITE_DIR, from the target's siteDir only) and (isolated) users.
+ */
 export function deployEnv(settings: Pick<DeploySettings, 'env' | 'isolation'>, target: ResolvedTarget): Record<string, string> {
   return {
     ...settings.env,
     SERVICE_NAME: target.serviceName,
+    ...(target.siteDir ? { SITE_DIR: target.siteDir } : {}),
     ...(settings.isolation === 'users' ? { BUILD_USER: target.buildUser, SITE_USER: target.siteUser } : {}),
   };
 }

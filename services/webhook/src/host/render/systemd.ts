@@ -104,8 +104,9 @@ Type=simple
 # The target's own site user: it may read this target's live release and nothing else.
 User=${siteUserOf(target)}
 Group=${siteUserOf(target)}
-# live is a symlink switched by each deploy; a restart resolves it again.
-WorkingDirectory=${join(deployDir, 'live')}
+# live is a symlink switched by each deploy; a restart resolves it again. The site's folder (siteDir)
+# inside the release is where it runs from.
+WorkingDirectory=${join(deployDir, 'live', target.siteDir ?? '')}
 Environment=NODE_ENV=production
 Environment=HOST=127.0.0.1
 Environment=PORT=${target.port}
