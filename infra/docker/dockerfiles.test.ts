@@ -1,13 +1,25 @@
 import { build } from 'esbuild';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/helpers/ports.js';
 import { isPinnedImage, NODE_IMAGE } from '../images.js';
 import { assembleImage, filesUnder, finalStage, instructions, type AssembledImage } from './image.js';
+
+const asRoot = process.getuid?.() === 0;
+
+/** A folder the given user may write (the server's state once it has given up root). */
+function writableBy(user: string, dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  execFileSync('chown', [user, dir]);
+  // Its parents (temporary folders of root) must let that user through.
+  for (let parent = dirname(dir); parent !== dirname(parent) && parent.startsWith(tmpdir()) && parent !== tmpdir(); parent = dirname(parent)) chmodSync(parent, 0o755);
+  return dir;
+}
 
 /**
  * The project's Dockerfiles. The static rules always run; `docker build` runs only where a Docker
@@ -135,7 +147,7 @@ describe('each image assembled from its Dockerfile, without Docker', () => {
 
   // ESM links every static import before the first line runs: reaching the configuration check
   // (exit 2, one line) or listening proves the module graph loads with plain node.
-  const starts: Record<string, { env: (port: number) => Record<string, string>; expect: 'listens' | 'configuration error'; probe?: string }> = {
+  const starts: Record<string, { env: (port: number, home: string) => Record<string, string>; expect: 'listens' | 'configuration error'; probe?: string }> = {
     'api.Dockerfile': { env: () => ({}), expect: 'configuration error' },
     'ops.Dockerfile': { env: () => ({}), expect: 'configuration error' },
     'identity.Dockerfile': {
@@ -152,11 +164,15 @@ describe('each image assembled from its Dockerfile, without Docker', () => {
       probe: '/health/alive',
     },
     'webhook.Dockerfile': {
-      env: (port) => ({
+      env: (port, home) => ({
         WEBHOOK_PORT: String(port),
+        // As the stack declares it: started as root, the server gives up root for WEBHOOK_USER
+        // (the stack's `node`; `nobody` where this machine has no such user). Not root: no
+        // launcher can switch users, so isolation is declined explicitly.
+        ...(asRoot ? { WEBHOOK_USER: 'nobody', WEBHOOK_STATE_DIR: writableBy('nobody', join(home, 'state')) } : { DEPLOY_ISOLATION: 'none' }),
         // One secret per target of the targets file the image carries.
         ...Object.fromEntries(
-          (parseYaml(readFileSync(join(REPO, 'config/targets.yaml'), 'utf8')) as { targets: { secret: string }[] }).targets.map((t) => [t.secret, `${t.secret}-`.padEnd(40, 'x')]),
+          (parseYaml(readFileSync(join(REPO, 'config/targets.yaml'), 'utf8')) as { targets: { secret: string }[] }).targets.map((t) => [t.secret, randomBytes(32).toString('hex')]),
         ),
       }),
       expect: 'listens',
@@ -172,7 +188,7 @@ describe('each image assembled from its Dockerfile, without Docker', () => {
     const home = mkdtempSync(join(scratch, 'home-'));
     const child = spawn(img.cmd[0] === 'node' ? process.execPath : img.cmd[0]!, img.cmd.slice(1), {
       cwd: img.hostWorkdir,
-      env: { PATH: process.env.PATH ?? '', HOME: home, ...img.env, DATA_DIR: home, WEBHOOK_STATE_DIR: join(home, 'state'), DEPLOY_ROOT: join(home, 'sites'), ...plan!.env(port) },
+      env: { PATH: process.env.PATH ?? '', HOME: home, ...img.env, DATA_DIR: home, WEBHOOK_STATE_DIR: join(home, 'state'), DEPLOY_ROOT: join(home, 'sites'), ...plan!.env(port, home) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
