@@ -28,43 +28,16 @@ import { createAuthenticator } from '../services/api/src/auth/index.js';
 import { createPool } from '../services/api/src/db/pool.js';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
-import { migrate } from '../services/api/src/db/migrate.js';
 import { listConditions } from '../services/api/src/features/queries.js';
 import { createApiServer } from '../services/api/src/http/server.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { Bbox } from '../services/shared/features/schema.js';
+import { GRID_TOTAL, gridBbox, seedFeatureGrid } from './feature-grid.js';
 import { median, peakRssMiB, percentile, printTable, ratio } from './stats.js';
 import { openBenchDatabase, startApiProcess } from './support.js';
 
 const quick = process.env.BENCH_QUICK === '1';
-const TOTAL = 100_000;
-const COLUMNS = 1_000; // features on a 1 000 × 100 grid of small squares, ids in grid order
-const STEP = 0.01;
-
-// --- database ---------------------------------------------------------------------------------------
-
-async function seed(pool: pg.Pool): Promise<void> {
-  await migrate(pool);
-  // Small squares (5-position polygons) on a grid; in batches so PGlite's memory stays flat.
-  const batch = 10_000;
-  for (let start = 0; start < TOTAL; start += batch) {
-    await pool.query(
-      `INSERT INTO features.features (id, name, kategorie, adresse, geom)
-       SELECT 'f' || lpad(i::text, 6, '0'), 'Feature ' || i, (ARRAY['friedhof','blumenbeet','denkmal'])[1 + i % 3],
-              'Musterstraße ' || i || ', 12345 Musterstadt',
-              ST_MakeEnvelope((i % $3::int) * $4::float8, (i / $3::int) * $4::float8,
-                              (i % $3::int) * $4::float8 + $4::float8 / 2, (i / $3::int) * $4::float8 + $4::float8 / 2, 4326)
-       FROM generate_series($1::int, $2::int) AS i`,
-      [start, Math.min(TOTAL, start + batch) - 1, COLUMNS, STEP],
-    );
-  }
-  await pool.query('ANALYZE features.features');
-}
-
-/** A bbox covering the first `rows` grid rows and `columns` grid columns: exactly rows × columns features. */
-function bboxFor(columns: number, rows: number): Bbox {
-  return { minLon: -STEP / 4, minLat: -STEP / 4, maxLon: (columns - 1) * STEP + STEP / 4, maxLat: (rows - 1) * STEP + STEP / 4 };
-}
+const TOTAL = GRID_TOTAL;
 
 /**
  * How a feature's GeoJSON was built before it was stored (migration 006): on the fly, per row, per
@@ -141,7 +114,7 @@ async function timeIt(work: () => Promise<unknown>): Promise<number> {
 }
 
 async function compareListing(pool: pg.Pool, where: string, base: string, columns: number, rows: number, iterations: number) {
-  const bbox = bboxFor(columns, rows);
+  const bbox = gridBbox(columns, rows);
   const expected = columns * rows;
   const query = rawSql(bbox, expected);
   const url = `${base}/api/features?bbox=${bbox.minLon},${bbox.minLat},${bbox.maxLon},${bbox.maxLat}&limit=${expected}`;
@@ -280,7 +253,7 @@ async function main(): Promise<void> {
   let inProcess: Awaited<ReturnType<typeof startApiInProcess>> | undefined;
   try {
     console.log(`database: ${database.kind}; seeding ${TOTAL.toLocaleString('en')} features…`);
-    const seeded = await timeIt(() => seed(pool));
+    const seeded = await timeIt(() => seedFeatureGrid(pool));
     console.log(`seeded in ${(seeded / 1000).toFixed(1)} s`);
     api = await startApiProcess({ DATABASE_URL: database.url, DATA_DIR: dataDir });
 
