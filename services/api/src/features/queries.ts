@@ -150,13 +150,18 @@ export function insertFeature(id: string | undefined, v: FeatureValues, createdB
   };
 }
 
-/** Full replacement of the editable columns; version, updated_at and updated_by are set by the trigger. */
+/**
+ * Full replacement of the editable columns; version, updated_at and updated_by are set by the trigger.
+ * A geometry equal to the stored one as served is kept as stored, so replacing only properties never
+ * rounds a geometry another writer (WFS-T, SQL) stored with more decimals than are served.
+ */
 export function replaceFeature(id: string, v: FeatureValues): Query {
   return {
     text: `
       UPDATE features.features AS f
       SET name = $2::text, kategorie = $3::text, adresse = $4::text, telefon = $5::text,
-          geom = features.rfc7946_winding(ST_SetSRID(ST_GeomFromGeoJSON($6::text), 4326))
+          geom = CASE WHEN features.geometry_geojson(f.geom) = features.geometry_geojson(ST_SetSRID(ST_GeomFromGeoJSON($6::text), 4326)) THEN f.geom
+                      ELSE features.rfc7946_winding(ST_SetSRID(ST_GeomFromGeoJSON($6::text), 4326)) END
       WHERE f.id = $1::text
       RETURNING f.version, f.geojson AS "featureJson"`,
     values: [id, v.name, v.kategorie, v.adresse, v.telefon, v.geometryJson],

@@ -1,4 +1,10 @@
-import { FEATURE_JSON, listConditions, type Query } from '../features/queries.js';
+import { listConditions, type Query } from '../features/queries.js';
+
+/**
+ * A feature's GeoJSON as /api/features serves it: the text kept on its row at write time (migration
+ * 006), so the items of any page and of any query shape (the paging subquery below) are the same bytes.
+ */
+const FEATURE_JSON = 'f.geojson::json';
 import type { Bbox, Kategorie } from '../../../shared/features/schema.js';
 import { AppError } from '../../../shared/errors.js';
 import type { Expr, Scalar, SpatialOperand } from './cql2.js';
