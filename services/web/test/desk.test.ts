@@ -217,6 +217,15 @@ describe.skipIf(missing !== undefined)('the QC desk in a browser', () => {
     }
     await audit(rolf);
     await rolf.screenshot({ path: join(SCREENSHOTS, 'desk-jobs.png'), fullPage: true });
+    expect(await rolf.getByRole('button', { name: 'Erneut ausführen: OpenStreetMap' }).count()).toBe(0); // re-runs are for admins
+
+    const admin = await signedIn('admin', 'ada');
+    await admin.goto(`${stack.webUrl}/qc/${encodeURIComponent(cemetery)}`);
+    await admin.getByRole('button', { name: 'Erneut ausführen: OpenStreetMap' }).click();
+    await expect.poll(async () => (await stack.api<{ jobs: Array<{ task: string; reruns: number; rerunBy: string | null }> }>('GET', `/api/features/${encodeURIComponent(cemetery)}/reviews`)).body.jobs.find((job) => job.task === 'osm_export')).toMatchObject({ reruns: 1, rerunBy: 'ada' });
+    const adminJobs = admin.getByRole('table', { name: 'Exportaufträge nach der Entscheidung' });
+    await expect.poll(() => adminJobs.getByRole('row').filter({ hasText: 'übersprungen' }).count(), { timeout: 30_000 }).toBe(3);
+    await audit(admin);
     expect(violations).toEqual([]);
   });
 
@@ -233,6 +242,9 @@ describe.skipIf(missing !== undefined)('the QC desk in a browser', () => {
     expect((await reviews(own)).status).toBe('in_qc');
     await audit(rita);
     await rita.screenshot({ path: join(SCREENSHOTS, 'desk-four-eyes.png') });
+    // "Next" skips her own submission and whatever someone else holds: the monument is next.
+    await rita.keyboard.press('n');
+    await rita.waitForURL((url) => url.pathname === `/qc/${monument}`);
     expect(violations).toEqual([]);
   });
 

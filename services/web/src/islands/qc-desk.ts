@@ -101,7 +101,7 @@ export function mountQcDesk(): void {
         button.type = 'button';
         button.className = 'secondary';
         button.dataset.rerun = String(job.id);
-        button.textContent = t('qc.jobs.rerunOf', { task: '' }).trim();
+        button.textContent = t('qc.jobs.rerun');
         button.setAttribute('aria-label', t('qc.jobs.rerunOf', { task: t(`qc.job.${job.task}` as MessageKey) }));
         result.append(' ', button);
       }
