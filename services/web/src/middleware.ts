@@ -4,7 +4,7 @@ import { messagesFor, pickLanguage, translator } from './i18n/index.js';
 import { DEV_TOKEN_COOKIE, visitorOf } from './lib/session.js';
 
 /** Routes that need a signed-in visitor (editing; the QC desk of part 2). */
-const PROTECTED = [/^\/features\/new\/?$/, /^\/features\/[^/]+\/edit\/?$/, /^\/qc\/?$/];
+const PROTECTED = [/^\/features\/new\/?$/, /^\/features\/[^/]+\/edit\/?$/, /^\/qc(\/.*)?$/];
 
 /**
  * Every request: its language (?lang= sets a cookie; else the cookie, Accept-Language, German) and its

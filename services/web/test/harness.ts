@@ -105,7 +105,7 @@ export interface WebStack {
   close(): Promise<void>;
 }
 
-export async function startWebStack(options: { webEnv?: Record<string, string> } = {}): Promise<WebStack> {
+export async function startWebStack(options: { webEnv?: Record<string, string>; apiEnv?: Record<string, string> } = {}): Promise<WebStack> {
   ensureWebBuild();
   const db = await createTestDatabase();
   const dataDir = mkdtempSync(join(tmpdir(), 'web-test-'));
@@ -122,6 +122,7 @@ export async function startWebStack(options: { webEnv?: Record<string, string> }
     LOG_LEVEL: 'warn',
     NODE_ENV: 'development',
     RATE_LIMIT_WRITES_PER_MINUTE: '0',
+    ...options.apiEnv,
   }, repoRoot);
   const webEnv = {
     API_PUBLIC_URL: apiUrl,

@@ -13,7 +13,7 @@ function credentials(astro: Pick<AstroGlobal, 'locals' | 'request' | 'cookies'>)
   return cookie && astro.locals.config.kratosPublicUrl ? { cookie } : {};
 }
 
-async function getJson<T>(astro: Pick<AstroGlobal, 'locals' | 'request' | 'cookies'>, path: string): Promise<{ status: number; body: T | undefined; etag: string | null }> {
+export async function getJson<T>(astro: Pick<AstroGlobal, 'locals' | 'request' | 'cookies'>, path: string): Promise<{ status: number; body: T | undefined; etag: string | null }> {
   const response = await fetch(`${astro.locals.config.apiUrl}${path}`, { headers: { accept: 'application/json', ...credentials(astro) } });
   const body = response.ok ? ((await response.json()) as T) : undefined;
   if (!response.ok) await response.body?.cancel();
