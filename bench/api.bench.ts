@@ -24,41 +24,18 @@ import { createAuthenticator } from '../services/api/src/auth/index.js';
 import { createPool } from '../services/api/src/db/pool.js';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
-import { migrate } from '../services/api/src/db/migrate.js';
 import { FEATURE_JSON, listConditions } from '../services/api/src/features/queries.js';
 import type { Bbox } from '../services/shared/features/schema.js';
+import { GRID_TOTAL, gridBbox, seedFeatureGrid } from './feature-grid.js';
 import { median, peakRssMiB, percentile, printTable, ratio } from './stats.js';
 import { openBenchDatabase, startApiProcess } from './support.js';
 
 const quick = process.env.BENCH_QUICK === '1';
-const TOTAL = 100_000;
-const COLUMNS = 1_000; // features on a 1 000 × 100 grid of small squares, ids in grid order
-const STEP = 0.01;
+const TOTAL = GRID_TOTAL;
+const seed = (pool: pg.Pool) => seedFeatureGrid(pool);
+const bboxFor = gridBbox;
 
 // --- database ---------------------------------------------------------------------------------------
-
-async function seed(pool: pg.Pool): Promise<void> {
-  await migrate(pool);
-  // Small squares (5-position polygons) on a grid; in batches so PGlite's memory stays flat.
-  const batch = 10_000;
-  for (let start = 0; start < TOTAL; start += batch) {
-    await pool.query(
-      `INSERT INTO features.features (id, name, kategorie, adresse, geom)
-       SELECT 'f' || lpad(i::text, 6, '0'), 'Feature ' || i, (ARRAY['friedhof','blumenbeet','denkmal'])[1 + i % 3],
-              'Musterstraße ' || i || ', 12345 Musterstadt',
-              ST_MakeEnvelope((i % $3::int) * $4::float8, (i / $3::int) * $4::float8,
-                              (i % $3::int) * $4::float8 + $4::float8 / 2, (i / $3::int) * $4::float8 + $4::float8 / 2, 4326)
-       FROM generate_series($1::int, $2::int) AS i`,
-      [start, Math.min(TOTAL, start + batch) - 1, COLUMNS, STEP],
-    );
-  }
-  await pool.query('ANALYZE features.features');
-}
-
-/** A bbox covering the first `rows` grid rows and `columns` grid columns: exactly rows × columns features. */
-function bboxFor(columns: number, rows: number): Bbox {
-  return { minLon: -STEP / 4, minLat: -STEP / 4, maxLon: (columns - 1) * STEP + STEP / 4, maxLat: (rows - 1) * STEP + STEP / 4 };
-}
 
 /** The baseline: the same FeatureCollection straight from SQL, no HTTP, no Express. */
 function rawSql(bbox: Bbox, limit: number): { text: string; values: unknown[] } {

@@ -48,7 +48,7 @@ export interface TestApi {
   close(): Promise<void>;
 }
 
-export async function startTestApi(db: TestDatabase, options: { config?: Partial<Pick<ApiConfig, 'rateLimit'>> } = {}): Promise<TestApi> {
+export async function startTestApi(db: TestDatabase, options: { config?: Partial<Pick<ApiConfig, 'rateLimit' | 'qc'>> } = {}): Promise<TestApi> {
   const issuer = await startTestIssuer();
   const authenticator = await readyAuthenticator(issuer);
   const config = { rateLimit: { writesPerMinute: 0 }, ...options.config };

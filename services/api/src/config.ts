@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseEnv } from '../../shared/config.js';
+import { BboxSchema, type Bbox } from '../../shared/features/schema.js';
 import { checkExportsEnv, exportsEnvShape, exportsSettingsFrom, type ExportsSettings } from './exports/config.js';
 
 /**
@@ -57,6 +58,8 @@ export const ApiEnvSchema = z
     RATE_LIMIT_WRITES_PER_MINUTE: z.coerce.number().int().min(0).default(600),
     // QC side effects (docs/qc.md): exports, notices, and the worker that runs them.
     ...workerEnvShape,
+    // The review check outside_city (docs/qc.md): minLon,minLat,maxLon,maxLat of the city; unset skips it.
+    QC_CITY_EXTENT: BboxSchema.refine((b) => b.minLon <= b.maxLon, 'minLon must not exceed maxLon').optional(),
     // Ory (identity): each optional, so the API also runs with JWTs alone.
     KRATOS_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of the Kratos public API' }).optional(),
     KRATOS_ADMIN_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of the Kratos admin API' }).optional(),
@@ -104,7 +107,7 @@ export interface ApiConfig {
   exports: ExportsSettings;
   /** The QC worker; `enabled` runs it inside the API process. */
   worker: { enabled: boolean; concurrency: number; pollIntervalMs: number; heartbeatMs: number };
-  qc: { maxAttempts: number };
+  qc: { maxAttempts: number; cityExtent?: Bbox | undefined };
 }
 
 export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
@@ -132,7 +135,7 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
       pollIntervalMs: parsed.WORKER_POLL_INTERVAL_MS,
       heartbeatMs: parsed.WORKER_HEARTBEAT_MS,
     },
-    qc: { maxAttempts: parsed.QC_JOB_MAX_ATTEMPTS },
+    qc: { maxAttempts: parsed.QC_JOB_MAX_ATTEMPTS, cityExtent: parsed.QC_CITY_EXTENT },
   };
 }
 

@@ -2,7 +2,11 @@ import { createRequire } from 'node:module';
 import express, { Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiResponsesObject } from 'zod-openapi';
+import { withIdempotencyKey } from './http/idempotency-openapi.js';
+import { checkPaths } from './qc/checks-openapi.js';
+import { claimPaths } from './qc/claims-openapi.js';
 import { qcOpenApiPaths } from './qc/openapi.js';
+import { tilePaths } from './tiles/openapi.js';
 import { FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, HistorySchema, ListQuerySchema, ProblemSchema } from '../../shared/features/schema.js';
 import { userPaths } from './users/openapi.js';
 
@@ -52,7 +56,7 @@ export function buildOpenApiDocument() {
           requestParams: { query: ListQuerySchema },
           responses: { '200': { description: 'a page of features; links[rel=next] while more follow', content: geojson(FeatureCollectionSchema) }, '400': errors['400'] },
         },
-        post: {
+        post: withIdempotencyKey({
           summary: 'Create a feature (create permission)',
           requestBody: body,
           responses: {
@@ -62,7 +66,7 @@ export function buildOpenApiDocument() {
             '413': problem('body over 1 MiB'),
             '415': problem('Content-Type is not application/json or application/geo+json'),
           },
-        },
+        }),
       },
       '/api/features/{id}': {
         get: { summary: 'One feature', requestParams: { path: idParam }, responses: { '200': featureResponse('the feature'), '404': problem('no such feature') } },
@@ -94,6 +98,9 @@ export function buildOpenApiDocument() {
       },
       ...userPaths,
       ...qcOpenApiPaths(),
+      ...claimPaths,
+      ...checkPaths,
+      ...tilePaths,
       '/healthz': { get: { summary: 'the process is up', responses: { '200': { description: 'ok' } } } },
       '/readyz': { get: { summary: 'the database is reachable and migrated', responses: { '200': { description: 'ready' }, '503': problem('not ready') } } },
     },

@@ -32,10 +32,13 @@ export const exportsEnvShape = {
   SMTP_URL: z.url({ protocol: /^smtps?$/ }).optional(),
   MAIL_FROM: z.string().min(3).default('Feature platform <noreply@localhost>'),
   REVIEWER_EMAILS: emailList.default([]),
+  // The web app's public origin: the reviewer notice links to the item on its QC desk,
+  // <WEB_PUBLIC_URL>/qc/{featureId}, unless QC_REVIEW_LINK names another page.
+  WEB_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'the http(s) URL the web app is served on' }).default('http://localhost:4321'),
   QC_REVIEW_LINK: z
     .string()
     .regex(/^https?:\/\/.*\{featureId\}/, 'an http(s) URL containing {featureId}')
-    .default('http://localhost:3000/api/features/{featureId}'),
+    .optional(),
   AGENCY_WEBHOOK_URL: z.url({ protocol: /^https?$/ }).optional(),
   AGENCY_WEBHOOK_SECRET: z.string().min(32, 'at least 32 characters').optional(),
   AGENCY_EMAIL: emailList.optional(),
@@ -103,7 +106,7 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
       coordinatesProperty: env.WIKIBASE_PROPERTY_COORDINATES,
     },
     mail: { smtpUrl: env.SMTP_URL, from: env.MAIL_FROM },
-    reviewers: { emails: env.REVIEWER_EMAILS, reviewLink: env.QC_REVIEW_LINK },
+    reviewers: { emails: env.REVIEWER_EMAILS, reviewLink: env.QC_REVIEW_LINK ?? `${env.WEB_PUBLIC_URL.replace(/\/+$/, '')}/qc/{featureId}` },
     agency: { webhookUrl: env.AGENCY_WEBHOOK_URL, webhookSecret: env.AGENCY_WEBHOOK_SECRET, email: env.AGENCY_EMAIL },
   };
 }

@@ -1,4 +1,4 @@
-import { Router, type Request } from 'express';
+import { Router, type Request, type RequestHandler } from 'express';
 import { principalOf, requirePermission } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
@@ -12,7 +12,7 @@ const GEOJSON = 'application/geo+json';
  * /api/features. Each route states its permission first, so an anonymous caller gets 401 (and a
  * caller whose role lacks it 403) before any body is read.
  */
-export function featureRoutes(service: FeatureService): Router {
+export function featureRoutes(service: FeatureService, options: { beforeCreate?: RequestHandler[] } = {}): Router {
   const router = Router();
 
   router.get('/', requirePermission('read', 'read features'), async (req, res) => {
@@ -38,7 +38,8 @@ export function featureRoutes(service: FeatureService): Router {
     res.end('}');
   });
 
-  router.post('/', requirePermission('create', 'create features'), ...jsonBody(), async (req, res) => {
+  // beforeCreate: the Idempotency-Key handling (http/idempotency.ts), between body parsing and the create.
+  router.post('/', requirePermission('create', 'create features'), ...jsonBody(), ...(options.beforeCreate ?? []), async (req, res) => {
     const input = parseOrThrow(FeatureSchema, req.body, 'VALIDATION_FAILED', 'feature');
     const created = await service.create(principalOf(res), input);
     res

@@ -116,11 +116,15 @@ export function reviewQueue(limit: number): Query {
       SELECT coalesce(json_agg(item ORDER BY "submittedAt", "transitionId"), '[]'::json)::text AS "itemsJson"
       FROM (
         SELECT f.id AS "featureId", f.version, f.name, f.kategorie, t.actor AS "submitter",
-               t.actor_name AS "submitterName", t.created_at AS "submittedAt", t.comment, t.id AS "transitionId"
+               t.actor_name AS "submitterName", t.created_at AS "submittedAt", t.comment, t.id AS "transitionId",
+               CASE WHEN c.feature_id IS NULL THEN NULL
+                    ELSE json_build_object('holder', c.holder, 'holderName', c.holder_name, 'claimedAt', c.claimed_at, 'expiresAt', c.expires_at) END AS "claim"
         FROM features.features f
         CROSS JOIN LATERAL (
           SELECT * FROM qc.transitions t WHERE t.feature_id = f.id AND t.action = 'submit' ORDER BY t.id DESC LIMIT 1
         ) t
+        -- The live review claim (qc/claims.ts), so the desk shows who has the item open.
+        LEFT JOIN qc.claims c ON c.feature_id = f.id AND c.expires_at > now()
         WHERE f.status = 'in_qc'
         ORDER BY t.created_at, t.id
         LIMIT $1::int

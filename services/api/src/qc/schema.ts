@@ -96,6 +96,10 @@ export const QueueItemSchema = z
     submitterName: z.string().nullable(),
     submittedAt: z.string(),
     comment: z.string().nullable(),
+    claim: z
+      .object({ holder: z.string(), holderName: z.string().nullable(), claimedAt: z.string(), expiresAt: z.string() })
+      .nullable()
+      .meta({ description: 'the live review claim: who has the item open, until when (null: nobody)' }),
   })
   .meta({ id: 'QcQueueItem' });
 

@@ -26,6 +26,8 @@ import {
 export interface QcServiceOptions {
   /** graphile-worker max_attempts of every side effect (exponential backoff between attempts). */
   maxAttempts: number;
+  /** Runs inside a decision's transaction with the feature row locked; throws to refuse (review claims). */
+  beforeDecision?: (client: Queryable, principal: Principal, featureId: string) => Promise<void>;
 }
 
 export interface TransitionResult {
@@ -50,6 +52,7 @@ export function createQcService(db: Db, options: QcServiceOptions) {
       if (action !== 'submit' && principal.role !== 'admin' && current.submittedBy === actor) {
         throw new AppError('FORBIDDEN', 'four-eyes rule: you submitted this feature, another reviewer (or an admin) must decide it');
       }
+      if (action !== 'submit') await options.beforeDecision?.(client, principal, featureId);
       const to = TARGET_STATUS[action];
       const updated = await run(client, sql.setStatus(featureId, current.status, to));
       if (updated.rowCount !== 1) throw new AppError('INVALID_STATE', stateMessage(action, current.status));

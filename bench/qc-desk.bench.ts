@@ -1,0 +1,133 @@
+/**
+ * QC desk benchmark (`npm run bench -- qc-desk`): the time from a reviewer's decision to the next
+ * item shown, at a queue of 1 000 items, through the API as the desk calls it.
+ *
+ * - decide + next: POST /api/qc/approve/:id, then what the desk does to show the next item —
+ *   GET /api/qc/queue?limit=20 (oldest first, with claims), POST /api/qc/claim/:next, GET
+ *   /api/qc/items/:next (feature, diff base, review checks).
+ * - baseline: the decision alone (POST /api/qc/approve/:id) on another item of the same queue.
+ * Interleaved, the order alternating, in one run; p50 and p99 of each and the ratio. The queue holds
+ * at least 1 000 items throughout (1 000 + the items decided are seeded).
+ *
+ * The API runs as its own process (services/api/src/server.ts, worker off so the queued exports stay
+ * queued). Database: BENCH_DATABASE_URL or TEST_DATABASE_URL (a scratch database is created and
+ * dropped), else an in-memory embedded PGlite. BENCH_QUICK=1 shortens it.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
+import { migrate } from '../services/api/src/db/migrate.js';
+import { median, percentile, printTable, ratio } from './stats.js';
+import { openBenchDatabase, startApiProcess } from './support.js';
+
+const quick = process.env.BENCH_QUICK === '1';
+const QUEUE = 1_000;
+const ROUNDS = quick ? 20 : 150;
+
+/** `count` features in_qc with their submit transitions, oldest first in id order. */
+async function seedQueue(pool: pg.Pool, count: number): Promise<string[]> {
+  await pool.query(
+    `INSERT INTO features.features (id, name, kategorie, adresse, geom)
+     SELECT 'q' || lpad(i::text, 6, '0'), 'Warteschlange ' || i, (ARRAY['friedhof','blumenbeet','denkmal'])[1 + i % 3],
+            CASE WHEN i % 2 = 0 THEN 'Musterstraße ' || i END,
+            ST_SetSRID(ST_MakePoint(13.1 + (i % 100) * 0.005, 52.4 + (i / 100) * 0.001), 4326)
+     FROM generate_series(1, $1::int) AS i`,
+    [count],
+  );
+  await pool.query(`UPDATE features.features SET status = 'in_qc' WHERE id LIKE 'q%'`);
+  await pool.query(
+    `INSERT INTO qc.transitions (feature_id, action, from_status, to_status, version, actor, comment, created_at)
+     SELECT id, 'submit', 'draft', 'in_qc', version, 'bench-contributor', 'bitte prüfen',
+            now() - interval '1 day' + (substr(id, 2)::int * interval '1 second')
+     FROM features.features WHERE id LIKE 'q%' ORDER BY id`,
+  );
+  await pool.query('ANALYZE');
+  return Array.from({ length: count }, (_, i) => `q${String(i + 1).padStart(6, '0')}`);
+}
+
+async function call(method: string, url: string, token: string, expected: number): Promise<unknown> {
+  const response = await fetch(url, { method, headers: { authorization: `Bearer ${token}` } });
+  const text = await response.text();
+  if (response.status !== expected) throw new Error(`${method} ${url}: ${response.status} ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+async function timeIt(work: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  await work();
+  return performance.now() - started;
+}
+
+async function main(): Promise<void> {
+  const database = await openBenchDatabase('qcdesk');
+  const dataDir = mkdtempSync(join(tmpdir(), 'bench-qc-desk-'));
+  const pool = new pg.Pool({ connectionString: database.url, max: 2 });
+  let api: Awaited<ReturnType<typeof startApiProcess>> | undefined;
+  try {
+    await migrate(pool);
+    const ids = await seedQueue(pool, QUEUE + 2 * ROUNDS);
+    console.log(`database: ${database.kind}; queue of ${ids.length} items seeded`);
+    api = await startApiProcess({ DATABASE_URL: database.url, DATA_DIR: dataDir, WORKER_ENABLED: 'false', QC_CITY_EXTENT: '13.0,52.3,13.8,52.7' });
+    const token = await (await loadOrCreateDevKeys(dataDir)).sign({ sub: 'bench-reviewer', role: 'reviewer' });
+    const base = api.base;
+
+    // The desk's "show the next item": the first item nobody else holds, claimed, with its review data.
+    const showNext = async (): Promise<string> => {
+      const queue = (await call('GET', `${base}/api/qc/queue?limit=20`, token, 200)) as { items: { featureId: string; claim: { holder: string } | null }[] };
+      const next = queue.items.find((item) => item.claim === null || item.claim.holder === 'bench-reviewer');
+      if (!next) throw new Error('the queue ran dry');
+      await call('POST', `${base}/api/qc/claim/${next.featureId}`, token, 200);
+      const item = (await call('GET', `${base}/api/qc/items/${next.featureId}`, token, 200)) as { checks: unknown[] };
+      if (!Array.isArray(item.checks)) throw new Error('the item has no checks');
+      return next.featureId;
+    };
+
+    // The desk path works from the head of the queue; the baseline decides items from its tail.
+    let current = await showNext();
+    const tail = ids.slice().reverse();
+    const withNext: number[] = [];
+    const alone: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      const deskRun = async () =>
+        withNext.push(
+          await timeIt(async () => {
+            await call('POST', `${base}/api/qc/approve/${current}`, token, 200);
+            current = await showNext();
+          }),
+        );
+      const aloneRun = async () => {
+        const id = tail.shift()!;
+        alone.push(await timeIt(() => call('POST', `${base}/api/qc/approve/${id}`, token, 200)));
+      };
+      if (i % 2 === 0) {
+        await deskRun();
+        await aloneRun();
+      } else {
+        await aloneRun();
+        await deskRun();
+      }
+    }
+    const left = Number((await pool.query(`SELECT count(*) FROM features.features WHERE status = 'in_qc'`)).rows[0].count);
+    console.log(`\ndecision → next item shown, queue of ${QUEUE.toLocaleString('en')}+ (${left} left), ${ROUNDS} rounds interleaved:`);
+    printTable([
+      {
+        'decide + next p50 ms': median(withNext).toFixed(1),
+        'decide alone p50 ms': median(alone).toFixed(1),
+        'decide + next p99 ms': percentile(withNext, 99).toFixed(1),
+        'decide alone p99 ms': percentile(alone, 99).toFixed(1),
+        'p50 ratio': ratio(median(withNext), median(alone)),
+        'p99 ratio': ratio(percentile(withNext, 99), percentile(alone, 99)),
+      },
+    ]);
+    if (left < QUEUE) throw new Error(`the queue fell below ${QUEUE} (${left})`);
+  } finally {
+    await api?.stop();
+    await pool.end();
+    await database.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();

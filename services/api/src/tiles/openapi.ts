@@ -1,0 +1,38 @@
+import { z } from 'zod';
+import type { ZodOpenApiPathsObject } from 'zod-openapi';
+import { ProblemSchema } from '../../../shared/features/schema.js';
+import { MAX_ZOOM } from './service.js';
+
+/** GET /api/tiles/{z}/{x}/{y}.mvt in the OpenAPI document (spread into openapi.ts `paths`). */
+const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: ProblemSchema } } });
+
+export const tilePaths: ZodOpenApiPathsObject = {
+  '/api/tiles/{z}/{x}/{y}.mvt': {
+    get: {
+      summary: 'A Mapbox Vector Tile of the features (Web Mercator, layer "features")',
+      description:
+        'Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. Each feature carries id, kategorie, status and name. The ETag is a fingerprint of the rows the tile is built from: send it in If-None-Match to get 304 while the tile is unchanged; any edit of a feature in the tile changes it.',
+      requestParams: {
+        path: z.object({
+          z: z.string().meta({ description: `zoom, 0 to ${MAX_ZOOM}`, example: '12' }),
+          x: z.string().meta({ description: 'column, 0 to 2^z − 1', example: '2200' }),
+          y: z.string().meta({ description: 'row from the north, 0 to 2^z − 1', example: '1343' }),
+        }),
+        header: z.object({ 'If-None-Match': z.string().optional().meta({ description: 'the ETag of the tile the client holds' }) }),
+      },
+      responses: {
+        '200': {
+          description: 'the tile (an empty body is an empty tile)',
+          headers: z.object({
+            ETag: z.string().meta({ description: 'strong ETag: a fingerprint of the rows of the tile' }),
+            'Cache-Control': z.string().meta({ description: 'public, no-cache: keep it, revalidate before use' }),
+          }),
+          content: { 'application/vnd.mapbox-vector-tile': { schema: z.string().meta({ format: 'binary' }) } },
+        },
+        '304': { description: 'If-None-Match matches: the tile is unchanged' },
+        '400': problem('z, x or y out of range or malformed (the fields list names which)'),
+        '501': problem('TILES_UNAVAILABLE: the database has no ST_AsMVT (PostGIS without protobuf-c, e.g. the embedded development database)'),
+      },
+    },
+  },
+};

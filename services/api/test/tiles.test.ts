@@ -1,0 +1,228 @@
+import { VectorTile } from '@mapbox/vector-tile';
+import { PbfReader } from 'pbf';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { prepareQueue } from './qc-harness.js';
+
+/**
+ * GET /api/tiles/:z/:x/:y.mvt over HTTP: the tile's content and properties, the ETag and conditional
+ * GET, invalidation by every kind of write (API, SQL, QC status), out-of-range addresses, and the
+ * same visibility as the feature list. The embedded PGlite has no ST_AsMVT (PostGIS without
+ * protobuf-c): there the endpoint must say so with 501, which the last block proves.
+ */
+let db: TestDatabase;
+let api: TestApi;
+let mvtSupported = false;
+let contributor: string;
+let admin: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await prepareQueue(db); // submissions queue the reviewer notice
+  api = await startTestApi(db);
+  contributor = await api.tokenFor('contributor', 'conny');
+  admin = await api.tokenFor('admin', 'adam');
+  mvtSupported = await db.pool
+    .query(`SELECT ST_AsMVT(t, 'probe') FROM (SELECT ST_AsMVTGeom(ST_MakePoint(0, 0), ST_TileEnvelope(0, 0, 0)) AS geom) t`)
+    .then(() => true, () => false);
+  if (!mvtSupported) console.log('tiles: the test database has no ST_AsMVT (PostGIS without protobuf-c, e.g. PGlite); set TEST_DATABASE_URL to a PostGIS server to run the tile content tests');
+});
+afterAll(async () => {
+  await api?.close();
+  await db?.close();
+});
+
+/** The slippy-map tile (z, x, y) holding a lon/lat. */
+function tileOf(lon: number, lat: number, z: number): { z: number; x: number; y: number } {
+  const n = 2 ** z;
+  const rad = (lat * Math.PI) / 180;
+  return { z, x: Math.floor(((lon + 180) / 360) * n), y: Math.floor(((1 - Math.log(Math.tan(rad) + 1 / Math.cos(rad)) / Math.PI) / 2) * n) };
+}
+const path = (t: { z: number; x: number; y: number }) => `/api/tiles/${t.z}/${t.x}/${t.y}.mvt`;
+
+async function getTile(p: string, headers: Record<string, string> = {}) {
+  const response = await fetch(`${api.url}${p}`, { headers });
+  const bytes = Buffer.from(await response.arrayBuffer());
+  return { status: response.status, headers: response.headers, bytes };
+}
+
+/** The features of the tile's `features` layer with their properties. */
+function decode(bytes: Buffer): Record<string, string | number | boolean>[] {
+  const layer = new VectorTile(new PbfReader(bytes)).layers.features;
+  if (!layer) return [];
+  return Array.from({ length: layer.length }, (_, i) => layer.feature(i).properties);
+}
+
+/** Tests of tile content run where the database has ST_AsMVT; the others only where it has not. */
+const withMvt = (name: string, test: () => Promise<void>) =>
+  it(name, async (context) => {
+    if (!mvtSupported) context.skip();
+    await test();
+  });
+const withoutMvt = (name: string, test: () => Promise<void>) =>
+  it(name, async (context) => {
+    if (mvtSupported) context.skip();
+    await test();
+  });
+
+async function create(lon: number, lat: number, properties: Record<string, unknown> = {}): Promise<string> {
+  const created = await api.request('POST', '/api/features', { token: contributor, body: aFeature({ geometry: { type: 'Point', coordinates: [lon, lat] }, properties }) });
+  expect(created.status).toBe(201);
+  return created.json.id as string;
+}
+
+describe('vector tiles on PostGIS', () => {
+  withMvt('serves a Mapbox Vector Tile whose features carry id, kategorie, status and name', async () => {
+    const id = await create(13.4001, 52.5001, { name: 'Alter St.-Matthäus-Kirchhof', kategorie: 'friedhof' });
+    const tile = await getTile(path(tileOf(13.4001, 52.5001, 14)));
+    expect(tile.status).toBe(200);
+    expect(tile.headers.get('content-type')).toBe('application/vnd.mapbox-vector-tile');
+    const features = decode(tile.bytes);
+    expect(features).toContainEqual({ id, kategorie: 'friedhof', status: 'draft', name: 'Alter St.-Matthäus-Kirchhof' });
+  });
+
+  withMvt('answers with a strong ETag and no-cache, and 304 without a body while the tile is unchanged', async () => {
+    await create(13.41, 52.51);
+    const p = path(tileOf(13.41, 52.51, 13));
+    const first = await getTile(p);
+    const etag = first.headers.get('etag')!;
+    expect(etag).toMatch(/^"[^"]+"$/);
+    expect(first.headers.get('cache-control')).toContain('no-cache');
+    const again = await getTile(p, { 'If-None-Match': etag });
+    expect(again.status).toBe(304);
+    expect(again.bytes.length).toBe(0);
+    expect(again.headers.get('etag')).toBe(etag);
+    expect((await getTile(p, { 'If-None-Match': `"other", W/${etag}` })).status).toBe(304);
+    expect((await getTile(p, { 'If-None-Match': '"stale"' })).status).toBe(200);
+    expect((await getTile(p, { 'If-None-Match': '*' })).status).toBe(304);
+  });
+
+  withMvt('an edit through the API changes the ETag and content of the tiles it touches and of no other', async () => {
+    const id = await create(13.42, 52.52, { name: 'Vorher' });
+    await create(9.99, 53.55, { name: 'Hamburg' });
+    const touched = path(tileOf(13.42, 52.52, 15));
+    const elsewhere = path(tileOf(9.99, 53.55, 15));
+    const before = await getTile(touched);
+    const otherBefore = await getTile(elsewhere);
+
+    const current = await api.request('GET', `/api/features/${id}`);
+    const edited = await api.request('PUT', `/api/features/${id}`, {
+      token: contributor,
+      headers: { 'If-Match': current.headers.get('etag')! },
+      body: { ...current.json, properties: { name: 'Nachher', kategorie: 'friedhof' } },
+    });
+    expect(edited.status).toBe(200);
+
+    const after = await getTile(touched, { 'If-None-Match': before.headers.get('etag')! });
+    expect(after.status).toBe(200);
+    expect(after.headers.get('etag')).not.toBe(before.headers.get('etag'));
+    expect(decode(after.bytes).find((f) => f.id === id)?.name).toBe('Nachher');
+    expect((await getTile(elsewhere, { 'If-None-Match': otherBefore.headers.get('etag')! })).status).toBe(304);
+  });
+
+  withMvt('a write that bypasses the API (SQL, as GeoServer WFS-T does) and a QC status change both invalidate the tile', async () => {
+    const id = await create(13.43, 52.53);
+    const p = path(tileOf(13.43, 52.53, 16));
+    const before = await getTile(p);
+    await db.pool.query(`UPDATE features.features SET geom = ST_SetSRID(ST_MakePoint(13.4301, 52.5301), 4326) WHERE id = $1`, [id]);
+    const moved = await getTile(p, { 'If-None-Match': before.headers.get('etag')! });
+    expect(moved.status).toBe(200);
+
+    const submitted = await api.request('POST', '/api/qc/submit', { token: contributor, body: { featureId: id } });
+    expect(submitted.status).toBe(200);
+    const afterSubmit = await getTile(p, { 'If-None-Match': moved.headers.get('etag')! });
+    expect(afterSubmit.status).toBe(200);
+    expect(decode(afterSubmit.bytes).find((f) => f.id === id)?.status).toBe('in_qc');
+  });
+
+  withMvt('a deleted feature leaves the tile', async () => {
+    const id = await create(13.44, 52.54);
+    const p = path(tileOf(13.44, 52.54, 16));
+    expect(decode((await getTile(p)).bytes).map((f) => f.id)).toContain(id);
+    expect((await api.request('DELETE', `/api/features/${id}`, { token: admin })).status).toBe(204);
+    expect(decode((await getTile(p)).bytes).map((f) => f.id)).not.toContain(id);
+  });
+
+  withMvt('a feature deleted and created again under the same id (version 1 again) still changes the ETag', async () => {
+    const body = aFeature({ id: 'wieder-da', geometry: { type: 'Point', coordinates: [13.445, 52.545] }, properties: { name: 'Erstes Leben' } });
+    expect((await api.request('POST', '/api/features', { token: admin, body })).status).toBe(201);
+    const p = path(tileOf(13.445, 52.545, 16));
+    const before = await getTile(p);
+    expect((await api.request('DELETE', '/api/features/wieder-da', { token: admin })).status).toBe(204);
+    const again = { ...body, properties: { ...body.properties, name: 'Zweites Leben' } };
+    expect((await api.request('POST', '/api/features', { token: admin, body: again })).status).toBe(201);
+    const after = await getTile(p, { 'If-None-Match': before.headers.get('etag')! });
+    expect(after.status).toBe(200);
+    expect(decode(after.bytes).find((f) => f.id === 'wieder-da')?.name).toBe('Zweites Leben');
+  });
+
+  withMvt('shows an anonymous visitor exactly the features the list shows for the same area', async () => {
+    const ids = [await create(13.451, 52.551), await create(13.452, 52.552, { kategorie: 'denkmal' })];
+    const submitted = await api.request('POST', '/api/qc/submit', { token: contributor, body: { featureId: ids[1] } });
+    expect(submitted.status).toBe(200);
+    const t = tileOf(13.4515, 52.5515, 14);
+    // The tile's bounds in lon/lat, to ask the list for the same area.
+    const n = 2 ** t.z;
+    const lon = (x: number) => (x / n) * 360 - 180;
+    const lat = (y: number) => (Math.atan(Math.sinh(Math.PI * (1 - (2 * y) / n))) * 180) / Math.PI;
+    const listed = await api.request('GET', `/api/features?bbox=${lon(t.x)},${lat(t.y + 1)},${lon(t.x + 1)},${lat(t.y)}&limit=10000`);
+    expect(listed.status).toBe(200);
+    const listedIds = (listed.json.features as { id: string }[]).map((f) => f.id).sort();
+    expect(listedIds).toEqual(expect.arrayContaining(ids));
+    expect(decode((await getTile(path(t))).bytes).map((f) => f.id as string).sort()).toEqual(listedIds);
+  });
+
+  withMvt('serves an empty tile as an empty body, and the whole world at zoom 0 even with geometry beyond Web Mercator\'s latitudes', async () => {
+    const empty = await getTile(path(tileOf(-150, -60, 10)));
+    expect(empty.status).toBe(200);
+    expect(decode(empty.bytes)).toEqual([]);
+
+    const polar = await api.request('POST', '/api/features', {
+      token: contributor,
+      body: aFeature({ geometry: { type: 'Polygon', coordinates: [[[10, 80], [20, 80], [20, 89.9], [10, 89.9], [10, 80]]] }, properties: { name: 'Nordpolnah' } }),
+    });
+    expect(polar.status).toBe(201);
+    const world = await getTile('/api/tiles/0/0/0.mvt');
+    expect(world.status).toBe(200);
+    expect(decode(world.bytes).map((f) => f.id)).toContain(polar.json.id);
+  });
+});
+
+describe('tile addresses', () => {
+  it.each([
+    ['/api/tiles/23/0/0.mvt', 'z'],
+    ['/api/tiles/-1/0/0.mvt', 'z'],
+    ['/api/tiles/a/0/0.mvt', 'z'],
+    ['/api/tiles/2/4/0.mvt', 'x'],
+    ['/api/tiles/2/0/4.mvt', 'y'],
+    ['/api/tiles/0/0/0.png', 'y'],
+    ['/api/tiles/0/0/0', 'y'],
+    ['/api/tiles/3/1.5/0.mvt', 'x'],
+  ])('answers 400 naming the part for %s', async (p, field) => {
+    const response = await api.request('GET', p);
+    expect(response.status).toBe(400);
+    expect(response.headers.get('content-type')).toContain('application/problem+json');
+    expect(response.json.fields.map((f: { field: string }) => f.field)).toContain(field);
+  });
+
+  it('allows only GET and HEAD', async () => {
+    const response = await api.request('POST', '/api/tiles/0/0/0.mvt', { token: admin, body: {} });
+    expect(response.status).toBe(405);
+    expect(response.headers.get('allow')).toBe('GET, HEAD');
+  });
+
+  it('is in the OpenAPI document', async () => {
+    const doc = (await api.request('GET', '/api/openapi.json')).json;
+    expect(doc.paths['/api/tiles/{z}/{x}/{y}.mvt'].get.responses).toHaveProperty('304');
+  });
+});
+
+describe('vector tiles without ST_AsMVT', () => {
+  withoutMvt('answers 501 with a problem saying what the database lacks', async () => {
+    const response = await api.request('GET', '/api/tiles/0/0/0.mvt');
+    expect(response.status).toBe(501);
+    expect(response.json).toMatchObject({ code: 'TILES_UNAVAILABLE' });
+    expect(response.json.detail).toMatch(/protobuf/);
+  });
+});
