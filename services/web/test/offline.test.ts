@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { threeWayMerge } from '../src/lib/offline/merge.js';
 import { CHROMIUM, launchChromium, missingForBrowserTests, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
 const missing = missingForBrowserTests();
@@ -77,6 +78,7 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
     const editedId = await seed('Denkmal am Markt', 13.401, 'Markt 1', '030 111');
     await seed('Denkmal am Park', 13.402, 'Park 2', '030 222');
     const deletedId = await seed('Denkmal am Tor', 13.403, 'Tor 3', '030 333');
+    const goneId = await seed('Denkmal am Weg', 13.4035, 'Weg 4', '030 444');
 
     // Online: the map shows the area (kept in IndexedDB), the service worker takes over.
     let page = await openProfile();
@@ -84,15 +86,15 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
     await page.waitForURL(`${stack.webUrl}/`);
     await page.evaluate(() => navigator.serviceWorker.ready.then(() => undefined));
     await page.goto(`${stack.webUrl}/?center=13.402,52.52&zoom=15`);
-    await expect.poll(() => page.getByRole('status').filter({ hasText: 'Objekte geladen' }).textContent(), { timeout: 20_000 }).toBe('3 Objekte geladen');
+    await expect.poll(() => page.getByRole('status').filter({ hasText: 'Objekte geladen' }).textContent(), { timeout: 20_000 }).toBe('4 Objekte geladen');
     await page.goto(`${stack.webUrl}/offline`);
-    await hasText(page.getByRole('status').filter({ hasText: 'offline verfügbar' }), '3 Objekte offline verfügbar');
+    await hasText(page.getByRole('status').filter({ hasText: 'offline verfügbar' }), '4 Objekte offline verfügbar');
     await expect.poll(() => page.evaluate(() => navigator.serviceWorker.controller !== null)).toBe(true);
 
     // Offline: the site still opens (from the service worker), the map shows the kept features.
     await context!.setOffline(true);
     await page.goto(`${stack.webUrl}/?center=13.402,52.52&zoom=15`);
-    await expect.poll(() => page.getByRole('status').filter({ hasText: 'Objekte geladen' }).textContent(), { timeout: 20_000 }).toBe('3 Objekte geladen');
+    await expect.poll(() => page.getByRole('status').filter({ hasText: 'Objekte geladen' }).textContent(), { timeout: 20_000 }).toBe('4 Objekte geladen');
     await page.getByRole('link', { name: 'Ausstehende Änderungen: 0' }).click();
     await page.waitForURL(`${stack.webUrl}/offline`);
     await visible(page.getByRole('status').filter({ hasText: 'Keine Verbindung' }));
@@ -115,24 +117,27 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
     await page.getByLabel('Name', { exact: true }).fill('Denkmal am Markt (saniert)');
     await page.getByLabel('Adresse').fill('Marktplatz 1');
     await page.getByRole('button', { name: 'Speichern' }).click();
+    await page.getByRole('button', { name: 'Bearbeiten: Denkmal am Weg' }).click();
+    await page.getByLabel('Name', { exact: true }).fill('Denkmal am Weg (vermessen)');
+    await page.getByRole('button', { name: 'Speichern' }).click();
     await page.getByRole('button', { name: 'Löschen: Denkmal am Tor' }).click();
-    await hasText(badge(page), 'Ausstehende Änderungen: 4');
+    await hasText(badge(page), 'Ausstehende Änderungen: 5');
     violations.push(...(await seriousViolations(page)));
-    await badge(page).screenshot({ path: join(SCREENSHOTS, 'offline-badge.png') });
+    await page.getByRole('navigation', { name: 'Hauptnavigation' }).screenshot({ path: join(SCREENSHOTS, 'offline-badge.png') });
     await page.screenshot({ path: join(SCREENSHOTS, 'offline.png') });
 
     // A reload, then closing the browser and opening it again on the same profile, still offline.
     await page.reload();
-    await hasText(badge(page), 'Ausstehende Änderungen: 4');
+    await hasText(badge(page), 'Ausstehende Änderungen: 5');
     await context!.close();
     page = await openProfile();
     await context!.setOffline(true);
     await page.goto(`${stack.webUrl}/offline`);
-    await hasText(badge(page), 'Ausstehende Änderungen: 4');
+    await hasText(badge(page), 'Ausstehende Änderungen: 5');
     const outbox = page.getByRole('list').filter({ hasText: 'Neu:' });
     await visible(outbox);
-    const items = (await outbox.getByRole('listitem').allTextContents()).map((text) => text.split(' (')[0]);
-    expect(items.map((text) => text.replace(/(Öffnen|Verwerfen):.*$/, '').trim())).toEqual(['Neu: Neues Grabfeld Ost', 'Neu: Neues Beet West', 'Geändert: Denkmal am Markt', 'Gelöscht: Denkmal am Tor']);
+    const items = (await outbox.getByRole('listitem').allTextContents()).map((text) => text.split(' (')[0] ?? text);
+    expect(items.map((text) => text.replace(/(Öffnen|Verwerfen):.*$/, '').trim())).toEqual(['Neu: Neues Grabfeld Ost', 'Neu: Neues Beet West', 'Geändert: Denkmal am Markt', 'Geändert: Denkmal am Weg', 'Gelöscht: Denkmal am Tor']);
 
     // Meanwhile a second browser edits the same feature online: the address and the phone.
     const other = await browser.newContext({ locale: 'de-DE', viewport: { width: 1100, height: 800 } });
@@ -145,6 +150,8 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
     await otherPage.getByRole('button', { name: 'Speichern' }).click();
     await otherPage.waitForURL(`${stack.webUrl}/features/${encodeURIComponent(editedId)}`);
     await other.close();
+    // … and another user deletes a feature edited here offline.
+    expect((await stack.api('DELETE', `/api/features/${encodeURIComponent(goneId)}`, { token: await stack.token('admin', 'bob') })).status).toBe(204);
 
     // Back online; the first create's answer is lost after the API made the feature.
     let droppedCreates = 0;
@@ -163,7 +170,7 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
     // Sync meets the conflict: name changed here only, phone there only, the address on both sides.
     await visible(page.getByRole('heading', { name: 'Zusammenführen: Denkmal am Markt (saniert)' }), 30_000);
     expect(droppedCreates).toBe(1);
-    await hasText(badge(page), 'Ausstehende Änderungen: 1');
+    await hasText(badge(page), 'Ausstehende Änderungen: 2');
     const merge = page.getByRole('region', { name: /^Zusammenführen/ });
     expect(await merge.getByRole('row', { name: /^Name/ }).textContent()).toContain('automatisch: Meine Änderung');
     expect(await merge.getByRole('row', { name: /^Telefon/ }).textContent()).toContain('automatisch: Server');
@@ -172,12 +179,19 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
     await merge.screenshot({ path: join(SCREENSHOTS, 'offline-merge.png') });
     await merge.getByRole('radio', { name: 'Adresse: Server' }).check();
     await merge.getByRole('button', { name: 'Zusammenführung speichern' }).click();
+    // Next, the feature deleted on the server while edited here: offered to restore as new.
+    await visible(page.getByRole('heading', { name: 'Zusammenführen: Denkmal am Weg (vermessen)' }));
+    expect(await merge.textContent()).toContain('auf dem Server gelöscht');
+    await merge.getByRole('button', { name: 'Als neues Objekt wiederherstellen' }).click();
     await hasText(badge(page), 'Ausstehende Änderungen: 0');
 
     // The server: each create once, the delete done, the merge as asserted.
     const { body: all } = await stack.api<{ features: FeatureBody[] }>('GET', '/api/features?limit=1000', { token: adminToken });
     const names = all.features.map((f) => f.properties.name).sort();
-    expect(names).toEqual(['Denkmal am Markt (saniert)', 'Denkmal am Park', 'Neues Beet West', 'Neues Grabfeld Ost']);
+    expect(names).toEqual(['Denkmal am Markt (saniert)', 'Denkmal am Park', 'Denkmal am Weg (vermessen)', 'Neues Beet West', 'Neues Grabfeld Ost']);
+    const restored = all.features.find((f) => f.properties.name === 'Denkmal am Weg (vermessen)')!;
+    expect(restored.id).not.toBe(goneId);
+    expect(restored.properties).toMatchObject({ adresse: 'Weg 4', telefon: '030 444', version: 1 });
     expect(all.features.find((f) => f.properties.name === 'Neues Beet West')!.properties.telefon).toBe('030 555');
     expect((await stack.api('GET', `/api/features/${encodeURIComponent(deletedId)}`, { token: adminToken })).status).toBe(404);
     const merged = (await stack.api<FeatureBody>('GET', `/api/features/${encodeURIComponent(editedId)}`, { token: adminToken })).body;
@@ -196,4 +210,26 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
     expect(createdVersions.map((h) => h.operation)).toEqual(['insert']);
     expect(violations).toEqual([]);
   }, 240_000);
+});
+
+describe('the three-way merge of an offline edit', () => {
+  const point = (lon: number) => ({ type: 'Point' as const, coordinates: [lon, 52.5] as [number, number] });
+  const side = (name: string, adresse: string | null, lon = 13.4) => ({ properties: { name, kategorie: 'denkmal', adresse, telefon: null }, geometry: point(lon) });
+
+  it('takes a field changed on one side only by itself and leaves a field both changed differently to the user', () => {
+    const outcome = threeWayMerge(side('A', 'x'), side('A mine', 'y'), side('A', 'z', 13.5));
+    expect(outcome.conflicts).toEqual(['adresse']);
+    expect(outcome.fromTheirs).toEqual(['geometry']);
+    expect(outcome.merged).toEqual(side('A mine', 'y', 13.5));
+  });
+
+  it('sees no conflict where both sides made the same change', () => {
+    const outcome = threeWayMerge(side('A', 'x'), side('B', 'x', 13.6), side('B', 'x', 13.6));
+    expect(outcome.conflicts).toEqual([]);
+    expect(outcome.merged).toEqual(side('B', 'x', 13.6));
+  });
+
+  it('treats a moved geometry on both sides as a conflict', () => {
+    expect(threeWayMerge(side('A', null), side('A', null, 13.41), side('A', null, 13.42)).conflicts).toEqual(['geometry']);
+  });
 });

@@ -158,14 +158,23 @@ export function mountOfflinePage(): void {
               return item;
             })),
       );
-      // A conflict opens the merge view by itself once sync meets it.
-      const conflict = entries.find((entry) => entry.state === 'conflict' || entry.state === 'gone');
-      if (conflict && mergeSection.hidden && !shownConflicts.has(conflict.seq!)) {
-        shownConflicts.add(conflict.seq!);
-        openEntry(conflict);
-      }
+      latest = entries;
+      openNextConflict();
     },
   });
+  let latest: OutboxEntry[] = [];
+  // A conflict opens the merge view by itself once sync meets it (each once; the outbox reopens it).
+  const openNextConflict = () => {
+    const conflict = latest.find((entry) => (entry.state === 'conflict' || entry.state === 'gone') && !shownConflicts.has(entry.seq!));
+    if (conflict && mergeSection.hidden) {
+      shownConflicts.add(conflict.seq!);
+      openEntry(conflict);
+    }
+  };
+  const closeMerge = () => {
+    mergeSection.hidden = true;
+    openNextConflict();
+  };
 
   const openEntry = (entry: OutboxEntry) => {
     if (entry.state === 'conflict' || entry.state === 'gone') openMerge(entry);
@@ -241,7 +250,7 @@ export function mountOfflinePage(): void {
       const merged = { properties: { ...outcome.merged.properties }, geometry: outcome.merged.geometry };
       for (const conflicted of outcome.conflicts) if (data.get(`merge-${conflicted}`) === 'theirs') setField(merged, conflicted, fieldValue(theirs!, conflicted));
       void saveMerged(transport(), entry, fromMergeInput(entry.featureId, merged)).then((saved) => {
-        if (saved) mergeSection.hidden = true;
+        if (saved) closeMerge();
       });
     };
     byId('restore-new').onclick = () => {
@@ -253,14 +262,14 @@ export function mountOfflinePage(): void {
           await updateEntry(entry.seq!, { kind: 'create', featureId: id, body, base: null, baseEtag: null, idempotencyKey: crypto.randomUUID(), state: 'pending', theirs: null, theirsEtag: null });
         })
         .then(() => {
-          mergeSection.hidden = true;
+          closeMerge();
           void syncNow();
         })
         .catch(storageError);
     };
     byId('delete-anyway').onclick = () => {
       void updateEntry(entry.seq!, { baseEtag: entry.theirsEtag, state: 'pending' }).then(() => {
-        mergeSection.hidden = true;
+        closeMerge();
         void syncNow();
       });
     };
