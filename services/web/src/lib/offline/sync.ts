@@ -44,8 +44,9 @@ export interface Transport {
 }
 
 async function call(transport: Transport, method: string, path: string, headers: Record<string, string>, body?: unknown): Promise<Response> {
+  let response: Response;
   try {
-    return await fetch(`${transport.config.apiUrl}${path}`, {
+    response = await fetch(`${transport.config.apiUrl}${path}`, {
       method,
       headers: transport.headers({ accept: 'application/geo+json', ...(body ? { 'content-type': 'application/geo+json' } : {}), ...headers }),
       ...(body ? { body: JSON.stringify(body) } : {}),
@@ -54,6 +55,9 @@ async function call(transport: Transport, method: string, path: string, headers:
   } catch (error) {
     throw new NetworkFailure(String(error), { cause: error });
   }
+  // A session that expired while offline: stop like a network failure, the outbox waits for a sign-in.
+  if (response.status === 401) throw new NetworkFailure('not signed in');
+  return response;
 }
 
 async function keepServerCopy(response: Response): Promise<Feature> {
