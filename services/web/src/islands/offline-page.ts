@@ -108,7 +108,10 @@ export function mountOfflinePage(): void {
   // The stored features.
   const rows = byId('offline-features');
   liveQuery(() => offlineDb().features.toArray()).subscribe({
-    next: (stored: StoredFeature[]) => {
+    next: (stored: StoredFeature[]) => renderFeatures(stored),
+  });
+  const renderFeatures = throttled((stored: StoredFeature[]) => {
+    {
       byId('feature-count').textContent = t('offline.featureCount', { count: stored.length });
       rows.replaceChildren(
         ...stored
@@ -135,7 +138,7 @@ export function mountOfflinePage(): void {
             return row;
           }),
       );
-    },
+    }
   });
 
   // The outbox.
@@ -143,7 +146,10 @@ export function mountOfflinePage(): void {
   const nameOf = (entry: OutboxEntry) => entry.body?.properties.name ?? entry.base?.properties.name ?? entry.featureId;
   const stateText = (entry: OutboxEntry) => (entry.state === 'failed' ? t('offline.state.failed', { message: entry.lastError ?? '' }) : t(`offline.state.${entry.state}` as MessageKey));
   liveQuery(() => offlineDb().outbox.orderBy('seq').toArray()).subscribe({
-    next: (entries: OutboxEntry[]) => {
+    next: (entries: OutboxEntry[]) => renderOutbox(entries),
+  });
+  const renderOutbox = throttled((entries: OutboxEntry[]) => {
+    {
       list.replaceChildren(
         ...(entries.length === 0
           ? [Object.assign(document.createElement('li'), { textContent: t('offline.outboxEmpty') })]
@@ -160,7 +166,7 @@ export function mountOfflinePage(): void {
       );
       latest = entries;
       openNextConflict();
-    },
+    }
   });
   let latest: OutboxEntry[] = [];
   // A conflict opens the merge view by itself once sync meets it (each once; the outbox reopens it).
@@ -275,5 +281,23 @@ export function mountOfflinePage(): void {
     };
     mergeSection.hidden = false;
     byId('merge-title').focus();
+  };
+}
+
+/** Renders at most every 200 ms with the newest value: a sync of hundreds of edits changes the tables hundreds of times. */
+function throttled<T>(render: (value: T) => void): (value: T) => void {
+  let pending: { value: T } | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let last = 0;
+  return (value) => {
+    pending = { value };
+    if (timer) return;
+    const wait = Math.max(0, last + 200 - Date.now());
+    timer = setTimeout(() => {
+      timer = undefined;
+      last = Date.now();
+      if (pending) render(pending.value);
+      pending = undefined;
+    }, wait);
   };
 }

@@ -53,14 +53,14 @@ export function mountOfflineShell(): void {
     if (!granted && warnings) warnings.dataset.persist = t('offline.notPersisted');
   });
   const badge = document.getElementById('pending-badge');
-  liveQuery(() => offlineDb().outbox.toArray()).subscribe({
-    next: (entries) => {
+  // A count and the oldest entry, not the whole outbox: this runs after every change, also during sync.
+  liveQuery(async () => ({ count: await offlineDb().outbox.count(), oldest: (await offlineDb().outbox.orderBy('seq').first())?.createdAt })).subscribe({
+    next: ({ count, oldest }) => {
       if (badge) {
-        badge.textContent = t('offline.badge', { count: entries.length });
-        badge.dataset.count = String(entries.length);
+        badge.textContent = t('offline.badge', { count });
+        badge.dataset.count = String(count);
       }
-      const oldest = Math.min(...entries.map((entry) => entry.createdAt));
-      if (warnings) warnings.textContent = entries.length > 0 && Date.now() - oldest > DAY_MS ? t('offline.old') : '';
+      if (warnings) warnings.textContent = count > 0 && oldest !== undefined && Date.now() - oldest > DAY_MS ? t('offline.old') : '';
     },
     error: () => undefined,
   });

@@ -151,19 +151,26 @@ async function sendOne(transport: Transport, entry: OutboxEntry): Promise<boolea
 async function runOnce(transport: Transport): Promise<SyncResult> {
   let sent = 0;
   const blocked = new Set<string>();
+  // Read once per pass, not once per edit (an outbox of 500 would be read 500 times); a second pass
+  // picks up edits made while the first ran.
   for (;;) {
     const entries = await offlineDb().outbox.orderBy('seq').toArray();
     for (const entry of entries) if (entry.state !== 'pending') blocked.add(entry.featureId);
-    // In order; a feature waiting for the user holds back its own later edits, not the others'.
-    const next = entries.find((entry) => entry.state === 'pending' && !blocked.has(entry.featureId));
-    if (!next) return { sent, waiting: entries.length, offline: false };
-    try {
-      if (await sendOne(transport, next)) sent++;
-      else blocked.add(next.featureId);
-    } catch (error) {
-      if (error instanceof NetworkFailure) return { sent, waiting: entries.length - 1, offline: true };
-      throw error;
+    let sentThisPass = 0;
+    for (const [index, entry] of entries.entries()) {
+      // In order; a feature waiting for the user holds back its own later edits, not the others'.
+      if (entry.state !== 'pending' || blocked.has(entry.featureId)) continue;
+      try {
+        if (await sendOne(transport, entry)) sentThisPass++;
+        else blocked.add(entry.featureId);
+      } catch (error) {
+        if (error instanceof NetworkFailure) return { sent: sent + sentThisPass, waiting: entries.length - index, offline: true };
+        throw error;
+      }
     }
+    sent += sentThisPass;
+    const remaining = await offlineDb().outbox.toArray();
+    if (!remaining.some((entry) => entry.state === 'pending' && !blocked.has(entry.featureId))) return { sent, waiting: remaining.length, offline: false };
   }
 }
 
