@@ -22,7 +22,7 @@ function newestMtime(path: string): number {
 
 function buildIsCurrent(): boolean {
   if (!existsSync(entry)) return false;
-  const sources = Math.max(newestMtime(join(webRoot, 'src')), newestMtime(join(webRoot, 'astro.config.mjs')), newestMtime(join(repoRoot, 'services/shared')));
+  const sources = Math.max(newestMtime(join(webRoot, 'src')), newestMtime(join(webRoot, 'public')), newestMtime(join(webRoot, 'astro.config.mjs')), newestMtime(join(repoRoot, 'services/shared')));
   return statSync(entry).mtimeMs > sources;
 }
 

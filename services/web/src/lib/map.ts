@@ -31,6 +31,7 @@ import type { Geometry as OlGeometry } from 'ol/geom.js';
 import type { FeatureLike } from 'ol/Feature.js';
 import type { Geometry } from '../../../shared/features/schema.js';
 import { KATEGORIE_COLOURS } from './colours.js';
+import { keepFeatures, storedFeaturesIn } from './offline/outbox.js';
 import type { ClientConfig, Feature } from './types.js';
 
 export { KATEGORIE_COLOURS };
@@ -258,6 +259,8 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
             if (!response.ok) throw new Error(`HTTP ${response.status}`);
             const page = (await response.json()) as { features: Feature[]; links: Array<{ rel: string; href: string }> };
             handle.upsert(page.features);
+            // Viewed areas stay available offline (lib/offline, docs/web.md "Offline editing").
+            void keepFeatures(page.features);
             const next = page.links.find((link) => link.rel === 'next')?.href;
             url = next ? new URL(next, config.apiUrl).toString() : undefined;
           }
@@ -265,7 +268,10 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
           target.dataset.loadedAt = String(performance.now());
           onProgress?.(held.size, false);
         } catch (error) {
-          if ((error as Error).name !== 'AbortError') onProgress?.(held.size, false);
+          if ((error as Error).name === 'AbortError') return;
+          // No network: what this browser has kept of the area, including edits not yet synced.
+          handle.upsert(await storedFeaturesIn(state.bbox).catch(() => []));
+          onProgress?.(held.size, false);
         }
       };
       handle.onViewChange((state) => void load(state));
