@@ -143,7 +143,8 @@ describe('webhook authentication', () => {
     expect(res.status).toBe(202);
     await waitForDeployment(h, String(res.json.deploymentId));
     const call = h.recordedDeploys().find((d) => d.args[0] === 'main');
-    expect(call?.args[3]).toBe('https://git.example.org/city/site.git');
+    // main deploys the platform's own web app (config/targets.yaml), whatever the payload names.
+    expect(call?.args[3]).toBe('https://git.example.org/city/feature-mapping-platform.git');
   });
 
   it('keeps every secret out of the deploy script environment and out of the logs', async () => {
