@@ -137,7 +137,8 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
 
   /** Absolute container paths in a value (whole value, or after `=`/`:` in lists) become host paths. */
   const rewritePaths = (value: string, map: (p: string) => string | undefined) =>
-    value.replace(/(^|[\s=,])(\/[\w./-]+)/g, (whole, lead: string, path: string) => {
+    // A path may also open a quoted shell word (`chown 0:0 '/srv/sites'` in an `sh -c` script).
+    value.replace(/(^|[\s=,'"])(\/[\w./-]+)/g, (whole, lead: string, path: string) => {
       const host = map(path);
       return host && (existsSync(host) || existsSync(dirname(host))) ? `${lead}${host}` : whole;
     });
