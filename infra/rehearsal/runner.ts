@@ -7,7 +7,7 @@
  * under `pulumi up`: they are never created.
  */
 import * as pulumi from '@pulumi/pulumi';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -208,8 +208,26 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     return new Promise((resolve) => child.once('exit', (code) => resolve(code === 0)));
   };
 
+  /**
+   * The official node images carry a `node` user (uid 1000) that the project images hand their
+   * services to (`WEBHOOK_USER=node`, `chown node:node`). Here the containers are processes on this
+   * host, so that user must exist on it; the scratch folder must be traversable by it, as the image's
+   * files are for that user in a container.
+   */
+  let imageUsersReady = false;
+  const ensureImageUsers = () => {
+    if (imageUsersReady) return;
+    imageUsersReady = true;
+    if (spawnSync('id', ['-u', 'node'], { stdio: 'ignore' }).status !== 0) {
+      const made = spawnSync('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'node'], { encoding: 'utf8' });
+      if (made.status !== 0) findings.push(`the image user node could not be created on this host: ${made.stderr.trim()}`);
+    }
+    chmodSync(scratch, 0o711);
+  };
+
   // ------------------------------------------------------------------ per image kind
   const startProjectContainer = async (name: string, inputs: Inputs, entry: ContainerRecord, image: AssembledImage, isJob: boolean) => {
+    ensureImageUsers();
     const { owner, attachments } = networkAttachments(name, inputs);
     const map = pathMapper(name, inputs, image);
     let env: Record<string, string> = { ...image.env, ...parseEnvList(inputs.envs) };
