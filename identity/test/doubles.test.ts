@@ -101,3 +101,154 @@ describe.skipIf(MISSING)('Hydra double', () => {
     }
   });
 });
+
+describe.skipIf(MISSING)('Kratos double: browser registration flow', () => {
+  let double: KratosDouble;
+  beforeAll(async () => {
+    if (MISSING) return;
+    double = await new KratosDouble({
+      loginUiUrl: 'https://auth.example.org/login',
+      registrationUiUrl: 'https://accounts.example.org/registration',
+      defaultBrowserReturnUrl: 'https://app.example.org/',
+      allowedReturnUrls: ['https://app.example.org', 'https://*.example.org'],
+      cookieDomain: 'example.org',
+    }).start();
+  });
+  afterAll(async () => {
+    if (MISSING) return;
+    await double.close();
+  });
+
+  /** Starts a flow as a browser does; returns its id and the CSRF cookie the browser now holds. */
+  async function startFlow(query = ''): Promise<{ id: string; cookie: string; response: Response }> {
+    const response = await fetch(`${double.public.url}/self-service/registration/browser${query}`, { redirect: 'manual' });
+    const location = response.headers.get('location') ?? '';
+    const cookie = (response.headers.get('set-cookie') ?? '').split(';')[0]!;
+    return { id: new URL(location, 'https://x').searchParams.get('flow') ?? '', cookie, response };
+  }
+
+  function form(fields: Record<string, string>): URLSearchParams {
+    return new URLSearchParams(fields);
+  }
+
+  async function submit(id: string, cookie: string, fields: Record<string, string>, json = false): Promise<Response> {
+    return fetch(`${double.public.url}/self-service/registration?flow=${id}`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: json ? { cookie, 'content-type': 'application/json', accept: 'application/json' } : { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      body: json ? JSON.stringify(fields) : form(fields),
+    });
+  }
+
+  async function flowOf(id: string, cookie: string) {
+    const response = await fetch(`${double.public.url}/self-service/registration/flows?id=${id}`, { headers: { cookie } });
+    return { status: response.status, body: (await response.json()) as { ui: { action: string; messages?: { id: number; text: string }[]; nodes: { attributes: { name: string; type: string; value?: string }; meta: { label?: { text: string } } }[] } } };
+  }
+
+  it('sends the browser to the registration UI with a flow id and sets the CSRF cookie on the cookie domain', async () => {
+    const { id, cookie, response } = await startFlow();
+    expect(response.status).toBe(303);
+    expect(response.headers.get('location')).toBe(`https://accounts.example.org/registration?flow=${id}`);
+    expect(response.headers.get('set-cookie')).toMatch(/^csrf_token_kratos=[\w-]+; Path=\/; HttpOnly; SameSite=Lax; Domain=example\.org$/);
+    expect(cookie).toMatch(/^csrf_token_kratos=/);
+    expect(drain(double.public)).toEqual([]);
+  });
+
+  it('refuses a return_to outside the allowed return URLs', async () => {
+    const { response } = await startFlow(`?return_to=${encodeURIComponent('https://evil.test/')}`);
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { id: string } }).error.id).toBe('self_service_flow_return_to_forbidden');
+    expect(drain(double.public)).toEqual([]);
+  });
+
+  it('renders the identity schema traits, the password, the CSRF token and a Sign up button as UI nodes', async () => {
+    const { id, cookie } = await startFlow();
+    const { status, body } = await flowOf(id, cookie);
+    expect(status).toBe(200);
+    expect(body.ui.action).toBe(`${double.public.url}/self-service/registration?flow=${id}`);
+    const nodes = body.ui.nodes.map((n) => [n.attributes.name, n.attributes.type, n.meta.label?.text]);
+    expect(nodes).toEqual([
+      ['csrf_token', 'hidden', undefined],
+      ['traits.email', 'email', 'E-mail'],
+      ['password', 'password', 'Password'],
+      ['traits.name', 'text', 'Name'],
+      ['method', 'submit', 'Sign up'],
+    ]);
+    expect(body.ui.nodes[0]!.attributes.value).toBe(cookie.split('=')[1]);
+    expect(drain(double.public)).toEqual([]);
+  });
+
+  it('refuses to show a flow to a browser without its CSRF cookie (403)', async () => {
+    const { id } = await startFlow();
+    const { status } = await flowOf(id, 'csrf_token_kratos=someone-else');
+    expect(status).toBe(403);
+    expect(drain(double.public)).toEqual([]);
+  });
+
+  it('a form post creates the identity with its traits, signs the person in and redirects to the default return URL', async () => {
+    const { id, cookie } = await startFlow();
+    const csrf = cookie.split('=')[1]!;
+    const response = await submit(id, cookie, { csrf_token: csrf, 'traits.email': 'ada@example.org', 'traits.name': 'Ada Lovelace', password: 'analytical-engine-1843', method: 'password' });
+    expect(response.status).toBe(303);
+    expect(response.headers.get('location')).toBe('https://app.example.org/');
+    const identity = [...double.identities.values()].find((i) => i.email === 'ada@example.org');
+    expect(identity).toMatchObject({ name: 'Ada Lovelace', password: 'analytical-engine-1843' });
+    const session = /^ory_kratos_session=([^;]+); Path=\/; Domain=example\.org; HttpOnly; SameSite=Lax$/.exec(response.headers.get('set-cookie') ?? '');
+    expect(session).not.toBeNull();
+    const whoami = await fetch(`${double.public.url}/sessions/whoami`, { headers: { cookie: `ory_kratos_session=${session![1]}` } });
+    expect(((await whoami.json()) as { identity: { traits: unknown } }).identity.traits).toEqual({ email: 'ada@example.org', name: 'Ada Lovelace' });
+    // The flow is used up: sending it again is refused.
+    const again = await submit(id, cookie, { csrf_token: csrf, 'traits.email': 'ada2@example.org', 'traits.name': 'Ada', password: 'analytical-engine-1843', method: 'password' });
+    expect(again.status).toBe(410);
+    expect(drain(double.public)).toEqual([]);
+  });
+
+  it('redirects to the allowed return_to the flow was started with', async () => {
+    const { id, cookie } = await startFlow(`?return_to=${encodeURIComponent('https://maps.example.org/welcome')}`);
+    const response = await submit(id, cookie, { csrf_token: cookie.split('=')[1]!, 'traits.email': 'grace@example.org', 'traits.name': 'Grace Hopper', password: 'cobol-compiler-1959', method: 'password' });
+    expect(response.status).toBe(303);
+    expect(response.headers.get('location')).toBe('https://maps.example.org/welcome');
+    expect(drain(double.public)).toEqual([]);
+  });
+
+  it('refuses a post without the flow CSRF token and creates nothing', async () => {
+    const { id, cookie } = await startFlow();
+    const before = double.identities.size;
+    const response = await submit(id, cookie, { csrf_token: 'forged', 'traits.email': 'mallory@example.org', 'traits.name': 'Mallory', password: 'long-enough-password', method: 'password' });
+    expect(response.status).toBe(403);
+    expect(double.identities.size).toBe(before);
+    expect(drain(double.public)).toEqual([]);
+  });
+
+  it('answers a duplicate e-mail with 400 and the flow carrying the message, keeping the first identity', async () => {
+    double.addIdentity({ email: 'taken@example.org', name: 'First', password: 'first-password-1' });
+    const { id, cookie } = await startFlow();
+    const before = double.identities.size;
+    const response = await submit(id, cookie, { csrf_token: cookie.split('=')[1]!, traits: { email: 'Taken@example.org', name: 'Second' }, password: 'second-password-2', method: 'password' } as never, true);
+    expect(response.status).toBe(400);
+    const flow = (await response.json()) as { id: string; ui: { messages: { id: number; text: string }[] } };
+    expect(flow.id).toBe(id);
+    expect(flow.ui.messages).toEqual([expect.objectContaining({ id: 4000007, text: expect.stringContaining('exists already') })]);
+    expect(double.identities.size).toBe(before);
+    expect(drain(double.public)).toEqual([]);
+  });
+
+  it('sends a browser form with a too short password back to the UI, the flow keeping the message and the typed traits', async () => {
+    const { id, cookie } = await startFlow();
+    const response = await submit(id, cookie, { csrf_token: cookie.split('=')[1]!, 'traits.email': 'short@example.org', 'traits.name': 'Shorty', password: 'seven77', method: 'password' });
+    expect(response.status).toBe(303);
+    expect(response.headers.get('location')).toBe(`https://accounts.example.org/registration?flow=${id}`);
+    const { body } = await flowOf(id, cookie);
+    expect(body.ui.messages).toEqual([expect.objectContaining({ id: 4000032, text: expect.stringContaining('at least 8 characters') })]);
+    expect(body.ui.nodes.find((n) => n.attributes.name === 'traits.email')!.attributes.value).toBe('short@example.org');
+    expect([...double.identities.values()].some((i) => i.email === 'short@example.org')).toBe(false);
+    expect(drain(double.public)).toEqual([]);
+  });
+
+  it('refuses a form without the password (the spec requires it) as a contract violation', async () => {
+    const { id, cookie } = await startFlow();
+    const response = await submit(id, cookie, { csrf_token: cookie.split('=')[1]!, 'traits.email': 'nopw@example.org', 'traits.name': 'No Password', method: 'password' });
+    expect(response.status).toBe(400);
+    expect(drain(double.public).join()).toContain("must have required property 'password'");
+  });
+});

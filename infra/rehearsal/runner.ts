@@ -7,7 +7,7 @@
  * under `pulumi up`: they are never created.
  */
 import * as pulumi from '@pulumi/pulumi';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -18,6 +18,7 @@ import { PROJECT, isSecretEnvelope } from '../testing/pulumi-mocks.js';
 import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
 import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
 import { freePort } from '../../test/helpers/ports.js';
+import { startAccountsUi } from './accounts-ui-standin.js';
 import { EndpointMap } from './endpoints.js';
 import { PG_BIN, startCluster, type Cluster } from './postgres.js';
 
@@ -136,7 +137,8 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
 
   /** Absolute container paths in a value (whole value, or after `=`/`:` in lists) become host paths. */
   const rewritePaths = (value: string, map: (p: string) => string | undefined) =>
-    value.replace(/(^|[\s=,])(\/[\w./-]+)/g, (whole, lead: string, path: string) => {
+    // A path may also open a quoted shell word (`chown 0:0 '/srv/sites'` in an `sh -c` script).
+    value.replace(/(^|[\s=,'"])(\/[\w./-]+)/g, (whole, lead: string, path: string) => {
       const host = map(path);
       return host && (existsSync(host) || existsSync(dirname(host))) ? `${lead}${host}` : whole;
     });
@@ -206,8 +208,26 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     return new Promise((resolve) => child.once('exit', (code) => resolve(code === 0)));
   };
 
+  /**
+   * The official node images carry a `node` user (uid 1000) that the project images hand their
+   * services to (`WEBHOOK_USER=node`, `chown node:node`). Here the containers are processes on this
+   * host, so that user must exist on it; the scratch folder must be traversable by it, as the image's
+   * files are for that user in a container.
+   */
+  let imageUsersReady = false;
+  const ensureImageUsers = () => {
+    if (imageUsersReady) return;
+    imageUsersReady = true;
+    if (spawnSync('id', ['-u', 'node'], { stdio: 'ignore' }).status !== 0) {
+      const made = spawnSync('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'node'], { encoding: 'utf8' });
+      if (made.status !== 0) findings.push(`the image user node could not be created on this host: ${made.stderr.trim()}`);
+    }
+    chmodSync(scratch, 0o711);
+  };
+
   // ------------------------------------------------------------------ per image kind
   const startProjectContainer = async (name: string, inputs: Inputs, entry: ContainerRecord, image: AssembledImage, isJob: boolean) => {
+    ensureImageUsers();
     const { owner, attachments } = networkAttachments(name, inputs);
     const map = pathMapper(name, inputs, image);
     let env: Record<string, string> = { ...image.env, ...parseEnvList(inputs.envs) };
@@ -311,11 +331,19 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     networkAttachments(name, inputs);
     const yml = uploadedYaml(inputs, '/etc/config/kratos/kratos.yml') as {
       serve: { public: { base_url: string } };
-      selfservice: { allowed_return_urls?: string[]; flows: { login: { ui_url: string } } };
+      selfservice: {
+        default_browser_return_url?: string;
+        allowed_return_urls?: string[];
+        flows: { login: { ui_url: string }; registration?: { enabled?: boolean; ui_url?: string; after?: { default_browser_return_url?: string } } };
+      };
       session?: { cookie?: { domain?: string } };
     };
+    const registration = yml.selfservice.flows.registration;
+    const afterRegistration = registration?.after?.default_browser_return_url ?? yml.selfservice.default_browser_return_url;
     const kratos = await new KratosDouble({
       loginUiUrl: yml.selfservice.flows.login.ui_url,
+      ...(registration?.enabled && registration.ui_url ? { registrationUiUrl: registration.ui_url } : {}),
+      ...(afterRegistration ? { defaultBrowserReturnUrl: afterRegistration } : {}),
       allowedReturnUrls: yml.selfservice.allowed_return_urls ?? [],
       ...(yml.session?.cookie?.domain ? { cookieDomain: yml.session.cookie.domain } : {}),
     }).start();
@@ -353,6 +381,23 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     await endpoints.declare(name, [{ alias: 'hydra-admin', networks: attachmentsFor(inputs, 'hydra-admin') }], 4445, adminPort);
     entry.status = 'healthy';
     entry.readyMs = Date.now() - started;
+  };
+
+  /** The accounts UI image: the stand-in serves its registration page from the env the stack declares. */
+  const startAccountsUiStandIn = async (name: string, inputs: Inputs, entry: ContainerRecord) => {
+    const { owner, attachments } = networkAttachments(name, inputs);
+    const env = parseEnvList(inputs.envs);
+    const port = Number(env.PORT ?? 3000);
+    const loopback = await endpoints.declare(owner, attachments, port);
+    const reach = (value: string | undefined, variable: string) => {
+      if (!value) throw new Error(`${name} is declared without ${variable}`);
+      return endpoints.rewrite(name, value);
+    };
+    const ui = await startAccountsUi({ KRATOS_PUBLIC_URL: reach(env.KRATOS_PUBLIC_URL, 'KRATOS_PUBLIC_URL'), KRATOS_BROWSER_URL: reach(env.KRATOS_BROWSER_URL, 'KRATOS_BROWSER_URL') }, loopback);
+    closers.push(() => ui.close());
+    // The declared health check, run against the stand-in's loopback port.
+    const test = (inputs.healthcheck?.tests ?? []).map((a) => a.replace(`127.0.0.1:${port}`, `127.0.0.1:${loopback}`));
+    await waitHealthy(entry, () => (test.length ? runCheckCommand(test, scratch, { PATH: process.env.PATH ?? '' }, (s) => s) : Promise.resolve(true)), undefined);
   };
 
   const startGeoServer = async (name: string, inputs: Inputs, entry: ContainerRecord) => {
@@ -431,7 +476,8 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
           return { exitCode: 0 };
         }
         await startHydra(name, inputs, entry);
-      } else if (/geoserver/.test(remote)) await startGeoServer(name, inputs, entry);
+      } else if (/^oryd\/kratos-selfservice-ui-node:/.test(remote)) await startAccountsUiStandIn(name, inputs, entry);
+      else if (/geoserver/.test(remote)) await startGeoServer(name, inputs, entry);
       else if (/^caddy:/.test(remote)) await startCaddy(name, inputs, entry);
       else {
         entry.detail = `no stand-in for ${remote} on this machine`;

@@ -60,6 +60,25 @@ async function readBody(request: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/**
+ * Form fields as Ory decodes them: a dotted name (`traits.email`) is a path into a nested object, so
+ * an HTML form and a JSON body of the same request check against the same schema.
+ */
+export function formFields(raw: string): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const [name, value] of new URLSearchParams(raw)) {
+    const path = name.split('.');
+    if (path.some((part) => part === '' || part === '__proto__' || part === 'constructor' || part === 'prototype')) continue;
+    let target = body;
+    for (const part of path.slice(0, -1)) {
+      const next = target[part];
+      target = (target[part] = next !== null && typeof next === 'object' ? next : {}) as Record<string, unknown>;
+    }
+    target[path[path.length - 1]!] = value;
+  }
+  return body;
+}
+
 export class ContractServer {
   readonly violations: string[] = [];
   readonly exchanges: ExchangeRecord[] = [];
@@ -133,7 +152,7 @@ export class ContractServer {
     try {
       const raw = await readBody(req);
       if (raw !== '') {
-        if ((contentType ?? '').startsWith('application/x-www-form-urlencoded')) body = Object.fromEntries(new URLSearchParams(raw));
+        if ((contentType ?? '').startsWith('application/x-www-form-urlencoded')) body = formFields(raw);
         else body = JSON.parse(raw) as unknown;
       }
     } catch (error) {

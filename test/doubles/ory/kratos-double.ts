@@ -11,7 +11,8 @@ import { TestClock } from './clock.js';
  * Behaviour modelled on Kratos, kept small: identities with an e-mail/password credential and
  * optionally a second factor; `session.whoami.required_aal: highest_available` (an aal1 session of a
  * user with a second factor gets 403 session_aal2_required); browser login flows with a CSRF cookie,
- * `refresh`, `aal` and `return_to` checked against the allowed return URLs.
+ * `refresh`, `aal` and `return_to` checked against the allowed return URLs; browser registration
+ * flows (password method, traits of identity/config/identity.schema.json) ending in the session hook.
  */
 
 /** Kratos' OpenAPI document, found through services/shared/contracts (throws naming the remedy when absent). */
@@ -60,7 +61,28 @@ export interface KratosDoubleOptions {
   /** selfservice.allowed_return_urls: exact origins+paths or `*.` wildcards like Kratos. */
   allowedReturnUrls: string[];
   cookieDomain?: string;
+  /** Kratos' selfservice.flows.registration.ui_url (registration is disabled without it). */
+  registrationUiUrl?: string;
+  /** Where a browser goes after registration without return_to (selfservice.default_browser_return_url). */
+  defaultBrowserReturnUrl?: string;
 }
+
+interface StoredRegistrationFlow {
+  id: string;
+  csrf: string;
+  issuedAt: number;
+  expiresAt: number;
+  requestUrl: string;
+  returnTo?: string;
+  /** What the person typed, sent back in the nodes when the flow fails (Kratos keeps the values too). */
+  values: { email?: string; name?: string };
+  messages: Array<{ id: number; text: string; type: 'error' | 'info' }>;
+  done: boolean;
+}
+
+/** Kratos' minimum password length (selfservice.methods.password.config.min_password_length default). */
+const MIN_PASSWORD_LENGTH = 8;
+const CSRF_VIOLATION = 'A request failed due to a missing or invalid csrf_token value.';
 
 function kratosError(status: number, message: string, id?: string): { error: Record<string, unknown> } {
   const statusText: Record<number, string> = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 410: 'Gone' };
@@ -72,6 +94,7 @@ export class KratosDouble {
   readonly identities = new Map<string, TestIdentity>();
   readonly sessions = new Map<string, StoredSession>();
   readonly flows = new Map<string, StoredFlow>();
+  readonly registrationFlows = new Map<string, StoredRegistrationFlow>();
   /**
    * Passkeys by credential id → identity id. When any is registered, login flows offer the passkey
    * method with the nodes Kratos v26 sends (challenge, answer field, trigger button, webauthn.js).
@@ -93,6 +116,9 @@ export class KratosDouble {
       .on('createBrowserLoginFlow', (r) => this.createLoginFlow(r))
       .on('getLoginFlow', (r) => this.getLoginFlow(r))
       .on('updateLoginFlow', (r) => this.updateLoginFlow(r))
+      .on('createBrowserRegistrationFlow', (r) => this.createRegistrationFlow(r))
+      .on('getRegistrationFlow', (r) => this.getRegistrationFlow(r))
+      .on('updateRegistrationFlow', (r) => this.updateRegistrationFlow(r))
       .on('isReady', () => this.readiness());
     this.admin
       .on('getIdentity', (r) => this.getIdentity(r))
@@ -372,6 +398,134 @@ export class KratosDouble {
     } catch {
       return undefined;
     }
+  }
+
+  // ---------------------------------------------------------------- registration (browser flow)
+
+  private csrfCookie(csrf: string): string {
+    // Kratos writes every cookie, the CSRF one too, on cookies.domain when it is set.
+    return `${CSRF_COOKIE}=${csrf}; Path=/; HttpOnly; SameSite=Lax${this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : ''}`;
+  }
+
+  private createRegistrationFlow(request: DoubleRequest): DoubleResponse {
+    const uiUrl = this.options.registrationUiUrl;
+    if (!uiUrl) return { status: 400, body: kratosError(400, 'Registration is not allowed because it was disabled.', 'self_service_flow_disabled') };
+    const returnTo = request.query.get('return_to') ?? undefined;
+    if (returnTo !== undefined && !this.returnToAllowed(returnTo)) {
+      return { status: 400, body: kratosError(400, 'Requested return_to URL is not allowed.', 'self_service_flow_return_to_forbidden') };
+    }
+    // Like Kratos: someone already signed in is sent on instead of registering a second account.
+    if (this.activeSession(request)) return { status: 303, headers: { location: returnTo ?? this.options.defaultBrowserReturnUrl ?? uiUrl } };
+    const csrf = request.cookies[CSRF_COOKIE] ?? randomBytes(24).toString('base64url');
+    const flow: StoredRegistrationFlow = {
+      id: randomUUID(),
+      csrf,
+      issuedAt: this.clock.now(),
+      expiresAt: this.clock.now() + 10 * 60_000,
+      requestUrl: `${this.public.url}${request.pathname}${request.query.size ? `?${request.query.toString()}` : ''}`,
+      values: {},
+      messages: [],
+      done: false,
+      ...(returnTo ? { returnTo } : {}),
+    };
+    this.registrationFlows.set(flow.id, flow);
+    return { status: 303, headers: { location: `${uiUrl}?flow=${flow.id}`, 'set-cookie': this.csrfCookie(csrf) } };
+  }
+
+  private registrationFlowFor(request: DoubleRequest, id: string | null): StoredRegistrationFlow | DoubleResponse {
+    const flow = id === null ? undefined : this.registrationFlows.get(id);
+    if (!flow) return { status: 404, body: kratosError(404, 'The requested resource could not be found') };
+    if (flow.expiresAt <= this.clock.now() || flow.done) return { status: 410, body: kratosError(410, 'The self-service flow expired', 'self_service_flow_expired') };
+    if (request.cookies[CSRF_COOKIE] !== flow.csrf) return { status: 403, body: kratosError(403, CSRF_VIOLATION, 'security_csrf_violation') };
+    return flow;
+  }
+
+  /** The flow as Kratos v26 renders it for the person schema: its traits in schema order, then the password method. */
+  registrationFlowJson(flow: StoredRegistrationFlow): Record<string, unknown> {
+    const node = (name: string, type: string, value: string | undefined, group: string, label?: { id: number; text: string }, extra: Record<string, unknown> = {}) => ({
+      type: 'input',
+      group,
+      attributes: { name, type, node_type: 'input', disabled: false, ...(type === 'hidden' || type === 'submit' ? {} : { required: true }), ...(value === undefined ? {} : { value }), ...extra },
+      messages: [],
+      meta: label ? { label: { ...label, type: 'info' } } : {},
+    });
+    return {
+      id: flow.id,
+      type: 'browser',
+      issued_at: new Date(flow.issuedAt).toISOString(),
+      expires_at: new Date(flow.expiresAt).toISOString(),
+      request_url: flow.requestUrl,
+      ...(flow.returnTo ? { return_to: flow.returnTo } : {}),
+      identity_schema: 'person',
+      state: 'choose_method',
+      active: 'password',
+      ui: {
+        action: `${this.public.url}/self-service/registration?flow=${flow.id}`,
+        method: 'POST',
+        messages: flow.messages.map((m) => ({ ...m })),
+        nodes: [
+          node('csrf_token', 'hidden', flow.csrf, 'default'),
+          // Kratos labels a trait with its title in the identity schema (message 1070002).
+          node('traits.email', 'email', flow.values.email, 'default', { id: 1070002, text: 'E-mail' }, { autocomplete: 'email' }),
+          node('password', 'password', undefined, 'password', { id: 1070001, text: 'Password' }, { autocomplete: 'new-password' }),
+          node('traits.name', 'text', flow.values.name, 'default', { id: 1070002, text: 'Name' }),
+          node('method', 'submit', 'password', 'password', { id: 1040001, text: 'Sign up' }),
+        ],
+      },
+    };
+  }
+
+  private getRegistrationFlow(request: DoubleRequest): DoubleResponse {
+    const flow = this.registrationFlowFor(request, request.query.get('id'));
+    if ('status' in flow) return flow;
+    return { status: 200, body: this.registrationFlowJson(flow) };
+  }
+
+  /** Why Kratos would refuse these traits and password, or undefined when it accepts them. */
+  private registrationProblem(email: string, name: string, password: string): { id: number; text: string } | undefined {
+    if (email === '') return { id: 4000002, text: 'Property email is missing.' };
+    if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email) || email.length > 320) return { id: 4000001, text: `"${email}" is not valid "email"` };
+    if (name === '') return { id: 4000002, text: 'Property name is missing.' };
+    if (name.length > 200) return { id: 4000001, text: 'length must be <= 200, but got ' + name.length };
+    if (password.length < MIN_PASSWORD_LENGTH) {
+      return { id: 4000032, text: `The password must be at least ${MIN_PASSWORD_LENGTH} characters long, but got ${password.length}.` };
+    }
+    if (password.toLowerCase().includes(email.toLowerCase()) || email.toLowerCase().includes(password.toLowerCase())) {
+      return { id: 4000031, text: 'The password can not be used because it is too similar to the identifier.' };
+    }
+    const taken = [...this.identities.values()].some((i) => i.email.toLowerCase() === email.toLowerCase());
+    if (taken) return { id: 4000007, text: 'An account with the same identifier (email, phone, username, ...) exists already.' };
+    return undefined;
+  }
+
+  private updateRegistrationFlow(request: DoubleRequest): DoubleResponse {
+    const flow = this.registrationFlowFor(request, request.query.get('flow'));
+    if ('status' in flow) return flow;
+    const body = request.body as { method: string; password?: string; csrf_token?: string; traits?: { email?: unknown; name?: unknown } };
+    // A browser posting the HTML form gets redirects; a browser app sending JSON gets JSON (as Kratos decides).
+    const fromForm = (request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded') && !(request.headers.accept ?? '').includes('application/json');
+    if (body.csrf_token !== flow.csrf) return { status: 403, body: kratosError(403, CSRF_VIOLATION, 'security_csrf_violation') };
+    if (body.method !== 'password') return { status: 400, body: kratosError(400, `method ${body.method} is not enabled in this double`) };
+    const email = typeof body.traits?.email === 'string' ? body.traits.email.trim() : '';
+    const name = typeof body.traits?.name === 'string' ? body.traits.name.trim() : '';
+    const password = body.password ?? '';
+    flow.values = { email, name };
+    const problem = this.registrationProblem(email, name, password);
+    if (problem) {
+      flow.messages = [{ ...problem, type: 'error' }];
+      if (fromForm) return { status: 303, headers: { location: `${this.options.registrationUiUrl}?flow=${flow.id}` } };
+      return { status: 400, body: this.registrationFlowJson(flow) };
+    }
+    flow.done = true;
+    const identity = this.addIdentity({ email, name, password });
+    // The session hook of selfservice.flows.registration.after.password: signed in at once.
+    const session = this.createSession(identity.id);
+    const domain = this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : '';
+    const cookie = `${SESSION_COOKIE}=${session.token}; Path=/${domain}; HttpOnly; SameSite=Lax`;
+    if (fromForm) {
+      return { status: 303, headers: { location: flow.returnTo ?? this.options.defaultBrowserReturnUrl ?? this.public.url, 'set-cookie': cookie } };
+    }
+    return { status: 200, body: { identity: this.identityJson(identity), session: this.sessionJson(session), continue_with: [] }, headers: { 'set-cookie': cookie } };
   }
 
   private getIdentity(request: DoubleRequest): DoubleResponse {
