@@ -260,6 +260,10 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     for (const [key, value] of Object.entries(env)) if (/TRUST_PROXY$/.test(key) && /\buniquelocal\b/.test(value)) env[key] = `${value},loopback`;
     // Only the rehearsal sets APP_ROOT: /usr/local/bin/sites-restart runs the image's files from its folder.
     env.APP_ROOT = image.hostWorkdir;
+    // The deploy script calls sites-restart with the launcher's environment (PATH only, by design), so
+    // the image's folder is written into the rehearsal's copy of the script instead of passed along.
+    const restartScript = join(image.root, 'usr/local/bin/sites-restart');
+    if (existsSync(restartScript)) writeFileSync(restartScript, readFileSync(restartScript, 'utf8').replace('${APP_ROOT:-/app}', image.hostWorkdir));
     env.PATH = `${join(image.root, 'usr/local/bin')}:${process.env.PATH ?? ''}`;
     env.HOME = join(scratch, 'containers', name, 'home');
     mkdirSync(env.HOME, { recursive: true });
