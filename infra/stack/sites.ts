@@ -107,6 +107,9 @@ export function declareSites(ctx: StackContext, { networks, volumes }: StackNetw
       // No Docker socket: a restart is a request on the sites container's control socket (infra/sites).
       RESTART_COMMAND: '/usr/local/bin/sites-restart',
       SITES_CONTROL_SOCKET: sitesSocket,
+      // The deploy script runs the restart command with an allow-listed environment: the socket's path
+      // must be passed on, or sites-restart falls back to its built-in default.
+      DEPLOY_ENV_PASS: 'SITES_CONTROL_SOCKET',
       LOG_LEVEL: cfg.logLevel,
       ...webhookSecretEnv,
     })]).apply(([previous, current]) => [...current, ...Object.entries(previous).map(([k, v]) => `${k}=${v}`)]),
