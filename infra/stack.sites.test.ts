@@ -62,6 +62,14 @@ describe('the webhook and sites containers (privilege separation)', () => {
     expect(env.DEPLOY_ISOLATION).toBe('users');
   });
 
+  it('the deploy script, which runs the restart command, is given the control socket the sites container listens on', () => {
+    const { env } = declared('webhook');
+    // The script's environment is an allow-list (services/webhook/src/deployments/invocation.ts): the
+    // socket's path reaches it only through DEPLOY_ENV_PASS.
+    expect((env.DEPLOY_ENV_PASS ?? '').split(/[ ,]+/)).toContain('SITES_CONTROL_SOCKET');
+    expect(env.SITES_CONTROL_SOCKET).toBe(declared('sites').env.SITES_CONTROL_SOCKET);
+  });
+
   it('the sites supervisor starts each site as its target\'s site user', () => {
     expect(declared('sites').env.SITES_ISOLATION).toBe('users');
   });
