@@ -1,6 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseForms, TestBrowser, type PageResult } from './browser.js';
 import { contractViolations, startIdentityStack, type IdentityStack } from './harness.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
+
+const MISSING = lacks('the passkey login tests on the Kratos double', requirements.contracts());
 
 /**
  * Passkey login through the login app (not only the official UI): the app renders Kratos' passkey
@@ -13,14 +16,17 @@ let userId: string;
 const CREDENTIAL = 'cred-7f3a9c';
 
 beforeAll(async () => {
+  if (MISSING) return;
   stack = await startIdentityStack();
   userId = stack.kratos.addIdentity({ email: 'key@example.org', name: 'Key Holder', password: 'unused password 1' }).id;
   stack.kratos.addPasskey(userId, CREDENTIAL);
 });
 afterAll(async () => {
+  if (MISSING) return;
   await stack.close();
 });
 afterEach(() => {
+  if (MISSING) return;
   expect(contractViolations(stack)).toEqual([]);
 });
 
@@ -38,7 +44,7 @@ function passkeyAnswer(page: PageResult, credentialId: string, challenge: string
   return { ...form.fields, passkey_login: JSON.stringify({ id: credentialId, rawId: credentialId, type: 'public-key', response: { clientDataJSON, authenticatorData: '', signature: '' } }) };
 }
 
-describe('passkey login on the login app', () => {
+describe.skipIf(MISSING)('passkey login on the login app', () => {
   it('renders the passkey button, Kratos\' webauthn.js and the challenge, and lets only those scripts run', async () => {
     const page = await loginPage(new TestBrowser());
     expect(page.body).toMatch(/<button type="button" class="secondary" data-ory-trigger="oryPasskeyLogin">Sign in with passkey<\/button>/);
