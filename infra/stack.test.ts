@@ -339,6 +339,13 @@ describe('order of creation', () => {
     expect(timing('api').registeredAt).toBeGreaterThanOrEqual(timing('api-migrate').resolvedAt as number);
     expect(timing('geoserver-provision').registeredAt).toBeGreaterThanOrEqual(timing('api-migrate').resolvedAt as number);
   });
+
+  it('the backup is created only after the API, Kratos and Hydra migrations succeeded, so its first dump holds their schemas', () => {
+    for (const migration of ['api-migrate', 'kratos-migrate', 'hydra-migrate']) {
+      expect(timing('backup').registeredAt, `backup registered before ${migration} finished`).toBeGreaterThanOrEqual(timing(migration).resolvedAt as number);
+    }
+    expect(labelsOf(container('backup'))['platform.after']).toBe('succeeded');
+  });
 });
 
 describe('branch sites', () => {

@@ -354,8 +354,13 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       const dir = readdirSync(volume).map((v) => join(volume, v, 'features')).find((d) => existsSync(d));
       assert(dir, 'no features/ folder in any volume: the backup wrote nothing');
       const dumpsNow = () => readdirSync(dir).filter((f) => f.endsWith('.dump')).sort();
-      // The first round ran when the container started, before the API's migrations (the backup waits
-      // only for the databases). `docker restart` runs a round at once: that dump holds the data.
+      // The first round ran when the container started, which the stack orders after the migrations:
+      // that dump already holds the schema (infra/stack/backups.ts).
+      const first = dumpsNow()[0];
+      assert(first, 'the backup started but wrote no first dump');
+      const firstContents = execFileSync(join(process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin', 'pg_restore'), ['--list', join(dir, first)], { encoding: 'utf8' });
+      assert(/TABLE DATA metadata schema_migrations/.test(firstContents), `the first dump ${first} was taken before the API's migrations (no metadata.schema_migrations data)`);
+      // `docker restart` runs a round at once: that dump holds the features created in step 4.
       const before = dumpsNow().length;
       await new Promise((r) => setTimeout(r, 1100)); // dump names carry the second
       await stack.restart.get('backup')!();
