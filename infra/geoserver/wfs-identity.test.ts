@@ -13,6 +13,7 @@ import { renderCaddyfile } from '../caddy.js';
 import { GEOSERVER_IDENTITY, proxyRoutes } from '../routes.js';
 import { GeoServerClient } from './client.js';
 import { provisionGeoServer, SESSION_CLOSEUP_SQL, SESSION_SQL_JAVA_OPTIONS, SESSION_STARTUP_SQL } from './provision.js';
+import { ensureHeaderAuthentication, OWS_CHAIN_NAME } from './security.js';
 import { FakeWfs } from './testing/fake-wfs.js';
 import { startFakeGeoServer, type FakeGeoServer } from './testing/fake-geoserver.js';
 
@@ -135,6 +136,7 @@ describe.skipIf(MISSING)('a WFS-T write through the proxy', () => {
     expect(await historyOf('WFS-T by a contributor')).toEqual([{ actor: identity.id, createdBy: identity.id }]);
     expect(geoserver.wfs!.sessionSql).toContain(`SET geodata.gs_user = u_${identity.id.replace(/-/g, '')}`);
     expect(geoserver.wfs!.sessionSql.at(-1)).toBe(SESSION_CLOSEUP_SQL);
+    expect(geoserver.violations, 'REST requests off the vendored contract').toEqual([]);
   });
 
   it('works on the per-workspace endpoint and /ows too, with a bearer token as well as the cookie', async () => {
@@ -235,5 +237,30 @@ describe('the store\'s session SQL under GeoTools\' restrictions', () => {
 
   it('never lets a user name carry SQL: a value that is not an identifier is refused', () => {
     expect(() => wfs(SESSION_SQL_JAVA_OPTIONS.join(' ')).sessionCommand(SESSION_STARTUP_SQL, 'startup', "x; DROP TABLE features.features")).toThrow(/does not match allowed pattern/);
+  });
+});
+
+describe('GeoServer\'s header authentication in its data directory', () => {
+  const headers = { userHeader: GEOSERVER_IDENTITY.userHeader, roleHeader: GEOSERVER_IDENTITY.roleHeader };
+
+  it('is written once: the filter, and its chain first for the OWS services only; a second run changes nothing', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'gs-data-'));
+    const wfs = new FakeWfs({ dataDir, admin: ADMIN }); // initialises security/config.xml as GeoServer does
+    expect(wfs.authenticate('/wfs', { 'x-geodata-user': 'u_1', 'x-geodata-role': 'ROLE_ADMIN' }).user).toBeNull();
+    expect(ensureHeaderAuthentication(dataDir, headers)).toHaveLength(2);
+    expect(ensureHeaderAuthentication(dataDir, headers)).toEqual([]);
+    wfs.reload();
+    for (const path of ['/wfs', '/ows', '/geodata/wfs', '/geodata/features/ows', '/wms']) expect(wfs.chainFor(path)?.name, path).toBe(OWS_CHAIN_NAME);
+    for (const path of ['/rest/workspaces', '/web/', '/gwc/rest/layers']) expect(wfs.chainFor(path)?.name, path).not.toBe(OWS_CHAIN_NAME);
+    expect(wfs.authenticate('/wfs', { 'x-geodata-user': 'u_1', 'x-geodata-role': 'ROLE_CONTRIBUTOR' })).toEqual({ user: 'u_1', roles: ['ROLE_CONTRIBUTOR', 'ROLE_AUTHENTICATED'] });
+    // The REST API never takes a user from the headers: only GeoServer's own accounts.
+    expect(wfs.authenticate('/rest/workspaces', { 'x-geodata-user': 'u_1', 'x-geodata-role': 'ROLE_ADMINISTRATOR' }).user).toBeNull();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('refuses a data directory GeoServer has not initialised', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'gs-empty-'));
+    expect(() => ensureHeaderAuthentication(dataDir, headers)).toThrow(/has not initialised its data directory/);
+    rmSync(dataDir, { recursive: true, force: true });
   });
 });
