@@ -417,6 +417,9 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
         dataDir: volumeDir(dataVolume.volumeName),
         ...(env.JAVA_TOOL_OPTIONS ? { jvmOptions: env.JAVA_TOOL_OPTIONS } : {}),
         resolveDatabase: (host, port) => {
+          // The provisioning job's environment was already mapped from its own networks (GEOSERVER_DB_HOST/PORT),
+          // so the store may hold a loopback address; a Docker name resolves over GeoServer's networks.
+          if (host === '127.0.0.1') return { host, port };
           const address = endpoints.resolve(name, host, port);
           if (!address) throw new Error(`${name} cannot resolve ${host}:${port}`);
           const [ip, loopbackPort] = address.split(':');
