@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startIdentityApi, type IdentityApiHarness } from '../../services/api/test/identity-harness.js';
+import { randomUUID } from 'node:crypto';
+import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
+import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/db.js';
 import { freePort } from '../../test/helpers/ports.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
@@ -19,7 +21,8 @@ import { startFakeGeoServer, type FakeGeoServer } from './testing/fake-geoserver
 
 /**
  * WFS-T writes are tied to platform users, end to end on one machine: the real Caddy with the
- * rendered GeoServer route (forward_auth to the API), the API with the Kratos/Hydra doubles, the
+ * rendered GeoServer route (forward_auth to the API), the API as a real process with the environment
+ * the stack gives it (Kratos and Hydra as their contract-checked doubles), the
  * GeoServer double provisioned by the real provisioning code (header authentication in its data
  * directory, the store's session SQL), and a real PostGIS where the history trigger (migration 013)
  * names the writer. GeoServer's double connects as the database role geoserver, as GeoServer does.
@@ -34,7 +37,11 @@ const GEOSERVER_DB_PASSWORD = 'wfs-identity-test-geoserver';
 const ADMIN = { user: 'admin', password: 'geoserver-admin-secret' };
 
 let db: TestDatabase;
-let api: IdentityApiHarness;
+let kratos: KratosDouble;
+let hydra: HydraDouble;
+let api: ChildProcess | undefined;
+let apiUrl: string;
+let apiOutput = '';
 let geoserver: FakeGeoServer;
 let caddy: ChildProcess | undefined;
 let proxyPort: number;
@@ -61,6 +68,36 @@ function post(path: string, body: string, headers: Record<string, string> = {}):
 
 const cookie = (session: string) => ({ cookie: `ory_kratos_session=${session}` });
 
+/** An identity in Kratos with a live session (the role in metadata_public, as the stack's Kratos keeps it). */
+function signedIn(role: string | undefined): { identity: { id: string }; session: string } {
+  const suffix = randomUUID().slice(0, 8);
+  const identity = kratos.addIdentity({ email: `u-${suffix}@example.org`, name: `User ${suffix}`, password: 'irrelevant', ...(role ? { role } : {}) });
+  return { identity, session: kratos.createSession(identity.id).token };
+}
+
+/** An opaque Hydra access token for the API's audience, through the authorization code flow. */
+async function opaqueToken(subject: string, role: string): Promise<string> {
+  const redirectUri = 'http://127.0.0.1:9/cb';
+  const audience = ['geodata-api'];
+  const client = hydra.addClient({ client_id: `c-${randomUUID()}`, redirect_uris: [redirectUri], token_endpoint_auth_method: 'client_secret_post', audience });
+  const admin = (path: string, body: unknown) =>
+    fetch(`${hydra.admin.url}${path}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => (await r.json()) as { redirect_to: string });
+  const auth = await fetch(`${hydra.public.url}/oauth2/auth?client_id=${client.client_id}&response_type=code&scope=openid&state=abcdefgh&redirect_uri=${encodeURIComponent(redirectUri)}&audience=geodata-api`, { redirect: 'manual' });
+  const loginChallenge = new URL(auth.headers.get('location') as string).searchParams.get('login_challenge') as string;
+  const afterLogin = await admin(`/admin/oauth2/auth/requests/login/accept?login_challenge=${loginChallenge}`, { subject });
+  const toConsent = await fetch(afterLogin.redirect_to, { redirect: 'manual' });
+  const consentChallenge = new URL(toConsent.headers.get('location') as string).searchParams.get('consent_challenge') as string;
+  const afterConsent = await admin(`/admin/oauth2/auth/requests/consent/accept?consent_challenge=${consentChallenge}`, { grant_scope: ['openid'], grant_access_token_audience: audience, session: { access_token: { role } } });
+  const toCallback = await fetch(afterConsent.redirect_to, { redirect: 'manual' });
+  const code = new URL(toCallback.headers.get('location') as string).searchParams.get('code') as string;
+  const token = await fetch(`${hydra.public.url}/oauth2/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, client_id: client.client_id, client_secret: client.client_secret as string }),
+  });
+  return ((await token.json()) as { access_token: string }).access_token;
+}
+
 async function historyOf(name: string): Promise<{ actor: string; createdBy: string }[]> {
   const { rows } = await db.pool.query<{ actor: string; createdBy: string }>(
     `SELECT h.actor, f.created_by AS "createdBy" FROM history.feature_versions h JOIN features.features f ON f.id = h.feature_id WHERE f.name = $1 ORDER BY h.id`,
@@ -82,7 +119,36 @@ beforeAll(async () => {
   await db.pool.query('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA features, history TO geoserver');
   await db.pool.query('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA features, history TO geoserver');
 
-  api = await startIdentityApi(db, { sessionTtlMs: 10_000 });
+  kratos = await new KratosDouble({ loginUiUrl: 'http://auth.invalid/login', allowedReturnUrls: [] }).start();
+  hydra = await new HydraDouble({ loginUrl: 'http://auth.invalid/login', consentUrl: 'http://auth.invalid/consent', logoutUrl: 'http://auth.invalid/logout', postLogoutRedirect: 'http://auth.invalid/' }).start();
+  const apiPort = await freePort();
+  apiUrl = `http://127.0.0.1:${apiPort}`;
+  // The API as the stack runs it (infra/stack/features.ts), from the sources.
+  api = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/server.ts'], {
+    cwd: join(import.meta.dirname, '..', '..'),
+    env: {
+      PATH: process.env.PATH ?? '',
+      NODE_ENV: 'production',
+      PORT: String(apiPort),
+      DATABASE_URL: db.url,
+      AUTH_AUDIENCE: 'geodata-api',
+      HYDRA_ADMIN_URL: hydra.admin.url,
+      KRATOS_PUBLIC_URL: kratos.public.url,
+      KRATOS_ADMIN_URL: kratos.admin.url,
+      CORS_ORIGINS: 'https://geo.example.org,https://app.example.org',
+      DATA_DIR: join(dir, 'api-data'),
+      LOG_LEVEL: 'warn',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  api.stdout?.on('data', (chunk: Buffer) => (apiOutput += chunk.toString()));
+  api.stderr?.on('data', (chunk: Buffer) => (apiOutput += chunk.toString()));
+  for (const deadline = Date.now() + 150_000; ; ) {
+    if (api.exitCode !== null) throw new Error(`the API exited with ${api.exitCode}: ${apiOutput}`);
+    if (await fetch(`${apiUrl}/healthz`).then((r) => r.ok, () => false)) break;
+    if (Date.now() > deadline) throw new Error(`the API did not start: ${apiOutput}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
   const dbUrl = new URL(db.url);
   geoserver = await startFakeGeoServer({ ...ADMIN, wfs: { dataDir: join(dir, 'geoserver_data'), jvmOptions: SESSION_SQL_JAVA_OPTIONS.join(' ') } });
   await provisionGeoServer(new GeoServerClient({ baseUrl: geoserver.url, ...ADMIN }), {
@@ -104,7 +170,7 @@ beforeAll(async () => {
   // The GeoServer route exactly as the stack renders it, its upstreams on loopback.
   const domains = { api: 'api.example.org', geo: GEO, auth: 'auth.example.org', kratos: 'id.example.org', hydra: 'oauth.example.org', accounts: 'accounts.example.org', webhook: 'hooks.example.org' };
   const route = proxyRoutes(domains, [], { selfServiceUi: false }).find((r) => r.domain === GEO)!;
-  const apiAddress = new URL(api.url).host;
+  const apiAddress = new URL(apiUrl).host;
   const geoRoute = { ...route, upstream: new URL(geoserver.url).host, forwardAuth: { ...route.forwardAuth!, upstream: apiAddress } };
   proxyPort = await freePort();
   const file = join(dir, 'Caddyfile');
@@ -122,14 +188,19 @@ afterAll(async () => {
   if (MISSING) return;
   caddy?.kill('SIGTERM');
   await geoserver?.close();
-  await api?.close();
+  if (api && api.exitCode === null) {
+    const exited = new Promise((resolve) => api?.once('exit', resolve));
+    api.kill('SIGTERM');
+    await exited;
+  }
+  await Promise.all([kratos?.close(), hydra?.close()]);
   await db?.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 describe.skipIf(MISSING)('a WFS-T write through the proxy', () => {
   it('by a signed-in contributor is recorded in the history under that user, not the role geoserver', async () => {
-    const { identity, session } = api.signedIn('contributor');
+    const { identity, session } = signedIn('contributor');
     const res = await post('/geoserver/wfs', transaction('WFS-T by a contributor'), cookie(session));
     expect(res.status, res.body).toBe(200);
     expect(res.body).toContain('<wfs:totalInserted>1</wfs:totalInserted>');
@@ -140,9 +211,9 @@ describe.skipIf(MISSING)('a WFS-T write through the proxy', () => {
   });
 
   it('works on the per-workspace endpoint and /ows too, with a bearer token as well as the cookie', async () => {
-    const { identity, session } = api.signedIn('reviewer');
+    const { identity, session } = signedIn('reviewer');
     expect((await post('/geoserver/geodata/wfs', transaction('WFS-T on the workspace'), cookie(session))).status).toBe(200);
-    const token = await api.opaqueToken(identity.id, { role: 'reviewer' });
+    const token = await opaqueToken(identity.id, 'reviewer');
     expect((await post('/geoserver/ows', transaction('WFS-T with a token'), { authorization: `Bearer ${token}` })).status).toBe(200);
     expect((await historyOf('WFS-T on the workspace')).map((h) => h.actor)).toEqual([identity.id]);
     expect((await historyOf('WFS-T with a token')).map((h) => h.actor)).toEqual([identity.id]);
@@ -158,21 +229,21 @@ describe.skipIf(MISSING)('a WFS-T write through the proxy', () => {
   });
 
   it('a guest (signed in, no role) is refused with 403', async () => {
-    const { session } = api.signedIn(undefined);
+    const { session } = signedIn(undefined);
     expect((await post('/geoserver/wfs', transaction('WFS-T by a guest'), cookie(session))).status).toBe(403);
     expect(await historyOf('WFS-T by a guest')).toEqual([]);
   });
 
   it('a contributor cannot write under another user\'s name: the proxy replaces the forged header', async () => {
-    const { identity, session } = api.signedIn('contributor');
-    const victim = api.signedIn('admin').identity;
+    const { identity, session } = signedIn('contributor');
+    const victim = signedIn('admin').identity;
     const forged = { 'X-Geodata-User': `u_${victim.id.replace(/-/g, '')}`, 'X-Geodata-Role': 'ROLE_ADMIN', ...cookie(session) };
     expect((await post('/geoserver/wfs', transaction('WFS-T forged name'), forged)).status).toBe(200);
     expect((await historyOf('WFS-T forged name')).map((h) => h.actor)).toEqual([identity.id]);
   });
 
   it('a session cookie sent from a foreign page is refused (the write is a change)', async () => {
-    const { session } = api.signedIn('contributor');
+    const { session } = signedIn('contributor');
     const res = await post('/geoserver/wfs', transaction('WFS-T cross-site'), { ...cookie(session), origin: 'https://evil.example.net' });
     expect(res.status).toBe(403);
     expect(await historyOf('WFS-T cross-site')).toEqual([]);
