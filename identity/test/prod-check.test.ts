@@ -248,6 +248,6 @@ describe('production checklist', () => {
     expect(failure?.stdout).toMatch(/^PASS {2}Hydra system secret/m);
     expect(failure?.stdout).toMatch(/^FAIL {2}TLS certificates for every auth domain — not verified/m);
     expect(failure?.stdout).toMatch(/^PASS {2}database backup job present/m);
-    expect(failure?.stdout).toMatch(/10 items: 8 passed, 2 failed/);
+    expect(failure?.stdout).toMatch(/11 items: 9 passed, 2 failed/);
   });
 });
