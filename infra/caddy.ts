@@ -7,7 +7,26 @@
  *   403 before they reach an upstream. `remote_ip` is the TCP peer, which is the real client because
  *   Caddy is the edge (nothing in front of it may rewrite the source address).
  * - The Kratos (4434) and Hydra (4445) admin ports are never an upstream here.
+ * - A route with `forwardAuth` (GeoServer) asks the API who the caller is before a write reaches the
+ *   upstream (`forward_auth`): identity headers a client sent are removed first, on every request of
+ *   the site, and only the API's answer sets them. The upstream can therefore trust them as long as
+ *   nothing but the proxy reaches it (GeoServer is alone on its network with the proxy).
  */
+
+/** Requests that must be authenticated by the API before the upstream sees them. */
+export interface ForwardAuth {
+  /** host:port of the API. */
+  upstream: string;
+  /** The API's check, e.g. /api/auth/forward. */
+  uri: string;
+  /**
+   * Path patterns whose POSTs (and requests asking for request=Transaction) are writes; the route's
+   * internal-only paths are left out (operators use them with GeoServer's own accounts).
+   */
+  writePaths: string[];
+  /** Headers the API answers with and the upstream trusts; removed from what clients send. */
+  identityHeaders: string[];
+}
 
 export interface ProxyRoute {
   /** Host name the site answers for. */
@@ -18,6 +37,7 @@ export interface ProxyRoute {
   internalOnlyPaths?: string[];
   /** Why this route exists, rendered as a comment for the operator reading the file. */
   description: string;
+  forwardAuth?: ForwardAuth;
 }
 
 export interface CaddyfileInput {
@@ -32,6 +52,32 @@ export interface CaddyfileInput {
 }
 
 const SAFE_TOKEN = /^[A-Za-z0-9._:/*@+-]+$/;
+const HEADER_NAME = /^[A-Za-z][A-Za-z0-9-]*$/;
+
+function forwardAuthLines(auth: ForwardAuth, internalOnly: string[]): string[] {
+  const headers = auth.identityHeaders.map((h) => {
+    if (!HEADER_NAME.test(h)) throw new Error(`unsafe header name for the Caddyfile: ${JSON.stringify(h)}`);
+    return h;
+  });
+  const paths = auth.writePaths.map((p) => assertSafeToken(p, 'path'));
+  return [
+    // One route block: its directives run in the written order (Caddy would otherwise order
+    // forward_auth before request_header and strip the headers the API just set).
+    '\troute {',
+    ...headers.map((h) => `\t\trequest_header -${h}`),
+    '\t\t@write {',
+    `\t\t\tpath ${paths.join(' ')}`,
+    ...(internalOnly.length ? [`\t\t\tnot path ${internalOnly.join(' ')}`] : []),
+    // WFS-T is a POST; a KVP Transaction (GET ?request=Transaction) is a write too, in any letter case.
+    '\t\t\texpression `{method} == "POST" || {query}.matches("(?i)(^|&)request=transaction(&|$)")`',
+    '\t\t}',
+    `\t\tforward_auth @write ${assertSafeToken(auth.upstream, 'upstream')} {`,
+    `\t\t\turi ${assertSafeToken(auth.uri, 'path')}`,
+    `\t\t\tcopy_headers ${headers.join(' ')}`,
+    '\t\t}',
+    '\t}',
+  ];
+}
 
 function assertSafeToken(value: string, what: string): string {
   // Caddyfile tokens are whitespace-separated; a stray brace or newline would change the structure.
@@ -65,6 +111,7 @@ export function renderCaddyfile(input: CaddyfileInput): string {
       `\t\tnot remote_ip ${cidrs}`,
       '\t}',
       '\trespond @outside_internal_range "Forbidden" 403',
+      ...(route.forwardAuth ? forwardAuthLines(route.forwardAuth, guarded.slice(1)) : []),
       '\tencode zstd gzip',
       '\theader {',
       '\t\tStrict-Transport-Security "max-age=31536000"',

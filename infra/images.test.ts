@@ -31,13 +31,18 @@ beforeAll(() => {
   writeFileSync(join(repo, 'services/api/server.ts'), 'export const b = 1;');
   writeFileSync(join(repo, 'identity/app.ts'), 'export const c = 1;');
   writeFileSync(join(repo, 'identity/node_modules/x/index.js'), '');
+  writeFileSync(join(repo, 'identity/app.test.ts'), 'export const t = 1;');
+  mkdirSync(join(repo, 'identity/testing'), { recursive: true });
+  writeFileSync(join(repo, 'identity/testing/double.ts'), 'export const d = 1;');
+  // The same rules as the repository's own .dockerignore for these paths.
+  writeFileSync(join(repo, '.dockerignore'), ['**/node_modules', '**/*.test.ts', '**/testing', ''].join('\n'));
 });
 afterAll(() => rmSync(repo, { recursive: true, force: true }));
 
 const hash = () => imageContentHash(repo, 'infra/docker/identity.Dockerfile');
 
 describe('the content hash of a project image', () => {
-  it('covers exactly the files the COPY lines take from the context (not other stages, not node_modules)', () => {
+  it('covers exactly the files the COPY lines take from the context (not other stages, not .dockerignored ones)', () => {
     expect(copiedFiles(repo, DOCKERFILE)).toEqual(['identity/app.ts', 'package-lock.json', 'package.json', 'services/shared/errors.ts']);
   });
 
@@ -56,6 +61,16 @@ describe('the content hash of a project image', () => {
     const before = hash();
     writeFileSync(join(repo, 'infra/docker/identity.Dockerfile'), `${DOCKERFILE}\nENV X=1`);
     expect(hash()).not.toBe(before);
+  });
+
+  it('stays the same when a .dockerignored file inside a copied folder changes, and changes with a copied file beside it', () => {
+    const before = projectImageName(repo, 'geodata', 'login', '0.1.0');
+    writeFileSync(join(repo, 'identity/app.test.ts'), 'export const t = 2;');
+    writeFileSync(join(repo, 'identity/testing/double.ts'), 'export const d = 2;');
+    writeFileSync(join(repo, 'identity/node_modules/x/index.js'), 'module.exports = 2;');
+    expect(projectImageName(repo, 'geodata', 'login', '0.1.0')).toBe(before);
+    writeFileSync(join(repo, 'identity/app.ts'), 'export const c = 3;');
+    expect(projectImageName(repo, 'geodata', 'login', '0.1.0')).not.toBe(before);
   });
 
   it('stays the same when a file no COPY line takes changes (nothing restarts for nothing)', () => {

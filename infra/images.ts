@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { dockerignore } from './docker/image.js';
 
 /**
  * Every third-party image the stack runs, pinned to a release. Upgrading is a one-line change here,
@@ -51,8 +52,15 @@ export function imageContentHash(repoRoot: string, dockerfile: string): string {
   return hash.digest('hex');
 }
 
-/** The context files a Dockerfile's COPY/ADD lines take (sorted, repository-relative, .dockerignore'd folders skipped). */
+/**
+ * The context files a Dockerfile's COPY/ADD lines take (sorted, repository-relative): exactly what
+ * Docker sends and copies, so the build context filtered by the repository's .dockerignore with the
+ * same matcher the image assembly uses (infra/docker/image.ts). An ignored file never reaches the
+ * image, so it must not change the image's reference either.
+ */
 export function copiedFiles(repoRoot: string, dockerfileText: string): string[] {
+  const ignorePath = join(repoRoot, '.dockerignore');
+  const ignored = dockerignore(existsSync(ignorePath) ? readFileSync(ignorePath, 'utf8') : '');
   const files = new Set<string>();
   // Continuation lines joined first: `COPY a \` newline `b ./`.
   for (const line of dockerfileText.replace(/\\\r?\n/g, ' ').split(/\r?\n/)) {
@@ -62,35 +70,37 @@ export function copiedFiles(repoRoot: string, dockerfileText: string): string[] 
     if (words.some((w) => /^--from=/i.test(w))) continue;
     const args = words.filter((w) => !w.startsWith('--'));
     for (const source of args.slice(0, -1)) {
-      for (const file of expand(repoRoot, source.replace(/^\.\//, '').replace(/\/$/, ''))) files.add(file);
+      for (const file of expand(repoRoot, source.replace(/^\.\//, '').replace(/\/$/, ''), ignored)) files.add(file);
     }
   }
   return [...files].sort();
 }
 
-const IGNORED_DIRECTORIES = new Set(['node_modules', '.git', 'data', 'coverage', 'dist']);
+type Ignored = (relativePath: string) => boolean;
 
-function expand(repoRoot: string, source: string): string[] {
-  if (source === '' || source === '.') return walk(repoRoot, '');
+function expand(repoRoot: string, source: string, ignored: Ignored): string[] {
+  if (source === '' || source === '.') return walk(repoRoot, '', ignored);
   if (source.includes('*')) {
     const dir = dirname(source);
     const pattern = new RegExp(`^${basename(source).replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`);
     const base = join(repoRoot, dir);
     if (!existsSync(base)) return [];
-    return readdirSync(base).filter((name) => pattern.test(name)).flatMap((name) => expand(repoRoot, dir === '.' ? name : `${dir}/${name}`));
+    return readdirSync(base).filter((name) => pattern.test(name)).flatMap((name) => expand(repoRoot, dir === '.' ? name : `${dir}/${name}`, ignored));
   }
   const path = join(repoRoot, source);
-  if (!existsSync(path)) return [];
-  return statSync(path).isDirectory() ? walk(repoRoot, source) : [source];
+  // Docker refuses to COPY an excluded source; the assembly fails on it too, so it adds nothing here.
+  if (!existsSync(path) || ignored(source)) return [];
+  return statSync(path).isDirectory() ? walk(repoRoot, source, ignored) : [source];
 }
 
-function walk(repoRoot: string, dir: string): string[] {
+function walk(repoRoot: string, dir: string, ignored: Ignored): string[] {
   const out: string[] = [];
   for (const name of readdirSync(join(repoRoot, dir))) {
-    if (IGNORED_DIRECTORIES.has(name) || name.endsWith('.log')) continue;
     const relative = dir === '' ? name : `${dir}/${name}`;
+    // An excluded folder is not descended into (as Docker does), so node_modules costs nothing.
+    if (ignored(relative)) continue;
     const stats = statSync(join(repoRoot, relative));
-    if (stats.isDirectory()) out.push(...walk(repoRoot, relative));
+    if (stats.isDirectory()) out.push(...walk(repoRoot, relative, ignored));
     else if (stats.isFile()) out.push(relative);
   }
   return out;

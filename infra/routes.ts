@@ -24,6 +24,17 @@ export const ADMIN_UPSTREAMS = {
   hydraAdmin: { host: 'hydra-admin', port: 4445 },
 } as const;
 
+/**
+ * GeoServer writes (WFS-T) are tied to platform users: the proxy asks the API who the caller is
+ * (services/api/src/auth/forward-route.ts) and hands GeoServer the answer in these headers, which its
+ * HTTP-header authentication filter trusts (infra/geoserver/security.ts).
+ */
+export const GEOSERVER_IDENTITY = {
+  userHeader: 'X-Geodata-User',
+  roleHeader: 'X-Geodata-Role',
+  forwardAuthUri: '/api/auth/forward',
+} as const;
+
 export const ADMIN_PORTS = [ADMIN_UPSTREAMS.kratosAdmin.port, ADMIN_UPSTREAMS.hydraAdmin.port];
 
 const at = (u: { host: string; port: number }): string => `${u.host}:${u.port}`;
@@ -37,7 +48,14 @@ export function proxyRoutes(domains: Domains, targets: Target[], options: { self
       upstream: at(UPSTREAMS.geoserver),
       // GeoServer's REST configuration API and web admin are operator tools, like /admin.
       internalOnlyPaths: ['/geoserver/rest*', '/geoserver/gwc/rest*', '/geoserver/web*'],
-      description: 'GeoServer (WMS 1.3.0, WFS-T)',
+      description: 'GeoServer (WMS 1.3.0, WFS-T; writes authenticated by the API)',
+      forwardAuth: {
+        upstream: at(UPSTREAMS.api),
+        uri: GEOSERVER_IDENTITY.forwardAuthUri,
+        // Every POST: WFS-T may arrive on /wfs, /ows and the per-workspace and per-layer services.
+        writePaths: ['/geoserver*'],
+        identityHeaders: [GEOSERVER_IDENTITY.userHeader, GEOSERVER_IDENTITY.roleHeader],
+      },
     },
     { domain: domains.auth, upstream: at(UPSTREAMS.login), description: 'Login, consent and logout app' },
     { domain: domains.kratos, upstream: at(UPSTREAMS.kratosPublic), description: 'Ory Kratos public API (admin API 4434 is never routed)' },

@@ -339,6 +339,13 @@ describe('order of creation', () => {
     expect(timing('api').registeredAt).toBeGreaterThanOrEqual(timing('api-migrate').resolvedAt as number);
     expect(timing('geoserver-provision').registeredAt).toBeGreaterThanOrEqual(timing('api-migrate').resolvedAt as number);
   });
+
+  it('the backup is created only after the API, Kratos and Hydra migrations succeeded, so its first dump holds their schemas', () => {
+    for (const migration of ['api-migrate', 'kratos-migrate', 'hydra-migrate']) {
+      expect(timing('backup').registeredAt, `backup registered before ${migration} finished`).toBeGreaterThanOrEqual(timing(migration).resolvedAt as number);
+    }
+    expect(labelsOf(container('backup'))['platform.after']).toBe('succeeded');
+  });
 });
 
 describe('branch sites', () => {
@@ -478,6 +485,24 @@ describe('GeoServer', () => {
     expect(geoNetworks).toEqual(['geodata-geo']);
     const members = containers().filter((c) => networksOf(c).some((n) => n.name === 'geodata-geo')).map((c) => c.name).sort();
     expect(members).toEqual(['features-db', 'geoserver', 'geoserver-provision', 'proxy']);
+  });
+
+  it('WFS-T writers are platform users: the proxy asks the API, the provisioning job writes the header authentication into GeoServer\'s data directory as GeoServer\'s user', () => {
+    const caddyfile = program.stack.caddyfile;
+    const geoSite = caddyfile.slice(caddyfile.indexOf('\ngeo.example.org {'), caddyfile.indexOf('\n}', caddyfile.indexOf('\ngeo.example.org {')));
+    expect(geoSite).toMatch(/request_header -X-Geodata-User\n\s*request_header -X-Geodata-Role[\s\S]*forward_auth @write api:8080 \{\n\s*uri \/api\/auth\/forward\n\s*copy_headers X-Geodata-User X-Geodata-Role/);
+    const provision = container('geoserver-provision');
+    const data = (name: string) => (reveal(container(name).inputs.volumes) as { volumeName: string; containerPath: string }[]).find((v) => v.containerPath === '/opt/geoserver_data')?.volumeName;
+    expect(data('geoserver-provision')).toBeDefined();
+    expect(data('geoserver-provision')).toBe(data('geoserver'));
+    const provisionEnv = envOf(provision);
+    expect(provisionEnv.GEOSERVER_DATA_DIR).toBe('/opt/geoserver_data');
+    expect(provisionEnv.GEOSERVER_WRITE_ROLES?.split(',').sort()).toEqual(['ROLE_ADMIN', 'ROLE_CONTRIBUTOR', 'ROLE_REVIEWER']);
+    const geoserverEnv = envOf(container('geoserver'));
+    expect(provision.inputs.user).toBe(`${geoserverEnv.RUN_WITH_USER_UID}:${geoserverEnv.RUN_WITH_USER_GID}`);
+    // GeoTools refuses session SQL other than SET SESSION AUTHORIZATION unless the JVM allows it.
+    expect(geoserverEnv.JAVA_TOOL_OPTIONS).toContain('-Dorg.geotools.jdbc.allowedSessionStartupSql=');
+    expect(geoserverEnv.JAVA_TOOL_OPTIONS).toContain('-Dorg.geotools.jdbc.allowedSessionCloseupSql=');
   });
 });
 

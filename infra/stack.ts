@@ -30,7 +30,14 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
   const identity = declareIdentity(ctx, network, images);
   const features = declareFeatures(ctx, network, images, identity);
   const sites = declareSites(ctx, network, images);
-  const backups = declareBackups(ctx, network, images, [features.containers.featuresDb, identity.containers.identityDb, identity.jobs.identityDbRoles]);
+  const backups = declareBackups(ctx, network, images, {
+    databases: [features.containers.featuresDb, identity.containers.identityDb],
+    migrations: {
+      'api-migrate': features.jobs.apiMigrate,
+      'kratos-migrate': identity.jobs.kratosMigrate,
+      'hydra-migrate': identity.jobs.hydraMigrate,
+    },
+  });
   const { accountsUi, ...identityServices } = identity.containers;
   const edge = declareEdge(ctx, network, images, [
     features.containers.api,

@@ -53,6 +53,10 @@ describe('a failed migration', () => {
     expect(errors.join('\n')).toContain('job kratos-migrate exited with code 1');
   });
 
+  it('stops the backup from being created: its first dump would hold a half-migrated database', () => {
+    expect(container('backup')).toBeUndefined();
+  });
+
   it('does not hold back the other identity service', () => {
     expect(container('hydra')).toBeDefined();
   });

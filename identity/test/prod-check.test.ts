@@ -57,6 +57,7 @@ describe('production checklist', () => {
       'database backup job present',
       'preview sites outside the session cookie domain',
       'branch sites isolated from databases, GeoServer and Ory',
+      'GeoServer writes tied to platform users',
     ]);
     expect(items.filter((i) => !i.ok).map((i) => i.name)).toEqual(['TLS certificates for every auth domain', 'SMTP reachable and a test mail sent']);
     expect(byName(items, 'TLS').detail).toContain('not verified: run with --live');
@@ -141,6 +142,22 @@ describe('production checklist', () => {
     expect(item.ok).toBe(false);
     expect(item.detail).toMatch(/^the sites container shares geodata-app with /);
     for (const name of ['features-db', 'identity-db', 'api', 'kratos']) expect(item.detail.split(' with ')[1]?.split(', '), name).toContain(name);
+  });
+
+  it('a GeoServer site that does not strip client identity headers, or sends writes without forward_auth, fails naming the site', async () => {
+    const stripped = broken((stack) => (stack.caddyfile = stack.caddyfile.replace(/^\s*request_header -X-Geodata-User\n/m, '')));
+    const item = byName(await runChecklist({ env: ENV, repoRoot: REPO, declared: stripped }), 'GeoServer writes');
+    expect(item.ok).toBe(false);
+    expect(item.detail).toMatch(/geo\.example\.org lets clients send X-Geodata-User/);
+    const unasked = broken((stack) => (stack.caddyfile = stack.caddyfile.replace(/forward_auth @write/, 'reverse_proxy @write')));
+    expect(byName(await runChecklist({ env: ENV, repoRoot: REPO, declared: unasked }), 'GeoServer writes').detail).toContain('without asking the API');
+  });
+
+  it('another container on GeoServer\'s network fails the GeoServer item: it could send the identity headers', async () => {
+    const declared = broken((stack) => (stack.containers.find((c) => c.name === 'api') as DeclaredContainer).networks.push({ name: 'geodata-geo', aliases: [] }));
+    const item = byName(await runChecklist({ env: ENV, repoRoot: REPO, declared }), 'GeoServer writes');
+    expect(item.ok).toBe(false);
+    expect(item.detail).toContain('GeoServer shares geodata-geo with api');
   });
 
   it('lax login limits fail', async () => {
@@ -231,6 +248,6 @@ describe('production checklist', () => {
     expect(failure?.stdout).toMatch(/^PASS {2}Hydra system secret/m);
     expect(failure?.stdout).toMatch(/^FAIL {2}TLS certificates for every auth domain — not verified/m);
     expect(failure?.stdout).toMatch(/^PASS {2}database backup job present/m);
-    expect(failure?.stdout).toMatch(/10 items: 8 passed, 2 failed/);
+    expect(failure?.stdout).toMatch(/11 items: 9 passed, 2 failed/);
   });
 });

@@ -27,6 +27,10 @@ const Env = z.object({
   GEOSERVER_PUBLIC_LAYER: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('public_features'),
   GEOSERVER_WRITE_ROLES: z.string().min(1).default('ROLE_AUTHENTICATED'),
   GEOSERVER_READY_TIMEOUT_SECONDS: z.coerce.number().int().min(1).default(300),
+  /** GeoServer's data directory mounted here: the HTTP-header authentication of WFS-T users is written into it. */
+  GEOSERVER_DATA_DIR: z.string().min(1).optional(),
+  GEOSERVER_USER_HEADER: z.string().regex(/^[A-Za-z][A-Za-z0-9-]*$/).default('X-Geodata-User'),
+  GEOSERVER_ROLE_HEADER: z.string().regex(/^[A-Za-z][A-Za-z0-9-]*$/).default('X-Geodata-Role'),
 });
 
 runMain(async () => {
@@ -51,6 +55,9 @@ runMain(async () => {
     readRoles: '*',
     writeRoles: env.GEOSERVER_WRITE_ROLES,
     readyTimeoutMs: env.GEOSERVER_READY_TIMEOUT_SECONDS * 1000,
+    ...(env.GEOSERVER_DATA_DIR
+      ? { dataDir: env.GEOSERVER_DATA_DIR, headerAuthentication: { userHeader: env.GEOSERVER_USER_HEADER, roleHeader: env.GEOSERVER_ROLE_HEADER } }
+      : {}),
   });
   if (report.changes.length === 0) console.log('geoserver: no changes');
   for (const change of report.changes) console.log(`geoserver: ${change}`);

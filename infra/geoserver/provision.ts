@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { GeoServerError, parseJson, type GeoServerClient } from './client.js';
+import { ensureHeaderAuthentication, type HeaderAuthentication } from './security.js';
 import { renderStyles, revisionOf, type RenderedStyle } from './styles.js';
 
 /**
@@ -18,6 +19,8 @@ import { renderStyles, revisionOf, type RenderedStyle } from './styles.js';
  *   WFS           service level TRANSACTIONAL; WMS enabled with version 1.3.0
  *   security      layer ACL: the public layer readable by everyone (*); the table layer readable and
  *                 writable by the write roles only; service ACL: wfs.Transaction for the write roles
+ *   identity      (with dataDir) the HTTP-header authentication filter and its chain (security.ts),
+ *                 then POST /reload; the store's session startup SQL hands ${GSUSER} to the history
  *
  * CORS is not a REST setting: in the official image it is a web.xml filter written at start from the
  * CORS_* environment variables, which the Pulumi program sets from the platform's domains.
@@ -37,6 +40,13 @@ export interface ProvisionOptions {
   readRoles: string;
   /** Roles that may read and write the table layer and run wfs.Transaction. */
   writeRoles: string;
+  /**
+   * GeoServer's data directory as this process sees it (the stack mounts GeoServer's volume into the
+   * provisioning job): where the header authentication is written. Without it, WFS-T users are
+   * GeoServer accounts only.
+   */
+  dataDir?: string;
+  headerAuthentication?: HeaderAuthentication;
   /** How long to wait for GeoServer's REST API to answer (it starts slowly). */
   readyTimeoutMs?: number;
   readyPollMs?: number;
@@ -50,6 +60,29 @@ export interface ProvisionReport {
 type Entry = { '@key': string; $: string };
 
 const MANAGED = 'managed by geodata provisioning';
+
+/**
+ * GeoTools' JDBC "Session startup SQL" / "Session close-up SQL": run on every connection GeoServer
+ * takes from and returns to the pool. GeoServer replaces ${GSUSER} with the authenticated user (the
+ * X-Geodata-User of the proxy) and the default after the comma when there is none. A SET with an
+ * unquoted value: GeoTools lets only identifier-shaped values into session SQL
+ * (org.geotools.jdbc.allowedSessionVariableValues, default ^[a-z_][a-z0-9_$]{0,62}$), so nothing a
+ * user name holds can become SQL. The history trigger trusts the setting only from the geoserver
+ * role (migration 013).
+ */
+export const SESSION_STARTUP_SQL = 'SET geodata.gs_user = ${GSUSER,anonymous}';
+export const SESSION_CLOSEUP_SQL = 'RESET geodata.gs_user';
+
+/**
+ * Newer GeoTools refuse any session SQL but SET SESSION AUTHORIZATION unless these system properties
+ * allow it (Java regular expressions, matched against the SQL before substitution). The stack passes
+ * them to GeoServer's JVM in JAVA_TOOL_OPTIONS, which the JVM reads itself (no shell word splitting
+ * or quoting in between), so they contain no whitespace.
+ */
+export const SESSION_SQL_JAVA_OPTIONS = [
+  `-Dorg.geotools.jdbc.allowedSessionStartupSql=^SET\\sgeodata\\.gs_user\\s=\\s\\$\\{GSUSER,anonymous\\}$`,
+  `-Dorg.geotools.jdbc.allowedSessionCloseupSql=^RESET\\sgeodata\\.gs_user$`,
+];
 
 /** XStream's JSON turns one-element lists into a bare object; read both. */
 function asList<T>(value: T | T[] | undefined): T[] {
@@ -106,6 +139,14 @@ export async function provisionGeoServer(client: GeoServerClient, options: Provi
     changes,
   );
   await ensureAclRules(client, '/security/acl/services', { 'wfs.Transaction': options.writeRoles }, changes);
+  if (options.dataDir && options.headerAuthentication) {
+    const written = ensureHeaderAuthentication(options.dataDir, options.headerAuthentication);
+    if (written.length > 0) {
+      changes.push(...written);
+      await client.send('POST', '/reload', {});
+      changes.push('reloaded the configuration from disk');
+    }
+  }
   return { changes };
 }
 
@@ -132,6 +173,8 @@ function desiredConnection(o: ProvisionOptions): Record<string, string> {
     'max connections': '10',
     'min connections': '1',
     preparedStatements: 'true',
+    'Session startup SQL': SESSION_STARTUP_SQL,
+    'Session close-up SQL': SESSION_CLOSEUP_SQL,
   };
 }
 

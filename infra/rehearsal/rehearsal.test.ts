@@ -19,6 +19,7 @@ const STEPS = [
   '3 the session cookie from the login on another subdomain calls the API (single sign-on)',
   '4 a feature is created, submitted, and approved by a second user',
   '5 GeoServer provisioning ran against the GeoServer double',
+  '5b a WFS-T insert through the proxy as a signed-in contributor is recorded under that user; anonymous WFS-T gets 401',
   '6 a signed push reaches the webhook through the proxy and a fixture site goes live in the sites container',
   '6b the branch site (code from team pushes) never receives the session cookie',
   '7 the backup job writes a dump that restores into an empty cluster',

@@ -407,7 +407,26 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   const startGeoServer = async (name: string, inputs: Inputs, entry: ContainerRecord) => {
     const { owner, attachments } = networkAttachments(name, inputs);
     const env = parseEnvList(inputs.envs);
-    const geoserver = await startFakeGeoServer({ user: env.GEOSERVER_ADMIN_USER ?? 'admin', password: env.GEOSERVER_ADMIN_PASSWORD ?? '' });
+    // Its data directory is the declared volume; its store reaches the database over its own networks.
+    const dataVolume = (inputs.volumes ?? []).find((v) => v.containerPath === '/opt/geoserver_data');
+    if (!dataVolume) throw new Error(`${name} is declared without a data directory volume at /opt/geoserver_data`);
+    const geoserver = await startFakeGeoServer({
+      user: env.GEOSERVER_ADMIN_USER ?? 'admin',
+      password: env.GEOSERVER_ADMIN_PASSWORD ?? '',
+      wfs: {
+        dataDir: volumeDir(dataVolume.volumeName),
+        ...(env.JAVA_TOOL_OPTIONS ? { jvmOptions: env.JAVA_TOOL_OPTIONS } : {}),
+        resolveDatabase: (host, port) => {
+          // The provisioning job's environment was already mapped from its own networks (GEOSERVER_DB_HOST/PORT),
+          // so the store may hold a loopback address; a Docker name resolves over GeoServer's networks.
+          if (host === '127.0.0.1') return { host, port };
+          const address = endpoints.resolve(name, host, port);
+          if (!address) throw new Error(`${name} cannot resolve ${host}:${port}`);
+          const [ip, loopbackPort] = address.split(':');
+          return { host: ip!, port: Number(loopbackPort) };
+        },
+      },
+    });
     closers.push(() => geoserver.close());
     stack.geoserver = geoserver;
     await endpoints.declare(owner, attachments, 8080, Number(new URL(geoserver.url).port));
@@ -429,7 +448,9 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     const globals = [`\tdefault_bind ${PROXY_IP}`, '\tlocal_certs', '\tskip_install_trust', `\tadmin 127.0.0.1:${adminPort}`, '\thttp_port 80', `\thttps_port ${httpsPort}`];
     const rendered = caddyfile
       .replace(/^\{\n/m, `{\n${globals.join('\n')}\n`)
-      .replace(/^(\s*reverse_proxy\s+)(\S+)$/gm, (_, lead: string, upstream: string) => `${lead}${endpoints.rewrite(name, upstream)}`);
+      .replace(/^(\s*reverse_proxy\s+)(\S+)$/gm, (_, lead: string, upstream: string) => `${lead}${endpoints.rewrite(name, upstream)}`)
+      // forward_auth is a reverse proxy too (to the API): its upstream resolves over the proxy's networks alike.
+      .replace(/^(\s*forward_auth\s+(?:@\S+\s+)?)(\S+)(\s*\{)$/gm, (_, lead: string, upstream: string, open: string) => `${lead}${endpoints.rewrite(name, upstream)}${open}`);
     const file = join(dataDir, 'Caddyfile');
     writeFileSync(file, rendered);
     const { exited } = spawnProcess(entry, 'caddy', ['run', '--config', file, '--adapter', 'caddyfile'], dataDir, {

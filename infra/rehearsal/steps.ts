@@ -300,6 +300,25 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       return `${job.log.filter((l) => l.startsWith('geoserver:')).length} changes (${[...state.workspaces].join(', ')}; ${[...state.featureTypes.keys()].join(', ')})`;
     });
 
+    // 5b -----------------------------------------------------------------------------------------
+    await step(results, '5b a WFS-T insert through the proxy as a signed-in contributor is recorded under that user; anonymous WFS-T gets 401', async () => {
+      const me = signedIn.get('contributor');
+      assert(me && featureId, 'no signed-in contributor or no feature (steps 1b/2 failed)');
+      const name = `wfs-t-${randomBytes(4).toString('hex')}`;
+      const transaction = `<wfs:Transaction service="WFS" version="1.1.0" xmlns:wfs="http://www.opengis.net/wfs" xmlns:gml="http://www.opengis.net/gml" xmlns:geodata="https://${domains.geo!}/features"><wfs:Insert><geodata:features><geodata:name>${name}</geodata:name><geodata:kategorie>blumenbeet</geodata:kategorie><geodata:geom><gml:Point srsName="EPSG:4326"><gml:pos>13.41 52.52</gml:pos></gml:Point></geodata:geom></geodata:features></wfs:Insert></wfs:Transaction>`;
+      const wfs = https(domains.geo!, '/geoserver/wfs');
+      // Forged identity headers must not help an anonymous caller: the proxy removes them.
+      const anonymous = await viaProxy(stack, wfs, { method: 'POST', headers: { 'content-type': 'text/xml', 'x-geodata-user': 'u_00000000000000000000000000000001', 'x-geodata-role': 'ROLE_ADMIN' }, body: transaction });
+      assert(anonymous.status === 401, `anonymous WFS-T answered ${anonymous.status}: ${anonymous.body.slice(0, 200)}`);
+      const inserted = await viaProxy(stack, wfs, { method: 'POST', headers: { 'content-type': 'text/xml', cookie: me.sessionCookie }, body: transaction });
+      assert(inserted.status === 200 && inserted.body.includes('<wfs:totalInserted>1</wfs:totalInserted>'), `WFS-T as the contributor answered ${inserted.status}: ${inserted.body.slice(0, 300)}`);
+      const features = stack.clusters.get('features-db')!;
+      const contributorId = features.psql('features', `SELECT created_by FROM features.features WHERE id = '${featureId.replace(/'/g, "''")}'`).trim();
+      const actors = features.psql('features', `SELECT string_agg(h.actor, ',') FROM history.feature_versions h JOIN features.features f ON f.id = h.feature_id WHERE f.name = '${name}'`).trim();
+      assert(actors === contributorId, `the history names ${actors || 'nobody'} for the WFS-T insert, not the contributor ${contributorId}`);
+      return `anonymous 401; the contributor's insert is in the history under ${contributorId} (not the role geoserver)`;
+    });
+
     // 6 ------------------------------------------------------------------------------------------
     await step(results, '6 a signed push reaches the webhook through the proxy and a fixture site goes live in the sites container', async () => {
       const secrets = await new Promise<Record<string, string>>((resolve) => (stack.program.webhookSecrets as { apply(f: (v: Record<string, string>) => void): void }).apply(resolve));
@@ -354,8 +373,13 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       const dir = readdirSync(volume).map((v) => join(volume, v, 'features')).find((d) => existsSync(d));
       assert(dir, 'no features/ folder in any volume: the backup wrote nothing');
       const dumpsNow = () => readdirSync(dir).filter((f) => f.endsWith('.dump')).sort();
-      // The first round ran when the container started, before the API's migrations (the backup waits
-      // only for the databases). `docker restart` runs a round at once: that dump holds the data.
+      // The first round ran when the container started, which the stack orders after the migrations:
+      // that dump already holds the schema (infra/stack/backups.ts).
+      const first = dumpsNow()[0];
+      assert(first, 'the backup started but wrote no first dump');
+      const firstContents = execFileSync(join(process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin', 'pg_restore'), ['--list', join(dir, first)], { encoding: 'utf8' });
+      assert(/TABLE DATA metadata schema_migrations/.test(firstContents), `the first dump ${first} was taken before the API's migrations (no metadata.schema_migrations data)`);
+      // `docker restart` runs a round at once: that dump holds the features created in step 4.
       const before = dumpsNow().length;
       await new Promise((r) => setTimeout(r, 1100)); // dump names carry the second
       await stack.restart.get('backup')!();

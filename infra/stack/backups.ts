@@ -1,11 +1,25 @@
 import type * as docker from '@pulumi/docker';
-import { service } from '../containers.js';
+import * as pulumi from '@pulumi/pulumi';
+import { service, succeeded } from '../containers.js';
 import { env, fileUpload, LIMITS, readRepoFile, type StackContext } from './common.js';
 import type { StackImages } from './images.js';
 import type { StackNetwork } from './network.js';
 
-/** pg_dump of the features, Kratos and Hydra databases every backupIntervalHours (infra/jobs/backup.sh). */
-export function declareBackups(ctx: StackContext, { networks, volumes }: StackNetwork, images: StackImages, after: docker.Container[]) {
+/** What the backup waits for: the databases, and the jobs that create the schemas it dumps. */
+export interface BackupPrerequisites {
+  databases: docker.Container[];
+  /** Migration jobs by name: the first round starts only once each has exited 0. */
+  migrations: Record<string, docker.Container>;
+}
+
+/**
+ * pg_dump of the features, Kratos and Hydra databases every backupIntervalHours (infra/jobs/backup.sh).
+ *
+ * The first round runs as soon as the container starts, so it is created only after the migrations
+ * succeeded: a dump taken earlier holds empty databases (no schema_migrations, no features table),
+ * which is the one dump an operator would restore after a failed first deploy.
+ */
+export function declareBackups(ctx: StackContext, { networks, volumes }: StackNetwork, images: StackImages, after: BackupPrerequisites) {
   const { cfg, secrets, n } = ctx;
   const backup = service('backup', n('backup'), {
     image: images.remote.postgres.imageId,
@@ -29,7 +43,12 @@ export function declareBackups(ctx: StackContext, { networks, volumes }: StackNe
       interval: '5m',
       startPeriod: '10m',
     },
-    dependsOn: after,
+    labels: {
+      'platform.after': pulumi
+        .all(Object.entries(after.migrations).map(([name, migration]) => succeeded(name, migration)))
+        .apply(() => 'succeeded'),
+    },
+    dependsOn: [...after.databases, ...Object.values(after.migrations)],
   });
   return { containers: { backup } };
 }

@@ -1,7 +1,8 @@
 import * as pulumi from '@pulumi/pulumi';
 import { job, service, succeeded } from '../containers.js';
 import { ENTRY_POINTS } from '../images.js';
-import { platformOrigins, UPSTREAMS } from '../routes.js';
+import { SESSION_SQL_JAVA_OPTIONS } from '../geoserver/provision.js';
+import { GEOSERVER_IDENTITY, platformOrigins, UPSTREAMS } from '../routes.js';
 import { env, fileUpload, https, LIMITS, nodeHttpCheck, pgReadyCheck, readRepoFile, type StackContext } from './common.js';
 import type { StackIdentity } from './identity.js';
 import type { StackImages } from './images.js';
@@ -15,10 +16,17 @@ import type { StackNetwork } from './network.js';
  *   features-db → features-db-roles (job) → api-migrate (job) → api (also waits for Hydra)
  *                                        └→ geoserver (healthy) ─→ geoserver-provision (job, after api-migrate)
  *
+ * WFS-T identity: the proxy asks the API (GET /api/auth/forward) before a GeoServer write and passes
+ * X-Geodata-User/X-Geodata-Role on; geoserver-provision writes GeoServer's header authentication into
+ * its data directory (mounted) and the store's session SQL, so the history names the platform user.
+ *
  * Access tokens: Hydra issues opaque tokens (identity/config/hydra.yml, docs/identity.md "Access
  * tokens"), so the API checks them by introspection on Hydra's admin API (HYDRA_ADMIN_URL) and session
  * cookies by whoami on Kratos (KRATOS_PUBLIC_URL); it is on the admin network to reach Hydra and Kratos admin.
  */
+/** The uid and gid GeoServer runs as (RUN_UNPRIVILEGED) and the provisioning job writes its data directory as. */
+const GEOSERVER_UID = '999';
+
 export function declareFeatures(ctx: StackContext, { networks, volumes }: StackNetwork, images: StackImages, identity: StackIdentity) {
   const { cfg, secrets, n } = ctx;
   const { app, admin, geo } = networks;
@@ -110,6 +118,9 @@ export function declareFeatures(ctx: StackContext, { networks, volumes }: StackN
       GEOSERVER_ADMIN_PASSWORD: secrets.geoserverAdminPassword,
       SKIP_DEMO_DATA: 'true',
       RUN_UNPRIVILEGED: 'true',
+      // Named, not left to the image's default: the provisioning job writes into the data directory as this user.
+      RUN_WITH_USER_UID: GEOSERVER_UID,
+      RUN_WITH_USER_GID: GEOSERVER_UID,
       CHANGE_OWNERSHIP_ON_FOLDERS: '/opt/geoserver_data',
       PROXY_BASE_URL: `${https(domains.geo)}/geoserver`,
       // CORS is a web.xml filter in the official image; its startup script writes it from these.
@@ -119,6 +130,8 @@ export function declareFeatures(ctx: StackContext, { networks, volumes }: StackN
       CORS_ALLOWED_HEADERS: 'Authorization,Content-Type,Accept,Origin,X-Requested-With',
       CORS_ALLOW_CREDENTIALS: 'true',
       EXTRA_JAVA_OPTS: '-Xms512m -Xmx1536m',
+      // Lets the PostGIS store run the session SQL that names WFS-T users in the history (provision.ts).
+      JAVA_TOOL_OPTIONS: SESSION_SQL_JAVA_OPTIONS.join(' '),
     }),
     volumes: [{ volumeName: volumes.geoserverData.name, containerPath: '/opt/geoserver_data' }],
     healthcheck: {
@@ -137,7 +150,8 @@ export function declareFeatures(ctx: StackContext, { networks, volumes }: StackN
     limits: LIMITS.job,
     networks: [{ network: geo }],
     command: [...ENTRY_POINTS.geoserverProvision],
-    user: 'node',
+    // GeoServer's own user: the files it writes into the data directory stay GeoServer's.
+    user: `${GEOSERVER_UID}:${GEOSERVER_UID}`,
     envs: env({
       GEOSERVER_URL: `http://${UPSTREAMS.geoserver.host}:${UPSTREAMS.geoserver.port}/geoserver`,
       GEOSERVER_ADMIN_USER: cfg.geoserverAdminUser,
@@ -148,7 +162,14 @@ export function declareFeatures(ctx: StackContext, { networks, volumes }: StackN
       GEOSERVER_DB_USER: 'geoserver',
       GEOSERVER_DB_PASSWORD: secrets.geoserverDbPassword,
       GEOSERVER_NAMESPACE_URI: `${https(domains.geo)}/features`,
+      // WFS-T writers are platform users with these roles (the API's forward-auth answer, X-Geodata-Role).
+      GEOSERVER_WRITE_ROLES: 'ROLE_CONTRIBUTOR,ROLE_REVIEWER,ROLE_ADMIN',
+      GEOSERVER_DATA_DIR: '/opt/geoserver_data',
+      GEOSERVER_USER_HEADER: GEOSERVER_IDENTITY.userHeader,
+      GEOSERVER_ROLE_HEADER: GEOSERVER_IDENTITY.roleHeader,
     }),
+    // GeoServer's data directory: the header authentication filter and chain are files there (security.ts).
+    volumes: [{ volumeName: volumes.geoserverData.name, containerPath: '/opt/geoserver_data' }],
     // The feature table must exist (API migrations) before GeoServer can publish it.
     labels: { 'platform.after': succeeded('api-migrate', apiMigrate) },
     dependsOn: [geoserver, apiMigrate],

@@ -6,7 +6,7 @@ import { loadIdentityAppConfig } from '../app/config.js';
 import { hydraRuntimeFindings } from '../config/check.js';
 import { effectiveConfig, isDevMode, parseListVariable, type Env } from '../../../services/shared/identity-config/render.js';
 import type { DeclaredStack } from '../../../services/shared/declared-stack.js';
-import { checkAdminInternal, checkBackups, checkPreviewSites, checkSecretEnvironments, checkSitesIsolated, readDeclaredStack, type DeclaredResult, type Verdict } from './declared.js';
+import { checkAdminInternal, checkBackups, checkGeoServerWriters, checkPreviewSites, checkSecretEnvironments, checkSitesIsolated, readDeclaredStack, type DeclaredResult, type Verdict } from './declared.js';
 
 /**
  * The seed's production checklist as checks that pass or fail, each with the reason. Items about the
@@ -198,6 +198,7 @@ export async function runChecklist(options: ChecklistOptions): Promise<Checklist
     fromDeclared('database backup job present', declared, checkBackups, 'a backup service dumps the features, kratos and hydra databases with pg_dump'),
     fromDeclared('preview sites outside the session cookie domain', declared, checkPreviewSites, 'every preview site lives on a registrable domain of its own and is no CORS origin'),
     fromDeclared('branch sites isolated from databases, GeoServer and Ory', declared, checkSitesIsolated, 'the sites container shares its networks with the proxy only'),
+    fromDeclared('GeoServer writes tied to platform users', declared, checkGeoServerWriters, 'the proxy strips client identity headers, asks the API (forward_auth) and copies its answer; only the proxy reaches GeoServer'),
     ...devNote,
   ];
 }

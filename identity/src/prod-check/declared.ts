@@ -178,3 +178,41 @@ function overlaps(a: string, b: string): boolean {
   const rb = range(b);
   return ra !== undefined && rb !== undefined && ra[0] <= rb[1] && rb[0] <= ra[1];
 }
+
+const IDENTITY_HEADERS = ['X-Geodata-User', 'X-Geodata-Role'];
+
+/**
+ * GeoServer writes tied to platform users (docs/infra.md, "WFS-T writes and who made them"): the
+ * proxy's GeoServer site removes client-sent identity headers, then asks the API with forward_auth and
+ * copies its answer; GeoServer shares its networks only with the proxy, its database and the
+ * provisioning job (nothing else could send it the headers); the provisioning job writes the header
+ * authentication into GeoServer's data directory.
+ */
+export function checkGeoServerWriters(stack: DeclaredStack): Verdict {
+  const geoserver = stack.containers.find((c) => c.name === 'geoserver');
+  if (!geoserver) return verdict(['no geoserver container declared']);
+  const problems: string[] = [];
+  const aliases = geoserver.networks.flatMap((n) => n.aliases).concat('geoserver');
+  const site = caddySites(stack.caddyfile).find((s) => s.body.some((l) => aliases.some((a) => new RegExp(`^reverse_proxy\\s+${a}:\\d+$`).test(l))));
+  if (!site) problems.push('no proxy site routes to GeoServer');
+  else {
+    const forward = site.body.findIndex((l) => /^forward_auth\s/.test(l));
+    if (forward < 0) problems.push(`${site.address} sends GeoServer writes without asking the API (no forward_auth)`);
+    for (const header of IDENTITY_HEADERS) {
+      const strip = site.body.indexOf(`request_header -${header}`);
+      if (strip < 0 || (forward >= 0 && strip > forward)) problems.push(`${site.address} lets clients send ${header} to GeoServer (no request_header -${header} before forward_auth)`);
+      const copied = site.body.some((l, i) => i > forward && forward >= 0 && /^copy_headers\s/.test(l) && l.split(/\s+/).includes(header));
+      if (!copied) problems.push(`${site.address} does not copy ${header} from the API's answer`);
+    }
+  }
+  const allowed = new Set(['geoserver', 'proxy', 'features-db', 'geoserver-provision']);
+  for (const attachment of geoserver.networks) {
+    const others = stack.containers.filter((c) => !allowed.has(c.name) && c.networks.some((n) => n.name === attachment.name));
+    if (others.length > 0) problems.push(`GeoServer shares ${attachment.name} with ${others.map((c) => c.name).join(', ')}, which could send it identity headers`);
+  }
+  const provision = stack.containers.find((c) => c.name === 'geoserver-provision');
+  if (!provision?.env.GEOSERVER_DATA_DIR || !provision.volumes.some((v) => v.containerPath === provision.env.GEOSERVER_DATA_DIR)) {
+    problems.push('geoserver-provision does not mount GeoServer\'s data directory (GEOSERVER_DATA_DIR): the header authentication is never written');
+  }
+  return verdict(problems);
+}

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { closeGracefully, listen } from '../../../services/shared/http-server.js';
+import { FakeWfs, WfsError, type WfsContext, type WfsOptions } from './fake-wfs.js';
 import { REST_BASE, RestSpec, SpecViolation, type MatchedOperation } from './rest-spec.js';
 
 /**
@@ -36,6 +37,8 @@ export interface FakeGeoServer {
   state: FakeGeoServerState;
   requests: RecordedRequest[];
   violations: string[];
+  /** The WFS-T side (with the `wfs` option): security from the data directory, the store's session SQL. */
+  wfs?: FakeWfs;
   /** Answer 503 to the next n requests (GeoServer still starting). */
   unavailableFor(n: number): void;
   close(): Promise<void>;
@@ -73,9 +76,21 @@ function reencode(sld: string): string {
   return sld.replace(/<!--[\s\S]*?-->/g, '').replace(/>\s+</g, '><').trim();
 }
 
-export async function startFakeGeoServer(options: { user: string; password: string; state?: FakeGeoServerState }): Promise<FakeGeoServer> {
+export async function startFakeGeoServer(options: { user: string; password: string; state?: FakeGeoServerState; wfs?: Omit<WfsOptions, 'admin'> }): Promise<FakeGeoServer> {
   const spec = new RestSpec();
   const state = options.state ?? initialState();
+  const wfs = options.wfs ? new FakeWfs({ ...options.wfs, admin: { user: options.user, password: options.password } }) : undefined;
+  const wfsContext: WfsContext = {
+    layerRules: state.layerRules,
+    serviceRules: state.serviceRules,
+    storeOf: (workspace) => {
+      const entry = [...state.datastores.entries()].find(([key]) => key.startsWith(`${workspace}/`));
+      if (!entry) return undefined;
+      const nativeNames = new Map<string, string>();
+      for (const [key, ft] of state.featureTypes) if (key.startsWith(`${entry[0]}/`)) nativeNames.set(ft.name, ft.nativeName);
+      return { store: entry[1], nativeNames };
+    },
+  };
   const requests: RecordedRequest[] = [];
   const violations: string[] = [];
   let unavailable = 0;
@@ -192,6 +207,11 @@ export async function startFakeGeoServer(options: { user: string; password: stri
         if (update.versions) state.wms.versions = asList(update.versions['org.geotools.util.Version']).map((v) => v.version);
         return { status: 200 };
       }
+      case 'POST /reload':
+      case 'PUT /reload':
+        // Reloads the configuration from disk, the security configuration with it.
+        wfs?.reload();
+        return { status: 200 };
       case 'GET /security/acl/layers':
         return { status: 200, ...json(state.layerRules) };
       case 'GET /security/acl/services':
@@ -234,6 +254,17 @@ export async function startFakeGeoServer(options: { user: string; password: stri
         unavailable--;
         return answer(503, 'text/plain', 'starting');
       }
+      if (wfs && url.pathname.startsWith('/geoserver/') && !url.pathname.startsWith(`${REST_BASE}/`)) {
+        wfs.handle(url.pathname.slice('/geoserver'.length), method, req.headers, body, wfsContext).then(
+          (result) => {
+            requests.push({ method, path: url.pathname, query: url.search, status: result.status });
+            res.writeHead(result.status, { 'content-type': result.type, ...(result.headers ?? {}) });
+            res.end(result.body);
+          },
+          (error: unknown) => answer(error instanceof WfsError ? error.status : 500, 'text/plain', (error as Error).message),
+        );
+        return;
+      }
       if (req.headers.authorization !== expectedAuth) return answer(401, 'text/plain', 'HTTP Basic authentication required');
       if (!url.pathname.startsWith(`${REST_BASE}/`)) {
         violations.push(`${method} ${url.pathname}: outside ${REST_BASE}`);
@@ -260,6 +291,7 @@ export async function startFakeGeoServer(options: { user: string; password: stri
     state,
     requests,
     violations,
+    ...(wfs ? { wfs } : {}),
     unavailableFor: (n) => {
       unavailable = n;
     },

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { authenticate } from './auth/middleware.js';
 import type { DevKeys } from './auth/dev-keys.js';
 import { devTokenRoutes } from './auth/dev-token-route.js';
+import { forwardAuthRoutes } from './auth/forward-route.js';
 import type { Authenticator } from '../../shared/principal.js';
 import type { ApiConfig } from './config.js';
 import { pendingMigrations, readMigrations } from './db/migrate.js';
@@ -94,6 +95,7 @@ export function createApp(deps: AppDependencies): Express {
   const userRecorder = createUserRecorder(deps.db, deps.logger);
   const authenticator = recordingCallers(deps.authenticator, userRecorder);
   app.use('/api', authenticate(authenticator), originCheckForCookieWrites({ origins: allowedOrigins }));
+  app.use('/api/auth', forwardAuthRoutes({ origins: allowedOrigins }));
   app.use('/api/dev', devTokenRoutes({ keys: deps.devKeys, production: deps.production ?? false }));
   app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
   const claims = createClaimService(deps.db);
