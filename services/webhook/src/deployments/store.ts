@@ -26,6 +26,8 @@ export interface DeploymentStoreOptions {
 export class DeploymentStore {
   private readonly deployments = new Map<string, Deployment>();
   private readonly deliveries = new Map<string, { deploymentId: string; at: string }>();
+  /** The newest successful deployment per target and deployed commit: one lookup per push. */
+  private readonly succeeded = new Map<string, Deployment>();
   private readonly file: string;
   private readonly maxDeployments: number;
   private readonly maxDeliveries: number;
@@ -93,6 +95,11 @@ export class DeploymentStore {
     return [...this.deployments.values()];
   }
 
+  /** The newest successful deployment that put `commit` live on `target`, if one is kept. */
+  succeededWith(target: string, commit: string): Deployment | undefined {
+    return this.succeeded.get(`${target}\n${commit}`);
+  }
+
   deploymentOfDelivery(deliveryId: string): string | undefined {
     return this.deliveries.get(deliveryId)?.deploymentId;
   }
@@ -115,13 +122,24 @@ export class DeploymentStore {
   }
 
   private remember(deployment: Deployment): void {
+    const previous = this.deployments.get(deployment.id);
+    if (previous) this.forgetSucceeded(previous);
     this.deployments.delete(deployment.id); // re-insert: the map stays in order of last change
     this.deployments.set(deployment.id, deployment);
+    if (deployment.state === 'succeeded' && deployment.deployedCommit) this.succeeded.set(`${deployment.target}\n${deployment.deployedCommit}`, deployment);
     if (this.deployments.size <= this.maxDeployments) return;
     for (const [id, d] of this.deployments) {
       if (this.deployments.size <= this.maxDeployments) break;
-      if (FINAL_STATES.has(d.state)) this.deployments.delete(id);
+      if (FINAL_STATES.has(d.state)) {
+        this.deployments.delete(id);
+        this.forgetSucceeded(d);
+      }
     }
+  }
+
+  private forgetSucceeded(deployment: Deployment): void {
+    const key = `${deployment.target}\n${deployment.deployedCommit}`;
+    if (this.succeeded.get(key) === deployment) this.succeeded.delete(key);
   }
 
   private rememberDelivery(id: string, deploymentId: string, at: string): void {
