@@ -69,6 +69,7 @@ export class Deployer {
           seenDelivery: push.deliveryId ? store.deploymentOfDelivery(push.deliveryId) : undefined,
           live,
           deployedBefore: store.succeededWith(key, commit),
+          previous: store.latestWith(key, commit),
         },
         () => newDeployment(push, commit),
       );
