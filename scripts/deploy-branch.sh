@@ -116,6 +116,24 @@ step lock
 # Leftovers of a deploy that was killed outright (SIGKILL): builds that left the process group.
 [[ -z $build_user ]] || kill_processes_of "$build_user"
 
+# A deploy killed outright (SIGKILL: no trap ran) after switching `live` but before the site
+# answered leaves `live` at a release that was never confirmed. The release it replaced is
+# recorded in .switch-pending from the switch until the confirmation, so put that one back first.
+if [[ -f $deploy_dir/.switch-pending ]]; then
+  replaced=$(<"$deploy_dir/.switch-pending")
+  unconfirmed=$(live_release_name "$deploy_dir")
+  if [[ -n $replaced && -d $deploy_dir/deploys/$replaced ]] && is_built_release "$deploy_dir/deploys/$replaced"; then
+    switch_live "$deploy_dir" "$replaced" "$site_group"
+    log "an interrupted deploy left deploys/${unconfirmed:-?} live unconfirmed; put deploys/$replaced back"
+    restart_service "$service" "$deploy_dir" "$port" || fail "restart of $service after putting deploys/$replaced back failed"
+  elif [[ -z $replaced ]]; then
+    rm -f -- "$deploy_dir/live"
+    log "an interrupted first deploy left deploys/${unconfirmed:-?} live unconfirmed; nothing is live now"
+  fi
+  [[ -z $unconfirmed || $unconfirmed == "$replaced" ]] || rm -rf -- "${deploy_dir:?}/deploys/$unconfirmed"
+  rm -f -- "$deploy_dir/.switch-pending"
+fi
+
 previous=$(live_release_name "$deploy_dir")
 previous_dir=${previous:+$deploy_dir/deploys/$previous}
 live_commit=
@@ -152,6 +170,7 @@ on_exit() {
     else
       rm -f -- "$deploy_dir/live"
     fi
+    rm -f -- "$deploy_dir/.switch-pending"
   fi
   # Nothing a build started outlives the deploy (a build may have left the process group).
   [[ -z $build_user ]] || kill_processes_of "$build_user"
@@ -331,6 +350,7 @@ seal_release "$release_dir" "$build_user"
 mark_release_built "$release_dir"
 step seal
 
+write_release_file "$deploy_dir/.switch-pending" "$previous"
 switch_live "$deploy_dir" "$stamp" "$site_group"
 stage=switched
 log "live -> deploys/$stamp; restarting $service"
@@ -339,6 +359,7 @@ step restart
 health_check "$port" || { fail "site on port $port did not answer after the restart"; exit 8; }
 step health
 stage=confirmed
+rm -f -- "$deploy_dir/.switch-pending"
 
 close_other_releases "$deploy_dir" "$site_group"
 prune_releases "$deploy_dir" "$stamp" "$keep_releases"
