@@ -57,7 +57,7 @@ function signalGroup(pid, signal) {
 }
 
 /** How long an orphaned deploy gets to restore the previous release after SIGTERM. */
-const ORPHAN_GRACE_MS = Number(process.env.DEPLOY_ORPHAN_GRACE_MS ?? 20_000);
+const ORPHAN_GRACE_MS = 20_000;
 
 const recordOf = (target) => join(target.logDir, '.running-deploy');
 
@@ -69,6 +69,16 @@ function startTimeOf(pid) {
     return fields[0] === 'Z' ? null : fields[19];
   } catch {
     return null;
+  }
+}
+
+function underLauncher(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const parent = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1];
+    return readFileSync(`/proc/${parent}/cmdline`, 'utf8').includes('launcher-process.mjs');
+  } catch {
+    return false;
   }
 }
 
@@ -101,6 +111,9 @@ function endOrphans() {
     }
     pid = Number(pid);
     const alive = Number.isSafeInteger(pid) && pid > 1 && startTimeOf(pid) === started;
+    // Still under a live launcher (a second server on the same directories, which systemd never
+    // starts): not an orphan, and not ours to end.
+    if (alive && underLauncher(pid)) continue;
     try {
       unlinkSync(recordOf(target));
     } catch {
