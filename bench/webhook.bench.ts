@@ -334,7 +334,11 @@ async function pushToLive(): Promise<void> {
   const repo = new FixtureRepo(join(root, 'repo'));
   // The ~300-package site lives on its own branch family (feature/team-de1) of the same repository.
   repo.commit('feature/team-de1/bench', { 'package.json': readFileSync(join(site.dir, 'package.json'), 'utf8'), 'package-lock.json': readFileSync(join(site.dir, 'package-lock.json'), 'utf8') });
-  const targets = seedTargets().filter((t) => t.key === 'main' || t.key === 'feature/team-de1');
+  // The fixture sites live at the repository's root: the seed's siteDir (services/web, the
+  // platform's own site) does not apply to them.
+  const targets = seedTargets()
+    .filter((t) => t.key === 'main' || t.key === 'feature/team-de1')
+    .map(({ siteDir: _siteDir, ...t }) => t);
   const ports = new Map<string, number>();
   for (const t of targets) ports.set(t.key, await freePort());
   const benchTargets = targets.map((t) => ({ ...t, port: ports.get(t.key)!, repo: repo.url, buildUser: `wb-bench${suffix}-${t.deployPath}`.slice(0, 32), siteUser: `ws-bench${suffix}-${t.deployPath}`.slice(0, 32) }));
