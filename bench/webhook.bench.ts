@@ -24,6 +24,7 @@ import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFi
 import { Agent, createServer, request } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { stringify } from 'yaml';
 import { createLogger } from '../services/shared/logger.js';
 import { loadTargets, resolveTarget, type Target } from '../services/shared/targets.js';
@@ -453,7 +454,9 @@ if (process.argv[2] === '--serve') {
     writeFileSync(join(dir, 'targets.yaml'), stringify({ targets }));
     writeFileSync(join(dir, 'deploy-stand-in.sh'), '#!/bin/sh\nsleep 2\n', { mode: 0o755 });
     const running = await startWebhookServer({
-      logger: createLogger('webhook', { level: 'warn' }),
+      // The production log level, so the per-request log lines are paid for as in production;
+      // written (asynchronously, as pino does to stdout) to /dev/null instead of the bench's pipe.
+      logger: createLogger('webhook', { level: 'info', destination: pino.destination({ dest: '/dev/null', sync: false }) as unknown as NodeJS.WritableStream }),
       secrets: Object.fromEntries(targets.map((t) => [t.secret, secretOf(t)])),
       env: {
         ...process.env,
