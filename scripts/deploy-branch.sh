@@ -174,6 +174,7 @@ on_exit() {
   fi
   # Nothing a build started outlives the deploy (a build may have left the process group).
   [[ -z $build_user ]] || kill_processes_of "$build_user"
+  [[ $stage == switched || $stage == confirmed ]] || rm -f -- "$deploy_dir/.switch-pending"
   if [[ $stage != confirmed ]]; then
     rm -rf -- "$release_dir"
     if [[ -s $build_log ]]; then
@@ -350,9 +351,12 @@ seal_release "$release_dir" "$build_user"
 mark_release_built "$release_dir"
 step seal
 
+# The note first, then the stage, then the switch: however the script is stopped from here on,
+# either its trap (stage switched: put previous back, idempotent) or the next deploy (the note)
+# undoes the switch.
 write_release_file "$deploy_dir/.switch-pending" "$previous"
-switch_live "$deploy_dir" "$stamp" "$site_group"
 stage=switched
+switch_live "$deploy_dir" "$stamp" "$site_group"
 log "live -> deploys/$stamp; restarting $service"
 restart_service "$service" "$deploy_dir" "$port" >>"$build_log" 2>&1 || { fail "restart of $service failed"; exit 7; }
 step restart
