@@ -311,7 +311,7 @@ async function isolationCost(): Promise<void> {
             // As deploy-branch.sh does it: hard links, directories handed to the build user, then
             // the seal in one walk (seal_release in scripts/host/lib/releases.sh).
             `cp -al -- "$1/live-modules" "$1/new" && find "$1/new" -type d -exec chown -- "$2:$2" {} + &&
-             find "$1/new" \( -user "$2" -exec chown -h 0:0 {} + \) , \( ! -type l -perm /6022 -exec chmod go-w,ug-s {} + \) && rm -rf -- "$1/new"`,
+             find "$1/new" \\( -user "$2" -exec chown -h 0:0 {} + \\) , \\( ! -type l -perm /6022 -exec chmod go-w,ug-s {} + \\) && rm -rf -- "$1/new"`,
             [work, user],
           ),
         );
