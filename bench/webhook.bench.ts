@@ -24,6 +24,7 @@ import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFi
 import { Agent, createServer, request } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { stringify } from 'yaml';
 import { createLogger } from '../services/shared/logger.js';
 import { loadTargets, resolveTarget, type Target } from '../services/shared/targets.js';
@@ -307,8 +308,10 @@ async function isolationCost(): Promise<void> {
         today.push(sh('cp -al -- "$1/live-modules" "$1/new" && rm -rf -- "$1/new"', [work]) );
         isolated.push(
           sh(
+            // As deploy-branch.sh does it: hard links, directories handed to the build user, then
+            // the seal in one walk (seal_release in scripts/host/lib/releases.sh).
             `cp -al -- "$1/live-modules" "$1/new" && find "$1/new" -type d -exec chown -- "$2:$2" {} + &&
-             find "$1/new" -user "$2" -exec chown -h 0:0 {} + && find "$1/new" ! -type l -perm /6022 -exec chmod go-w,ug-s {} + && rm -rf -- "$1/new"`,
+             find "$1/new" \\( -user "$2" -exec chown -h 0:0 {} + \\) , \\( ! -type l -perm /6022 -exec chmod go-w,ug-s {} + \\) && rm -rf -- "$1/new"`,
             [work, user],
           ),
         );
@@ -334,7 +337,11 @@ async function pushToLive(): Promise<void> {
   const repo = new FixtureRepo(join(root, 'repo'));
   // The ~300-package site lives on its own branch family (feature/team-de1) of the same repository.
   repo.commit('feature/team-de1/bench', { 'package.json': readFileSync(join(site.dir, 'package.json'), 'utf8'), 'package-lock.json': readFileSync(join(site.dir, 'package-lock.json'), 'utf8') });
-  const targets = seedTargets().filter((t) => t.key === 'main' || t.key === 'feature/team-de1');
+  // The fixture sites live at the repository's root: the seed's siteDir (services/web, the
+  // platform's own site) does not apply to them.
+  const targets = seedTargets()
+    .filter((t) => t.key === 'main' || t.key === 'feature/team-de1')
+    .map(({ siteDir: _siteDir, ...t }) => t);
   const ports = new Map<string, number>();
   for (const t of targets) ports.set(t.key, await freePort());
   const benchTargets = targets.map((t) => ({ ...t, port: ports.get(t.key)!, repo: repo.url, buildUser: `wb-bench${suffix}-${t.deployPath}`.slice(0, 32), siteUser: `ws-bench${suffix}-${t.deployPath}`.slice(0, 32) }));
@@ -426,29 +433,32 @@ if (process.argv[2] === '--serve') {
   const kind = process.argv[3];
   const dir = process.argv[4]!;
   if (kind === 'baseline') {
-    // The unavoidable work: read the body, verify the same HMAC (or compare the GitLab token).
+    // The unavoidable work, done the cheapest way: read every byte of the body, verify the same
+    // HMAC-SHA256 under the target's secret (updated chunk by chunk as the body streams in, so no
+    // copy and no second pass), compared in constant time; or compare the GitLab token.
     const secrets = new Map(seedTargets().map((t) => [t.key, { provider: t.provider, secret: secretOf(t) }]));
     const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      const target = secrets.get(String(req.headers['x-bench-target']))!;
+      const hmac = target.provider === 'github' ? createHmac('sha256', target.secret) : null;
+      req.on('data', (chunk: Buffer) => hmac?.update(chunk));
       req.on('end', () => {
-        const target = secrets.get(String(req.headers['x-bench-target']))!;
-        let ok: boolean;
-        if (target.provider === 'gitlab') ok = timingSafeEqual(Buffer.from(String(req.headers['x-gitlab-token'])), Buffer.from(target.secret));
-        else {
-          const digest = createHmac('sha256', target.secret).update(Buffer.concat(chunks)).digest('hex');
-          ok = timingSafeEqual(Buffer.from(String(req.headers['x-hub-signature-256'])), Buffer.from(`sha256=${digest}`));
-        }
+        const ok = hmac
+          ? timingSafeEqual(Buffer.from(String(req.headers['x-hub-signature-256'])), Buffer.from(`sha256=${hmac.digest('hex')}`))
+          : timingSafeEqual(Buffer.from(String(req.headers['x-gitlab-token'])), Buffer.from(target.secret));
         res.writeHead(ok ? 202 : 401, { 'content-type': 'application/json' }).end('{"status":"queued"}');
       });
     });
     server.listen(0, '127.0.0.1', () => console.log(`PORT ${(server.address() as { port: number }).port}`));
+    // Exit normally on SIGTERM, as the webhook server does, so a --cpu-prof profile is written.
+    process.once('SIGTERM', () => server.close(() => process.exit(0)));
   } else {
     const targets = seedTargets();
     writeFileSync(join(dir, 'targets.yaml'), stringify({ targets }));
     writeFileSync(join(dir, 'deploy-stand-in.sh'), '#!/bin/sh\nsleep 2\n', { mode: 0o755 });
     const running = await startWebhookServer({
-      logger: createLogger('webhook', { level: 'warn' }),
+      // The production log level, so the per-request log lines are paid for as in production;
+      // written (asynchronously, as pino does to stdout) to /dev/null instead of the bench's pipe.
+      logger: createLogger('webhook', { level: 'info', destination: pino.destination({ dest: '/dev/null', sync: false }) as unknown as NodeJS.WritableStream }),
       secrets: Object.fromEntries(targets.map((t) => [t.secret, secretOf(t)])),
       env: {
         ...process.env,

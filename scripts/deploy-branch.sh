@@ -111,9 +111,28 @@ if [[ -n $build_user ]] &&
   exit 2
 fi
 take_lock "$deploy_dir" || { fail "another deploy of $deploy_dir holds the lock"; exit 3; }
+step lock
 
 # Leftovers of a deploy that was killed outright (SIGKILL): builds that left the process group.
 [[ -z $build_user ]] || kill_processes_of "$build_user"
+
+# A deploy killed outright (SIGKILL: no trap ran) after switching `live` but before the site
+# answered leaves `live` at a release that was never confirmed. The release it replaced is
+# recorded in .switch-pending from the switch until the confirmation, so put that one back first.
+if [[ -f $deploy_dir/.switch-pending ]]; then
+  replaced=$(<"$deploy_dir/.switch-pending")
+  unconfirmed=$(live_release_name "$deploy_dir")
+  if [[ -n $replaced && -d $deploy_dir/deploys/$replaced ]] && is_built_release "$deploy_dir/deploys/$replaced"; then
+    switch_live "$deploy_dir" "$replaced" "$site_group"
+    log "an interrupted deploy left deploys/${unconfirmed:-?} live unconfirmed; put deploys/$replaced back"
+    restart_service "$service" "$deploy_dir" "$port" || fail "restart of $service after putting deploys/$replaced back failed"
+  elif [[ -z $replaced ]]; then
+    rm -f -- "$deploy_dir/live"
+    log "an interrupted first deploy left deploys/${unconfirmed:-?} live unconfirmed; nothing is live now"
+  fi
+  [[ -z $unconfirmed || $unconfirmed == "$replaced" ]] || rm -rf -- "${deploy_dir:?}/deploys/$unconfirmed"
+  rm -f -- "$deploy_dir/.switch-pending"
+fi
 
 previous=$(live_release_name "$deploy_dir")
 previous_dir=${previous:+$deploy_dir/deploys/$previous}
@@ -122,7 +141,8 @@ live_commit=
 
 # Debris of a deploy that was killed without running its trap: unfinished and not live.
 for dir in "$deploy_dir"/deploys/*/; do
-  name=$(basename -- "$dir")
+  name=${dir%/}
+  name=${name##*/}
   if [[ -d $dir && $name != "$previous" ]] && ! is_built_release "$dir"; then
     rm -rf -- "$dir"
   fi
@@ -130,13 +150,14 @@ done
 
 # A fresh 14-digit release name; mkdir is the claim, so two deploys in one second get distinct names.
 while :; do
-  stamp=$(date -u +%Y%m%d%H%M%S)
+  stamp=$(TZ=UTC printf '%(%Y%m%d%H%M%S)T' -1)
   mkdir -m 0700 -- "$deploy_dir/deploys/$stamp" 2>/dev/null && break
   sleep 0.2
 done
 release_dir="$deploy_dir/deploys/$stamp"
 build_log="$deploy_dir/logs/npm-build-$stamp.log"
 stage=preparing
+step prepare
 
 on_exit() {
   local rc=$?
@@ -149,9 +170,11 @@ on_exit() {
     else
       rm -f -- "$deploy_dir/live"
     fi
+    rm -f -- "$deploy_dir/.switch-pending"
   fi
   # Nothing a build started outlives the deploy (a build may have left the process group).
   [[ -z $build_user ]] || kill_processes_of "$build_user"
+  [[ $stage == switched || $stage == confirmed ]] || rm -f -- "$deploy_dir/.switch-pending"
   if [[ $stage != confirmed ]]; then
     rm -rf -- "$release_dir"
     if [[ -s $build_log ]]; then
@@ -220,6 +243,7 @@ if [[ -n $wanted_commit && -n $live_commit && $commit != "$live_commit" ]] &&
   fail "commit $commit is older than the live commit $live_commit; refusing to roll back (use: npm run host -- rollback)"
   exit 9
 fi
+step fetch
 
 # A commit already live (a push that raced its own deploy, a replay): nothing to do, no restart.
 if [[ -n $wanted_commit && $commit == "$live_commit" ]]; then
@@ -237,6 +261,7 @@ git -C "$deploy_dir/repo.git" archive --format=tar "$commit" | as_builder tar -x
 write_release_file "$release_dir/REVISION" "$commit"
 [[ -z ${DEPLOY_LOG:-} ]] || write_release_file "$release_dir/.deploy-log" "${DEPLOY_LOG##*/}"
 log "checked out $commit"
+step export
 
 # The external content collection replaces whatever the site has at src/content. The site's folder is
 # a plain relative path, and no part of it may be a link the repository planted: root's mkdir, chown and
@@ -264,26 +289,39 @@ rm -rf -- "$site_root/src/content"
 mkdir -p -- "$site_root/src"
 [[ -z $build_user ]] || chown -h -- "$build_user:$build_group" "$site_root/src"
 ln -s -- "$deploy_dir/shared/src/content" "$site_root/src/content"
+step content
 
 # Dependencies: identical lockfile, dependency fields and Node version → hard links to the live
 # release's node_modules. That release is sealed (files owned by root, not writable), so the new
 # build can replace a linked file but never write into it: no release can change another. The
 # directories are the new release's own (the build may add caches). Build caches are dropped,
 # because tools rewrite them in place. Otherwise `npm ci`, served from the target's npm cache.
-if [[ -f $release_dir/package-lock.json ]]; then
-  # One node start prints the Node version and the dependency fields.
-  # Read as the build user (root never opens what the repository may have made a link), in one
-  # node start: the lockfile's hash, the Node version and the dependency fields.
-  deps_key=$(as_builder node -e '
-    const { createHash } = require("node:crypto");
-    const { readFileSync } = require("node:fs");
-    const p = JSON.parse(readFileSync("package.json", "utf8"));
+# One node start, as the build user (root never opens what the repository may have made a link),
+# answers two questions: the dependency key (the lockfile's hash, the Node version and the
+# dependency fields; `none` without a lockfile), and how to run the build. A package whose `build`
+# is a plain script without prebuild/postbuild hooks is built the way `npm run build` would run it
+# (sh -c with node_modules/.bin first on PATH, in the release), without starting npm itself, which
+# costs ~0.6 s of a 2 s deploy; anything else goes through `npm run build`.
+# shellcheck disable=SC2016 # the single quotes keep a JavaScript template literal from bash
+probe=$(as_builder node -e '
+  const { createHash } = require("node:crypto");
+  const { existsSync, readFileSync } = require("node:fs");
+  let p = {};
+  try { p = JSON.parse(readFileSync("package.json", "utf8")); } catch {}
+  let key = "none";
+  if (existsSync("package-lock.json")) {
     const fields = ["dependencies", "devDependencies", "optionalDependencies", "peerDependencies", "overrides"].map((k) => p[k] ?? null);
-    const key = [createHash("sha256").update(readFileSync("package-lock.json")).digest("hex"), process.version, JSON.stringify(fields)];
-    console.log(createHash("sha256").update(key.join("\n")).digest("hex"));')
-else
-  deps_key=none
-fi
+    const parts = [createHash("sha256").update(readFileSync("package-lock.json")).digest("hex"), process.version, JSON.stringify(fields)];
+    key = createHash("sha256").update(parts.join("\n")).digest("hex");
+  }
+  const scripts = p.scripts ?? {};
+  const direct = typeof scripts.build === "string" && scripts.build.trim() !== "" && scripts.prebuild === undefined && scripts.postbuild === undefined;
+  process.stdout.write(`${key}\n${direct ? "direct" : "npm"}\n${direct ? scripts.build : ""}`);') ||
+  { fail "could not read package.json"; exit 6; }
+deps_key=${probe%%$'\n'*}
+probe=${probe#*$'\n'}
+build_mode=${probe%%$'\n'*}
+build_script=${probe#*$'\n'}
 if [[ $deps_key != none && -n $previous_dir && -f $previous_dir/.deps-key &&
   $(<"$previous_dir/.deps-key") == "$deps_key" ]]; then
   if [[ -d $previous_dir/node_modules ]]; then
@@ -298,22 +336,40 @@ else
   [[ -z $build_user ]] || kill_processes_of "$build_user"
 fi
 write_release_file "$release_dir/.deps-key" "$deps_key"
+step dependencies
 
 log "building"
-as_builder npm run build >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }
+if [[ $build_mode == direct ]]; then
+  as_builder env "PATH=$release_dir/node_modules/.bin:${PATH:-/usr/local/bin:/usr/bin:/bin}" npm_lifecycle_event=build \
+    "npm_lifecycle_script=$build_script" sh -c "$build_script" >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }
+else
+  as_builder npm run build >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }
+fi
+step build
 [[ -z $build_user ]] || kill_processes_of "$build_user"
 seal_release "$release_dir" "$build_user"
 mark_release_built "$release_dir"
+step seal
 
-switch_live "$deploy_dir" "$stamp" "$site_group"
+# The note first, then the stage, then the switch: however the script is stopped from here on,
+# either its trap (stage switched: put previous back, idempotent) or the next deploy (the note)
+# undoes the switch.
+write_release_file "$deploy_dir/.switch-pending" "$previous"
 stage=switched
+switch_live "$deploy_dir" "$stamp" "$site_group"
 log "live -> deploys/$stamp; restarting $service"
 restart_service "$service" "$deploy_dir" "$port" >>"$build_log" 2>&1 || { fail "restart of $service failed"; exit 7; }
+step restart
 health_check "$port" || { fail "site on port $port did not answer after the restart"; exit 8; }
+step health
 stage=confirmed
+rm -f -- "$deploy_dir/.switch-pending"
 
 close_other_releases "$deploy_dir" "$site_group"
 prune_releases "$deploy_dir" "$stamp" "$keep_releases"
+step prune
+
+step_summary
 
 log "deployed $commit as deploys/$stamp"
 printf 'release=%s commit=%s\n' "$stamp" "$commit"

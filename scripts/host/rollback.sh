@@ -69,5 +69,8 @@ restore() {
 restart_service "$service" "$deploy_dir" "$port" || { fail "restart failed"; restore; exit 7; }
 health_check "$port" || { fail "site on port $port did not answer"; restore; exit 8; }
 close_other_releases "$deploy_dir" "$site_group"
+# The operator's choice is what is live now: an earlier interrupted deploy's note of what to put
+# back (deploy-branch.sh, .switch-pending) no longer applies.
+rm -f -- "$deploy_dir/.switch-pending"
 log "live -> deploys/$wanted"
 printf 'release=%s\n' "$wanted"

@@ -92,17 +92,34 @@ describe('deploy queue', () => {
       expect(h.recordedDeploys()).toHaveLength(1);
     }));
 
-  it('queues a commit that is running again when a different commit is waiting, so the newest push wins', () =>
+  it('a replay of the commit being deployed, while a newer commit waits, is answered 200 naming the running deployment and the newer commit still deploys', () =>
     withHarness({ RECORD_DEPLOY_SLEEP: '0.5' }, async (h) => {
       const [a, b] = [commitId(), commitId()];
       const first = await sendGitlab(h.url, pushPayload('main', a), h.secrets.SECRET_MAIN!);
       await waitFor(() => h.server.deployer.activity().running.length === 1, 5000, 'first deploy running');
-      const second = await sendGitlab(h.url, pushPayload('main', b), h.secrets.SECRET_MAIN!);
-      const backToA = await sendGitlab(h.url, pushPayload('main', a), h.secrets.SECRET_MAIN!);
-      expect([first.status, second.status, backToA.status]).toEqual([202, 202, 202]);
+      const newer = await sendGitlab(h.url, pushPayload('main', b), h.secrets.SECRET_MAIN!);
+      const replay = await sendGitlab(h.url, pushPayload('main', a), h.secrets.SECRET_MAIN!);
+      expect([first.status, newer.status, replay.status]).toEqual([202, 202, 200]);
+      expect(replay.json).toMatchObject({ status: 'duplicate', reason: 'running', deploymentId: first.json.deploymentId });
       await waitIdle(h);
-      expect(await getDeployment(h, String(second.json.deploymentId))).toMatchObject({ state: 'superseded' });
-      expect(await getDeployment(h, String(backToA.json.deploymentId))).toMatchObject({ state: 'succeeded', commit: a });
+      expect(await getDeployment(h, String(newer.json.deploymentId))).toMatchObject({ state: 'succeeded', commit: b });
+      expect(h.recordedDeploys().map((d) => d.args[4])).toEqual([a, b]);
+    }));
+
+  it('a replay of a commit an earlier push superseded does not displace the newer waiting commit', () =>
+    withHarness({ RECORD_DEPLOY_SLEEP: '0.5' }, async (h) => {
+      const [a, b, c] = [commitId(), commitId(), commitId()];
+      await sendGitlab(h.url, pushPayload('main', a), h.secrets.SECRET_MAIN!);
+      await waitFor(() => h.server.deployer.activity().running.length === 1, 5000, 'first deploy running');
+      const superseded = await sendGitlab(h.url, pushPayload('main', b), h.secrets.SECRET_MAIN!);
+      const newest = await sendGitlab(h.url, pushPayload('main', c), h.secrets.SECRET_MAIN!);
+      const replay = await sendGitlab(h.url, pushPayload('main', b), h.secrets.SECRET_MAIN!);
+      expect(replay.status).toBe(200);
+      expect(replay.json).toMatchObject({ status: 'duplicate', reason: 'superseded', deploymentId: newest.json.deploymentId });
+      await waitIdle(h);
+      expect(await getDeployment(h, String(superseded.json.deploymentId))).toMatchObject({ state: 'superseded', supersededBy: newest.json.deploymentId });
+      expect(await getDeployment(h, String(newest.json.deploymentId))).toMatchObject({ state: 'succeeded', commit: c });
+      expect(h.recordedDeploys().map((d) => d.args[4])).toEqual([a, c]);
     }));
 
   it('records a failing deploy script as failed with its exit code and log', () =>

@@ -30,8 +30,23 @@ write_release_file() {
   (set -o noclobber && printf '%s\n' "$2" >"$1")
 }
 
-log() { printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
+# printf's own clock: no `date` process per log line.
+log() { TZ=UTC printf '%(%Y-%m-%dT%H:%M:%SZ)T %s\n' -1 "$*"; }
 fail() { log "error: $*" >&2; }
+
+# Step timings of a deploy, from bash's own clock (no process per step): `step <name>` records
+# the time since the previous step; `step_summary` prints them on one log line.
+step_started=${EPOCHREALTIME/[.,]/}
+step_times=()
+step() {
+  local now=${EPOCHREALTIME/[.,]/}
+  step_times+=("$1=$(((now - step_started) / 1000))ms")
+  step_started=$now
+}
+step_summary() {
+  local IFS=' '
+  log "timings: ${step_times[*]}"
+}
 
 # The per-branch systemd unit: astro- plus the target key with / as -. Feature branches
 # feature/team-<id>/<anything> belong to the key feature/team-<id>; other branches are their own key.
@@ -84,8 +99,10 @@ fetch_branch() {
 seal_release() {
   local release_dir=$1 build_user=$2
   [[ -n $build_user ]] || return 0
-  find "$release_dir" -user "$build_user" -exec chown -h 0:0 {} +
-  find "$release_dir" ! -type l -perm /6022 -exec chmod go-w,ug-s {} +
+  # One walk (GNU find's comma operator): the build user's files become root's, then nothing is
+  # writable by group or others and nothing is set-id. chown first: it may clear set-id bits.
+  find "$release_dir" \( -user "$build_user" -exec chown -h 0:0 {} + \) , \
+    \( ! -type l -perm /6022 -exec chmod go-w,ug-s {} + \)
   chown 0:0 "$release_dir"
   chmod 0700 "$release_dir"
 }
@@ -93,6 +110,7 @@ seal_release() {
 # Release directory name the `live` link points at, or nothing when there is no live release.
 live_release_name() {
   local deploy_dir=$1 target
+  [[ -L $deploy_dir/live ]] || return 0
   target=$(readlink -- "$deploy_dir/live" 2>/dev/null) || return 0
   printf '%s\n' "${target##*/}"
 }
@@ -113,15 +131,20 @@ switch_live() {
 
 # Under isolation, once a release is confirmed live: the site may read that release only.
 close_other_releases() {
-  local deploy_dir=$1 site_group=$2 live dir
+  local deploy_dir=$1 site_group=$2 live dir name
+  local -a others=()
   [[ -n $site_group ]] || return 0
   live=$(live_release_name "$deploy_dir")
   for dir in "$deploy_dir"/deploys/*/; do
-    [[ -d $dir && $(basename -- "$dir") != "$live" ]] || continue
+    name=${dir%/}
+    name=${name##*/}
+    [[ -d $dir && $name != "$live" ]] || continue
     is_built_release "$dir" || continue
-    chown 0:0 -- "$dir"
-    chmod 0700 -- "$dir"
+    others+=("${dir%/}")
   done
+  ((${#others[@]})) || return 0
+  chown 0:0 -- "${others[@]}"
+  chmod 0700 -- "${others[@]}"
 }
 
 # Retention after a confirmed deploy: the newest <keep> releases stay, and the live one always
@@ -130,7 +153,15 @@ close_other_releases() {
 prune_releases() {
   local deploy_dir=$1 live=$2 keep=$3 name i oldest_kept=$2 cutoff file
   local -a releases
-  mapfile -t releases < <(find "$deploy_dir/deploys" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort -r)
+  local -a names=()
+  for file in "$deploy_dir"/deploys/*/; do
+    [[ -d $file ]] || continue
+    name=${file%/}
+    names+=("${name##*/}")
+  done
+  # Glob order is sorted (release names are fixed-width timestamps); newest first.
+  releases=()
+  for ((i = ${#names[@]} - 1; i >= 0; i--)); do releases+=("${names[$i]}"); done
   for i in "${!releases[@]}"; do
     name=${releases[$i]}
     if ((i < keep)) || [[ $name == "$live" ]]; then
@@ -172,18 +203,30 @@ restart_service() {
   DEPLOY_DIR="$deploy_dir" PORT="$port" RELEASE_DIR="$deploy_dir/live" SITE_USER="${SITE_USER:-}" "${restart_cmd[@]}" "$service" 9>&-
 }
 
-# Wait until the site answers HTTP on 127.0.0.1:<port> with a status below 500.
+# Wait until the site answers HTTP on 127.0.0.1:<port> with a status below 500. Each try is bash's
+# own /dev/tcp connection (no curl process per poll), in a subshell so a site that accepts but
+# never answers cannot hold the check past its 2 s per try.
 health_check() {
   local port=$1 timeout=${HEALTH_TIMEOUT_SECONDS:-30} path=${HEALTH_PATH:-/}
-  local deadline=$((SECONDS + timeout)) status
+  local deadline=$((SECONDS + timeout))
   while ((SECONDS < deadline)); do
-    status=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:${port}${path}" 9>&- || true)
-    if [[ $status =~ ^[1-4][0-9][0-9]$ ]]; then
+    if http_status_below_500 "$port" "$path" 9>&-; then
       return 0
     fi
-    sleep 0.05
+    sleep 0.02
   done
   return 1
+}
+
+# One HTTP/1.0 GET of <path> on 127.0.0.1:<port>: succeeds when the status line says 1xx–4xx.
+http_status_below_500() {
+  local port=$1 path=$2 line
+  (
+    exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
+    printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1:%s\r\nConnection: close\r\n\r\n' "$path" "$port" >&3
+    IFS= read -r -t 2 line <&3 || exit 1
+    [[ $line =~ ^HTTP/[0-9.]+\ [1-4][0-9][0-9] ]]
+  ) 2>/dev/null
 }
 
 # Take the per-target lock on file descriptor 9, waiting up to LOCK_WAIT_SECONDS (default 900).

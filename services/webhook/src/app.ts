@@ -12,6 +12,7 @@ import type { DeploymentStore } from './deployments/store.js';
 import { deploymentsRouter } from './routes/deployments.js';
 import { webhookHandler } from './routes/webhook.js';
 import type { SecretBook } from './secret-book.js';
+import { speculativeDigests } from './streaming-digest.js';
 
 export interface WebhookAppDeps {
   config: Pick<
@@ -36,7 +37,8 @@ export function createApp(deps: WebhookAppDeps): express.Express {
     res.json({ status: 'ok' });
   });
 
-  app.post('/webhook', rawBody(config.maxBodyBytes, new InflateBudget(config.inflateBudgetBytes)), webhookHandler(deps));
+  const digestWhileReading = speculativeDigests(config.targets, deps.secrets);
+  app.post('/webhook', rawBody(config.maxBodyBytes, new InflateBudget(config.inflateBudgetBytes), digestWhileReading), webhookHandler(deps));
   app.all('/webhook', methodNotAllowed('POST'));
   app.use(deploymentsRouter({ adminToken: config.adminToken, store: deps.store }));
   app.all(['/deployments', '/deployments/:id'], methodNotAllowed('GET'));

@@ -12,10 +12,20 @@
  * too (InflateBudget): beyond it a compressed request gets 429 with Retry-After, so memory stays
  * bounded under many concurrent hostile bodies. Any other encoding → 415, unread.
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { NextFunction, Request, Response } from 'express';
 import { AppError } from '../../shared/errors.js';
+import type { BodyDigests } from './streaming-digest.js';
+
+/** Digests to compute while an uncompressed body streams in (streaming-digest.ts), or null. */
+export type DigestWhileReading = (headers: IncomingHttpHeaders, head: Buffer) => BodyDigests | null;
+
+/** The digests computed while reading, for the handler (empty when none were). */
+export function bodyDigestsOf(res: Response): ReadonlyMap<string, string> {
+  return (res.locals.bodyDigests as ReadonlyMap<string, string> | undefined) ?? new Map();
+}
 
 /** Inflated bytes that compressed requests may hold at once, over all requests. */
 export class InflateBudget {
@@ -45,7 +55,7 @@ const INFLATERS: Record<string, () => Transform> = {
   br: createBrotliDecompress,
 };
 
-export function rawBody(limit: number, budget: InflateBudget) {
+export function rawBody(limit: number, budget: InflateBudget, digestWhileReading?: DigestWhileReading) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
     const announced = req.headers['content-length'];
@@ -66,7 +76,8 @@ export function rawBody(limit: number, budget: InflateBudget) {
       drainThen(req, () => next(new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit')));
       return;
     }
-    const reading = encoding === 'identity' ? readInto(req, res, length, limit) : inflateInto(req, res, INFLATERS[encoding]!(), length, limit, budget);
+    const reading =
+      encoding === 'identity' ? readInto(req, res, length, limit, digestWhileReading) : inflateInto(req, res, INFLATERS[encoding]!(), length, limit, budget);
     reading.then(
       (body) => {
         req.body = body;
@@ -122,7 +133,7 @@ function takeFromPool(size: number): Buffer | undefined {
   return buffer;
 }
 
-function readInto(req: Request, res: Response, length: number | null, limit: number): Promise<Buffer> {
+function readInto(req: Request, res: Response, length: number | null, limit: number, digestWhileReading?: DigestWhileReading): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     // Presized only up to PRESIZE_MAX_BYTES: a client announcing 25 MB and sending nothing must
     // not make the server reserve 25 MB up front. Larger bodies (rare) are joined once at the end.
@@ -136,13 +147,19 @@ function readInto(req: Request, res: Response, length: number | null, limit: num
     const chunks: Buffer[] = [];
     let received = 0;
     let failure: AppError | null = null;
+    // Hashed as it arrives: every accepted chunk, in order; after a failure nothing is used.
+    let digests: BodyDigests | null = null;
     const onData = (chunk: Buffer): void => {
       if (failure) return;
       const end = received + chunk.length;
       if (end > limit) failure = new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit');
       else if (length !== null && end > length) failure = unreadable();
-      else if (sized) chunk.copy(sized, received);
-      else chunks.push(chunk);
+      else {
+        if (received === 0 && digestWhileReading) digests = digestWhileReading(req.headers, chunk);
+        digests?.update(chunk);
+        if (sized) chunk.copy(sized, received);
+        else chunks.push(chunk);
+      }
       received = end;
     };
     let finished = false;
@@ -152,8 +169,9 @@ function readInto(req: Request, res: Response, length: number | null, limit: num
       req.off('data', onData);
       drainThen(req, () => {
         if (!failure && (!req.complete || (length !== null && received !== length))) failure = unreadable();
-        if (failure) reject(failure);
-        else resolve(sized ?? (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)));
+        if (failure) return reject(failure);
+        if (digests) res.locals.bodyDigests = (digests as BodyDigests).finish();
+        resolve(sized ?? (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)));
       });
     };
     req.on('data', onData);

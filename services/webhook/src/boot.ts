@@ -27,6 +27,11 @@ export interface StartWebhookOptions {
   /** Secrets by variable name, instead of the file and environment (development and tests). */
   secrets?: Record<string, string>;
   logger?: Logger;
+  /**
+   * Called when the server cannot go on safely and must be restarted by its service manager: the
+   * root deploy launcher died after this process gave up root (WEBHOOK_USER). server.ts exits 1.
+   */
+  onFatal?: (reason: string) => void;
 }
 
 export interface RunningWebhookServer {
@@ -81,7 +86,16 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
   const loadSecrets = () =>
     options.secrets ? resolveTargetSecrets(config.targets, options.secrets) : loadTargetSecrets(config.targets, config.secretsFile, env);
   try {
-    if (config.runAs) dropPrivileges(config.runAs);
+    if (config.runAs) {
+      dropPrivileges(config.runAs);
+      // A launcher forked from now on would not be root: no isolated deploy could run, and the
+      // dead launcher's deploys could not be ended. Stop, so the service manager starts it all
+      // again as root (Restart=on-failure); queued deploys are resumed from the journal.
+      launcher.onUnexpectedExit = (code, signal) => {
+        logger.fatal({ code, signal }, 'the root deploy launcher exited after root was given up; stopping so the service manager restarts the server');
+        options.onFatal?.('deploy launcher lost');
+      };
+    }
     secrets = new SecretBook(loadSecrets());
     store = await DeploymentStore.open(config.stateDir, logger);
   } catch (error) {

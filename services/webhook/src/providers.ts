@@ -34,15 +34,20 @@ export function hasWellFormedSignature(headers: IncomingHttpHeaders): boolean {
 
 /**
  * Checks one request against sets of secrets. HMACs are cached per secret, so asking about several
- * targets (to tell "unknown branch" from "forged") costs one HMAC per distinct secret.
+ * targets (to tell "unknown branch" from "forged") costs one HMAC per distinct secret. Digests
+ * already computed over exactly this body while it was read (streaming-digest.ts) are taken as
+ * they are.
  */
 export class RequestAuthenticator {
-  private readonly hmacs = new Map<string, string>();
+  private readonly hmacs: Map<string, string>;
 
   constructor(
     private readonly headers: IncomingHttpHeaders,
     private readonly rawBody: Buffer,
-  ) {}
+    computedWhileReading: ReadonlyMap<string, string> = new Map(),
+  ) {
+    this.hmacs = new Map(computedWhileReading);
+  }
 
   /** Does the request authenticate for a target of `provider` holding one of `secrets`? */
   authenticates(provider: Provider, secrets: readonly string[]): boolean {

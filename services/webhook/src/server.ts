@@ -8,8 +8,16 @@ import { stopOnSignals } from '../../shared/shutdown.js';
 import { startWebhookServer } from './boot.js';
 
 runMain(async () => {
-  const running = await startWebhookServer();
+  let stopForRestart = (): void => {
+    process.exit(1);
+  };
+  const running = await startWebhookServer({ onFatal: () => stopForRestart() });
   const { logger } = running;
+  // Lost the root launcher (boot.ts): finish what can be finished, then exit 1 for a restart.
+  stopForRestart = () => {
+    process.exitCode = 1;
+    void running.close().finally(() => process.exit(1));
+  };
   stopOnSignals(logger, () => running.close());
   process.on('SIGHUP', () => {
     try {

@@ -68,7 +68,8 @@ export class Deployer {
         {
           seenDelivery: push.deliveryId ? store.deploymentOfDelivery(push.deliveryId) : undefined,
           live,
-          deployedBefore: store.list({ target: key, limit: 500 }).find((d) => d.state === 'succeeded' && d.deployedCommit === commit),
+          deployedBefore: store.succeededWith(key, commit),
+          previous: store.latestWith(key, commit),
         },
         () => newDeployment(push, commit),
       );

@@ -21,11 +21,20 @@
 //   launcher → server  { type: 'started', id, pid }
 //                      { type: 'exited', id, exitCode, signal, spawnError }
 //                      { type: 'live', id, commit, release }   (null when nothing is live)
+//                      { type: 'orphan', key, pid, ended }      a deploy a previous launcher left running
+//
+// Restarts: every deploy this launcher starts is recorded in `<logDir>/.running-deploy` (its pid
+// and the kernel's start time of that pid, so a reused pid is never mistaken for it) until it has
+// exited. A launcher that dies outright (SIGKILL, OOM, `systemctl kill`) cannot end its deploys;
+// they would keep running with no time limit, holding the target's lock. So when a launcher gets
+// its plan, it first looks for such records: a deploy script still running under one is stopped
+// (SIGTERM to its process group, so the script's trap puts the previous release back and frees the
+// lock; SIGKILL after ORPHAN_GRACE_MS), and the record is removed.
 // The live commit is read here because under isolation only root (and the site) may read a
 // target's directory; the server may not.
 // `args` is the argument template: '{branch}' and '{commit}' are replaced, everything else is fixed.
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 
 const reply = (message) => {
@@ -44,6 +53,82 @@ function signalGroup(pid, signal) {
     process.kill(-pid, signal);
   } catch {
     // the group is already gone
+  }
+}
+
+/** How long an orphaned deploy gets to restore the previous release after SIGTERM. */
+const ORPHAN_GRACE_MS = 20_000;
+
+const recordOf = (target) => join(target.logDir, '.running-deploy');
+
+/** The kernel's start time of a process (clock ticks since boot), or null when it is gone. */
+function startTimeOf(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[0] === 'Z' ? null : fields[19];
+  } catch {
+    return null;
+  }
+}
+
+function underLauncher(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const parent = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1];
+    return readFileSync(`/proc/${parent}/cmdline`, 'utf8').includes('launcher-process.mjs');
+  } catch {
+    return false;
+  }
+}
+
+function record(target, pid) {
+  try {
+    mkdirSync(target.logDir, { recursive: true, mode: 0o700 });
+    writeFileSync(recordOf(target), `${pid} ${startTimeOf(pid)}\n`, { mode: 0o600 });
+  } catch {
+    // without a record a restart cannot find this deploy; it still runs under this launcher
+  }
+}
+
+function forget(target, pid) {
+  try {
+    if (readFileSync(recordOf(target), 'utf8').split(' ')[0] === String(pid)) unlinkSync(recordOf(target));
+  } catch {
+    // no record
+  }
+}
+
+/** Stop deploys that a previous launcher started and left running (see the header). */
+function endOrphans() {
+  for (const [key, target] of Object.entries(plan.targets)) {
+    let pid;
+    let started;
+    try {
+      [pid, started] = readFileSync(recordOf(target), 'utf8').trim().split(' ');
+    } catch {
+      continue;
+    }
+    pid = Number(pid);
+    const alive = Number.isSafeInteger(pid) && pid > 1 && startTimeOf(pid) === started;
+    // Still under a live launcher (a second server on the same directories, which systemd never
+    // starts): not an orphan, and not ours to end.
+    if (alive && underLauncher(pid)) continue;
+    try {
+      unlinkSync(recordOf(target));
+    } catch {
+      // removed meanwhile
+    }
+    if (!alive) continue;
+    signalGroup(pid, 'SIGTERM');
+    const deadline = Date.now() + ORPHAN_GRACE_MS;
+    const check = () => {
+      if (startTimeOf(pid) !== started) return reply({ type: 'orphan', key, pid, ended: 'SIGTERM' });
+      if (Date.now() < deadline) return void setTimeout(check, 50);
+      signalGroup(pid, 'SIGKILL');
+      reply({ type: 'orphan', key, pid, ended: 'SIGKILL' });
+    };
+    check();
   }
 }
 
@@ -80,8 +165,10 @@ function start(request) {
   } finally {
     if (logFd !== undefined) closeSync(logFd);
   }
+  const target = plan.targets[request.key];
   if (child.pid !== undefined) {
     running.set(id, child.pid);
+    record(target, child.pid);
     reply({ type: 'started', id, pid: child.pid });
   }
   let reported = false;
@@ -90,7 +177,10 @@ function start(request) {
     reported = true;
     // However the script ended (success, failure, SIGKILL), nothing it started outlives it: a
     // build still running would hold the target for the next deploy.
-    if (child.pid !== undefined) signalGroup(child.pid, 'SIGKILL');
+    if (child.pid !== undefined) {
+      signalGroup(child.pid, 'SIGKILL');
+      forget(target, child.pid);
+    }
     running.delete(id);
     reply({ type: 'exited', id, ...result });
     if (disconnected && running.size === 0) process.exit(0);
@@ -116,7 +206,10 @@ function live({ id, key }) {
 
 process.on('message', (message) => {
   if (!message || typeof message !== 'object') return;
-  if (message.type === 'plan' && plan === null) plan = message;
+  if (message.type === 'plan' && plan === null) {
+    plan = message;
+    endOrphans();
+  }
   else if (message.type === 'start') start(message);
   else if (message.type === 'live') live(message);
   else if (message.type === 'signal' && (message.signal === 'SIGTERM' || message.signal === 'SIGKILL')) {

@@ -4,8 +4,11 @@
  * deploy script, signals its process group and reads what is live.
  *
  * If the helper dies, its unfinished deploys are stopped (SIGTERM to their process groups, when
- * this process may) and reported as failed; the next deploy forks a new helper (which, after the
- * server gave up root, can no longer run isolated deploys: those then fail with exit 2, visibly).
+ * this process may) and reported as failed, and `onUnexpectedExit` is called. Without it the next
+ * deploy forks a new helper; a server that gave up root sets it to stop instead (boot.ts), because
+ * a helper it forks can no longer run isolated deploys or end the old helper's deploys: the service
+ * manager restarts the whole server as root, and the new helper ends what the old one left running
+ * (launcher-process.mjs, "Restarts").
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +21,8 @@ const HELPER = fileURLToPath(new URL('./launcher-process.mjs', import.meta.url))
 type LauncherMessage =
   | { type: 'started'; id: number; pid: number }
   | { type: 'exited'; id: number; exitCode: number | null; signal: NodeJS.Signals | null; spawnError: string | null }
-  | { type: 'live'; id: number; commit: string | null; release: string | null };
+  | { type: 'live'; id: number; commit: string | null; release: string | null }
+  | { type: 'orphan'; key: string; pid: number; ended: 'SIGTERM' | 'SIGKILL' };
 
 interface Pending {
   pid: number | undefined;
@@ -37,6 +41,8 @@ export class DeployLauncher implements ProcessLauncher {
   private readonly liveQueries = new Map<number, (live: LiveRelease) => void>();
   private nextId = 1;
   private closed = false;
+  /** Called when the helper exits without close() having been called. */
+  onUnexpectedExit: ((code: number | null, signal: NodeJS.Signals | null) => void) | null = null;
 
   constructor(
     private readonly logger: Logger,
@@ -108,18 +114,25 @@ export class DeployLauncher implements ProcessLauncher {
     helper.once('exit', (code, signal) => {
       if (this.helper === helper) this.helper = null;
       for (const id of [...this.liveQueries.keys()]) this.answerLive(id, { commit: null, release: null });
-      if (this.pending.size === 0) return;
-      if (!this.closed) this.logger.error({ code, signal, unfinished: this.pending.size }, 'deploy launcher exited; stopping its unfinished deploys');
-      for (const [id, entry] of this.pending) {
-        if (entry.pid !== undefined) killGroup(entry.pid, 'SIGTERM');
-        this.settle(id, { exitCode: null, signal: null, spawnError: 'the deploy launcher exited before the deploy finished' });
+      const unexpected = !this.closed;
+      if (this.pending.size > 0) {
+        if (unexpected) this.logger.error({ code, signal, unfinished: this.pending.size }, 'deploy launcher exited; stopping its unfinished deploys');
+        for (const [id, entry] of this.pending) {
+          if (entry.pid !== undefined) killGroup(entry.pid, 'SIGTERM');
+          this.settle(id, { exitCode: null, signal: null, spawnError: 'the deploy launcher exited before the deploy finished' });
+        }
       }
+      if (unexpected) this.onUnexpectedExit?.(code, signal);
     });
     this.helper = helper;
     return helper;
   }
 
   private onMessage(message: LauncherMessage): void {
+    if (message.type === 'orphan') {
+      this.logger.warn({ target: message.key, pid: message.pid, ended: message.ended }, 'stopped a deploy that a previous launcher left running');
+      return;
+    }
     if (message.type === 'live') {
       this.answerLive(message.id, { commit: message.commit, release: message.release });
       return;

@@ -8,16 +8,24 @@
  * Admission rules, in order (the first that applies wins):
  *   1. a delivery id seen before                       → duplicate `delivery`
  *   2. the commit is waiting                           → duplicate `queued`
- *   3. nothing waits and the commit is running         → duplicate `running`
- *   4. the lane is idle and the commit is live         → duplicate `live`
- *   5. the commit was deployed successfully before     → duplicate `deployed-before` (a replayed or
+ *   3. the commit is running (whether or not another   → duplicate `running`
+ *      commit waits)
+ *   4. a deployment runs or waits, and an earlier push → duplicate `superseded`, naming the
+ *      of this commit was superseded by a newer one      deployment that runs next
+ *   5. the lane is idle and the commit is live         → duplicate `live`
+ *   6. the commit was deployed successfully before     → duplicate `deployed-before` (a replayed or
  *      (and is not live): deploying it again would       old push never rolls a target back)
  *      roll the target back
- *   6. otherwise                                       → queued; a waiting deployment is superseded
+ *   7. otherwise                                       → queued; a waiting deployment is superseded
+ *
+ * Only a push of a commit the target has never seen (rule 7) can supersede a waiting deployment.
+ * Rules 3 and 4 keep a replay — the same payload with a fresh delivery id, or a stale redelivery —
+ * of a commit that is already running, or that a newer push has already replaced, from displacing
+ * the newer commit that waits: the waiting commit is the newest push, and a replay is not newer.
  */
 import type { Deployment } from './types.js';
 
-export type DuplicateReason = 'delivery' | 'queued' | 'running' | 'live' | 'deployed-before';
+export type DuplicateReason = 'delivery' | 'queued' | 'running' | 'superseded' | 'live' | 'deployed-before';
 
 export type Admission =
   | { kind: 'duplicate'; reason: DuplicateReason; deploymentId: string | null }
@@ -29,6 +37,8 @@ export interface AdmissionFacts {
   live?: { commit: string | null };
   /** The newest successful deployment of this commit on this target. */
   deployedBefore?: Deployment;
+  /** The most recently changed deployment of this commit on this target, in any state. */
+  previous?: Deployment;
 }
 
 export interface Lane {
@@ -61,12 +71,11 @@ export class DeployQueue {
   admit(key: string, commit: string, facts: AdmissionFacts, create: () => Deployment): Admission {
     const lane = this.lane(key);
     if (facts.seenDelivery) return { kind: 'duplicate', reason: 'delivery', deploymentId: facts.seenDelivery };
-    // Only the last word counts: a commit that is live but about to be replaced by a waiting or
-    // running deploy of another commit is queued again, so the newest push still wins.
-    if (lane.waiting) {
-      if (lane.waiting.commit === commit) return { kind: 'duplicate', reason: 'queued', deploymentId: lane.waiting.id };
-    } else if (lane.running) {
-      if (lane.running.commit === commit) return { kind: 'duplicate', reason: 'running', deploymentId: lane.running.id };
+    if (lane.waiting?.commit === commit) return { kind: 'duplicate', reason: 'queued', deploymentId: lane.waiting.id };
+    if (lane.running?.commit === commit) return { kind: 'duplicate', reason: 'running', deploymentId: lane.running.id };
+    const next = lane.waiting ?? lane.running;
+    if (next) {
+      if (facts.previous?.state === 'superseded') return { kind: 'duplicate', reason: 'superseded', deploymentId: next.id };
     } else {
       if (!facts.live) throw new Error('the live commit is needed for an idle lane');
       if (facts.live.commit === commit) return { kind: 'duplicate', reason: 'live', deploymentId: facts.deployedBefore?.id ?? null };

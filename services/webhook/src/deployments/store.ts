@@ -26,6 +26,9 @@ export interface DeploymentStoreOptions {
 export class DeploymentStore {
   private readonly deployments = new Map<string, Deployment>();
   private readonly deliveries = new Map<string, { deploymentId: string; at: string }>();
+  /** By target and commit: the newest successful deployment, and the last changed one; one lookup per push. */
+  private readonly succeeded = new Map<string, Deployment>();
+  private readonly latest = new Map<string, Deployment>();
   private readonly file: string;
   private readonly maxDeployments: number;
   private readonly maxDeliveries: number;
@@ -93,6 +96,16 @@ export class DeploymentStore {
     return [...this.deployments.values()];
   }
 
+  /** The newest successful deployment that put `commit` live on `target`, if one is kept. */
+  succeededWith(target: string, commit: string): Deployment | undefined {
+    return this.succeeded.get(`${target}\n${commit}`);
+  }
+
+  /** The most recently changed deployment of `commit` on `target` (any state), if one is kept. */
+  latestWith(target: string, commit: string): Deployment | undefined {
+    return this.latest.get(`${target}\n${commit}`);
+  }
+
   deploymentOfDelivery(deliveryId: string): string | undefined {
     return this.deliveries.get(deliveryId)?.deploymentId;
   }
@@ -115,13 +128,27 @@ export class DeploymentStore {
   }
 
   private remember(deployment: Deployment): void {
+    const previous = this.deployments.get(deployment.id);
+    if (previous) this.forgetIndexed(previous);
     this.deployments.delete(deployment.id); // re-insert: the map stays in order of last change
     this.deployments.set(deployment.id, deployment);
+    if (deployment.state === 'succeeded' && deployment.deployedCommit) this.succeeded.set(`${deployment.target}\n${deployment.deployedCommit}`, deployment);
+    this.latest.set(`${deployment.target}\n${deployment.commit}`, deployment);
     if (this.deployments.size <= this.maxDeployments) return;
     for (const [id, d] of this.deployments) {
       if (this.deployments.size <= this.maxDeployments) break;
-      if (FINAL_STATES.has(d.state)) this.deployments.delete(id);
+      if (FINAL_STATES.has(d.state)) {
+        this.deployments.delete(id);
+        this.forgetIndexed(d);
+      }
     }
+  }
+
+  private forgetIndexed(deployment: Deployment): void {
+    const key = `${deployment.target}\n${deployment.deployedCommit}`;
+    if (this.succeeded.get(key) === deployment) this.succeeded.delete(key);
+    const latestKey = `${deployment.target}\n${deployment.commit}`;
+    if (this.latest.get(latestKey) === deployment) this.latest.delete(latestKey);
   }
 
   private rememberDelivery(id: string, deploymentId: string, at: string): void {

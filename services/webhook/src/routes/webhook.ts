@@ -18,6 +18,7 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { AppError } from '../../../shared/errors.js';
 import type { ResolvedTarget } from '../../../shared/targets.js';
+import { bodyDigestsOf } from '../body.js';
 import type { WebhookConfig } from '../config.js';
 import type { Deployer } from '../deployments/deployer.js';
 import { isDeletionCommit, MalformedPayload, parsePush, readPushFields } from '../payload.js';
@@ -79,7 +80,7 @@ export function webhookHandler({ config, secrets, deployer, logger }: WebhookRou
     // The one authentication: the matched target alone, or (nothing matched) any target; a ping
     // only comes from GitHub-style hosts.
     const candidates = resolution.kind === 'push' ? [resolution.target] : resolution.kind === 'ping' ? githubTargets : config.targets;
-    const auth = new RequestAuthenticator(req.headers, rawBody);
+    const auth = new RequestAuthenticator(req.headers, rawBody, bodyDigestsOf(res));
     let authenticated = false;
     for (const target of candidates) authenticated = auth.authenticates(target.provider, secrets.secretsOf(target)) || authenticated;
     if (!authenticated) {
