@@ -16,7 +16,8 @@ export interface CorsOptions {
   maxAgeSeconds?: number;
 }
 
-const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, DELETE';
+// PATCH: /ogcapi items take JSON merge patches (OGC API – Features Part 4).
+const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE';
 const ALLOWED_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match';
 const EXPOSED_HEADERS = 'ETag, Link, Location, Retry-After, Server-Timing, WWW-Authenticate';
 
