@@ -37,8 +37,10 @@ export function createFeatureService(db: Db) {
     async list(query: ListQuery, after: string | undefined): Promise<FeaturePage> {
       const limit = query.limit ?? DEFAULT_LIMIT;
       const { rows } = await run(db, sql.listFeatures({ bbox: query.bbox, kategorie: query.kategorie, after, limit }));
-      const row = rows[0] as { hasMore: boolean; lastId: string | null; count: number; featuresJson: string };
-      return { featuresJson: row.featuresJson, count: row.count, nextAfter: row.hasMore ? row.lastId : null };
+      const all = rows as unknown as Array<[id: string, featureJson: string]>;
+      const hasMore = all.length > limit;
+      const page = hasMore ? all.slice(0, limit) : all;
+      return { featuresJson: sql.joinFeatures(page), count: page.length, nextAfter: hasMore ? page[page.length - 1]![0] : null };
     },
 
     async get(id: string): Promise<FeatureDocument> {
@@ -136,7 +138,7 @@ export function roundCoordinates<T>(coordinates: T): T {
 
 async function run(db: Queryable, query: sql.Query) {
   try {
-    return await db.query(query.text, query.values);
+    return await (query.rowMode ? db.query({ text: query.text, values: query.values, rowMode: query.rowMode }) : db.query(query.text, query.values));
   } catch (error) {
     throw fromDatabaseError(error) ?? error;
   }
