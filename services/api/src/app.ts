@@ -19,6 +19,7 @@ import { idempotentCreate } from './http/idempotency.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
 import { openApiRoutes } from './openapi.js';
+import { createCollectionExtents } from './ogcapi/extent.js';
 import { ogcApiRoutes } from './ogcapi/routes.js';
 import { createCheckService } from './qc/checks.js';
 import { checkRoutes } from './qc/checks-routes.js';
@@ -101,7 +102,9 @@ export function createApp(deps: AppDependencies): Express {
   const userRecorder = createUserRecorder(deps.db, deps.logger);
   const authenticator = recordingCallers(deps.authenticator, userRecorder);
   app.use('/api', authenticate(authenticator), originCheckForCookieWrites({ origins: allowedOrigins }));
-  const features = createFeatureService(deps.db);
+  // Writes through /api/features change the /ogcapi collections' extents too.
+  const extents = createCollectionExtents(deps.db);
+  const features = createFeatureService(deps.db, { onWrite: extents.invalidate });
   app.use('/api/dev', devTokenRoutes({ keys: deps.devKeys, production: deps.production ?? false }));
   app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
   const claims = createClaimService(deps.db);
@@ -114,7 +117,7 @@ export function createApp(deps: AppDependencies): Express {
   app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })));
   app.use('/api/tiles', tileRoutes(createTileService(deps.db)));
   app.use('/api/features', authenticate(deps.authenticator), featureRoutes(features, { beforeCreate: [idempotentCreate(deps.db, { logger: deps.logger })] }));
-  app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins }));
+  app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins, extents }));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));
 

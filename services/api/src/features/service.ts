@@ -32,7 +32,13 @@ export interface FeaturePage {
  */
 export type ExpectedVersion = readonly number[] | '*' | undefined;
 
-export function createFeatureService(db: Db) {
+export interface FeatureServiceOptions {
+  /** Called after every committed change of a feature's data (the /ogcapi extent cache listens). */
+  onWrite?: () => void;
+}
+
+export function createFeatureService(db: Db, options: FeatureServiceOptions = {}) {
+  const changed = options.onWrite ?? (() => undefined);
   return {
     async list(query: ListQuery, after: string | undefined): Promise<FeaturePage> {
       const limit = query.limit ?? DEFAULT_LIMIT;
@@ -54,6 +60,7 @@ export function createFeatureService(db: Db) {
       // One statement, so one implicit transaction: the actor, the topology check and the insert.
       const { rows } = await run(db, sql.insertFeature(input.id, valuesOf(input), principal.id));
       const row = rows[0] as { id: string; version: number; featureJson: string };
+      changed();
       return { id: row.id, version: row.version, json: row.featureJson };
     },
 
@@ -69,7 +76,7 @@ export function createFeatureService(db: Db) {
         });
       }
       const values = valuesOf(input);
-      return transaction(db, principal, async (client) => {
+      const replaced = await transaction(db, principal, async (client) => {
         const { rows: locked } = await run(client, sql.lockFeature(id, values));
         const current = locked[0] as { version: number; createdBy: string | null; status: string; featureJson: string; unchanged: boolean } | undefined;
         if (!current) throw notFound(id);
@@ -82,6 +89,8 @@ export function createFeatureService(db: Db) {
         const row = rows[0] as { version: number; featureJson: string };
         return { version: row.version, json: row.featureJson };
       });
+      changed();
+      return replaced;
     },
 
     async remove(principal: Principal, id: string, expected: ExpectedVersion): Promise<void> {
@@ -91,6 +100,7 @@ export function createFeatureService(db: Db) {
         assertNotInQc(current.status);
         await run(client, sql.deleteFeature(id));
       });
+      changed();
     },
 
     async history(id: string): Promise<string> {
