@@ -105,6 +105,9 @@ export function createApp(deps: AppDependencies): Express {
   // Writes through /api/features change the /ogcapi collections' extents too.
   const extents = createCollectionExtents(deps.db);
   const features = createFeatureService(deps.db, { onWrite: extents.invalidate });
+  // Mounted first among the /api routers (most traffic, and no other router shares its paths; a path it
+  // does not route, such as /api/features/{id}/reviews, falls through to the routers below).
+  app.use('/api/features', authenticate(deps.authenticator), featureRoutes(features, { beforeCreate: [idempotentCreate(deps.db, { logger: deps.logger })] }));
   app.use('/api/dev', devTokenRoutes({ keys: deps.devKeys, production: deps.production ?? false }));
   app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
   const claims = createClaimService(deps.db);
@@ -116,7 +119,6 @@ export function createApp(deps: AppDependencies): Express {
   });
   app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })));
   app.use('/api/tiles', tileRoutes(createTileService(deps.db)));
-  app.use('/api/features', authenticate(deps.authenticator), featureRoutes(features, { beforeCreate: [idempotentCreate(deps.db, { logger: deps.logger })] }));
   app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins, extents }));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));
