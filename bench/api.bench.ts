@@ -5,9 +5,12 @@
  * 1. bbox listing, 1 000 and 10 000 of 100 000 features: GET /api/features (each feature's GeoJSON
  *    stored at write time, the page only concatenates it) against today's on-the-fly raw SQL building
  *    the same FeatureCollection with json_build_object/ST_AsGeoJSON, read through `pg` in this
- *    process. Targets: ≤ 0.6× (1 000) and ≤ 0.5× (10 000).
- * 2. single-feature GET (16 clients, autocannon) against a bare node:http server running the same SQL,
- *    both in this process. Target ≥ 0.8× its throughput.
+ *    process (the parsed features are compared first). Targets: ≤ 0.6× (1 000) and ≤ 0.5× (10 000).
+ *    The API's connections run with API_SESSION_SETTINGS (db/pool.ts: jit off, work_mem 16MB); the
+ *    baseline is shown with the server's defaults (as it ran) and with those settings too.
+ * 2. single-feature GET (16 clients, autocannon) against a bare node:http server running the same SQL
+ *    with the same headers and body, both in this process. Target ≥ 0.8× its throughput. Also printed:
+ *    this process's CPU per request on each side, steadier than req/s on a loaded machine.
  * 3. POST (16 clients) against 16 workers running the raw transaction of the former five statements
  *    (BEGIN, set_config, ST_IsValid, INSERT, COMMIT). Target ≥ 0.8× its throughput.
  * (JWT against anonymous GETs: `npm run bench -- auth`.)
@@ -199,7 +202,7 @@ async function startBareServer(databaseUrl: string): Promise<{ base: string; sto
 const POLYGON = { type: 'Polygon', coordinates: [[[13.0, 52.0], [13.1, 52.0], [13.1, 52.1], [13.0, 52.1], [13.0, 52.0]]] };
 
 /** 16 workers, each running the former five-statement transaction of a POST in a loop, for `seconds`. */
-async function rawTransactions(pool: pg.Pool, seconds: number): Promise<number> {
+async function rawTransactions(pool: pg.Pool, seconds: number): Promise<Throughput> {
   const geometry = JSON.stringify(POLYGON);
   const deadline = performance.now() + seconds * 1000;
   let done = 0;
@@ -224,20 +227,38 @@ async function rawTransactions(pool: pg.Pool, seconds: number): Promise<number> 
     }
   };
   const started = performance.now();
+  const cpu = process.cpuUsage();
   await Promise.all(Array.from({ length: 16 }, worker));
-  return done / ((performance.now() - started) / 1000);
+  return { perSecond: done / ((performance.now() - started) / 1000), cpuMicros: cpuMicrosSince(cpu) / done };
 }
 
-async function autocannonRps(options: autocannon.Options): Promise<number> {
+/**
+ * Requests (or transactions) per second, and this process's CPU time per request. Both sides run in
+ * this process (servers, autocannon, pg), so the CPU figure compares their Node-side cost; on a loaded
+ * machine it is steadier than the throughput, which also depends on what the database gets.
+ */
+interface Throughput {
+  perSecond: number;
+  cpuMicros: number;
+}
+
+function cpuMicrosSince(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start);
+  return used.user + used.system;
+}
+
+async function autocannonRps(options: autocannon.Options): Promise<Throughput> {
+  const cpu = process.cpuUsage();
   const result = await autocannon({ connections: 16, duration: quick ? 2 : 5, ...options });
+  const cpuMicros = cpuMicrosSince(cpu) / Math.max(1, result.requests.total);
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${String(options.url)}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
-  return result.requests.average;
+  return { perSecond: result.requests.average, cpuMicros };
 }
 
-/** Rounds of A then B, B then A, …; the median throughput of each side and their ratio. */
-async function interleaved(name: string, api: () => Promise<number>, baseline: () => Promise<number>, baselineName: string, target: string) {
-  const a: number[] = [];
-  const b: number[] = [];
+/** Rounds of A then B, B then A, …; the median throughput and CPU per request of each side, and their ratios. */
+async function interleaved(name: string, api: () => Promise<Throughput>, baseline: () => Promise<Throughput>, baselineName: string, target: string) {
+  const a: Throughput[] = [];
+  const b: Throughput[] = [];
   for (let round = 0; round < (quick ? 2 : 4); round++) {
     if (round % 2 === 0) {
       a.push(await api());
@@ -247,13 +268,17 @@ async function interleaved(name: string, api: () => Promise<number>, baseline: (
       a.push(await api());
     }
   }
+  const rate = (t: Throughput[]) => median(t.map((x) => x.perSecond));
+  const cpu = (t: Throughput[]) => median(t.map((x) => x.cpuMicros));
   return {
     scenario: name,
-    'API req/s (median)': Math.round(median(a)),
+    'API req/s (median)': Math.round(rate(a)),
     baseline: baselineName,
-    'baseline req/s (median)': Math.round(median(b)),
-    'API / baseline': ratio(median(a), median(b)),
+    'baseline req/s (median)': Math.round(rate(b)),
+    'API / baseline': ratio(rate(a), rate(b)),
     target,
+    'API CPU µs/req': Math.round(cpu(a)),
+    'baseline CPU µs/req': Math.round(cpu(b)),
   };
 }
 
