@@ -9,7 +9,8 @@
  *    The API's connections run with API_SESSION_SETTINGS (db/pool.ts: jit off, work_mem 16MB); the
  *    baseline is shown with the server's defaults (as it ran) and with those settings too.
  * 2. single-feature GET (16 clients, autocannon) against a bare node:http server running the same SQL
- *    with the same headers and body, both in this process. Target ≥ 0.8× its throughput. Also printed:
+ *    and the same body (the API adds its nosniff and Vary headers), both in this process. Target
+ *    ≥ 0.8× its throughput. Also printed:
  *    this process's CPU per request on each side, steadier than req/s on a loaded machine.
  * 3. POST (16 clients) against 16 workers running the raw transaction of the former five statements
  *    (BEGIN, set_config, ST_IsValid, INSERT, COMMIT). Target ≥ 0.8× its throughput.
