@@ -2,6 +2,7 @@ import express, { Router, type Request, type RequestHandler, type Response } fro
 import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
 import { can } from '../auth/permissions.js';
 import type { Db } from '../db/pool.js';
+import { writeEnvelope } from '../features/routes.js';
 import { etagOf, parseIfMatch, createFeatureService } from '../features/service.js';
 import { BODY_LIMIT_BYTES } from '../http/body.js';
 import { cors } from '../http/cors.js';
@@ -194,10 +195,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     const matched = cursor === undefined && !page.hasMore ? `"numberMatched":${page.count},` : '';
     const head = `{"type":"FeatureCollection","timeStamp":${JSON.stringify(new Date().toISOString())},${matched}"numberReturned":${page.count},"links":${JSON.stringify(links)},"features":`;
     res.type(GEOJSON);
-    res.setHeader('Content-Length', Buffer.byteLength(head) + Buffer.byteLength(page.featuresJson) + 1);
-    res.write(head);
-    res.write(page.featuresJson);
-    res.end('}');
+    writeEnvelope(res, head, page.featuresJson, '}');
   });
 
   router.get('/collections/:collectionId/items/:featureId', requirePermission('read', 'read features'), async (req, res) => {
