@@ -5,9 +5,13 @@
  * 1. bbox listing, 1 000 and 10 000 of 100 000 features: GET /api/features (each feature's GeoJSON
  *    stored at write time, the page only concatenates it) against today's on-the-fly raw SQL building
  *    the same FeatureCollection with json_build_object/ST_AsGeoJSON, read through `pg` in this
- *    process. Targets: ≤ 0.6× (1 000) and ≤ 0.5× (10 000).
- * 2. single-feature GET (16 clients, autocannon) against a bare node:http server running the same SQL,
- *    both in this process. Target ≥ 0.8× its throughput.
+ *    process (the parsed features are compared first). Targets: ≤ 0.6× (1 000) and ≤ 0.5× (10 000).
+ *    The API's connections run with API_SESSION_SETTINGS (db/pool.ts: jit off, work_mem 16MB); the
+ *    baseline is shown with the server's defaults (as it ran) and with those settings too.
+ * 2. single-feature GET (16 clients, autocannon) against a bare node:http server running the same SQL
+ *    and the same body (the API adds its nosniff and Vary headers), both in this process. Target
+ *    ≥ 0.8× its throughput. Also printed:
+ *    this process's CPU per request on each side, steadier than req/s on a loaded machine.
  * 3. POST (16 clients) against 16 workers running the raw transaction of the former five statements
  *    (BEGIN, set_config, ST_IsValid, INSERT, COMMIT). Target ≥ 0.8× its throughput.
  * (JWT against anonymous GETs: `npm run bench -- auth`.)
@@ -25,7 +29,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { createApp } from '../services/api/src/app.js';
 import { createAuthenticator } from '../services/api/src/auth/index.js';
-import { createPool } from '../services/api/src/db/pool.js';
+import { API_SESSION_SETTINGS, createPool } from '../services/api/src/db/pool.js';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
 import { listConditions } from '../services/api/src/features/queries.js';
@@ -68,7 +72,8 @@ function rawSql(bbox: Bbox, limit: number): { text: string; values: unknown[] } 
 // --- the API process --------------------------------------------------------------------------------
 
 async function startApiInProcess(databaseUrl: string, dataDir: string): Promise<{ base: string; stop(): Promise<void> }> {
-  const db = createPool(databaseUrl, { max: 10 });
+  // As server.ts configures it for PostgreSQL (boot.ts): the API's session settings.
+  const db = createPool(databaseUrl, { max: 10, settings: API_SESSION_SETTINGS });
   const authenticator = await createAuthenticator({ production: false, dataDir });
   const server = createApiServer(createApp({ db, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }) }));
   const port = await listen(server, 0, '127.0.0.1');
@@ -113,7 +118,12 @@ async function timeIt(work: () => Promise<unknown>): Promise<number> {
   return performance.now() - started;
 }
 
-async function compareListing(pool: pg.Pool, where: string, base: string, columns: number, rows: number, iterations: number) {
+/**
+ * `pool` runs the baseline as it ran before (server defaults); `tunedPool` runs the same SQL with the
+ * API's session settings (jit off, work_mem), shown alongside so the gain of the settings alone is
+ * visible and not credited to the stored text.
+ */
+async function compareListing(pool: pg.Pool, tunedPool: pg.Pool, where: string, base: string, columns: number, rows: number, iterations: number) {
   const bbox = gridBbox(columns, rows);
   const expected = columns * rows;
   const query = rawSql(bbox, expected);
@@ -129,16 +139,20 @@ async function compareListing(pool: pg.Pool, where: string, base: string, column
   const api: number[] = [];
   const apiDb: number[] = [];
   const sql: number[] = [];
+  const tunedSql: number[] = [];
   let bytes = 0;
   for (let i = 0; i < iterations; i++) {
     // Interleaved, the order alternating, so drift in machine load and garbage collection left by
     // the previous run hit both sides alike.
     const viaApi = async () => api.push(await timeIt(async () => (bytes = (await httpGet(url, { onServerTiming: (ms) => apiDb.push(ms) })).bytes)));
     const viaSql = async () => sql.push(await timeIt(() => pool.query(query.text, query.values)));
+    const viaTunedSql = async () => tunedSql.push(await timeIt(() => tunedPool.query(query.text, query.values)));
     if (i % 2 === 0) {
       await viaApi();
       await viaSql();
+      await viaTunedSql();
     } else {
+      await viaTunedSql();
       await viaSql();
       await viaApi();
     }
@@ -153,6 +167,8 @@ async function compareListing(pool: pg.Pool, where: string, base: string, column
     'API p90 ms': percentile(api, 90).toFixed(1),
     'raw SQL p90 ms': percentile(sql, 90).toFixed(1),
     'API / SQL (median)': ratio(median(api), median(sql)),
+    'raw SQL, API settings, ms': median(tunedSql).toFixed(1),
+    'API / SQL with API settings': ratio(median(api), median(tunedSql)),
     target: expected >= 10_000 ? '≤ 0.50×' : '≤ 0.60×',
   };
 }
@@ -187,7 +203,7 @@ async function startBareServer(databaseUrl: string): Promise<{ base: string; sto
 const POLYGON = { type: 'Polygon', coordinates: [[[13.0, 52.0], [13.1, 52.0], [13.1, 52.1], [13.0, 52.1], [13.0, 52.0]]] };
 
 /** 16 workers, each running the former five-statement transaction of a POST in a loop, for `seconds`. */
-async function rawTransactions(pool: pg.Pool, seconds: number): Promise<number> {
+async function rawTransactions(pool: pg.Pool, seconds: number): Promise<Throughput> {
   const geometry = JSON.stringify(POLYGON);
   const deadline = performance.now() + seconds * 1000;
   let done = 0;
@@ -212,20 +228,38 @@ async function rawTransactions(pool: pg.Pool, seconds: number): Promise<number> 
     }
   };
   const started = performance.now();
+  const cpu = process.cpuUsage();
   await Promise.all(Array.from({ length: 16 }, worker));
-  return done / ((performance.now() - started) / 1000);
+  return { perSecond: done / ((performance.now() - started) / 1000), cpuMicros: cpuMicrosSince(cpu) / done };
 }
 
-async function autocannonRps(options: autocannon.Options): Promise<number> {
+/**
+ * Requests (or transactions) per second, and this process's CPU time per request. Both sides run in
+ * this process (servers, autocannon, pg), so the CPU figure compares their Node-side cost; on a loaded
+ * machine it is steadier than the throughput, which also depends on what the database gets.
+ */
+interface Throughput {
+  perSecond: number;
+  cpuMicros: number;
+}
+
+function cpuMicrosSince(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start);
+  return used.user + used.system;
+}
+
+async function autocannonRps(options: autocannon.Options): Promise<Throughput> {
+  const cpu = process.cpuUsage();
   const result = await autocannon({ connections: 16, duration: quick ? 2 : 5, ...options });
+  const cpuMicros = cpuMicrosSince(cpu) / Math.max(1, result.requests.total);
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${String(options.url)}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
-  return result.requests.average;
+  return { perSecond: result.requests.average, cpuMicros };
 }
 
-/** Rounds of A then B, B then A, …; the median throughput of each side and their ratio. */
-async function interleaved(name: string, api: () => Promise<number>, baseline: () => Promise<number>, baselineName: string, target: string) {
-  const a: number[] = [];
-  const b: number[] = [];
+/** Rounds of A then B, B then A, …; the median throughput and CPU per request of each side, and their ratios. */
+async function interleaved(name: string, api: () => Promise<Throughput>, baseline: () => Promise<Throughput>, baselineName: string, target: string) {
+  const a: Throughput[] = [];
+  const b: Throughput[] = [];
   for (let round = 0; round < (quick ? 2 : 4); round++) {
     if (round % 2 === 0) {
       a.push(await api());
@@ -235,13 +269,17 @@ async function interleaved(name: string, api: () => Promise<number>, baseline: (
       a.push(await api());
     }
   }
+  const rate = (t: Throughput[]) => median(t.map((x) => x.perSecond));
+  const cpu = (t: Throughput[]) => median(t.map((x) => x.cpuMicros));
   return {
     scenario: name,
-    'API req/s (median)': Math.round(median(a)),
+    'API req/s (median)': Math.round(rate(a)),
     baseline: baselineName,
-    'baseline req/s (median)': Math.round(median(b)),
-    'API / baseline': ratio(median(a), median(b)),
+    'baseline req/s (median)': Math.round(rate(b)),
+    'API / baseline': ratio(rate(a), rate(b)),
     target,
+    'API CPU µs/req': Math.round(cpu(a)),
+    'baseline CPU µs/req': Math.round(cpu(b)),
   };
 }
 
@@ -249,6 +287,7 @@ async function main(): Promise<void> {
   const database = await openBenchDatabase('api');
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-api-'));
   const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+  const tunedPool = createPool(database.url, { max: 2, settings: API_SESSION_SETTINGS });
   let api: Awaited<ReturnType<typeof startApiProcess>> | undefined;
   let inProcess: Awaited<ReturnType<typeof startApiInProcess>> | undefined;
   try {
@@ -263,8 +302,8 @@ async function main(): Promise<void> {
     console.log('\nbbox listing vs raw SQL (same GeoJSON, interleaved runs):');
     const listing = [];
     for (const [where, base] of [['in process', inProcess.base], ['own process', api.base]] as const) {
-      listing.push(await compareListing(pool, where, base, 100, 10, quick ? 5 : 60));
-      listing.push(await compareListing(pool, where, base, 1_000, 10, quick ? 3 : 20));
+      listing.push(await compareListing(pool, tunedPool, where, base, 100, 10, quick ? 5 : 60));
+      listing.push(await compareListing(pool, tunedPool, where, base, 1_000, 10, quick ? 3 : 20));
     }
     printTable(listing);
 
@@ -310,6 +349,7 @@ async function main(): Promise<void> {
     await inProcess?.stop();
     await api?.stop();
     await pool.end();
+    await tunedPool.end();
     await database.close();
     rmSync(dataDir, { recursive: true, force: true });
   }

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { IdentityApi } from '@ory/kratos-client';
 import express, { type Express } from 'express';
 import rateLimit from 'express-rate-limit';
@@ -13,11 +14,13 @@ import type { Db } from './db/pool.js';
 import { AppError } from '../../shared/errors.js';
 import { featureRoutes } from './features/routes.js';
 import { createFeatureService } from './features/service.js';
-import { cors } from './http/cors.js';
+import { allowedOrigins as corsOrigins, cors } from './http/cors.js';
+import { featureReadFastPath } from './features/read-fast-path.js';
 import { idempotentCreate } from './http/idempotency.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
 import { openApiRoutes } from './openapi.js';
+import { createCollectionExtents } from './ogcapi/extent.js';
 import { ogcApiRoutes } from './ogcapi/routes.js';
 import { createCheckService } from './qc/checks.js';
 import { checkRoutes } from './qc/checks-routes.js';
@@ -45,6 +48,11 @@ export interface AppDependencies {
   devKeys?: DevKeys | undefined;
   /** Refuses the development token route even when keys are handed in. */
   production?: boolean;
+  /**
+   * Answer a plain single-feature GET without Express (features/read-fast-path.ts). On by default;
+   * tests turn it off to compare both answers.
+   */
+  fastPaths?: boolean;
 }
 
 /** The API as an Express app built from its dependencies; server.ts listens, tests use port 0. */
@@ -95,6 +103,12 @@ export function createApp(deps: AppDependencies): Express {
   const userRecorder = createUserRecorder(deps.db, deps.logger);
   const authenticator = recordingCallers(deps.authenticator, userRecorder);
   app.use('/api', authenticate(authenticator), originCheckForCookieWrites({ origins: allowedOrigins }));
+  // Writes through /api/features change the /ogcapi collections' extents too.
+  const extents = createCollectionExtents(deps.db);
+  const features = createFeatureService(deps.db, { onWrite: extents.invalidate });
+  // Mounted first among the /api routers (most traffic, and no other router shares its paths; a path it
+  // does not route, such as /api/features/{id}/reviews, falls through to the routers below).
+  app.use('/api/features', authenticate(deps.authenticator), featureRoutes(features, { beforeCreate: [idempotentCreate(deps.db, { logger: deps.logger })] }));
   app.use('/api/auth', forwardAuthRoutes({ origins: allowedOrigins }));
   app.use('/api/dev', devTokenRoutes({ keys: deps.devKeys, production: deps.production ?? false }));
   app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
@@ -107,9 +121,18 @@ export function createApp(deps: AppDependencies): Express {
   });
   app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })));
   app.use('/api/tiles', tileRoutes(createTileService(deps.db)));
-  app.use('/api/features', authenticate(deps.authenticator), featureRoutes(createFeatureService(deps.db), { beforeCreate: [idempotentCreate(deps.db, { logger: deps.logger })] }));
-  app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins }));
+  app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins, extents }));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));
+
+  if (deps.fastPaths ?? true) {
+    // In front of Express: the app function calls app.handle for every request, so the fast path sees
+    // each one first and hands all it does not answer to Express unchanged.
+    const fastRead = featureReadFastPath({ service: features, authenticator, allowedOrigins: corsOrigins(allowedOrigins) });
+    // (app.handle is Express' documented-in-source entry point, missing from its type definitions.)
+    const internals = app as unknown as { handle(req: IncomingMessage, res: ServerResponse, done?: unknown): void };
+    const handle = internals.handle.bind(app);
+    internals.handle = (req, res, done) => fastRead(req, res, () => handle(req, res, done));
+  }
   return app;
 }

@@ -7,7 +7,7 @@ import { loadOrCreateDevKeys } from './auth/dev-keys.js';
 import type { ApiConfig } from './config.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
-import { createPool } from './db/pool.js';
+import { API_SESSION_SETTINGS, createPool } from './db/pool.js';
 import { createApiServer } from './http/server.js';
 import { migrateQueue, startQcWorker, type QcWorker } from './qc/worker.js';
 
@@ -42,7 +42,8 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
     embedded = await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger });
   }
   const databaseUrl = config.databaseUrl ?? embedded!.url;
-  const db = createPool(databaseUrl, { logger });
+  // The session settings are PostgreSQL's; the embedded PGlite has no JIT and one session for all.
+  const db = createPool(databaseUrl, { logger, ...(config.databaseUrl ? { settings: API_SESSION_SETTINGS } : {}) });
   try {
     checkpoint();
     await migrate(db, { logger, ...(signal ? { signal } : {}) });

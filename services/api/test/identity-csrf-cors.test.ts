@@ -99,6 +99,17 @@ describe.skipIf(MISSING)('CORS', () => {
     expect(res.headers.get('vary')).toMatch(/Origin/);
   });
 
+
+  it('allows PATCH in a preflight for an /ogcapi item, so a browser may send a JSON merge patch', async () => {
+    const res = await api.request('OPTIONS', '/ogcapi/collections/features/items/some-id', {
+      origin: APP_ORIGIN,
+      headers: { 'access-control-request-method': 'PATCH', 'access-control-request-headers': 'content-type, if-match' },
+    });
+    expect(res.status).toBe(204);
+    expect(res.headers.get('access-control-allow-origin')).toBe(APP_ORIGIN);
+    const methods = (res.headers.get('access-control-allow-methods') ?? '').split(',').map((m) => m.trim());
+    expect(methods).toContain('PATCH');
+  });
   it('gives no CORS headers to another origin: its preflight is refused and its answers are not shared', async () => {
     const preflight = await api.request('OPTIONS', '/api/features', { origin: 'https://evil.example.net', headers: { 'access-control-request-method': 'POST' } });
     expect(preflight.status).toBe(403);

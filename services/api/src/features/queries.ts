@@ -8,6 +8,8 @@ import type { Bbox, Kategorie } from '../../../shared/features/schema.js';
 export interface Query {
   text: string;
   values: unknown[];
+  /** Rows as arrays rather than objects (pg's rowMode), for queries returning many rows. */
+  rowMode?: 'array';
 }
 
 /**
@@ -62,33 +64,34 @@ export function listConditions(filter: Omit<ListFilter, 'limit'>, values: unknow
 }
 
 /**
- * One page of features in id order, fetched with one row more than asked so the caller knows whether
- * a next page exists without a second query. Returns the page's features as a JSON array text and
- * the last id on the page (the next cursor when hasMore).
+ * One page of features in id order, one row more than asked so the caller knows whether a next page
+ * exists without a second query. Rows are [id, stored GeoJSON text] (rowMode array).
+ *
+ * Why rows rather than one string_agg: measured on 10 000 of 100 000 features (bench/api.bench.ts),
+ * Postgres sorting the rows for the aggregate a second time, and spilling that sort to disk, cost more
+ * than pg handing over the rows; Node joins the stored texts without parsing them (joinFeatures).
  */
 export function listFeatures(filter: ListFilter): Query {
   const values: unknown[] = [];
   const conditions = listConditions(filter, values);
   values.push(filter.limit);
-  const limit = `$${values.length}::int`;
-  // One pass over at most limit + 1 rows: the extra row only tells whether another page follows.
-  // The features are stored text (f.geojson), so building the page is concatenation only.
   return {
     text: `
-      SELECT
-        count(*) > ${limit} AS "hasMore",
-        max(f.id) FILTER (WHERE f.n <= ${limit}) AS "lastId",
-        (count(*) FILTER (WHERE f.n <= ${limit}))::int AS "count",
-        '[' || coalesce(string_agg(f.geojson, ',' ORDER BY f.id) FILTER (WHERE f.n <= ${limit}), '') || ']' AS "featuresJson"
-      FROM (
-        SELECT f.id, f.geojson, row_number() OVER (ORDER BY f.id) AS n
-        FROM features.features f
-        ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
-        ORDER BY f.id
-        LIMIT ${limit} + 1
-      ) f`,
+      SELECT f.id, f.geojson
+      FROM features.features f
+      ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
+      ORDER BY f.id
+      LIMIT $${values.length}::int + 1`,
     values,
+    rowMode: 'array',
   };
+}
+
+/** [id, Feature JSON text] rows as one JSON array text: concatenation only, nothing parsed. */
+export function joinFeatures(rows: ReadonlyArray<readonly [string, string]>): string {
+  let json = '[';
+  for (let i = 0; i < rows.length; i++) json += (i === 0 ? '' : ',') + rows[i]![1];
+  return json + ']';
 }
 
 export function getFeature(id: string): Query {

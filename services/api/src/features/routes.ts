@@ -1,4 +1,4 @@
-import { Router, type Request, type RequestHandler } from 'express';
+import { Router, type Request, type RequestHandler, type Response } from 'express';
 import { principalOf, requirePermission } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
@@ -28,14 +28,9 @@ export function featureRoutes(service: FeatureService, options: { beforeCreate?:
       links.push({ rel: 'next', href, type: GEOJSON });
       res.setHeader('Link', `<${href}>; rel="next"`);
     }
-    // The features array is JSON text from Postgres, forwarded as is: written between the envelope's
-    // two halves rather than concatenated, which would copy megabytes once more.
     const head = `{"type":"FeatureCollection","numberReturned":${page.count},"links":${JSON.stringify(links)},"features":`;
     res.type(GEOJSON);
-    res.setHeader('Content-Length', Buffer.byteLength(head) + Buffer.byteLength(page.featuresJson) + 1);
-    res.write(head);
-    res.write(page.featuresJson);
-    res.end('}');
+    writeEnvelope(res, head, page.featuresJson, '}');
   });
 
   // beforeCreate: the Idempotency-Key handling (http/idempotency.ts), between body parsing and the create.
@@ -83,6 +78,22 @@ export function featureRoutes(service: FeatureService, options: { beforeCreate?:
   });
 
   return router;
+}
+
+/**
+ * A JSON document whose big middle part (the features array, stored text joined in Node) is written
+ * between its head and tail rather than concatenated with them, which would copy megabytes once more.
+ * The middle is encoded to UTF-8 once, and used for both its length and the write; the three writes
+ * leave in one writev.
+ */
+export function writeEnvelope(res: Response, head: string, middle: string, tail: string): void {
+  const body = Buffer.from(middle, 'utf8');
+  res.setHeader('Content-Length', Buffer.byteLength(head) + body.length + Buffer.byteLength(tail));
+  res.cork();
+  res.write(head);
+  res.write(body);
+  res.end(tail);
+  res.uncork();
 }
 
 /**

@@ -32,13 +32,21 @@ export interface FeaturePage {
  */
 export type ExpectedVersion = readonly number[] | '*' | undefined;
 
-export function createFeatureService(db: Db) {
+export interface FeatureServiceOptions {
+  /** Called after every committed change of a feature's data (the /ogcapi extent cache listens). */
+  onWrite?: () => void;
+}
+
+export function createFeatureService(db: Db, options: FeatureServiceOptions = {}) {
+  const changed = options.onWrite ?? (() => undefined);
   return {
     async list(query: ListQuery, after: string | undefined): Promise<FeaturePage> {
       const limit = query.limit ?? DEFAULT_LIMIT;
       const { rows } = await run(db, sql.listFeatures({ bbox: query.bbox, kategorie: query.kategorie, after, limit }));
-      const row = rows[0] as { hasMore: boolean; lastId: string | null; count: number; featuresJson: string };
-      return { featuresJson: row.featuresJson, count: row.count, nextAfter: row.hasMore ? row.lastId : null };
+      const all = rows as unknown as Array<[id: string, featureJson: string]>;
+      const hasMore = all.length > limit;
+      const page = hasMore ? all.slice(0, limit) : all;
+      return { featuresJson: sql.joinFeatures(page), count: page.length, nextAfter: hasMore ? page[page.length - 1]![0] : null };
     },
 
     async get(id: string): Promise<FeatureDocument> {
@@ -52,6 +60,7 @@ export function createFeatureService(db: Db) {
       // One statement, so one implicit transaction: the actor, the topology check and the insert.
       const { rows } = await run(db, sql.insertFeature(input.id, valuesOf(input), principal.id));
       const row = rows[0] as { id: string; version: number; featureJson: string };
+      changed();
       return { id: row.id, version: row.version, json: row.featureJson };
     },
 
@@ -67,7 +76,7 @@ export function createFeatureService(db: Db) {
         });
       }
       const values = valuesOf(input);
-      return transaction(db, principal, async (client) => {
+      const replaced = await transaction(db, principal, async (client) => {
         const { rows: locked } = await run(client, sql.lockFeature(id, values));
         const current = locked[0] as { version: number; createdBy: string | null; status: string; featureJson: string; unchanged: boolean } | undefined;
         if (!current) throw notFound(id);
@@ -80,6 +89,8 @@ export function createFeatureService(db: Db) {
         const row = rows[0] as { version: number; featureJson: string };
         return { version: row.version, json: row.featureJson };
       });
+      changed();
+      return replaced;
     },
 
     async remove(principal: Principal, id: string, expected: ExpectedVersion): Promise<void> {
@@ -89,6 +100,7 @@ export function createFeatureService(db: Db) {
         assertNotInQc(current.status);
         await run(client, sql.deleteFeature(id));
       });
+      changed();
     },
 
     async history(id: string): Promise<string> {
@@ -136,7 +148,7 @@ export function roundCoordinates<T>(coordinates: T): T {
 
 async function run(db: Queryable, query: sql.Query) {
   try {
-    return await db.query(query.text, query.values);
+    return await (query.rowMode ? db.query({ text: query.text, values: query.values, rowMode: query.rowMode }) : db.query(query.text, query.values));
   } catch (error) {
     throw fromDatabaseError(error) ?? error;
   }

@@ -16,7 +16,8 @@ export interface CorsOptions {
   maxAgeSeconds?: number;
 }
 
-const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, DELETE';
+// PATCH: /ogcapi items take JSON merge patches (OGC API – Features Part 4).
+const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE';
 const ALLOWED_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match';
 const EXPOSED_HEADERS = 'ETag, Link, Location, Retry-After, Server-Timing, WWW-Authenticate';
 
@@ -28,8 +29,22 @@ export function normalizeOrigin(value: string): string {
   return url.origin;
 }
 
+/**
+ * The CORS headers of an answer to a request that is not a preflight, for callers writing headers
+ * themselves (the feature read fast path, features/read-fast-path.ts) exactly as cors() sets them.
+ */
+export function simpleRequestCorsHeaders(allowed: ReadonlySet<string>, origin: string | undefined): Record<string, string> {
+  // Answers differ by Origin: shared caches must keep them apart.
+  if (origin === undefined || !allowed.has(origin)) return { Vary: 'Origin' };
+  return { Vary: 'Origin', 'Access-Control-Allow-Origin': origin, 'Access-Control-Allow-Credentials': 'true', 'Access-Control-Expose-Headers': EXPOSED_HEADERS };
+}
+
+export function allowedOrigins(origins: readonly string[]): ReadonlySet<string> {
+  return new Set(origins.map(normalizeOrigin));
+}
+
 export function cors(options: CorsOptions): RequestHandler {
-  const allowed = new Set(options.origins.map(normalizeOrigin));
+  const allowed = allowedOrigins(options.origins);
   const maxAge = String(options.maxAgeSeconds ?? 600);
   return (req, res, next) => {
     const origin = req.headers.origin;

@@ -121,32 +121,27 @@ export function ogcListConditions(filter: Omit<OgcListFilter, 'limit' | 'crs'>, 
 }
 
 /**
- * One page in id order: forwards after a cursor, or backwards before one (fetched in descending order,
- * returned ascending). One row more than asked tells whether more follow in that direction.
+ * One page in id order: forwards after a cursor, or backwards before one (fetched in descending order;
+ * the service returns it ascending). One row more than asked tells whether more follow in that
+ * direction. Rows are [id, Feature JSON text] (rowMode array), joined in Node as /api/features does:
+ * in CRS84 the stored text itself, never parsed.
  */
 export function listPage(filter: OgcListFilter): Query {
   const values: unknown[] = [];
   const conditions = ogcListConditions(filter, values);
   const params = new Params(values);
-  const json = featureJsonIn(filter.crs, params);
+  const json = filter.crs === CRS84 ? 'f.geojson' : `(${featureJsonIn(filter.crs, params)})::text`;
   const limit = params.add(filter.limit, 'int');
   const direction = filter.before !== undefined ? 'DESC' : 'ASC';
   return {
     text: `
-      SELECT
-        count(*) > ${limit} AS "hasMore",
-        min(f.id) FILTER (WHERE f.n <= ${limit}) AS "firstId",
-        max(f.id) FILTER (WHERE f.n <= ${limit}) AS "lastId",
-        (count(*) FILTER (WHERE f.n <= ${limit}))::int AS "count",
-        coalesce(json_agg(${json} ORDER BY f.id) FILTER (WHERE f.n <= ${limit}), '[]'::json)::text AS "featuresJson"
-      FROM (
-        SELECT f.*, row_number() OVER (ORDER BY f.id ${direction}) AS n
-        FROM features.features f
-        ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
-        ORDER BY f.id ${direction}
-        LIMIT ${limit} + 1
-      ) f`,
+      SELECT f.id, ${json}
+      FROM features.features f
+      ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
+      ORDER BY f.id ${direction}
+      LIMIT ${limit} + 1`,
     values,
+    rowMode: 'array',
   };
 }
 

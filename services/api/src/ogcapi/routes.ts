@@ -2,6 +2,7 @@ import express, { Router, type Request, type RequestHandler, type Response } fro
 import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
 import { can } from '../auth/permissions.js';
 import type { Db } from '../db/pool.js';
+import { writeEnvelope } from '../features/routes.js';
 import { etagOf, parseIfMatch, createFeatureService } from '../features/service.js';
 import { BODY_LIMIT_BYTES } from '../http/body.js';
 import { cors } from '../http/cors.js';
@@ -16,6 +17,7 @@ import * as html from './html.js';
 import type { Link } from './html.js';
 import { buildOgcOpenApiDocument } from './openapi.js';
 import { ITEMS_PARAMETERS, ITEM_PARAMETERS, encodeCursor, parseFormat, parseItemsQuery, singleValues, type Format } from './params.js';
+import { createCollectionExtents, type Bbox4, type CollectionExtents } from './extent.js';
 import { QUERYABLES } from './queries.js';
 import { createOgcReadService } from './service.js';
 
@@ -53,12 +55,15 @@ export interface OgcApiOptions {
   authenticator: Authenticator;
   /** CORS_ORIGINS, as for /api. */
   origins: readonly string[];
+  /** Shared with /api/features, whose writes must empty it too (app.ts). */
+  extents?: CollectionExtents;
 }
 
 export function ogcApiRoutes(options: OgcApiOptions): Router {
   const router = Router();
   const reads = createOgcReadService(options.db);
-  const features = createFeatureService(options.db);
+  const extents = options.extents ?? createCollectionExtents(options.db);
+  const features = createFeatureService(options.db, { onWrite: extents.invalidate });
 
   router.use((_req, res, next) => {
     res.setHeader('X-Content-Type-Options', 'nosniff');
@@ -101,15 +106,16 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     res.type(OPENAPI_TYPE).send(JSON.stringify(buildOgcOpenApiDocument(base)));
   });
 
-  router.get('/collections', requirePermission('read', 'read features'), (req, res) => {
+  router.get('/collections', requirePermission('read', 'read features'), async (req, res) => {
     const { format } = formatOnly(req);
     const base = baseUrl(req);
     const views = COLLECTIONS.map((c) => collectionView(base, c));
     if (format === 'html') return sendHtml(res, html.collectionsHtml(views, home(base)));
-    res.type(JSON_TYPE).send(JSON.stringify({ links: selfAndAlternate(`${base}/collections`, format, JSON_TYPE), collections: views.map(collectionJson) }));
+    const boxes = await extents.get();
+    res.type(JSON_TYPE).send(JSON.stringify({ links: selfAndAlternate(`${base}/collections`, format, JSON_TYPE), collections: views.map((v) => collectionJson(v, boxes.get(v.id))) }));
   });
 
-  router.get('/collections/:collectionId', requirePermission('read', 'read features'), (req, res) => {
+  router.get('/collections/:collectionId', requirePermission('read', 'read features'), async (req, res) => {
     const collection = collectionOf(req);
     // GDAL's OAPIF driver sends the query of a URL like …/collections/{id}?crs=… to the collection too:
     // the items parameters are accepted here (and ignored).
@@ -117,7 +123,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     const base = baseUrl(req);
     const view = collectionView(base, collection);
     if (format === 'html') return sendHtml(res, html.collectionHtml(view, home(base), { rel: 'data', href: `${base}/collections?f=html`, title: 'Sammlungen' }));
-    res.type(JSON_TYPE).send(JSON.stringify(collectionJson(view)));
+    res.type(JSON_TYPE).send(JSON.stringify(collectionJson(view, (await extents.get()).get(view.id))));
   });
 
   router.get('/collections/:collectionId/queryables', requirePermission('read', 'read features'), (req, res) => {
@@ -189,10 +195,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     const matched = cursor === undefined && !page.hasMore ? `"numberMatched":${page.count},` : '';
     const head = `{"type":"FeatureCollection","timeStamp":${JSON.stringify(new Date().toISOString())},${matched}"numberReturned":${page.count},"links":${JSON.stringify(links)},"features":`;
     res.type(GEOJSON);
-    res.setHeader('Content-Length', Buffer.byteLength(head) + Buffer.byteLength(page.featuresJson) + 1);
-    res.write(head);
-    res.write(page.featuresJson);
-    res.end('}');
+    writeEnvelope(res, head, page.featuresJson, '}');
   });
 
   router.get('/collections/:collectionId/items/:featureId', requirePermission('read', 'read features'), async (req, res) => {
@@ -498,13 +501,14 @@ function collectionView(base: string, c: Collection): html.CollectionView {
   };
 }
 
-function collectionJson(view: html.CollectionView) {
+/** A collection without features has no extent, and then the member is left out (it is optional). */
+function collectionJson(view: html.CollectionView, extent: Bbox4 | undefined) {
   return {
     id: view.id,
     title: view.title,
     description: view.description,
     links: view.links,
-    extent: { spatial: { bbox: [[-180, -90, 180, 90]], crs: CRS84.uri } },
+    ...(extent ? { extent: { spatial: { bbox: [extent], crs: CRS84.uri } } } : {}),
     itemType: 'feature',
     crs: view.crs,
     storageCrs: CRS84.uri,

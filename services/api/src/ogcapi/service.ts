@@ -1,6 +1,6 @@
 import { fromDatabaseError } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
-import type { Query } from '../features/queries.js';
+import { joinFeatures, type Query } from '../features/queries.js';
 import { AppError } from '../../../shared/errors.js';
 import type { Crs } from './crs.js';
 import { exactGeometry, filterEvaluationError, geometryToStorage, getFeatureIn, listPage, type OgcListFilter } from './queries.js';
@@ -29,8 +29,18 @@ export function createOgcReadService(db: Db) {
   return {
     async list(filter: OgcListFilter): Promise<OgcPage> {
       const { rows } = await run(db, listPage(filter), filter.filter !== undefined);
-      const row = rows[0] as { hasMore: boolean; firstId: string | null; lastId: string | null; count: number; featuresJson: string };
-      return row;
+      const all = rows as unknown as Array<[id: string, featureJson: string]>;
+      const hasMore = all.length > filter.limit;
+      const page = hasMore ? all.slice(0, filter.limit) : all;
+      // A backwards page was read in descending order; pages are always served ascending.
+      if (filter.before !== undefined) page.reverse();
+      return {
+        featuresJson: joinFeatures(page),
+        count: page.length,
+        firstId: page[0]?.[0] ?? null,
+        lastId: page[page.length - 1]?.[0] ?? null,
+        hasMore,
+      };
     },
 
     async get(id: string, crs: Crs): Promise<OgcFeature | undefined> {
@@ -67,7 +77,7 @@ export type OgcReadService = ReturnType<typeof createOgcReadService>;
 
 async function run(db: Db, query: Query, hasFilter: boolean) {
   try {
-    return await db.query(query.text, query.values);
+    return await (query.rowMode ? db.query({ text: query.text, values: query.values, rowMode: query.rowMode }) : db.query(query.text, query.values));
   } catch (error) {
     const mapped = (hasFilter ? filterEvaluationError(error) : undefined) ?? fromDatabaseError(error);
     if (mapped) throw mapped;
