@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { VectorTile } from '@mapbox/vector-tile';
 import { PbfReader } from 'pbf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -88,6 +89,7 @@ describe('vector tiles on PostGIS', () => {
     const first = await getTile(p);
     const etag = first.headers.get('etag')!;
     expect(etag).toMatch(/^"[^"]+"$/);
+    expect(etag).toContain(createHash('md5').update(first.bytes).digest('hex'));
     expect(first.headers.get('cache-control')).toContain('no-cache');
     const again = await getTile(p, { 'If-None-Match': etag });
     expect(again.status).toBe(304);
@@ -189,6 +191,35 @@ describe('vector tiles on PostGIS', () => {
   });
 });
 
+describe('the density of a view (GET /api/tiles/count)', () => {
+  withMvt('counts what the list holds for a bbox, up to one more than atMost, and says tiles can be served', async () => {
+    const ids = [await create(8.001, 47.001), await create(8.002, 47.002), await create(8.003, 47.003)];
+    const bbox = '8.0005,47.0005,8.0035,47.0035';
+    const listed = await api.request('GET', `/api/features?bbox=${bbox}&limit=10000`);
+    expect((listed.json.features as { id: string }[]).map((f) => f.id).sort()).toEqual([...ids].sort());
+    expect((await api.request('GET', `/api/tiles/count?bbox=${bbox}&atMost=5000`)).json).toEqual({ count: 3, exceeds: false, tiles: true });
+    expect((await api.request('GET', `/api/tiles/count?bbox=${bbox}&atMost=3`)).json).toEqual({ count: 3, exceeds: false, tiles: true });
+    expect((await api.request('GET', `/api/tiles/count?bbox=${bbox}&atMost=2`)).json).toEqual({ count: 3, exceeds: true, tiles: true });
+    expect((await api.request('GET', `/api/tiles/count?bbox=${bbox}&atMost=1`)).json).toEqual({ count: 2, exceeds: true, tiles: true });
+    expect((await api.request('GET', '/api/tiles/count?bbox=8.1,47.1,8.2,47.2&atMost=1')).json).toEqual({ count: 0, exceeds: false, tiles: true });
+  });
+
+  it.each([
+    ['/api/tiles/count?atMost=10', 'bbox'],
+    ['/api/tiles/count?bbox=1,2,3&atMost=10', 'bbox'],
+    ['/api/tiles/count?bbox=0,0,1,1', 'atMost'],
+    ['/api/tiles/count?bbox=0,0,1,1&atMost=0', 'atMost'],
+    ['/api/tiles/count?bbox=0,0,1,1&atMost=10001', 'atMost'],
+    ['/api/tiles/count?bbox=0,0,1,1&atMost=1&atMost=2', 'atMost'],
+    ['/api/tiles/count?bbox=0,0,1,1&atMost=1&limit=2', 'limit'],
+  ])('answers 400 naming the part for %s', async (p, field) => {
+    const response = await api.request('GET', p);
+    expect(response.status).toBe(400);
+    expect(response.headers.get('content-type')).toContain('application/problem+json');
+    expect(response.json.fields.map((f: { field: string }) => f.field)).toContain(field);
+  });
+});
+
 describe('tile addresses', () => {
   it.each([
     ['/api/tiles/23/0/0.mvt', 'z'],
@@ -224,5 +255,11 @@ describe('vector tiles without ST_AsMVT', () => {
     expect(response.status).toBe(501);
     expect(response.json).toMatchObject({ code: 'TILES_UNAVAILABLE' });
     expect(response.json.detail).toMatch(/protobuf/);
+  });
+
+  withoutMvt('the density answer tells the map to draw GeoJSON instead', async () => {
+    const response = await api.request('GET', '/api/tiles/count?bbox=0,0,1,1&atMost=10');
+    expect(response.status).toBe(200);
+    expect(response.json).toMatchObject({ tiles: false });
   });
 });
