@@ -11,11 +11,12 @@ export const TILE_EXTENT = 4096;
 export const TILE_BUFFER = 64;
 
 /**
- * What a caller may see of features.features (alias f) — the same rule as GET /api/features, which
- * today lists every feature to everyone with `read`. Kept as one function so the list and the tiles
- * cannot drift apart silently when the rule changes (see docs/api.md "Vector tiles").
+ * What a caller may see — the same rule as GET /api/features, which today lists every feature to
+ * everyone with `read`. Kept as one function so the list and the tiles cannot drift apart silently
+ * when the rule changes (see docs/api.md "Vector tiles"). `alias` is features.features in the count
+ * and features.tile_features (migration 017: id, kategorie, status, name) in the tiles.
  */
-export function visibleFeatures(): string {
+export function visibleFeatures(_alias: 'f' | 't' = 'f'): string {
   return 'TRUE';
 }
 
@@ -28,29 +29,36 @@ export function visibleFeatures(): string {
 export function tileQuery(z: number, x: number, y: number): Query {
   return {
     text: `
-      WITH bounds AS (
-        SELECT ST_TileEnvelope($1::int, $2::int, $3::int) AS tile,
-               ST_Transform(ST_TileEnvelope($1::int, $2::int, $3::int, margin => $4::float8), 4326) AS filter
-      )
+      WITH ${boundsCte()}
       SELECT coalesce(t.tile, ''::bytea) AS tile, md5(coalesce(t.tile, ''::bytea)) AS digest
       FROM (${mvtSelect()}) t`,
     values: [z, x, y, TILE_BUFFER / TILE_EXTENT],
   };
 }
 
+/** The tile's box and the box with its buffer (what features must meet), both in EPSG:3857. */
+function boundsCte(): string {
+  return `bounds AS (
+        SELECT ST_TileEnvelope($1::int, $2::int, $3::int) AS tile,
+               ST_TileEnvelope($1::int, $2::int, $3::int, margin => $4::float8) AS filter
+      )`;
+}
+
 /**
- * The tile alone; expects a CTE `bounds`. No "WHERE geom IS NOT NULL": ST_AsMVT skips the rows whose
- * geometry ST_AsMVTGeom dropped, and such a filter would be pushed into the scan and compute every
- * geometry twice.
+ * The tile alone; expects a CTE `bounds`. It reads features.tile_features (migration 017), where each
+ * feature's geometry is already in Web Mercator: no projection per request, and ST_AsMVTGeom clips
+ * to the tile and its buffer. Rows go in id order, so the same rows give the same bytes. No "WHERE
+ * geom IS NOT NULL": ST_AsMVT skips the rows whose geometry ST_AsMVTGeom dropped, and such a filter
+ * would be pushed into the scan and compute every geometry twice.
  */
 function mvtSelect(): string {
   return `
         SELECT ST_AsMVT(mvt, '${TILE_LAYER}', ${TILE_EXTENT}, 'geom' ORDER BY mvt.id) AS tile
         FROM (
-          SELECT ST_AsMVTGeom(ST_Transform(ST_ClipByBox2D(f.geom, b.filter::box2d), 3857), b.tile, ${TILE_EXTENT}, ${TILE_BUFFER}, true) AS geom,
-                 f.id, f.kategorie, f.status, f.name
-          FROM features.features f, bounds b
-          WHERE f.geom && b.filter AND ${visibleFeatures()}
+          SELECT ST_AsMVTGeom(t.geom, b.tile, ${TILE_EXTENT}, ${TILE_BUFFER}, true) AS geom,
+                 t.id, t.kategorie, t.status, t.name
+          FROM features.tile_features t, bounds b
+          WHERE t.geom && b.filter AND ${visibleFeatures('t')}
         ) mvt`;
 }
 
@@ -58,10 +66,7 @@ function mvtSelect(): string {
 export function rawTileQuery(z: number, x: number, y: number): Query {
   return {
     text: `
-      WITH bounds AS (
-        SELECT ST_TileEnvelope($1::int, $2::int, $3::int) AS tile,
-               ST_Transform(ST_TileEnvelope($1::int, $2::int, $3::int, margin => $4::float8), 4326) AS filter
-      )
+      WITH ${boundsCte()}
       ${mvtSelect()}`,
     values: [z, x, y, TILE_BUFFER / TILE_EXTENT],
   };
