@@ -80,7 +80,7 @@ async function cityFromTiles(browser: Browser, basemapUrl: string): Promise<void
   const dataDir = mkdtempSync(join(tmpdir(), 'web-bench-city-'));
   const webPort = await freePort();
   const webOrigin = `http://127.0.0.1:${webPort}`;
-  const api = await startApiProcess({ DATABASE_URL: database.url, DATA_DIR: dataDir, CORS_ORIGINS: webOrigin, WORKER_ENABLED: 'false', LOG_LEVEL: 'warn', NODE_ENV: 'development' });
+  const api = await startApiProcess({ DATABASE_URL: database.url, DATA_DIR: dataDir, CORS_ORIGINS: webOrigin, WORKER_ENABLED: 'false', LOG_LEVEL: 'info', NODE_ENV: 'development' });
   const web = await startWebServer({ port: webPort, env: { API_PUBLIC_URL: api.base, PUBLIC_BASE_URL: webOrigin, BASEMAP_URL: basemapUrl, NODE_ENV: 'development' } });
   console.log(`\n100 000 features (${database.kind}), ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   try {

@@ -145,7 +145,10 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
 
   // Off until loadFromApi decides that a view is drawn from tiles. Tiles from zoom 16 on are the zoom-16
   // tiles scaled up: a denser view than one list page at such a zoom is rare, and no tile is re-fetched.
-  const tileSource = new VectorTileSource({ format: new MVT({ idProperty: 'id' }), url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt`, maxZoom: 16 });
+  // 256-pixel tiles (OpenLayers' vector tile default is 512): a dense view is split into four times as
+  // many tiles, which the API builds in parallel and the map parses and draws one by one, instead of
+  // one large tile holding most of the features and everything waiting on it.
+  const tileSource = new VectorTileSource({ format: new MVT({ idProperty: 'id' }), url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt`, maxZoom: 16, tileSize: 256 });
   const tiles = new VectorTileLayer({
     visible: false,
     source: tileSource,
@@ -308,6 +311,10 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
           return;
         }
         onProgress?.(held.size, true);
+        // While the count is under way, the map keeps drawing the way it drew the last view (tiles at
+        // the start): a dense view's tiles are then already loading when the answer says "tiles",
+        // and a sparse view's GeoJSON replaces them as soon as its page is in.
+        if (tiles.getVisible()) map.render();
         const bbox = state.bbox.map((v) => v.toFixed(6)).join(',');
         let url: string | undefined = `${config.apiUrl}/api/features?bbox=${bbox}&limit=${PAGE_SIZE}`;
         try {
@@ -323,7 +330,6 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
               return;
             }
           }
-          drawFromTiles(false);
           while (url) {
             const response = await fetch(url, { headers: apiHeaders(config, { accept: 'application/geo+json' }), signal: mine.signal, credentials: 'include' });
             if (!response.ok) throw new Error(`HTTP ${response.status}`);
@@ -334,6 +340,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
             const next = page.links.find((link) => link.rel === 'next')?.href;
             url = next ? new URL(next, config.apiUrl).toString() : undefined;
           }
+          drawFromTiles(false);
           loaded.push(state.bbox);
           done(held.size);
         } catch (error) {
@@ -345,6 +352,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
         }
       };
       handle.onViewChange((state) => void load(state));
+      if (!tilesFailed) drawFromTiles(true);
       if (map.getSize()) void load(viewState());
     },
     fit(geometries) {
