@@ -44,7 +44,9 @@ export { KATEGORIE_COLOURS };
 export const GEOJSON_MIN_ZOOM = 12;
 /** Points are clustered below this zoom. */
 const CLUSTER_MAX_ZOOM = 15;
-const PAGE_SIZE = 5000;
+// One list page: a view holding more is drawn from tiles. Small enough that loading one page (parse and
+// add) stays a short task while panning, large enough for a neighbourhood at editing zooms.
+const PAGE_SIZE = 1000;
 
 const FALLBACK_COLOUR = '#37474f';
 
