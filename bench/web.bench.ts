@@ -7,9 +7,10 @@
  * 2. the longest main-thread task while panning across them, against panning the same map with no
  *    features in view;
  * 3. gzip size of the JavaScript the map page loads, against the 250 KB budget;
- * 4. 100 000 features: navigation → the city drawn from vector tiles (/api/tiles/{z}/{x}/{y}.mvt),
- *    against navigation → the same view with the tile layer's answers empty. Skipped with one line when
- *    the API has no tile endpoint.
+ * 4. the API benchmark's 100 000 features (bench/feature-grid.ts, copied from the template database of
+ *    bench/grid-database.ts): navigation → the whole grid drawn from vector tiles, p50 and p99; and in
+ *    the same run one tile of that view through the API against the raw ST_AsMVT query through pg
+ *    (interleaved). Skipped with one line when the API cannot serve tiles (PGlite).
  *
  * Needs Chromium (CHROMIUM_PATH, default /usr/bin/chromium); skips with one line without it.
  */
