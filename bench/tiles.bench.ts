@@ -8,7 +8,7 @@
  * (~14 000) and the whole grid's region (~56 000). Also the 304 answer to a revalidation with the
  * tile's ETag.
  *
- * The API runs in this process (its own cost: HTTP, Express, the ETag fingerprint)
+ * The API runs in this process (its own cost: HTTP, Express, the MD5 of the tile for the ETag)
  * and as its own process (services/api/src/server.ts, plus the process hop on the same two cores).
  * Database:
  * BENCH_DATABASE_URL or TEST_DATABASE_URL (a PostGIS with protobuf-c; a scratch database is created
@@ -26,9 +26,10 @@ import { createAuthenticator } from '../services/api/src/auth/index.js';
 import { createPool } from '../services/api/src/db/pool.js';
 import { rawTileQuery } from '../services/api/src/tiles/queries.js';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
-import { GRID_TOTAL, seedFeatureGrid } from './feature-grid.js';
+import { GRID_TOTAL } from './feature-grid.js';
+import { openGridDatabase } from './grid-database.js';
 import { median, percentile, printTable, ratio } from './stats.js';
-import { openBenchDatabase, startApiProcess } from './support.js';
+import { startApiProcess } from './support.js';
 
 const quick = process.env.BENCH_QUICK === '1';
 
@@ -124,15 +125,14 @@ async function main(): Promise<void> {
     console.log('tiles: skipped — the embedded PGlite has no ST_AsMVT; set BENCH_DATABASE_URL or TEST_DATABASE_URL to a PostGIS server');
     return;
   }
-  const database = await openBenchDatabase('tiles');
+  const started = performance.now();
+  const database = await openGridDatabase('tiles');
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-tiles-'));
   const pool = new pg.Pool({ connectionString: database.url, max: 2 });
   let inProcess: Awaited<ReturnType<typeof startApiInProcess>> | undefined;
   let own: Awaited<ReturnType<typeof startApiProcess>> | undefined;
   try {
-    console.log(`database: ${database.kind}; seeding ${GRID_TOTAL.toLocaleString('en')} features…`);
-    const seeded = await timeIt(() => seedFeatureGrid(pool));
-    console.log(`seeded in ${(seeded / 1000).toFixed(1)} s`);
+    console.log(`database: ${database.kind}, ${GRID_TOTAL.toLocaleString('en')} features, ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     inProcess = await startApiInProcess(database.url, dataDir);
     own = await startApiProcess({ DATABASE_URL: database.url, DATA_DIR: dataDir, WORKER_ENABLED: 'false' });
     const rows = [];

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { VectorTile } from '@mapbox/vector-tile';
 import { PbfReader } from 'pbf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -88,6 +89,7 @@ describe('vector tiles on PostGIS', () => {
     const first = await getTile(p);
     const etag = first.headers.get('etag')!;
     expect(etag).toMatch(/^"[^"]+"$/);
+    expect(etag).toContain(createHash('md5').update(first.bytes).digest('hex'));
     expect(first.headers.get('cache-control')).toContain('no-cache');
     const again = await getTile(p, { 'If-None-Match': etag });
     expect(again.status).toBe(304);
@@ -189,6 +191,78 @@ describe('vector tiles on PostGIS', () => {
   });
 });
 
+describe('what tiles are built from (features.tile_features, migration 017)', () => {
+  /** Rows where the tile table disagrees with features.features; none, whoever wrote. */
+  const disagreements = async (client: { query: TestDatabase['pool']['query'] } = db.pool) =>
+    (
+      await client.query(`
+        SELECT coalesce(f.id, t.id) AS id FROM features.features f FULL JOIN features.tile_features t ON t.id = f.id
+        WHERE f.id IS NULL OR t.id IS NULL OR t.geom IS DISTINCT FROM features.web_mercator(f.geom)
+           OR (t.kategorie, t.status, t.name) IS DISTINCT FROM (f.kategorie, f.status, f.name)`)
+    ).rows;
+
+  it('follows every writer: SQL inserts, updates of each column a tile shows, and deletes', async () => {
+    const id = await create(13.46, 52.56, { name: 'Über die API' });
+    await db.pool.query(
+      `INSERT INTO features.features (id, name, kategorie, geom) VALUES ('per-sql', 'Per SQL', 'denkmal', ST_SetSRID(ST_MakePoint(13.47, 52.57), 4326)),
+                                                                       ('nordpol', 'Nordpol', 'denkmal', ST_SetSRID(ST_MakePoint(0, 89.5), 4326))`,
+    );
+    expect(await disagreements()).toEqual([]);
+    await db.pool.query(`UPDATE features.features SET name = 'Umbenannt', kategorie = 'friedhof' WHERE id = 'per-sql'`);
+    await db.pool.query(`UPDATE features.features SET geom = ST_SetSRID(ST_MakePoint(13.471, 52.571), 4326) WHERE id = 'per-sql'`);
+    await db.pool.query(`UPDATE features.features SET status = 'in_qc' WHERE id = $1`, [id]);
+    expect(await disagreements()).toEqual([]);
+    const moved = await db.pool.query(`SELECT ST_X(geom) AS x, name FROM features.tile_features WHERE id = 'per-sql'`);
+    expect(moved.rows[0]).toMatchObject({ name: 'Umbenannt' });
+    expect(moved.rows[0].x).toBeCloseTo((13.471 * Math.PI * 6378137) / 180, 3);
+    await db.pool.query(`DELETE FROM features.features WHERE id IN ('per-sql', 'nordpol')`);
+    expect(await disagreements()).toEqual([]);
+    expect((await db.pool.query(`SELECT 1 FROM features.tile_features WHERE id IN ('per-sql', 'nordpol')`)).rowCount).toBe(0);
+  });
+
+  it('is emptied with features.features by a TRUNCATE', async () => {
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('TRUNCATE features.features CASCADE');
+      expect((await client.query('SELECT count(*)::int AS n FROM features.tile_features')).rows[0].n).toBe(0);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+    expect(await disagreements()).toEqual([]);
+  });
+});
+
+describe('the density of a view (GET /api/tiles/count)', () => {
+  withMvt('counts what the list holds for a bbox, up to one more than atMost, and says tiles can be served', async () => {
+    const ids = [await create(8.001, 47.001), await create(8.002, 47.002), await create(8.003, 47.003)];
+    const bbox = '8.0005,47.0005,8.0035,47.0035';
+    const listed = await api.request('GET', `/api/features?bbox=${bbox}&limit=10000`);
+    expect((listed.json.features as { id: string }[]).map((f) => f.id).sort()).toEqual([...ids].sort());
+    expect((await api.request('GET', `/api/tiles/count?bbox=${bbox}&atMost=5000`)).json).toEqual({ count: 3, exceeds: false, tiles: true });
+    expect((await api.request('GET', `/api/tiles/count?bbox=${bbox}&atMost=3`)).json).toEqual({ count: 3, exceeds: false, tiles: true });
+    expect((await api.request('GET', `/api/tiles/count?bbox=${bbox}&atMost=2`)).json).toEqual({ count: 3, exceeds: true, tiles: true });
+    expect((await api.request('GET', `/api/tiles/count?bbox=${bbox}&atMost=1`)).json).toEqual({ count: 2, exceeds: true, tiles: true });
+    expect((await api.request('GET', '/api/tiles/count?bbox=8.1,47.1,8.2,47.2&atMost=1')).json).toEqual({ count: 0, exceeds: false, tiles: true });
+  });
+
+  it.each([
+    ['/api/tiles/count?atMost=10', 'bbox'],
+    ['/api/tiles/count?bbox=1,2,3&atMost=10', 'bbox'],
+    ['/api/tiles/count?bbox=0,0,1,1', 'atMost'],
+    ['/api/tiles/count?bbox=0,0,1,1&atMost=0', 'atMost'],
+    ['/api/tiles/count?bbox=0,0,1,1&atMost=10001', 'atMost'],
+    ['/api/tiles/count?bbox=0,0,1,1&atMost=1&atMost=2', 'atMost'],
+    ['/api/tiles/count?bbox=0,0,1,1&atMost=1&limit=2', 'limit'],
+  ])('answers 400 naming the part for %s', async (p, field) => {
+    const response = await api.request('GET', p);
+    expect(response.status).toBe(400);
+    expect(response.headers.get('content-type')).toContain('application/problem+json');
+    expect(response.json.fields.map((f: { field: string }) => f.field)).toContain(field);
+  });
+});
+
 describe('tile addresses', () => {
   it.each([
     ['/api/tiles/23/0/0.mvt', 'z'],
@@ -224,5 +298,11 @@ describe('vector tiles without ST_AsMVT', () => {
     expect(response.status).toBe(501);
     expect(response.json).toMatchObject({ code: 'TILES_UNAVAILABLE' });
     expect(response.json.detail).toMatch(/protobuf/);
+  });
+
+  withoutMvt('the density answer tells the map to draw GeoJSON instead', async () => {
+    const response = await api.request('GET', '/api/tiles/count?bbox=0,0,1,1&atMost=10');
+    expect(response.status).toBe(200);
+    expect(response.json).toMatchObject({ tiles: false });
   });
 });

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { ZodOpenApiPathsObject } from 'zod-openapi';
 import { ProblemSchema } from '../../../shared/features/schema.js';
-import { MAX_ZOOM } from './service.js';
+import { DensityQuerySchema } from './routes.js';
+import { MAX_COUNT, MAX_ZOOM } from './service.js';
 
 /** GET /api/tiles/{z}/{x}/{y}.mvt in the OpenAPI document (spread into openapi.ts `paths`). */
 const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: ProblemSchema } } });
@@ -11,7 +12,7 @@ export const tilePaths: ZodOpenApiPathsObject = {
     get: {
       summary: 'A Mapbox Vector Tile of the features (Web Mercator, layer "features")',
       description:
-        'Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. Each feature carries id, kategorie, status and name. The ETag is a fingerprint of the rows the tile is built from: send it in If-None-Match to get 304 while the tile is unchanged; any edit of a feature in the tile changes it.',
+        'Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. Each feature carries id, kategorie, status and name. The ETag is the MD5 of the tile\'s bytes, computed with the tile: send it in If-None-Match to get 304 while the tile is unchanged; any edit that changes the tile, by any writer, changes it.',
       requestParams: {
         path: z.object({
           z: z.string().meta({ description: `zoom, 0 to ${MAX_ZOOM}`, example: '12' }),
@@ -24,7 +25,7 @@ export const tilePaths: ZodOpenApiPathsObject = {
         '200': {
           description: 'the tile (an empty body is an empty tile)',
           headers: z.object({
-            ETag: z.string().meta({ description: 'strong ETag: a fingerprint of the rows of the tile' }),
+            ETag: z.string().meta({ description: 'strong ETag: the MD5 of the tile\'s bytes' }),
             'Cache-Control': z.string().meta({ description: 'public, no-cache: keep it, revalidate before use' }),
           }),
           content: { 'application/vnd.mapbox-vector-tile': { schema: z.string().meta({ format: 'binary' }) } },
@@ -32,6 +33,28 @@ export const tilePaths: ZodOpenApiPathsObject = {
         '304': { description: 'If-None-Match matches: the tile is unchanged' },
         '400': problem('z, x or y out of range or malformed (the fields list names which)'),
         '501': problem('TILES_UNAVAILABLE: the database has no ST_AsMVT (PostGIS without protobuf-c, e.g. the embedded development database)'),
+      },
+    },
+  },
+  '/api/tiles/count': {
+    get: {
+      summary: 'Whether a bbox holds more features than a given count, and whether tiles can be served',
+      description: `The web map asks this before drawing a view: more features than one list page → vector tiles, otherwise GeoJSON. Counts what GET /api/features?bbox=… would list, up to atMost + 1 (so the answer stays cheap for any view), at most ${MAX_COUNT}.`,
+      requestParams: { query: DensityQuerySchema },
+      responses: {
+        '200': {
+          description: 'the count',
+          content: {
+            'application/json': {
+              schema: z.object({
+                count: z.number().int().meta({ description: 'features in the bbox, counted up to atMost + 1' }),
+                exceeds: z.boolean().meta({ description: 'count > atMost' }),
+                tiles: z.boolean().meta({ description: 'whether this API can serve /api/tiles/{z}/{x}/{y}.mvt (false: the database has no ST_AsMVT)' }),
+              }),
+            },
+          },
+        },
+        '400': problem('bbox or atMost missing, malformed or out of range (the fields list names which)'),
       },
     },
   },

@@ -1,16 +1,43 @@
 import { Router } from 'express';
+import { z } from 'zod';
 import { requirePermission } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
-import { parseTileAddress, type TileService } from './service.js';
+import { BboxSchema } from '../../../shared/features/schema.js';
+import { parseOrThrow } from '../http/validate.js';
+import { MAX_COUNT, parseTileAddress, type TileService } from './service.js';
 
 export const MVT_MEDIA_TYPE = 'application/vnd.mapbox-vector-tile';
+
+/** Query of GET /api/tiles/count: a bbox (required) and the count that matters to the caller. */
+export const DensityQuerySchema = z.strictObject({
+  bbox: BboxSchema,
+  atMost: z
+    .string()
+    .regex(/^\d{1,9}$/, 'must be a positive integer')
+    .transform(Number)
+    .refine((n) => n >= 1 && n <= MAX_COUNT, `must be from 1 to ${MAX_COUNT}`)
+    .meta({ description: `count up to this many (and one more), at most ${MAX_COUNT}`, example: '5000' }),
+});
 
 /**
  * GET /api/tiles/:z/:x/:y.mvt. Cache-Control lets browsers and proxies keep a tile but makes them
  * revalidate it every time (no-cache), so an edit is visible at once; an unchanged tile costs a 304.
+ * The bytes go out with one `end()` and nothing else on the way: no JSON, no compression (an MVT of
+ * small squares compresses by a few percent only, not worth the CPU on every tile).
+ *
+ * GET /api/tiles/count?bbox=…&atMost=N: whether a view holds more than N features (the map draws
+ * from tiles then) and whether this database can serve tiles at all.
  */
 export function tileRoutes(tiles: TileService): Router {
   const router = Router();
+  router.get('/count', requirePermission('read', 'read features'), async (req, res) => {
+    for (const [key, value] of Object.entries(req.query)) {
+      if (Array.isArray(value)) throw new AppError('INVALID_QUERY', `invalid query: ${key}: must be given once`, { fields: [{ field: key, message: 'must be given once' }] });
+    }
+    const query = parseOrThrow(DensityQuerySchema, req.query, 'INVALID_QUERY', 'query');
+    res.setHeader('Cache-Control', 'no-store');
+    res.json(await tiles.density(query.bbox, query.atMost));
+  });
   router.get('/:z/:x/:file', requirePermission('read', 'read tiles'), async (req, res) => {
     const address = parseTileAddress(req.params.z as string, req.params.x as string, req.params.file as string);
     const tile = await tiles.render(address, req.get('if-none-match'));
@@ -18,14 +45,15 @@ export function tileRoutes(tiles: TileService): Router {
     res.setHeader('Cache-Control', 'public, no-cache');
     res.setHeader('Server-Timing', `db;dur=${tile.dbMs.toFixed(1)}`);
     if (tile.bytes === null) {
-      res.status(304).end();
+      res.statusCode = 304;
+      res.end();
       return;
     }
     res.setHeader('Content-Type', MVT_MEDIA_TYPE);
     res.setHeader('Content-Length', tile.bytes.length);
     res.end(tile.bytes);
   });
-  router.all('/:z/:x/:file', (req, res) => {
+  router.all(['/count', '/:z/:x/:file'], (req, res) => {
     res.setHeader('Allow', 'GET, HEAD');
     throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: GET, HEAD`);
   });

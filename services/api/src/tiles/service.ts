@@ -1,15 +1,18 @@
 import { AppError } from '../../../shared/errors.js';
+import type { Bbox } from '../../../shared/features/schema.js';
 import { fromDatabaseError } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
-import { tileQuery } from './queries.js';
+import { countQuery, tileQuery } from './queries.js';
 
 /**
  * Vector tiles from live data. Nothing is cached on the server, so every write — through the API,
- * GeoServer WFS-T or SQL — is in the next tile served. The ETag carries a fingerprint of the rows the
- * tile is built from (tiles/queries.ts): an edit changes the ETag of exactly the tiles it touches, and
- * a revalidation with a current ETag is answered from the fingerprint alone, without building the tile.
+ * GeoServer WFS-T or SQL — is in the next tile served. The ETag is the MD5 of the tile's bytes,
+ * computed by Postgres in the statement that builds the tile (tiles/queries.ts): an edit changes the
+ * ETag of exactly the tiles whose bytes it changes, and a tile costs one statement, one scan.
  */
 export const MAX_ZOOM = 22;
+/** The most features a density answer counts (GET /api/tiles/count): more than the list's largest page. */
+export const MAX_COUNT = 10_000;
 
 export interface TileAddress {
   z: number;
@@ -24,24 +27,46 @@ export interface Tile {
   dbMs: number;
 }
 
+export interface Density {
+  /** Features in the bbox, counted up to `atMost + 1`. */
+  count: number;
+  /** More than `atMost`: the list needs more than one page of that size. */
+  exceeds: boolean;
+  /** Whether /api/tiles/{z}/{x}/{y}.mvt can serve this database (false: 501, draw GeoJSON). */
+  tiles: boolean;
+}
+
 /** Version of the tile encoding; part of the ETag so a change of layer or properties invalidates caches. */
-const ENCODING_VERSION = 'v2';
+const ENCODING_VERSION = 'v3';
 const ETAG = new RegExp(`^(?:W/)?"${ENCODING_VERSION}-([0-9a-f]{32})"$`);
 
 export function createTileService(db: Db) {
   let unsupported: AppError | undefined;
+  /** Whether this database encodes MVT: asked once with a one-point tile, then remembered. */
+  let supported: Promise<boolean> | undefined;
+  const probe = () =>
+    (supported ??= db
+      .query(`SELECT ST_AsMVT(t, 'probe') FROM (SELECT ST_AsMVTGeom(ST_MakePoint(0, 0), ST_TileEnvelope(0, 0, 0)) AS geom) t`)
+      .then(
+        () => true,
+        (error: unknown) => {
+          // Missing protobuf-c or ST_AsMVT: a fact about this database. Anything else may pass: ask again next time.
+          if (/protobuf|does not exist/i.test(String((error as Error).message))) return false;
+          supported = undefined;
+          throw fromDatabaseError(error) ?? error;
+        },
+      ));
   return {
     /** The tile, or only its ETag when `ifNoneMatch` holds the current one (or is `*`). */
     async render({ z, x, y }: TileAddress, ifNoneMatch?: string): Promise<Tile> {
       if (unsupported) throw unsupported;
-      const known = knownFingerprint(ifNoneMatch);
       const started = performance.now();
-      let row: { fingerprint: string; tile: Buffer | null };
+      let row: { digest: string; tile: Buffer };
       try {
-        const query = tileQuery(z, x, y, known);
+        const query = tileQuery(z, x, y);
         // One statement, one round trip: the planner's estimate for a tile stays far below the JIT
         // threshold, so no session setting is needed.
-        const { rows } = await db.query<{ fingerprint: string; tile: Buffer | null }>(query.text, query.values);
+        const { rows } = await db.query<{ digest: string; tile: Buffer }>(query.text, query.values);
         row = rows[0]!;
       } catch (error) {
         if (/protobuf/i.test(String((error as Error).message))) {
@@ -54,22 +79,31 @@ export function createTileService(db: Db) {
         }
         throw fromDatabaseError(error) ?? error;
       }
-      const etag = `"${ENCODING_VERSION}-${row.fingerprint}"`;
-      const notModified = ifNoneMatch?.trim() === '*' || row.fingerprint === known;
-      return { etag, bytes: notModified ? null : (row.tile ?? Buffer.alloc(0)), dbMs: performance.now() - started };
+      const etag = `"${ENCODING_VERSION}-${row.digest}"`;
+      const notModified = ifNoneMatch?.trim() === '*' || matches(ifNoneMatch, row.digest);
+      return { etag, bytes: notModified ? null : row.tile, dbMs: performance.now() - started };
+    },
+
+    /** How many features a bbox holds, up to atMost + 1, and whether tiles can be served at all. */
+    async density(bbox: Bbox, atMost: number): Promise<Density> {
+      const query = countQuery(bbox, atMost);
+      const [{ rows }, tiles] = await Promise.all([db.query<{ count: number }>(query.text, query.values).catch((error: unknown) => {
+        throw fromDatabaseError(error) ?? error;
+      }), unsupported ? Promise.resolve(false) : probe()]);
+      const count = rows[0]!.count;
+      return { count, exceeds: count > atMost, tiles };
     },
   };
 }
 
 export type TileService = ReturnType<typeof createTileService>;
 
-/** The fingerprint of the first of our ETags in If-None-Match (RFC 9110 §13.1.2 compares weakly). */
-function knownFingerprint(header: string | undefined): string | null {
+/** Whether If-None-Match holds our ETag for this digest (RFC 9110 §13.1.2 compares weakly). */
+function matches(header: string | undefined, digest: string): boolean {
   for (const tag of header?.split(',') ?? []) {
-    const match = ETAG.exec(tag.trim());
-    if (match) return match[1]!;
+    if (ETAG.exec(tag.trim())?.[1] === digest) return true;
   }
-  return null;
+  return false;
 }
 
 /** z/x/y from the path; out of range or malformed → 400 naming the part. */

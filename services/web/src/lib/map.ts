@@ -36,11 +36,17 @@ import type { ClientConfig, Feature } from './types.js';
 
 export { KATEGORIE_COLOURS };
 
-/** Below this zoom the map draws vector tiles; from it on, GeoJSON features that can be selected and edited. */
+/**
+ * Below this zoom the map always draws vector tiles. From it on, a view holding at most one list page
+ * (PAGE_SIZE) of features is drawn from GeoJSON — features that can be selected, clustered and
+ * snapped to while editing — and a denser view from vector tiles (GET /api/tiles/count decides).
+ */
 export const GEOJSON_MIN_ZOOM = 12;
 /** Points are clustered below this zoom. */
 const CLUSTER_MAX_ZOOM = 15;
-const PAGE_SIZE = 5000;
+// One list page: a view holding more is drawn from tiles. Small enough that loading one page (parse and
+// add) stays a short task while panning, large enough for a neighbourhood at editing zooms.
+const PAGE_SIZE = 1000;
 
 const FALLBACK_COLOUR = '#37474f';
 
@@ -139,15 +145,37 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   const cluster = new Cluster({ source: points, distance: 40, minDistance: 8 });
   const visible = (feature: FeatureLike) => filter(feature.getProperties());
 
+  // Off until loadFromApi decides that a view is drawn from tiles. Tiles from zoom 16 on are the zoom-16
+  // tiles scaled up: a denser view than one list page at such a zoom is rare, and no tile is re-fetched.
+  // 256-pixel tiles (OpenLayers' vector tile default is 512): a dense view is split into four times as
+  // many tiles, which the API builds in parallel and the map parses and draws one by one, instead of
+  // one large tile holding most of the features and everything waiting on it.
+  const tileSource = new VectorTileSource({ format: new MVT({ idProperty: 'id' }), url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt`, maxZoom: 16, tileSize: 256 });
   const tiles = new VectorTileLayer({
-    maxZoom: GEOJSON_MIN_ZOOM,
-    source: new VectorTileSource({ format: new MVT(), url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt` }),
+    visible: false,
+    source: tileSource,
     style: (feature) => (visible(feature) ? styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) : undefined),
+  });
+  // When the last tile finished loading: "everything in view loaded" for the benchmark and status line.
+  let lastTileLoaded = 0;
+  let tilesFailed = false;
+  tileSource.on('tileloadend', () => {
+    lastTileLoaded = performance.now();
+  });
+  tileSource.on('tileloaderror', () => {
+    lastTileLoaded = performance.now();
+    tilesFailed = true;
   });
   // Thousands of areas: drawn once into an image that pans and zooms as a whole, instead of replaying
   // every polygon each frame (the longest main-thread task while panning).
-  const shapeLayer = new VectorImageLayer({ source: shapes, minZoom: GEOJSON_MIN_ZOOM, imageRatio: 1.5, style: (feature) => styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) });
-  const clusterLayer = new VectorLayer({ source: cluster, minZoom: GEOJSON_MIN_ZOOM, style: clusterStyle });
+  const shapeLayer = new VectorImageLayer({ source: shapes, imageRatio: 1.5, style: (feature) => styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) });
+  const clusterLayer = new VectorLayer({ source: cluster, style: clusterStyle });
+  /** Which of the two draws the features: never both, or each feature would be drawn twice. */
+  const drawFromTiles = (fromTiles: boolean) => {
+    tiles.setVisible(fromTiles);
+    shapeLayer.setVisible(!fromTiles);
+    clusterLayer.setVisible(!fromTiles);
+  };
   const comparison = new VectorSource<OlFeature>();
   const comparisonLayer = new VectorLayer({
     source: comparison,
@@ -195,7 +223,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
         return true;
       }
       return false;
-    }, { layerFilter: (layer) => layer === shapeLayer || layer === clusterLayer });
+    }, { layerFilter: (layer) => layer === shapeLayer || layer === clusterLayer || layer === tiles });
     for (const listener of selectListeners) listener(id);
   });
 
@@ -242,18 +270,68 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
       // either way — upsert keys by id).
       const loaded: number[][] = [];
       let controller: AbortController | undefined;
+      /** Set while a view drawn from tiles waits for its tiles; the next complete frame reports it. */
+      let awaitingTiles = false;
+      const done = (count: number) => {
+        target.dataset.loadedAt = String(performance.now());
+        onProgress?.(count, false);
+      };
+      const fromTiles = () => {
+        drawFromTiles(true);
+        awaitingTiles = true;
+        onProgress?.(held.size, true);
+        map.render(); // a frame, so a rendercomplete follows even when every tile is already held
+      };
+      map.on('rendercomplete', () => {
+        if (!awaitingTiles || !tiles.getVisible()) return;
+        awaitingTiles = false;
+        // The features in view, counted once each (a feature crossing tile borders is in several tiles).
+        const extent = map.getView().calculateExtent(map.getSize());
+        const ids = new Set<unknown>();
+        for (const feature of tiles.getFeaturesInExtent(extent)) if (visible(feature)) ids.add(feature.getId());
+        // Loaded when the last tile arrived, which is before this frame was drawn.
+        target.dataset.loadedAt = String(lastTileLoaded || Number(target.dataset.renderedAt ?? 0));
+        onProgress?.(ids.size, false);
+      });
+      let lastView = '';
       const load = async (state: ViewState) => {
-        if (state.zoom < GEOJSON_MIN_ZOOM) {
-          onProgress?.(held.size, false);
-          return;
-        }
-        if (loaded.some((extent) => containsExtent(extent, state.bbox))) return;
+        // The first frame's moveend repeats the view loaded at start: keep that load going.
+        const view = `${state.zoom}|${state.bbox.join(',')}`;
+        if (view === lastView) return;
+        lastView = view;
         controller?.abort();
         const mine = new AbortController();
         controller = mine;
+        if (state.zoom < GEOJSON_MIN_ZOOM && !tilesFailed) {
+          fromTiles();
+          return;
+        }
+        awaitingTiles = false;
+        if (loaded.some((extent) => containsExtent(extent, state.bbox))) {
+          drawFromTiles(false);
+          done(held.size);
+          return;
+        }
         onProgress?.(held.size, true);
-        let url: string | undefined = `${config.apiUrl}/api/features?bbox=${state.bbox.map((v) => v.toFixed(6)).join(',')}&limit=${PAGE_SIZE}`;
+        // While the count is under way, the map keeps drawing the way it drew the last view (tiles at
+        // the start): a dense view's tiles are then already loading when the answer says "tiles",
+        // and a sparse view's GeoJSON replaces them as soon as its page is in.
+        if (tiles.getVisible()) map.render();
+        const bbox = state.bbox.map((v) => v.toFixed(6)).join(',');
+        let url: string | undefined = `${config.apiUrl}/api/features?bbox=${bbox}&limit=${PAGE_SIZE}`;
         try {
+          // More than one list page in view: tiles draw it at a fraction of the cost of GeoJSON pages
+          // (bytes, parsing, and features to hold); at most one page: GeoJSON, selectable and editable.
+          if (!tilesFailed) {
+            const response = await fetch(`${config.apiUrl}/api/tiles/count?bbox=${bbox}&atMost=${PAGE_SIZE}`, { headers: apiHeaders(config), signal: mine.signal, credentials: 'include' });
+            // No answer (an API without the endpoint): GeoJSON pages, as before tiles existed.
+            const density = response.ok ? ((await response.json()) as { exceeds: boolean; tiles: boolean }) : { exceeds: false, tiles: true };
+            if (!density.tiles) tilesFailed = true;
+            else if (density.exceeds) {
+              fromTiles();
+              return;
+            }
+          }
           while (url) {
             const response = await fetch(url, { headers: apiHeaders(config, { accept: 'application/geo+json' }), signal: mine.signal, credentials: 'include' });
             if (!response.ok) throw new Error(`HTTP ${response.status}`);
@@ -264,17 +342,19 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
             const next = page.links.find((link) => link.rel === 'next')?.href;
             url = next ? new URL(next, config.apiUrl).toString() : undefined;
           }
+          drawFromTiles(false);
           loaded.push(state.bbox);
-          target.dataset.loadedAt = String(performance.now());
-          onProgress?.(held.size, false);
+          done(held.size);
         } catch (error) {
           if ((error as Error).name === 'AbortError') return;
           // No network: what this browser has kept of the area, including edits not yet synced.
+          drawFromTiles(false);
           handle.upsert(await storedFeaturesIn(state.bbox).catch(() => []));
           onProgress?.(held.size, false);
         }
       };
       handle.onViewChange((state) => void load(state));
+      if (!tilesFailed) drawFromTiles(true);
       if (map.getSize()) void load(viewState());
     },
     fit(geometries) {
