@@ -28,7 +28,9 @@
 #   LOCK_WAIT_SECONDS      how long to wait for another deploy of the same target (900)
 #   npm_config_cache       npm cache directory (<deployDir>/cache/npm, always that under isolation)
 #   SITE_DIR               the site's folder inside the repository, relative (.); its src/content is the
-#                          one replaced by the shared collection (services/web for the platform's own site)
+#                          one replaced by the shared collection (services/web for the platform's own site).
+#                          When that folder has its own package-lock.json, dependencies are installed and
+#                          the site is built there (`npm ci`, `npm run build` in SITE_DIR), not at the root
 #
 # Exit codes:
 #   0 deployed and live          1 unexpected error             2 usage (bad arguments or setup)
@@ -190,10 +192,12 @@ done
 
 # Run a build step in the release directory as the build user, with the allow-listed environment
 # only and without the lock descriptor (a build that outlives the script must not hold the lock).
+# It runs in $build_dir: the release, or the site's folder when that has its own lockfile.
+build_dir=$release_dir
 as_builder() {
   local -a drop=()
   [[ -z $build_user ]] || drop=(setpriv "--reuid=$build_user" "--regid=$build_group" --init-groups --no-new-privs --)
-  (cd -- "$release_dir" && exec "${drop[@]}" env -i "${build_env[@]}" "$@") 9>&-
+  (cd -- "$build_dir" && exec "${drop[@]}" env -i "${build_env[@]}" "$@") 9>&-
 }
 
 if [[ -n $build_user ]]; then
@@ -265,12 +269,20 @@ mkdir -p -- "$site_root/src"
 [[ -z $build_user ]] || chown -h -- "$build_user:$build_group" "$site_root/src"
 ln -s -- "$deploy_dir/shared/src/content" "$site_root/src/content"
 
+# A site folder with its own lockfile is a package of its own (services/web): only its dependencies are
+# installed, in the folder, and it is built there. Otherwise the root package installs and builds.
+deps_rel=
+if [[ $site_root != "$release_dir" && -f $site_root/package-lock.json && ! -L $site_root/package-lock.json ]]; then
+  deps_rel=${site_root#"$release_dir"}
+  build_dir=$site_root
+fi
+
 # Dependencies: identical lockfile, dependency fields and Node version → hard links to the live
 # release's node_modules. That release is sealed (files owned by root, not writable), so the new
 # build can replace a linked file but never write into it: no release can change another. The
 # directories are the new release's own (the build may add caches). Build caches are dropped,
 # because tools rewrite them in place. Otherwise `npm ci`, served from the target's npm cache.
-if [[ -f $release_dir/package-lock.json ]]; then
+if [[ -f $build_dir/package-lock.json ]]; then
   # One node start prints the Node version and the dependency fields.
   # Read as the build user (root never opens what the repository may have made a link), in one
   # node start: the lockfile's hash, the Node version and the dependency fields.
@@ -286,10 +298,10 @@ else
 fi
 if [[ $deps_key != none && -n $previous_dir && -f $previous_dir/.deps-key &&
   $(<"$previous_dir/.deps-key") == "$deps_key" ]]; then
-  if [[ -d $previous_dir/node_modules ]]; then
-    cp -al -- "$previous_dir/node_modules" "$release_dir/node_modules"
-    rm -rf -- "$release_dir/node_modules/.cache" "$release_dir/node_modules/.vite" "$release_dir/node_modules/.astro"
-    [[ -z $build_user ]] || find "$release_dir/node_modules" -type d -exec chown -- "$build_user:$build_group" {} +
+  if [[ -d $previous_dir$deps_rel/node_modules ]]; then
+    cp -al -- "$previous_dir$deps_rel/node_modules" "$build_dir/node_modules"
+    rm -rf -- "$build_dir/node_modules/.cache" "$build_dir/node_modules/.vite" "$build_dir/node_modules/.astro"
+    [[ -z $build_user ]] || find "$build_dir/node_modules" -type d -exec chown -- "$build_user:$build_group" {} +
   fi
   log "lockfile unchanged: reused dependencies of $previous"
 else
