@@ -9,7 +9,7 @@ import node from '@astrojs/node';
  * this folder's package.json, so there is no node_modules above services/shared: these must resolve
  * from the site's own node_modules, and in development there must be one copy of each (one zod).
  */
-const sharedDependencies = ['zod', 'zod-openapi', '@ory/kratos-client', '@ory/hydra-client', 'axios'];
+export const sharedDependencies = ['zod', 'zod-openapi', '@ory/kratos-client', '@ory/hydra-client', 'axios'];
 
 export default defineConfig({
   output: 'server',
