@@ -120,11 +120,15 @@ describe.skipIf(missing !== undefined)('the WMS overlay and LineStrings in a bro
   });
 
   it('shows no overlay toggle when no WMS is configured', async () => {
+    // The labelled checkbox as the map page renders it (the catalogue in the page names it too).
+    const overlayToggle = /<input[^>]*type="checkbox"[^>]*>\s*GeoServer-Ebene \(WMS\)<\/label>/;
+    const page = (base: string) => fetch(`${base}/`, { headers: { 'accept-language': 'de' } }).then((response) => response.text());
+    expect(await page(stack.webUrl)).toMatch(overlayToggle);
     const plain = await startWebServer({ port: await freePort(), env: { API_PUBLIC_URL: stack.apiUrl, NODE_ENV: 'development' } });
     try {
-      const html = await (await fetch(`${plain.url}/`, { headers: { 'accept-language': 'de' } })).text();
+      const html = await page(plain.url);
       expect(html).toContain('<title>Karte');
-      expect(html).not.toContain('GeoServer-Ebene');
+      expect(html).not.toMatch(overlayToggle);
     } finally {
       await plain.close();
     }
@@ -170,7 +174,7 @@ describe.skipIf(missing !== undefined)('the WMS overlay and LineStrings in a bro
 
     // The list shows it, and its editor opens with the line (the summary names its type).
     await page.goto(`${stack.webUrl}/features`);
-    await expect.poll(() => page.getByRole('link', { name: 'Lindenallee' }).count()).toBe(1);
+    await expect.poll(() => page.getByRole('link', { name: 'Lindenallee', exact: true }).count()).toBe(1);
     await page.goto(`${stack.webUrl}/features/${encodeURIComponent(id)}/edit`);
     await expect.poll(() => page.getByText('LineString mit 1 Teil(en) und 0 Loch/Löchern').count()).toBe(1);
     expect(violations).toEqual([]);
