@@ -191,6 +191,14 @@ try {
       `${ratio(siteWarm.seconds, fixtureWarm.seconds)} the fixture site's redeploy; cold ${s(siteCold.seconds)}`,
   );
   console.log(`each round: ${site.map((r, i) => `site ${s(r.seconds)} / fixture ${s(fixtureRuns[i]!.seconds)} / bare build ${s(bare[i]!.seconds)}`).join('; ')}`);
+} catch (error) {
+  // What the site printed explains most failures (a port still taken, a crash at start).
+  try {
+    console.error(`site log (last 3000 characters):\n${readFileSync(join(siteTarget, 'site.log'), 'utf8').slice(-3000)}`);
+  } catch {
+    // no site log yet
+  }
+  throw error;
 } finally {
   stopSite();
   stopFixtureSites(root);
