@@ -129,6 +129,8 @@ try {
     git(work, 'push', '-q', siteBare, 'main');
   };
 
+  // A target's shared content collection, as on a real host: the site's own collection.
+  cpSync(join(work, 'services/web/src/content'), join(siteTarget, 'shared/src/content'), { recursive: true });
   console.log(`machine: ${cpus().length} cores, load ${loadavg().map((l) => l.toFixed(1)).join(' ')}; ${ROUNDS} rounds`);
   const fixtureCold = await deploy(fixtureArgs, fixtureEnv);
   const siteCold = await deploy(siteArgs, siteEnv);
