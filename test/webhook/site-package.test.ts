@@ -7,9 +7,12 @@
  * build fails on purpose and its lockfile names a package that does not exist, so any use of the
  * root shows. services/web/test/deploy.test.ts proves the same with the real site.
  */
-import { cpSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, cpSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureUsers, removeUsers } from '../../services/webhook/src/host/users.js';
 import { deployEnv, deployScript, FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, repoRoot, runScript, stopFixtureSites } from './support/helpers.js';
 
 const SITE_DIR = 'apps/site';
@@ -84,4 +87,54 @@ describe('deploying a site folder that has its own lockfile', () => {
     const file = `${SITE_DIR}/node_modules/fixture-dep/package.json`;
     expect(statSync(join(after, file)).ino).not.toBe(statSync(join(before, file)).ino);
   }, 120_000);
+});
+
+const notRoot =
+  process.getuid?.() !== 0
+    ? 'not running as root (useradd and setpriv need it); run the suite as root, as .ci/run does'
+    : ['useradd', 'setpriv', 'pkill'].find((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
+if (notRoot) console.log(`skipping the isolated deploy of a site folder with its own lockfile: ${notRoot.includes(' ') ? notRoot : `${notRoot} is not installed (apt-get install util-linux procps passwd)`}`);
+
+describe.skipIf(Boolean(notRoot))('deploying a site folder with its own lockfile under isolation (BUILD_USER, SITE_USER)', () => {
+  const suffix = randomBytes(2).toString('hex');
+  const buildUser = `wb-sp${suffix}`;
+  const siteUser = `ws-sp${suffix}`;
+  const isolatedDir = join(root, 'isolated');
+  let isolatedPort = 0;
+
+  beforeAll(async () => {
+    chmodSync(root, 0o711); // the build user must reach the target's deploys/
+    ensureUsers([{ name: siteUser }, { name: buildUser, group: siteUser }]);
+    isolatedPort = await freePort();
+  });
+  afterAll(() => {
+    // The site runs as the site user: it must be gone before userdel, which refuses a user with processes.
+    stopFixtureSites(isolatedDir);
+    for (let i = 0; i < 50 && spawnSync('pgrep', ['-u', siteUser]).status === 0; i++) spawnSync('sleep', ['0.1']);
+    removeUsers([buildUser, siteUser]);
+  });
+
+  const isolatedDeploy = () =>
+    runScript(deployScript, ['main', isolatedDir, String(isolatedPort), repo.url], { ...deployEnv(root), SITE_DIR, SERVICE_NAME: 'astro-isolated', BUILD_USER: buildUser, SITE_USER: siteUser });
+
+  it('builds as the build user, seals the folder’s dependencies, and a redeploy links them without being able to change them', async () => {
+    const first = await isolatedDeploy();
+    expect(first.code, first.stderr).toBe(0);
+    const before = join(isolatedDir, liveRelease(isolatedDir)!);
+    const dependency = `${SITE_DIR}/node_modules/fixture-dep/package.json`;
+    // Sealed: the build user's files now belong to root and nobody else may write them.
+    const sealed = statSync(join(before, dependency));
+    expect(sealed.uid).toBe(0);
+    expect(sealed.mode & 0o022).toBe(0);
+    expect(statSync(join(before, SITE_DIR, 'dist/build.json')).uid).toBe(0);
+
+    repo.commit('main', { [`${SITE_DIR}/VERSION`]: 'isolated-2\n' });
+    const second = await isolatedDeploy();
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toContain('lockfile unchanged: reused dependencies');
+    expect((await fetchBuild(isolatedPort)).version).toBe('isolated-2');
+    const after = join(isolatedDir, liveRelease(isolatedDir)!);
+    expect(statSync(join(after, dependency)).ino).toBe(sealed.ino);
+    expect(statSync(join(before, dependency)).mode).toBe(sealed.mode);
+  }, 180_000);
 });
