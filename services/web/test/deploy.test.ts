@@ -26,13 +26,16 @@ if (!enabled) console.log('skipping the site deploy test: set WEB_DEPLOY_TEST=1 
 const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.org', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.org' } });
 
 describe.skipIf(!enabled)('deploying the site with deploy-branch.sh', () => {
-  const root = mkdtempSync(join(tmpdir(), 'web-deploy-'));
-  const bare = join(root, 'site.git');
-  const work = join(root, 'work');
-  const target = join(root, 'target');
+  // Made in beforeAll: a skipped suite's body still runs to collect its tests, and must leave nothing behind.
+  let root = '';
+  let bare = '';
+  let work = '';
+  let target = '';
   let port = 0;
 
   beforeAll(async () => {
+    root = mkdtempSync(join(tmpdir(), 'web-deploy-'));
+    [bare, work, target] = [join(root, 'site.git'), join(root, 'work'), join(root, 'target')];
     port = await freePort();
     // The project as committed on this branch, as a fresh repository with one branch `main`.
     mkdirSync(work);
@@ -45,6 +48,7 @@ describe.skipIf(!enabled)('deploying the site with deploy-branch.sh', () => {
   });
   // Two releases with their node_modules: removing them takes minutes on a busy two-core machine.
   afterAll(async () => {
+    if (!root) return;
     const pidfile = join(target, 'site.pid');
     if (existsSync(pidfile)) spawnSync('kill', [readFileSync(pidfile, 'utf8').trim()]);
     await rm(root, { recursive: true, force: true });
