@@ -28,7 +28,9 @@
 #   LOCK_WAIT_SECONDS      how long to wait for another deploy of the same target (900)
 #   npm_config_cache       npm cache directory (<deployDir>/cache/npm, always that under isolation)
 #   SITE_DIR               the site's folder inside the repository, relative (.); its src/content is the
-#                          one replaced by the shared collection (services/web for the platform's own site)
+#                          one replaced by the shared collection (services/web for the platform's own site).
+#                          When that folder has its own package-lock.json, dependencies are installed and
+#                          the site is built there (`npm ci`, `npm run build` in SITE_DIR), not at the root
 #
 # Exit codes:
 #   0 deployed and live          1 unexpected error             2 usage (bad arguments or setup)
@@ -213,10 +215,12 @@ done
 
 # Run a build step in the release directory as the build user, with the allow-listed environment
 # only and without the lock descriptor (a build that outlives the script must not hold the lock).
+# It runs in $build_dir: the release, or the site's folder when that has its own lockfile.
+build_dir=$release_dir
 as_builder() {
   local -a drop=()
   [[ -z $build_user ]] || drop=(setpriv "--reuid=$build_user" "--regid=$build_group" --init-groups --no-new-privs --)
-  (cd -- "$release_dir" && exec "${drop[@]}" env -i "${build_env[@]}" "$@") 9>&-
+  (cd -- "$build_dir" && exec "${drop[@]}" env -i "${build_env[@]}" "$@") 9>&-
 }
 
 if [[ -n $build_user ]]; then
@@ -291,6 +295,14 @@ mkdir -p -- "$site_root/src"
 ln -s -- "$deploy_dir/shared/src/content" "$site_root/src/content"
 step content
 
+# A site folder with its own lockfile is a package of its own (services/web): only its dependencies are
+# installed, in the folder, and it is built there. Otherwise the root package installs and builds.
+deps_rel=
+if [[ $site_root != "$release_dir" && -f $site_root/package-lock.json && ! -L $site_root/package-lock.json ]]; then
+  deps_rel=${site_root#"$release_dir"}
+  build_dir=$site_root
+fi
+
 # Dependencies: identical lockfile, dependency fields and Node version → hard links to the live
 # release's node_modules. That release is sealed (files owned by root, not writable), so the new
 # build can replace a linked file but never write into it: no release can change another. The
@@ -324,10 +336,10 @@ build_mode=${probe%%$'\n'*}
 build_script=${probe#*$'\n'}
 if [[ $deps_key != none && -n $previous_dir && -f $previous_dir/.deps-key &&
   $(<"$previous_dir/.deps-key") == "$deps_key" ]]; then
-  if [[ -d $previous_dir/node_modules ]]; then
-    cp -al -- "$previous_dir/node_modules" "$release_dir/node_modules"
-    rm -rf -- "$release_dir/node_modules/.cache" "$release_dir/node_modules/.vite" "$release_dir/node_modules/.astro"
-    [[ -z $build_user ]] || find "$release_dir/node_modules" -type d -exec chown -- "$build_user:$build_group" {} +
+  if [[ -d $previous_dir$deps_rel/node_modules ]]; then
+    cp -al -- "$previous_dir$deps_rel/node_modules" "$build_dir/node_modules"
+    rm -rf -- "$build_dir/node_modules/.cache" "$build_dir/node_modules/.vite" "$build_dir/node_modules/.astro"
+    [[ -z $build_user ]] || find "$build_dir/node_modules" -type d -exec chown -- "$build_user:$build_group" {} +
   fi
   log "lockfile unchanged: reused dependencies of $previous"
 else
@@ -340,7 +352,7 @@ step dependencies
 
 log "building"
 if [[ $build_mode == direct ]]; then
-  as_builder env "PATH=$release_dir/node_modules/.bin:${PATH:-/usr/local/bin:/usr/bin:/bin}" npm_lifecycle_event=build \
+  as_builder env "PATH=$build_dir/node_modules/.bin:${PATH:-/usr/local/bin:/usr/bin:/bin}" npm_lifecycle_event=build \
     "npm_lifecycle_script=$build_script" sh -c "$build_script" >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }
 else
   as_builder npm run build >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }
