@@ -157,7 +157,7 @@ export const JOB_JSON = `json_build_object(
 
 /** One conflation decision: automatic (decidedBy null) or a reviewer's. */
 export const DECISION_JSON = `json_build_object(
-  'id', d.id, 'jobId', d.job_id, 'target', d.target, 'outcome', d.outcome, 'chosen', d.chosen, 'moveGeometry', d.move_geometry,
+  'id', d.id, 'jobId', d.job_id, 'version', (SELECT dj.version FROM qc.jobs dj WHERE dj.id = d.job_id), 'target', d.target, 'outcome', d.outcome, 'chosen', d.chosen, 'moveGeometry', d.move_geometry,
   'reason', d.reason, 'candidates', d.candidates, 'decidedBy', d.decided_by, 'decidedByName', d.decided_by_name, 'at', d.created_at)`;
 
 /** The latest conflation decision of a job for a target (the pending needs_decision with its candidates). */
@@ -184,12 +184,23 @@ export function featureReviews(featureId: string): Query {
   };
 }
 
+/**
+ * Jobs by status, newest first, each with the feature as approved (name, kategorie, geometry) and,
+ * for a job waiting in needs_decision, the candidates of its pending conflation decision (for the
+ * review desk's map); null otherwise.
+ */
 export function listJobs(statuses: readonly JobStatus[], task: JobTask | undefined, limit: number): Query {
   return {
     text: `
-      SELECT coalesce(json_agg(${JOB_JSON} ORDER BY j.id DESC), '[]'::json)::text AS json
+      SELECT coalesce(json_agg((${JOB_JSON}::jsonb || jsonb_build_object(
+          'feature', jsonb_build_object('name', t.snapshot->'name', 'kategorie', t.snapshot->'kategorie', 'geometry', t.snapshot->'geometry'),
+          'candidates', CASE WHEN j.status = 'needs_decision' THEN
+            (SELECT d.candidates FROM qc.conflation_decisions d
+              WHERE d.job_id = j.id AND d.target = CASE j.task WHEN 'osm_export' THEN 'osm' ELSE 'wikibase' END
+              ORDER BY d.id DESC LIMIT 1) END)) ORDER BY j.id DESC), '[]'::json)::text AS json
       FROM (SELECT * FROM qc.jobs j WHERE j.status = ANY($1::text[]) AND ($2::text IS NULL OR j.task = $2::text)
-            ORDER BY j.id DESC LIMIT $3::int) j`,
+            ORDER BY j.id DESC LIMIT $3::int) j
+      JOIN qc.transitions t ON t.id = j.transition_id`,
     values: [statuses, task ?? null, limit],
   };
 }
