@@ -2,8 +2,8 @@
  * QC workflow benchmark (`npm run bench -- qc`).
  *
  * 1. Approvals per second: the approve transaction of the QC service (lock, status, transition
- *    record and its three side-effect jobs in one statement: qc.jobs rows plus ONE
- *    graphile_worker.add_jobs call) against the same transaction
+ *    record and its three side-effect jobs in one statement: the qc.jobs outbox rows, which the
+ *    worker's relay turns into graphile jobs outside the transaction) against the same transaction
  *    without the queue (lock, status, transition record) — same database, same run, alternating
  *    rounds, 8 approvals in flight. The ratio is the cost of queueing side effects transactionally.
  * 3. Conflation (see conflationThroughput): export throughput with conflation against without.
@@ -169,7 +169,7 @@ async function main(): Promise<void> {
       const queuedRate = median(rates.queued);
       const bareRate = median(rates.bare);
       printTable([
-        { approval: 'with 3 queued jobs (qc.jobs + one graphile add_jobs)', 'approvals/s (median)': queuedRate.toFixed(0), rounds: rates.queued.map((r) => r.toFixed(0)).join(' ') },
+        { approval: 'with 3 queued jobs (qc.jobs outbox rows, relayed by the worker)', 'approvals/s (median)': queuedRate.toFixed(0), rounds: rates.queued.map((r) => r.toFixed(0)).join(' ') },
         { approval: 'same transaction without the queue', 'approvals/s (median)': bareRate.toFixed(0), rounds: rates.bare.map((r) => r.toFixed(0)).join(' ') },
       ]);
       console.log(`throughput ratio queued/bare: ${ratio(queuedRate, bareRate)} (jobs queued: ${jobsQueued})`);
