@@ -125,6 +125,9 @@ export async function releaseJobsOfDeadWorkers(pool: Db, self: string, staleMs: 
        FOR UPDATE OF j SKIP LOCKED
      ), released AS (
        UPDATE qc.jobs j SET status = 'retrying', last_error = 'the worker process stopped during the attempt', process_id = NULL,
+              -- A row claimed into an OSM batch by another job's graphile job has none of its own held:
+              -- back into the outbox, so the relay queues it again (it reads its journal first).
+              relayed_at = CASE WHEN j.batch_id IS NOT NULL AND dead.graphile_worker_id IS NULL THEN NULL ELSE j.relayed_at END,
               updated_at = clock_timestamp()
        FROM dead WHERE j.id = dead.id
        RETURNING j.id, dead.graphile_worker_id
