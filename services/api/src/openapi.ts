@@ -6,8 +6,9 @@ import { withIdempotencyKey } from './http/idempotency-openapi.js';
 import { checkPaths } from './qc/checks-openapi.js';
 import { claimPaths } from './qc/claims-openapi.js';
 import { qcOpenApiPaths } from './qc/openapi.js';
+import { FeatureHistorySchema } from './qc/schema.js';
 import { tilePaths } from './tiles/openapi.js';
-import { FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, HistorySchema, ListQuerySchema, ProblemSchema } from '../../shared/features/schema.js';
+import { FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, ListQuerySchema, ProblemSchema } from '../../shared/features/schema.js';
 import { userPaths } from './users/openapi.js';
 
 /**
@@ -115,9 +116,9 @@ export function buildOpenApiDocument() {
       },
       '/api/features/{id}/history': {
         get: {
-          summary: 'Recorded versions, newest first (also of deleted features and of edits made outside the API)',
+          summary: 'Recorded versions, newest first (also of deleted features and of edits made outside the API), and the conflation decisions of its exports (automatic or a reviewer\'s), newest first',
           requestParams: { path: idParam },
-          responses: { '200': { description: 'the versions', content: { 'application/json': { schema: HistorySchema } } }, '404': problem('the feature never existed') },
+          responses: { '200': { description: 'the versions and decisions', content: { 'application/json': { schema: FeatureHistorySchema } } }, '404': problem('the feature never existed') },
         },
       },
       ...userPaths,

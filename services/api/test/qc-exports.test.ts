@@ -53,6 +53,9 @@ beforeAll(async () => {
     EXPORT_HTTP_TIMEOUT_MS: '5000',
     AGENCY_WEBHOOK_URL: `http://127.0.0.1:${agencyPort}/hook`,
     AGENCY_WEBHOOK_SECRET: SECRET,
+    // One changeset per feature, so each upload here is one feature's osmChange, element by element;
+    // batches of nearby approvals in one changeset are tested in qc-osm-batch.test.ts.
+    OSM_BATCH_MAX_FEATURES: '1',
   });
 });
 afterAll(async () => {

@@ -22,6 +22,7 @@ export async function startWorker(db: TestDatabase, env: Record<string, string>)
   const worker = await startQcWorker({ pool, settings: exportsSettingsFrom(ExportsEnvSchema.parse(env)), worker: FAST_WORKER, logger: pino({ level: process.env.QC_TEST_LOG ?? 'silent' }) });
   return {
     processId: worker.processId,
+    relayNow: () => worker.relayNow(),
     pool,
     async stop() {
       await worker.stop();

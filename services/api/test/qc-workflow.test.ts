@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { relayOutbox } from '../src/qc/jobs/relay.js';
 import { prepareQueue, reviewsOf } from './qc-harness.js';
 
 /**
@@ -60,8 +61,13 @@ describe('QC state machine over HTTP', () => {
     expect(submitted.status).toBe(200);
     expect(submitted.json).toMatchObject({ featureId: id, status: 'in_qc', version: 1, transition: { action: 'submit', actor: 'conny', version: 1, comment: 'please check the address' } });
     expect(submitted.json.jobs.map((j: { task: string }) => j.task)).toEqual(['reviewer_notice']);
-    // Queued in the same transaction: the graphile job exists as soon as the answer does.
-    expect(await graphileJobs(submitted.json.jobs.map((j: { id: number }) => j.id))).toEqual(['qc_reviewer_notice']);
+    // Queued in the same transaction: the job (its outbox row) exists as soon as the answer does; the
+    // relay turns it into its graphile job, exactly once.
+    const submitJobs = submitted.json.jobs.map((j: { id: number }) => j.id) as number[];
+    expect((await db.pool.query(`SELECT task FROM qc.jobs WHERE id = ANY($1::bigint[]) AND status = 'queued' AND relayed_at IS NULL`, [submitJobs])).rows).toEqual([{ task: 'reviewer_notice' }]);
+    expect(await graphileJobs(submitJobs)).toEqual([]);
+    expect(await relayOutbox(db.pool)).toBeGreaterThanOrEqual(1);
+    expect(await graphileJobs(submitJobs)).toEqual(['qc_reviewer_notice']);
 
     const fetched = await api.request('GET', `/api/features/${id}`);
     expect(fetched.json.properties).toMatchObject({ status: 'in_qc', version: 1 });
@@ -82,7 +88,13 @@ describe('QC state machine over HTTP', () => {
     expect(approved.status).toBe(200);
     expect(approved.json).toMatchObject({ status: 'approved', version: 1, transition: { action: 'approve', actor: 'rita', version: 1, comment: 'looks right' } });
     expect(approved.json.jobs.map((j: { task: string }) => j.task)).toEqual(['osm_export', 'wikibase_export', 'agency_notice']);
-    expect(await graphileJobs(approved.json.jobs.map((j: { id: number }) => j.id))).toEqual(['qc_osm_export', 'qc_wikibase_export', 'qc_agency_notice']);
+    const approveJobs = approved.json.jobs.map((j: { id: number }) => j.id) as number[];
+    expect(await graphileJobs(approveJobs)).toEqual([]);
+    await relayOutbox(db.pool);
+    expect(await graphileJobs(approveJobs)).toEqual(['qc_osm_export', 'qc_wikibase_export', 'qc_agency_notice']);
+    // Relaying again adds nothing: each job is relayed once.
+    await relayOutbox(db.pool);
+    expect(await graphileJobs(approveJobs)).toEqual(['qc_osm_export', 'qc_wikibase_export', 'qc_agency_notice']);
     expect((await approve('reviewer', id)).status).toBe(409);
     expect((await reject('reviewer', id, { reason: 'late' })).status).toBe(409);
 
@@ -229,6 +241,7 @@ describe('QC state machine over HTTP', () => {
     await submit('contributor', id);
     const approved = await approve('reviewer', id);
     const osmJob = approved.json.jobs.find((j: { task: string }) => j.task === 'osm_export').id as number;
+    await relayOutbox(db.pool);
 
     expect((await api.request('GET', '/api/qc/jobs')).status).toBe(401);
     expect((await api.request('GET', '/api/qc/jobs', { token: token.reviewer })).status).toBe(403);
@@ -244,9 +257,38 @@ describe('QC state machine over HTTP', () => {
     const rerun = await api.request('POST', `/api/qc/jobs/${osmJob}/rerun`, { token: token.admin });
     expect(rerun.status).toBe(200);
     expect(rerun.json).toMatchObject({ id: osmJob, status: 'queued', reruns: 1, rerunBy: 'adam', reason: null });
+    await relayOutbox(db.pool);
     expect(await graphileJobs([osmJob])).toEqual(['qc_osm_export', 'qc_osm_export']);
     expect((await api.request('POST', '/api/qc/jobs/999999/rerun', { token: token.admin })).status).toBe(404);
     expect((await api.request('POST', '/api/qc/jobs/abc/rerun', { token: token.admin })).status).toBe(404);
+  });
+
+  it('an approval whose transaction rolls back leaves no job: nothing in the outbox, nothing relayed', async () => {
+    const id = await newFeature();
+    await submit('contributor', id);
+    await relayOutbox(db.pool);
+    // A fault injected after the jobs are written, inside the approval's statement: the whole
+    // transaction rolls back.
+    await db.pool.query(`CREATE OR REPLACE FUNCTION public.test_refuse_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'injected fault after the jobs were written'; END $$`);
+    await db.pool.query(`CREATE TRIGGER test_refuse_jobs AFTER INSERT ON qc.jobs FOR EACH ROW WHEN (NEW.feature_id = '${id.replace(/'/g, "''")}') EXECUTE FUNCTION public.test_refuse_jobs()`);
+    try {
+      const refused = await approve('reviewer', id);
+      expect(refused.status).toBeGreaterThanOrEqual(400);
+    } finally {
+      await db.pool.query(`DROP TRIGGER test_refuse_jobs ON qc.jobs`);
+    }
+    expect(await statusOf(id)).toBe('in_qc');
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM qc.jobs WHERE feature_id = $1`, [id])).rows).toEqual([{ n: 1 }]); // the submit's notice only
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM qc.transitions WHERE feature_id = $1 AND action = 'approve'`, [id])).rows).toEqual([{ n: 0 }]);
+    expect(await relayOutbox(db.pool)).toBe(0);
+    const graphile = await db.pool.query(`SELECT count(*)::int AS n FROM graphile_worker._private_jobs j JOIN qc.jobs q ON q.id = (j.payload->>'jobId')::bigint WHERE q.feature_id = $1 AND q.task <> 'reviewer_notice'`, [id]);
+    expect(graphile.rows).toEqual([{ n: 0 }]);
+
+    // The same approval without the fault queues its three jobs.
+    const approved = await approve('reviewer', id);
+    expect(approved.status).toBe(200);
+    expect(await relayOutbox(db.pool)).toBe(3);
   });
 
   it('the OpenAPI document describes every QC endpoint', async () => {

@@ -44,6 +44,11 @@ export const exportsEnvShape = {
   OSM_CHANGESET_HASHTAGS: z.string().regex(/^#[\w-]+(;#[\w-]+)*$/, 'hashtags like #city-import;#fmp').default('#fmp-import'),
   OSM_CHANGESET_IMPORT: booleanFlag.default(true),
   OSM_MAX_EDITS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(500),
+  // One changeset per batch of nearby approvals: at most this many features, all within this
+  // distance of the first one's centroid (1 = one changeset per feature).
+  OSM_BATCH_MAX_FEATURES: z.coerce.number().int().min(1).max(500).default(50),
+  OSM_BATCH_RADIUS_M: z.coerce.number().min(0).max(50_000).default(2_000),
+  OSM_CHANGESET_BATCH_COMMENT: z.string().min(1).max(255).default('{count} features ({kategorien}) from the city feature platform'),
   // Licence of the data: exports refuse to run unless it allows ODbL (OSM) and CC0 (Wikidata).
   EXPORT_DATA_LICENCE: z.string().min(1).max(100).optional(),
   EXPORT_LICENCE_STATEMENT: z.string().min(1).max(1000).optional(),
@@ -110,6 +115,10 @@ export interface ChangesetSettings {
   hashtags: string;
   importTag: boolean;
   maxEditsPerHour: number;
+  /** The comment of a changeset with several features ({count}, {kategorien}, {names}). */
+  batchComment: string;
+  /** Nearby approvals uploaded in one changeset: at most maxFeatures within radiusM of the first. */
+  batch: { maxFeatures: number; radiusM: number };
 }
 export interface OsmSettings {
   apiUrl: string;
@@ -194,6 +203,8 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
         hashtags: env.OSM_CHANGESET_HASHTAGS,
         importTag: env.OSM_CHANGESET_IMPORT,
         maxEditsPerHour: env.OSM_MAX_EDITS_PER_HOUR,
+        batchComment: env.OSM_CHANGESET_BATCH_COMMENT,
+        batch: { maxFeatures: env.OSM_BATCH_MAX_FEATURES, radiusM: env.OSM_BATCH_RADIUS_M },
       },
       tagMapping: loadOsmTagMapping(env.OSM_TAG_MAPPING_FILE),
     },

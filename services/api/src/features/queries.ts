@@ -1,4 +1,5 @@
 import type { Bbox, Kategorie } from '../../../shared/features/schema.js';
+import { DECISION_JSON } from '../qc/queries.js';
 
 /**
  * The SQL of the feature API. Every function returns `{ text, values }` for pg; values are always
@@ -198,7 +199,10 @@ export function featureHistory(id: string): Query {
               'createdBy', h.snapshot->'created_by', 'createdAt', h.snapshot->'created_at',
               'updatedBy', h.snapshot->'updated_by', 'updatedAt', h.snapshot->'updated_at')))
         ) ORDER BY h.id DESC), '[]'::json)::text AS "versionsJson",
-        count(*)::int AS "count"
+        count(*)::int AS "count",
+        -- Every conflation decision of the exports, automatic or a reviewer's, newest first like the versions.
+        (SELECT coalesce(json_agg(${DECISION_JSON} ORDER BY d.id DESC), '[]'::json)::text
+           FROM qc.conflation_decisions d WHERE d.feature_id = $1::text) AS "decisionsJson"
       FROM history.feature_versions h
       WHERE h.feature_id = $1::text`,
     values: [id],

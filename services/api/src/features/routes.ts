@@ -67,8 +67,8 @@ export function featureRoutes(service: FeatureService, options: { beforeCreate?:
 
   router.get('/:id/history', requirePermission('read', 'read feature history'), async (req, res) => {
     const id = featureId(req);
-    const versions = await service.history(id);
-    res.type('application/json').send(`{"featureId":${JSON.stringify(id)},"versions":${versions}}`);
+    const { versionsJson, decisionsJson } = await service.history(id);
+    res.type('application/json').send(`{"featureId":${JSON.stringify(id)},"versions":${versionsJson},"decisions":${decisionsJson}}`);
   });
 
   router.all(['/', '/:id', '/:id/history'], (req, res) => {

@@ -103,14 +103,15 @@ export function createFeatureService(db: Db, options: FeatureServiceOptions = {}
       changed();
     },
 
-    async history(id: string): Promise<string> {
+    /** The versions and the exports' conflation decisions, each as JSON text, newest first. */
+    async history(id: string): Promise<{ versionsJson: string; decisionsJson: string }> {
       const { rows } = await run(db, sql.featureHistory(id));
-      const row = rows[0] as { versionsJson: string; count: number };
+      const row = rows[0] as { versionsJson: string; decisionsJson: string; count: number };
       if (row.count === 0) {
         // No history at all: the feature never existed (a deleted one keeps its rows).
         throw notFound(id);
       }
-      return row.versionsJson;
+      return { versionsJson: row.versionsJson, decisionsJson: row.decisionsJson };
     },
   };
 }

@@ -7,7 +7,7 @@ import type { OsmConflationDecision, ScoredCandidate } from '../exports/conflati
 import type { WikibaseCandidate, WikibaseConflationDecision } from '../exports/conflation/wikibase.js';
 import { insertDecision } from './jobs/journal.js';
 import * as sql from './queries.js';
-import { TASK_IDENTIFIERS, queueNameOf, type JobTask } from './states.js';
+import type { JobTask } from './states.js';
 
 /**
  * A reviewer settles a conflation that stopped an export with `needs_decision`: one of the
@@ -64,7 +64,7 @@ export function createDecisionService(db: Db, options: { maxAttempts: number }) 
             }
             if (body.moveGeometry && (target !== 'osm' || body.choice === 'create')) throw new AppError('VALIDATION_FAILED', 'moveGeometry applies only when an OSM element is chosen');
             await insertDecision(client, jobId, target, decision, chosen);
-            const requeue = sql.requeueJob(jobId, actor, TASK_IDENTIFIERS[job.task], queueNameOf(job.task, job.featureId), options.maxAttempts);
+            const requeue = sql.requeueJob(jobId, actor, options.maxAttempts);
             await client.query(requeue.text, requeue.values);
             const fresh = await client.query(sql.jobJson(jobId).text, sql.jobJson(jobId).values);
             return (fresh.rows[0] as { json: string }).json;

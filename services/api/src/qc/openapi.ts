@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { FeatureIdSchema, ProblemSchema } from '../../../shared/features/schema.js';
 import { DecisionBodySchema } from './decisions.js';
-import { ApproveBodySchema, JobIdSchema, JobListQuerySchema, JobSchema, QcItemSchema, QueueItemSchema, QueueQuerySchema, RejectBodySchema, ReviewsSchema, SubmitBodySchema } from './schema.js';
+import { ApproveBodySchema, JobIdSchema, JobListItemSchema, JobListQuerySchema, JobSchema, QcItemSchema, QueueItemSchema, QueueQuerySchema, RejectBodySchema, ReviewsSchema, SubmitBodySchema } from './schema.js';
 
 /** The QC endpoints for the API's OpenAPI document (spread into its `paths`). */
 const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: ProblemSchema } } });
@@ -67,9 +67,14 @@ export function qcOpenApiPaths() {
     },
     '/api/qc/jobs': {
       get: {
-        summary: 'Side-effect jobs by status, newest first (jobs:admin); by default the ones needing attention',
+        summary: 'Side-effect jobs by status, newest first; by default the ones needing attention. Admins (jobs:admin) list any status; reviewers (qc:review) only status=needs_decision, the conflations waiting for their decision, with the candidates',
         requestParams: { query: JobListQuerySchema },
-        responses: { '200': { description: 'the jobs', content: json(z.object({ jobs: z.array(JobSchema) })) }, '400': problem('invalid query'), ...guarded('jobs:admin') },
+        responses: {
+          '200': { description: 'the jobs', content: json(z.object({ jobs: z.array(JobListItemSchema) })) },
+          '400': problem('invalid query'),
+          ...guarded('qc:review'),
+          '403': problem('the role lacks qc:review, or a reviewer asked for a status other than needs_decision (jobs:admin)'),
+        },
       },
     },
     '/api/qc/jobs/{id}/rerun': {

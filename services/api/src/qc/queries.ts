@@ -54,66 +54,81 @@ export function insertTransition(v: TransitionValues): Query {
   };
 }
 
-export interface QueuedJobSpec {
-  task: JobTask;
-  taskIdentifier: string;
-  queueName: string | null;
-}
-
 /**
  * Record a transition AND queue its side effects in one statement (one round trip): the
- * qc.transitions row, a qc.jobs row per side effect, and the graphile-worker jobs that run them with
- * ONE graphile_worker.add_jobs call — one task/queue upsert and one NOTIFY for the batch instead of
- * three add_job calls in a statement of their own. Everything is in the caller's transaction, so the
- * decision and its jobs still commit together or not at all. add_jobs inserts in whatever order its
- * joins produce, so the run order (OSM before Wikibase, which reads the OSM link, before the agency
- * notice) is kept by run_at one microsecond apart: graphile picks by priority, run_at, then id.
+ * qc.transitions row and a qc.jobs row per side effect. The qc.jobs rows are the outbox (migration
+ * 015): the QC worker's relay turns them into graphile-worker jobs (relayJobs below), so the
+ * decision's transaction makes no graphile_worker call at all — no task/queue upsert and no NOTIFY,
+ * which serialises concurrent commits. Everything is in the caller's transaction: the decision and
+ * its jobs commit together or not at all, and a rolled-back decision leaves nothing to relay.
  * Answers the transition's id and JSON and `jobs` ([{id, task}], empty when there are none).
  */
-export function insertTransitionWithJobs(v: TransitionValues, jobs: readonly QueuedJobSpec[], maxAttempts: number): Query {
+export function insertTransitionWithJobs(v: TransitionValues, tasks: readonly JobTask[], maxAttempts: number): Query {
   return {
     text: `
       WITH t AS (
         INSERT INTO qc.transitions AS t (feature_id, action, from_status, to_status, version, actor, actor_name, comment, snapshot)
         VALUES ($1::text, $2::text, $3::text, $4::text, $5::int, $6::text, $7::text, $8::text, $9::jsonb)
         RETURNING t.*
-      ), wanted AS (
-        SELECT * FROM unnest($10::text[], $11::text[], $12::text[]) WITH ORDINALITY AS w(task, identifier, queue_name, n)
       ), job AS (
-        INSERT INTO qc.jobs (transition_id, feature_id, version, task)
-        SELECT t.id, t.feature_id, t.version, w.task FROM t CROSS JOIN wanted w ORDER BY w.n
+        INSERT INTO qc.jobs (transition_id, feature_id, version, task, max_attempts)
+        SELECT t.id, t.feature_id, t.version, w.task, $11::smallint
+        FROM t CROSS JOIN unnest($10::text[]) WITH ORDINALITY AS w(task, n) ORDER BY w.n
         RETURNING id, task
-      ), added AS (
-        SELECT count(*) AS n FROM graphile_worker.add_jobs(ARRAY(
-          SELECT ROW(w.identifier, json_build_object('jobId', job.id), w.queue_name, now() + (w.n - 1) * interval '1 microsecond', $13::int, NULL, NULL, NULL)::graphile_worker.job_spec
-          FROM job JOIN wanted w ON w.task = job.task ORDER BY job.id))
-        WHERE EXISTS (SELECT 1 FROM wanted)
       )
       SELECT t.id, ${TRANSITION_JSON} AS json,
-        (SELECT coalesce(json_agg(json_build_object('id', job.id, 'task', job.task) ORDER BY job.id), '[]'::json) FROM job) AS jobs,
-        (SELECT n FROM added) AS "graphileJobs"
+        (SELECT coalesce(json_agg(json_build_object('id', job.id, 'task', job.task) ORDER BY job.id), '[]'::json) FROM job) AS jobs
       FROM t`,
     values: [
       v.featureId, v.action, v.from, v.to, v.version, v.actor, v.actorName, v.comment, v.snapshot === null ? null : JSON.stringify(v.snapshot),
-      jobs.map((x) => x.task), jobs.map((x) => x.taskIdentifier), jobs.map((x) => x.queueName), maxAttempts,
+      tasks, maxAttempts,
     ],
   };
 }
 
-/** Re-queue a finished job for an admin: its graphile job again, the row back to queued. */
-export function requeueJob(jobId: number, admin: string, taskIdentifier: string, queueName: string | null, maxAttempts: number): Query {
+/**
+ * The relay: up to `limit` outbox rows (qc.jobs not yet relayed, oldest first) become graphile jobs
+ * with ONE add_jobs call, and are marked relayed — in one statement, so in one transaction: each row
+ * is relayed exactly once (FOR UPDATE SKIP LOCKED lets relays of several workers run side by side).
+ * `tasks[i]` runs as graphile task `identifiers[i]`, in the per-feature named queue
+ * `<task>:<feature id>` when `perFeature[i]`. The run order of one transition's jobs (OSM before
+ * Wikibase, which reads the OSM link, before the agency notice) is kept by run_at one microsecond
+ * apart in id order: graphile picks by priority, run_at, then id.
+ */
+export function relayJobs(limit: number, tasks: readonly { task: JobTask; identifier: string; perFeature: boolean }[], defaultMaxAttempts: number): Query {
   return {
     text: `
-      WITH job AS (
-        UPDATE qc.jobs SET status = 'queued', reruns = reruns + 1, rerun_by = $2::text, reason = NULL,
-          last_error = NULL, finished_at = NULL, updated_at = clock_timestamp()
-        WHERE id = $1::bigint
-        RETURNING id
+      WITH picked AS (
+        SELECT j.id FROM qc.jobs j WHERE j.relayed_at IS NULL ORDER BY j.id LIMIT $1::int FOR UPDATE SKIP LOCKED
+      ), marked AS (
+        UPDATE qc.jobs j SET relayed_at = clock_timestamp() FROM picked WHERE j.id = picked.id
+        RETURNING j.id, j.task, j.feature_id, j.max_attempts
+      ), specs AS (
+        SELECT m.id, ROW(w.identifier, json_build_object('jobId', m.id), CASE WHEN w.per_feature THEN m.task || ':' || m.feature_id END,
+                   now() + (row_number() OVER (ORDER BY m.id) - 1) * interval '1 microsecond',
+                   coalesce(m.max_attempts, $5::smallint), NULL, NULL, NULL)::graphile_worker.job_spec AS spec
+        FROM marked m JOIN unnest($2::text[], $3::text[], $4::boolean[]) AS w(task, identifier, per_feature) ON w.task = m.task
+      ), added AS (
+        SELECT count(*)::int AS n FROM graphile_worker.add_jobs(ARRAY(SELECT spec FROM specs ORDER BY id))
+        WHERE EXISTS (SELECT 1 FROM specs)
       )
-      SELECT job.id, (graphile_worker.add_job($3::text, json_build_object('jobId', job.id),
-                        queue_name := $4::text, max_attempts := $5::int)).id AS "graphileJobId"
-      FROM job`,
-    values: [jobId, admin, taskIdentifier, queueName, maxAttempts],
+      SELECT (SELECT count(*) FROM marked)::int AS relayed, coalesce((SELECT n FROM added), 0)::int AS added`,
+    values: [limit, tasks.map((t) => t.task), tasks.map((t) => t.identifier), tasks.map((t) => t.perFeature), defaultMaxAttempts],
+  };
+}
+
+/**
+ * Queue a finished job again (an admin's re-run, a reviewer's conflation decision): the row back to
+ * queued and into the outbox (relayed_at NULL), so the relay adds its graphile job exactly once.
+ */
+export function requeueJob(jobId: number, actor: string, maxAttempts: number): Query {
+  return {
+    text: `
+      UPDATE qc.jobs SET status = 'queued', reruns = reruns + 1, rerun_by = $2::text, reason = NULL,
+        last_error = NULL, finished_at = NULL, relayed_at = NULL, max_attempts = $3::smallint, updated_at = clock_timestamp()
+      WHERE id = $1::bigint
+      RETURNING id`,
+    values: [jobId, actor, maxAttempts],
   };
 }
 
@@ -157,7 +172,7 @@ export const JOB_JSON = `json_build_object(
 
 /** One conflation decision: automatic (decidedBy null) or a reviewer's. */
 export const DECISION_JSON = `json_build_object(
-  'id', d.id, 'jobId', d.job_id, 'target', d.target, 'outcome', d.outcome, 'chosen', d.chosen, 'moveGeometry', d.move_geometry,
+  'id', d.id, 'jobId', d.job_id, 'version', (SELECT dj.version FROM qc.jobs dj WHERE dj.id = d.job_id), 'target', d.target, 'outcome', d.outcome, 'chosen', d.chosen, 'moveGeometry', d.move_geometry,
   'reason', d.reason, 'candidates', d.candidates, 'decidedBy', d.decided_by, 'decidedByName', d.decided_by_name, 'at', d.created_at)`;
 
 /** The latest conflation decision of a job for a target (the pending needs_decision with its candidates). */
@@ -184,12 +199,23 @@ export function featureReviews(featureId: string): Query {
   };
 }
 
+/**
+ * Jobs by status, newest first, each with the feature as approved (name, kategorie, geometry) and,
+ * for a job waiting in needs_decision, the candidates of its pending conflation decision (for the
+ * review desk's map); null otherwise.
+ */
 export function listJobs(statuses: readonly JobStatus[], task: JobTask | undefined, limit: number): Query {
   return {
     text: `
-      SELECT coalesce(json_agg(${JOB_JSON} ORDER BY j.id DESC), '[]'::json)::text AS json
+      SELECT coalesce(json_agg((${JOB_JSON}::jsonb || jsonb_build_object(
+          'feature', jsonb_build_object('name', t.snapshot->'name', 'kategorie', t.snapshot->'kategorie', 'geometry', t.snapshot->'geometry'),
+          'candidates', CASE WHEN j.status = 'needs_decision' THEN
+            (SELECT d.candidates FROM qc.conflation_decisions d
+              WHERE d.job_id = j.id AND d.target = CASE j.task WHEN 'osm_export' THEN 'osm' ELSE 'wikibase' END
+              ORDER BY d.id DESC LIMIT 1) END)) ORDER BY j.id DESC), '[]'::json)::text AS json
       FROM (SELECT * FROM qc.jobs j WHERE j.status = ANY($1::text[]) AND ($2::text IS NULL OR j.task = $2::text)
-            ORDER BY j.id DESC LIMIT $3::int) j`,
+            ORDER BY j.id DESC LIMIT $3::int) j
+      JOIN qc.transitions t ON t.id = j.transition_id`,
     values: [statuses, task ?? null, limit],
   };
 }

@@ -1,5 +1,6 @@
 import { Router, type Express, type Request, type RequestHandler } from 'express';
 import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
+import { can } from '../auth/permissions.js';
 import type { Authenticator } from '../../../shared/principal.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
@@ -54,8 +55,15 @@ export function qcRoutes(service: QcService, decisions?: DecisionService): Route
     res.json(await service.reject(principalOf(res), featureId(req.params.id as string), body.reason.trim()));
   });
 
-  router.get('/jobs', requirePermission('jobs:admin', 'see QC jobs'), async (req, res) => {
+  // Admins list jobs of any status; reviewers (qc:review) only those waiting for their conflation
+  // decision, with the candidates, so the review desk can show them. Re-running stays with admins.
+  router.get('/jobs', requirePermission('qc:review', 'see QC jobs'), async (req, res) => {
     const query = parseOrThrow(JobListQuerySchema, req.query, 'INVALID_QUERY', 'query');
+    const principal = principalOf(res);
+    const onlyDecisions = query.status.every((status) => status === 'needs_decision');
+    if (!onlyDecisions && !can(principal, 'jobs:admin')) {
+      throw new AppError('FORBIDDEN', `role ${principal.role} may list only the jobs waiting for a conflation decision (status=needs_decision)`);
+    }
     res.type('application/json').send(`{"jobs":${await service.jobs(query.status, query.task, query.limit)}}`);
   });
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FeatureIdSchema } from '../../../shared/features/schema.js';
+import { FeatureIdSchema, HistorySchema } from '../../../shared/features/schema.js';
 import { JOB_TASKS, PENDING_JOB_STATUSES, QC_STATUSES, TERMINAL_JOB_STATUSES } from './states.js';
 
 /** Request bodies, query strings and answers of the QC endpoints; also the OpenAPI document's source. */
@@ -76,6 +76,17 @@ export const JobSchema = z
   })
   .meta({ id: 'QcJob' });
 
+/** A job as GET /api/qc/jobs lists it: with its feature as approved and, in needs_decision, the candidates. */
+export const JobListItemSchema = JobSchema.extend({
+  feature: z
+    .object({ name: z.string().nullable(), kategorie: z.string().nullable(), geometry: z.unknown().meta({ description: 'GeoJSON geometry of the approved version' }) })
+    .nullable(),
+  candidates: z
+    .array(z.record(z.string(), z.unknown()))
+    .nullable()
+    .meta({ description: 'needs_decision: the candidates of the pending conflation decision (OSM: type, id, tags, geometry, score; Wikibase: itemId, label, distance); null otherwise' }),
+}).meta({ id: 'QcJobListItem' });
+
 export const QcItemSchema = z
   .object({
     featureId: z.string(),
@@ -104,6 +115,24 @@ export const QueueItemSchema = z
   })
   .meta({ id: 'QcQueueItem' });
 
+/** One conflation decision as the history and the reviews show it (qc.conflation_decisions). */
+export const ConflationDecisionSchema = z
+  .object({
+    id: z.number(),
+    jobId: z.number(),
+    version: z.number().meta({ description: 'the approved feature version the export job exports' }),
+    target: z.enum(['osm', 'wikibase']),
+    outcome: z.enum(['create', 'link', 'needs_decision']),
+    chosen: z.string().nullable().meta({ description: 'link: the chosen OSM element ("way/123") or Wikibase item ("Q42")' }),
+    moveGeometry: z.boolean(),
+    reason: z.string(),
+    candidates: z.array(z.record(z.string(), z.unknown())).meta({ description: 'the candidates as scored when the lookup ran' }),
+    decidedBy: z.string().nullable().meta({ description: 'null: decided automatically by the export job; otherwise the reviewer' }),
+    decidedByName: z.string().nullable(),
+    at: z.string(),
+  })
+  .meta({ id: 'ConflationDecision' });
+
 export const ReviewsSchema = z
   .object({
     featureId: z.string(),
@@ -111,6 +140,11 @@ export const ReviewsSchema = z
     transitions: z.array(TransitionSchema),
     jobs: z.array(JobSchema),
     exportRecords: z.record(z.string(), z.unknown()).meta({ description: 'osm: {type, id, version, changesetId, linked?, ownedKeys?}; wikibase: {itemId, revisionId, linked?}' }),
-    decisions: z.array(z.record(z.string(), z.unknown())).meta({ description: 'conflation decisions, automatic (decidedBy null) or a reviewer\'s, with the candidates found' }),
+    decisions: z.array(ConflationDecisionSchema).meta({ description: 'conflation decisions, automatic (decidedBy null) or a reviewer\'s, with the candidates found, oldest first' }),
   })
   .meta({ id: 'QcReviews' });
+
+/** GET /api/features/{id}/history: the recorded versions and the exports' conflation decisions, each newest first. */
+export const FeatureHistorySchema = HistorySchema.extend({
+  decisions: z.array(ConflationDecisionSchema).meta({ description: 'conflation decisions of the feature\'s OSM and Wikibase exports, automatic (decidedBy null) or a reviewer\'s, newest first' }),
+}).meta({ id: 'FeatureHistory' });

@@ -9,8 +9,6 @@ import {
   RERUNNABLE_JOB_STATUSES,
   SIDE_EFFECTS,
   TARGET_STATUS,
-  TASK_IDENTIFIERS,
-  queueNameOf,
   type JobStatus,
   type JobTask,
   type QcAction,
@@ -56,7 +54,8 @@ export function createQcService(db: Db, options: QcServiceOptions) {
       const to = TARGET_STATUS[action];
       const updated = await run(client, sql.setStatus(featureId, current.status, to));
       if (updated.rowCount !== 1) throw new AppError('INVALID_STATE', stateMessage(action, current.status));
-      // The transition and its side effects in one statement: same transaction, one round trip.
+      // The transition and its side effects (the outbox rows the worker's relay queues) in one
+      // statement: same transaction, one round trip.
       const inserted = await run(
         client,
         sql.insertTransitionWithJobs(
@@ -71,7 +70,7 @@ export function createQcService(db: Db, options: QcServiceOptions) {
             comment,
             snapshot: action === 'reject' ? null : current.snapshot,
           },
-          SIDE_EFFECTS[action].map((task) => ({ task, taskIdentifier: TASK_IDENTIFIERS[task], queueName: queueNameOf(task, featureId) })),
+          SIDE_EFFECTS[action],
           options.maxAttempts,
         ),
       );
@@ -117,7 +116,7 @@ export function createQcService(db: Db, options: QcServiceOptions) {
           // Exporting an older version would overwrite the newer approval on the remote side.
           throw new AppError('INVALID_STATE', `job ${jobId} exports version ${job.version}, but version ${job.latestApprovedVersion} was approved since; re-run that export instead`);
         }
-        await run(client, sql.requeueJob(jobId, admin, TASK_IDENTIFIERS[job.task], queueNameOf(job.task, job.featureId), options.maxAttempts));
+        await run(client, sql.requeueJob(jobId, admin, options.maxAttempts));
         const fresh = await run(client, sql.jobJson(jobId));
         return (fresh.rows[0] as { json: string }).json;
       });

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { withTransaction, type Db } from '../db/pool.js';
 import type { ExportsSettings } from '../exports/config.js';
 import { createSmtpMailer, type Mailer } from '../notifications/mailer.js';
+import { relayOutbox, startRelay, type Relay } from './jobs/relay.js';
 import { qcTaskList } from './jobs/tasks.js';
 
 /**
@@ -36,9 +37,13 @@ export interface QcWorkerDeps {
 
 export interface QcWorker {
   processId: string;
+  /** Relay the outbox now (qc.jobs rows written by transitions → graphile jobs); it also runs every poll interval. */
+  relayNow(): void;
   /** Graceful: running jobs finish (graphile's abort after its timeout), then the process unregisters. */
   stop(): Promise<void>;
 }
+
+export { relayOutbox };
 
 /** graphile-worker's own schema (graphile_worker.*); safe to run from several processes at once. */
 export async function migrateQueue(pool: pg.Pool, logger?: Logger): Promise<void> {
@@ -89,12 +94,16 @@ export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
     clearInterval(timer);
     throw error;
   }
+  // The outbox relay: transitions write qc.jobs rows only; this turns them into graphile jobs.
+  const relay: Relay = startRelay(pool, { intervalMs: deps.worker.pollIntervalMs, logger: log });
   log.info({ concurrency: deps.worker.concurrency }, 'QC worker started');
 
   return {
     processId,
+    relayNow: () => relay.nudge(),
     async stop() {
       clearInterval(timer);
+      await relay.stop();
       await beating;
       await runner.stop();
       await pool.query(`DELETE FROM qc.worker_processes WHERE id = $1::text`, [processId]).catch(() => undefined);
@@ -116,6 +125,9 @@ export async function releaseJobsOfDeadWorkers(pool: Db, self: string, staleMs: 
        FOR UPDATE OF j SKIP LOCKED
      ), released AS (
        UPDATE qc.jobs j SET status = 'retrying', last_error = 'the worker process stopped during the attempt', process_id = NULL,
+              -- A row claimed into an OSM batch by another job's graphile job has none of its own held:
+              -- back into the outbox, so the relay queues it again (it reads its journal first).
+              relayed_at = CASE WHEN j.batch_id IS NOT NULL AND dead.graphile_worker_id IS NULL THEN NULL ELSE j.relayed_at END,
               updated_at = clock_timestamp()
        FROM dead WHERE j.id = dead.id
        RETURNING j.id, dead.graphile_worker_id

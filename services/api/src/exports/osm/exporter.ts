@@ -6,7 +6,7 @@ import { InvalidGeometryError, assertExportableGeometry } from '../geometry.js';
 import type { OsmExportJournal } from '../journal.js';
 import type { CategoryMapping, ExportOutcome, FeatureSnapshot } from '../types.js';
 import { OsmApiClient, OsmApiError } from './client.js';
-import { elementKey, isEmptyChange, type OsmElement, type OsmType } from './model.js';
+import { elementKey, isEmptyChange, type OsmChange, type OsmElement, type OsmType } from './model.js';
 import { PlanConflictError, planFirstExport, planReExport, rootKindOf, type OsmPlan } from './plan.js';
 import { featureTags, linkedTags, sameTags } from './tags.js';
 
@@ -56,6 +56,53 @@ export interface OsmExporterDeps {
  */
 type OsmFamilies = NonNullable<CategoryMapping[string]['osmMatch']>;
 
+/** One export's share of a batch upload: its change (placeholders from -1 down) and how to record it. */
+export interface OsmExportPart {
+  root: { type: OsmType; id: number };
+  change: OsmChange;
+  /** The root's current version when the change does not touch the root. */
+  unchangedRootVersion?: number;
+  linked?: { ownedKeys: string[]; geometryOwned: boolean };
+  /** Said with the outcome (e.g. which existing element it was merged into). */
+  detail?: string;
+}
+
+export interface PreparedOsmExport {
+  part: OsmExportPart;
+}
+
+/** The export record once the part's root is known on OSM. */
+export function recordOf(part: Pick<OsmExportPart, 'root' | 'linked'>, id: number, version: number, changesetId: number | null): OsmExportRecord {
+  return {
+    type: part.root.type,
+    id,
+    version,
+    changesetId,
+    ...(part.linked ? { linked: true, ownedKeys: part.linked.ownedKeys, geometryOwned: part.linked.geometryOwned } : {}),
+  };
+}
+
+function familiesOf(rule: CategoryMapping[string]): OsmFamilies {
+  return rule.osmMatch && rule.osmMatch.length > 0 ? rule.osmMatch : [Object.fromEntries(Object.entries(rule.osmTags).map(([k, v]) => [k, [v]]))];
+}
+
+/**
+ * A failure as a terminal outcome: 409/412/410 (version conflict, element still used, element gone)
+ * → conflict; other permanent errors → failed. Transient errors (RetryableExportError) and anything
+ * unknown are thrown on.
+ */
+export function outcomeOfError(error: unknown): ExportOutcome<OsmExportRecord> {
+  if (error instanceof RetryableExportError) throw error;
+  if (error instanceof ConflationLookupError) return { status: 'failed', reason: error.message };
+  if (error instanceof InvalidGeometryError || error instanceof RangeError) return { status: 'failed', reason: error.message };
+  if (error instanceof PlanConflictError) return { status: 'conflict', reason: error.message };
+  if (error instanceof OsmApiError) {
+    if (error.status === 409 || error.status === 412 || error.status === 410) return { status: 'conflict', reason: error.message };
+    return { status: 'failed', reason: error.message };
+  }
+  throw error;
+}
+
 export class OsmExporter {
   private readonly client: OsmApiClient | null;
   private readonly managedKeys: Set<string>;
@@ -89,27 +136,57 @@ export class OsmExporter {
     }
     try {
       assertExportableGeometry(snapshot.geometry);
-      const families = rule.osmMatch && rule.osmMatch.length > 0 ? rule.osmMatch : [Object.fromEntries(Object.entries(rule.osmTags).map(([k, v]) => [k, [v]]))];
-      return await this.run(this.client, request, rule.osmTags, families);
+      return await this.run(this.client, request, rule.osmTags, familiesOf(rule));
     } catch (error) {
-      if (error instanceof RetryableExportError) throw error;
-      if (error instanceof ConflationLookupError) return { status: 'failed', reason: error.message };
-      if (error instanceof InvalidGeometryError || error instanceof RangeError) return { status: 'failed', reason: error.message };
-      if (error instanceof PlanConflictError) return { status: 'conflict', reason: error.message };
-      if (error instanceof OsmApiError) {
-        if (error.status === 409 || error.status === 412 || error.status === 410) return { status: 'conflict', reason: error.message };
-        return { status: 'failed', reason: error.message };
-      }
-      throw error;
+      return outcomeOfError(error);
     }
   }
 
-  private async run(client: OsmApiClient, request: OsmExportRequest, categoryTags: Record<string, string>, families: OsmFamilies): Promise<ExportOutcome<OsmExportRecord>> {
+  /** The API client (null without OSM_ACCESS_TOKEN), for uploads of several prepared exports together. */
+  get api(): OsmApiClient | null {
+    return this.client;
+  }
+
+  /**
+   * Everything of an export before its upload, for a batch of exports in one changeset
+   * (qc/jobs/osm-batch.ts): the licence gate, the mapping, conflation (journaled, as in `export`) and
+   * the plan. Answers a terminal outcome, or the prepared change with placeholders from -1 down.
+   */
+  async prepare(request: OsmExportRequest): Promise<ExportOutcome<OsmExportRecord> | PreparedOsmExport> {
+    if (!this.client) return { status: 'skipped', reason: 'OSM_ACCESS_TOKEN is not set' };
+    const { snapshot } = request;
+    const refusal = licenceRefusal(this.deps.settings.licence, 'osm');
+    if (refusal) return { status: 'skipped', reason: refusal };
+    const rule = this.deps.mapping[snapshot.kategorie];
+    if (!rule || Object.keys(rule.osmTags).length === 0) {
+      return { status: 'not_applicable', reason: `category ${snapshot.kategorie} has no OSM tags in the mapping` };
+    }
+    try {
+      assertExportableGeometry(snapshot.geometry);
+      const resolved = await this.resolvePrevious(this.client, request, familiesOf(rule));
+      if ('status' in resolved) return resolved;
+      const { previous, decision } = resolved;
+      const plan = await this.plan(this.client, snapshot, previous, rule.osmTags);
+      const part: PreparedOsmExport['part'] = {
+        root: plan.root,
+        change: plan.change,
+        ...(plan.unchangedRootVersion !== undefined ? { unchangedRootVersion: plan.unchangedRootVersion } : {}),
+        ...(plan.linked ? { linked: plan.linked } : {}),
+        ...(decision?.outcome === 'link' ? { detail: `merged into existing ${decision.target.type} ${decision.target.id}: ${decision.reason}` } : {}),
+      };
+      if (isEmptyChange(plan.change)) return { status: 'unchanged', result: recordOf(part, plan.root.id, plan.unchangedRootVersion!, null) };
+      return { part };
+    } catch (error) {
+      return outcomeOfError(error);
+    }
+  }
+
+  /** Before the first write: the conflation decision (journaled first, so a re-run uses it) and what it links to. */
+  private async resolvePrevious(client: OsmApiClient, request: OsmExportRequest, families: OsmFamilies): Promise<{ previous: OsmExportRecord | null; decision: OsmConflationDecision | null } | ExportOutcome<OsmExportRecord>> {
     const { snapshot, journal } = request;
     let previous = request.previous;
     let decision: OsmConflationDecision | null = null;
     if (!previous && this.deps.settings.osm.conflation.enabled) {
-      // Before the first write: the decision is journaled first, so a re-run after a crash uses it.
       decision = await journal.recordedDecision();
       if (!decision) {
         decision = await conflate(snapshot, families, this.candidateSource(client), this.deps.settings.osm.conflation);
@@ -121,6 +198,14 @@ export class OsmExporter {
         previous = { type: decision.target.type, id: decision.target.id, version: 0, changesetId: null, linked: true, ownedKeys: [], geometryOwned: decision.moveGeometry };
       }
     }
+    return { previous, decision };
+  }
+
+  private async run(client: OsmApiClient, request: OsmExportRequest, categoryTags: Record<string, string>, families: OsmFamilies): Promise<ExportOutcome<OsmExportRecord>> {
+    const { snapshot, journal } = request;
+    const resolved = await this.resolvePrevious(client, request, families);
+    if ('status' in resolved) return resolved;
+    const { previous, decision } = resolved;
 
     let changesetId = await journal.recordedChangeset();
     if (changesetId !== null) {
@@ -235,14 +320,24 @@ export class OsmExporter {
     return { type: root.type, id: root.id, version: root.version, changesetId };
   }
 
-  /** The import conventions (docs/qc.md): comment, source, created_by, hashtags and import=yes. */
-  private changesetTags(snapshot: FeatureSnapshot): Record<string, string> {
+  /**
+   * The import conventions (docs/qc.md): comment, source, created_by, hashtags and import=yes. One
+   * feature: OSM_CHANGESET_COMMENT; a batch of several: OSM_CHANGESET_BATCH_COMMENT.
+   */
+  changesetTags(snapshots: FeatureSnapshot | readonly FeatureSnapshot[]): Record<string, string> {
     const conventions = this.deps.settings.osm.changeset;
-    const comment = conventions.comment
-      .replaceAll('{kategorie}', snapshot.kategorie)
-      .replaceAll('{name}', snapshot.name.trim())
-      .replaceAll('{featureId}', snapshot.id)
-      .replaceAll('{version}', String(snapshot.version));
+    const all = Array.isArray(snapshots) ? (snapshots as readonly FeatureSnapshot[]) : [snapshots as FeatureSnapshot];
+    const single = all.length === 1 ? all[0]! : null;
+    const comment = single
+      ? conventions.comment
+          .replaceAll('{kategorie}', single.kategorie)
+          .replaceAll('{name}', single.name.trim())
+          .replaceAll('{featureId}', single.id)
+          .replaceAll('{version}', String(single.version))
+      : conventions.batchComment
+          .replaceAll('{count}', String(all.length))
+          .replaceAll('{kategorien}', [...new Set(all.map((s) => s.kategorie))].sort().join(', '))
+          .replaceAll('{names}', all.map((s) => s.name.trim()).join(', '));
     const tags: Record<string, string> = {
       comment: `${comment} ${conventions.hashtags.split(';').join(' ')}`.slice(0, 255),
       source: conventions.source,

@@ -73,6 +73,32 @@ describe('conflation decided by a reviewer', () => {
     expect(wikibaseDecision).toMatchObject({ outcome: 'create', decidedBy: null });
     expect(osm.acceptedUploads).toHaveLength(0);
 
+    // The review desk: reviewers list the conflations waiting for them, with the candidates and the
+    // feature; every other job list, and re-running, stays with admins.
+    const admin = await api.tokenFor('admin', 'adam');
+    const guest = await api.tokenFor('guest', 'gina');
+    const list = (token: string | undefined, query = '?status=needs_decision') => api.request('GET', `/api/qc/jobs${query}`, { token });
+    expect((await list(undefined)).status).toBe(401);
+    expect((await list(guest)).status).toBe(403);
+    expect((await list(contributor)).status).toBe(403);
+    const listed = await list(other);
+    expect(listed.status).toBe(200);
+    const listedJob = (listed.json.jobs as { id: number; candidates: { id: number; geometry: unknown }[] }[]).find((j) => j.id === waiting.id);
+    expect(listedJob).toMatchObject({ task: 'osm_export', status: 'needs_decision', feature: { name: 'Kriegerdenkmal', kategorie: 'denkmal', geometry: { type: 'Point' } } });
+    expect(listedJob!.candidates.map((c) => c.id).sort()).toEqual([70000001, 70000002]);
+    expect(listedJob!.candidates.every((c) => c.geometry !== undefined)).toBe(true);
+    for (const query of ['', '?status=failed', '?status=needs_decision,conflict']) {
+      const refused = await list(other, query);
+      expect(refused.status, query).toBe(403);
+      expect(refused.json.detail).toMatch(/needs_decision/);
+    }
+    const adminList = await list(admin, '?status=needs_decision,exported');
+    expect(adminList.status).toBe(200);
+    expect((adminList.json.jobs as { id: number; candidates: unknown }[]).find((j) => j.id === waiting.id)?.candidates).toHaveLength(2);
+    expect((await list(admin, '')).status).toBe(200);
+    expect((await api.request('POST', `/api/qc/jobs/${waiting.id}/rerun`, { token: other })).status).toBe(403);
+    expect((await api.request('POST', `/api/qc/jobs/${waiting.id}/rerun`, { token: admin })).status).toBe(409);
+
     // Guards: a contributor may not decide; a choice outside the candidates is refused; nothing changes.
     expect((await api.request('POST', `/api/qc/jobs/${waiting.id}/decision`, { token: contributor, body: { choice: 'create' } })).status).toBe(403);
     const outside = await api.request('POST', `/api/qc/jobs/${waiting.id}/decision`, { token: other, body: { choice: { type: 'node', id: 1 } } });
@@ -103,6 +129,18 @@ describe('conflation decided by a reviewer', () => {
       { outcome: 'link', chosen: 'node/70000002', decidedBy: 'rolf', reason: 'reviewer chose node 70000002: the obelisk is the one' },
     ]);
     expect((reviews as unknown as { exportRecords: { osm: unknown } }).exportRecords.osm).toMatchObject({ type: 'node', id: 70000002, linked: true });
+
+    // The feature's history shows every decision too, automatic or human, newest first.
+    const history = await api.request('GET', `/api/features/${id}/history`);
+    expect(history.status).toBe(200);
+    const historyDecisions = history.json.decisions as Record<string, unknown>[];
+    expect(historyDecisions.filter((d) => d.target === 'osm')).toMatchObject([
+      { outcome: 'link', chosen: 'node/70000002', decidedBy: 'rolf', version: 1, jobId: waiting.id },
+      { outcome: 'needs_decision', decidedBy: null, version: 1, jobId: waiting.id },
+    ]);
+    expect(historyDecisions.find((d) => d.target === 'wikibase')).toMatchObject({ outcome: 'create', decidedBy: null, version: 1 });
+    expect(historyDecisions.map((d) => d.id)).toEqual([...historyDecisions.map((d) => d.id as number)].sort((a, b) => b - a));
+    expect(history.json.versions).toHaveLength(1);
   });
 });
 

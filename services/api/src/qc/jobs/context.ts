@@ -69,14 +69,6 @@ export async function recentOsmEdits(db: Queryable): Promise<{ count: number; wi
   return { count: row.count, windowFreesAt: row.windowFreesAt ? new Date(row.windowFreesAt) : null };
 }
 
-/** Put a running job back to queued (the edit limit was reached); graphile runs it again at `runAt`. */
-export async function deferAttempt(db: Queryable, jobId: number, reason: string): Promise<void> {
-  await db.query(
-    `UPDATE qc.jobs SET status = 'queued', reason = $2::text, attempts = greatest(attempts - 1, 0), process_id = NULL, updated_at = clock_timestamp() WHERE id = $1::bigint`,
-    [jobId, reason],
-  );
-}
-
 /** The OSM side as the OSM export left it: the element's wikidata tag, for the Wikibase lookup. */
 export async function osmLinkOf(db: Queryable, featureId: string): Promise<{ type: string; id: number; wikidata: string | null } | null> {
   const { rows } = await db.query(
@@ -123,7 +115,7 @@ export type TerminalOutcome =
   | { status: 'needs_decision'; reason: string; candidates: unknown[] };
 
 /** Record the terminal outcome; an export's new record replaces the feature's previous one in the same transaction. */
-export async function finishAttempt(db: Queryable, job: JobContext, outcome: TerminalOutcome, recordTarget: 'osm' | 'wikibase' | null): Promise<void> {
+export async function finishAttempt(db: Queryable, job: Pick<JobContext, 'id'>, outcome: TerminalOutcome, recordTarget: 'osm' | 'wikibase' | null): Promise<void> {
   const result = 'result' in outcome ? JSON.stringify(outcome.result) : 'candidates' in outcome ? JSON.stringify({ candidates: outcome.candidates }) : null;
   const reason = 'reason' in outcome ? outcome.reason : (outcome.detail ?? null);
   await db.query(

@@ -4,16 +4,13 @@ import type { Db } from '../../db/pool.js';
 import { computeAgencyChangeset } from '../../exports/agency/changeset.js';
 import { AgencyNotifier } from '../../exports/agency/notifier.js';
 import type { ExportsSettings } from '../../exports/config.js';
-import { OsmExporter, type OsmExportRecord } from '../../exports/osm/exporter.js';
 import { WikibaseExporter, type WikibaseExportRecord } from '../../exports/wikibase/exporter.js';
 import type { Mailer } from '../../notifications/mailer.js';
 import { ReviewerNotifier } from '../../notifications/reviewer-notice.js';
-import { TASK_IDENTIFIERS, queueNameOf, type JobTask } from '../states.js';
+import { TASK_IDENTIFIERS, type JobTask } from '../states.js';
 import {
-  deferAttempt,
   exportRecord,
   osmLinkOf,
-  recentOsmEdits,
   finishAttempt,
   loadCategoryMapping,
   markRetrying,
@@ -25,6 +22,7 @@ import {
   type TerminalOutcome,
 } from './context.js';
 import { createPostgresJournal } from './journal.js';
+import { runOsmExportBatch } from './osm-batch.js';
 
 export interface TaskDeps {
   db: Db;
@@ -41,7 +39,8 @@ type Helpers = Pick<JobHelpers, 'job' | 'addJob'>;
 /** A runner returns an outcome to record, or `deferred` when it put the job back for later itself. */
 type Runner = (job: JobContext, deps: TaskDeps, helpers: Helpers) => Promise<{ outcome: TerminalOutcome; recordTarget: 'osm' | 'wikibase' | null } | 'deferred'>;
 
-const RUNNERS: Record<JobTask, Runner> = {
+/** Every task but osm_export, which runs in batches (runOsmExportAttempt). */
+const RUNNERS: Record<Exclude<JobTask, 'osm_export'>, Runner> = {
   async reviewer_notice(job, deps) {
     const { snapshot, actor, actorName, comment, at } = job.transition;
     const outcome = await new ReviewerNotifier({ settings: deps.settings, mailer: deps.mailer }).notify({
@@ -53,27 +52,6 @@ const RUNNERS: Record<JobTask, Runner> = {
       submissionId: String(job.transition.id),
     });
     return { outcome: outcome.status === 'sent' ? { status: 'sent', result: outcome } : outcome, recordTarget: null };
-  },
-
-  async osm_export(job, deps, helpers) {
-    // The edit limit (OSM_MAX_EDITS_PER_HOUR): over it, the job waits, without using up an attempt.
-    const { count, windowFreesAt } = await recentOsmEdits(deps.db);
-    const limit = deps.settings.osm.changeset.maxEditsPerHour;
-    if (count >= limit && deps.settings.osm.accessToken) {
-      const runAt = new Date(Math.max((windowFreesAt ?? new Date()).getTime(), Date.now() + 1000));
-      // The later run is queued first: a crash between the two leaves a job that runs twice (harmless:
-      // the second finds it finished), never a queued row without a graphile job.
-      await helpers.addJob(TASK_IDENTIFIERS.osm_export, { jobId: job.id }, { queueName: queueNameOf('osm_export', job.featureId) ?? undefined, runAt, maxAttempts: helpers.job.max_attempts });
-      await deferAttempt(deps.db, job.id, `OSM edit limit of ${limit} per hour reached; waits until ${runAt.toISOString()}`);
-      return 'deferred';
-    }
-    const exporter = new OsmExporter({ settings: deps.settings, mapping: await loadCategoryMapping(deps.db, deps.settings.osm.tagMapping) });
-    const outcome = await exporter.export({
-      snapshot: job.transition.snapshot,
-      previous: await exportRecord<OsmExportRecord>(deps.db, job.featureId, 'osm'),
-      journal: createPostgresJournal(deps.db, job.id),
-    });
-    return { outcome, recordTarget: 'osm' };
   },
 
   async wikibase_export(job, deps) {
@@ -110,6 +88,7 @@ export async function runJobAttempt(task: JobTask, payload: unknown, helpers: He
     deps.logger.error({ task, payload }, 'QC job without a valid jobId; dropped');
     return;
   }
+  if (task === 'osm_export') return runOsmExportAttempt(jobId, helpers, deps);
   const job = await startAttempt(deps.db, jobId, deps.processId, helpers.job.locked_by);
   if (!job) {
     deps.logger.info({ jobId, task }, 'QC job already finished; nothing to do');
@@ -133,6 +112,28 @@ export async function runJobAttempt(task: JobTask, payload: unknown, helpers: He
       return;
     }
     await markRetrying(deps.db, job.id, message);
+    log.warn({ err: error }, 'QC job failed; graphile-worker retries it with backoff');
+    throw error;
+  }
+}
+
+/**
+ * An OSM export attempt exports the job together with nearby ready ones in one changeset
+ * (osm-batch.ts). A transient failure of the job's own part is retried by graphile with backoff, as
+ * for every task; on the last attempt it is recorded as failed.
+ */
+async function runOsmExportAttempt(jobId: number, helpers: Helpers, deps: TaskDeps): Promise<void> {
+  const log = deps.logger.child({ jobId, task: 'osm_export', attempt: helpers.job.attempts });
+  try {
+    await runOsmExportBatch(jobId, helpers, deps, log);
+  } catch (error) {
+    const message = (error as Error).message ?? String(error);
+    if (helpers.job.attempts >= helpers.job.max_attempts) {
+      await finishAttempt(deps.db, { id: jobId }, { status: 'failed', reason: `gave up after ${helpers.job.attempts} attempts: ${message}` }, null);
+      log.error({ err: error }, 'QC job failed on its last attempt');
+      return;
+    }
+    await markRetrying(deps.db, jobId, message);
     log.warn({ err: error }, 'QC job failed; graphile-worker retries it with backoff');
     throw error;
   }

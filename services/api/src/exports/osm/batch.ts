@@ -1,0 +1,110 @@
+import type { OsmExportPart } from './exporter.js';
+import { elementKey, type OsmChange, type OsmElement, type OsmType } from './model.js';
+
+/**
+ * Several prepared exports in ONE osmChange upload (one changeset per batch of nearby approvals), and
+ * finding each export's elements again in the changeset's download after a crash.
+ *
+ * Each part is planned on its own with placeholders -1, -2, …; `combineParts` shifts them so they are
+ * unique across the batch. An upload is atomic on OSM, so a part's elements are either all in the
+ * changeset or none are. After a crash between the upload and recording its answer, the diffResult
+ * (placeholder → id) is lost: `findPartInDownload` finds a part's root again by content instead —
+ * created elements by a signature of their tags and geometry (nodes by position, ways and relations
+ * by the signatures of what they reference), existing ones by id. Two parts of a batch never touch
+ * the same existing element (`touchedExisting`), so an id belongs to one part.
+ */
+
+export interface BatchPart extends OsmExportPart {
+  /** Whose part it is (the QC job id). */
+  key: number;
+}
+
+/** The parts with placeholders made unique (part i keeps its own order) and the one combined change. */
+export function combineParts(parts: readonly BatchPart[]): { parts: BatchPart[]; change: OsmChange } {
+  let offset = 0;
+  const shifted = parts.map((part) => {
+    const lowest = Math.min(0, ...allElements(part.change).map((e) => e.id));
+    const shift = (id: number) => (id < 0 ? id - offset : id);
+    const move = (e: OsmElement): OsmElement => {
+      if (e.type === 'node') return { ...e, id: shift(e.id) };
+      if (e.type === 'way') return { ...e, id: shift(e.id), nodeRefs: e.nodeRefs.map(shift) };
+      return { ...e, id: shift(e.id), members: e.members.map((m) => ({ ...m, ref: shift(m.ref) })) };
+    };
+    const change: OsmChange = { create: part.change.create.map(move), modify: part.change.modify.map(move), delete: part.change.delete.map(move), deleteIfUnused: part.change.deleteIfUnused.map(move) };
+    const result: BatchPart = { ...part, change, root: { type: part.root.type, id: shift(part.root.id) } };
+    offset += -lowest;
+    return result;
+  });
+  return {
+    parts: shifted,
+    change: {
+      create: shifted.flatMap((p) => p.change.create),
+      modify: shifted.flatMap((p) => p.change.modify),
+      delete: shifted.flatMap((p) => p.change.delete),
+      deleteIfUnused: shifted.flatMap((p) => p.change.deleteIfUnused),
+    },
+  };
+}
+
+/** The existing elements (positive ids) a change modifies or deletes. */
+export function touchedExisting(change: OsmChange): Set<string> {
+  return new Set([...change.modify, ...change.delete, ...change.deleteIfUnused].filter((e) => e.id > 0).map((e) => elementKey(e.type, e.id)));
+}
+
+function allElements(change: OsmChange): OsmElement[] {
+  return [...change.create, ...change.modify, ...change.delete, ...change.deleteIfUnused];
+}
+
+export interface Download {
+  create: OsmElement[];
+  modify: OsmElement[];
+  delete: OsmElement[];
+}
+
+const tagSignature = (tags: Record<string, string>) => JSON.stringify(Object.entries(tags).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+
+/** Signatures of content: a created element by what it is, anything else by its id. */
+function signer(created: ReadonlyMap<string, OsmElement>): (type: OsmType, id: number) => string {
+  const memo = new Map<string, string>();
+  const sign = (type: OsmType, id: number, depth = 0): string => {
+    const k = elementKey(type, id);
+    const e = created.get(k);
+    if (!e || depth > 8) return k;
+    const known = memo.get(k);
+    if (known) return known;
+    let body: string;
+    if (e.type === 'node') body = `n(${e.lat.toFixed(7)},${e.lon.toFixed(7)})`;
+    else if (e.type === 'way') body = `w[${e.nodeRefs.map((r) => sign('node', r, depth + 1)).join(';')}]`;
+    else body = `r[${e.members.map((m) => `${m.role}:${sign(m.type, m.ref, depth + 1)}`).join(';')}]`;
+    const signature = `${body}${tagSignature(e.tags)}`;
+    memo.set(k, signature);
+    return signature;
+  };
+  return sign;
+}
+
+/**
+ * Where a part's root is in a changeset's download: its id and version, or null when the part is not
+ * in it (its upload never happened). `taken` holds created roots already given to other parts, so two
+ * parts with identical content get one element each.
+ */
+export function findPartInDownload(part: BatchPart, download: Download, taken: Set<string>): { id: number; version: number } | null {
+  if (part.root.id < 0) {
+    const planned = new Map(part.change.create.map((e) => [elementKey(e.type, e.id), e] as const));
+    const wanted = signer(planned)(part.root.type, part.root.id);
+    const downloaded = new Map(download.create.map((e) => [elementKey(e.type, e.id), e] as const));
+    const signDownloaded = signer(downloaded);
+    const root = download.create.find((e) => e.type === part.root.type && !taken.has(elementKey(e.type, e.id)) && signDownloaded(e.type, e.id) === wanted);
+    if (!root || root.version === undefined) return null;
+    taken.add(elementKey(root.type, root.id));
+    return { id: root.id, version: root.version };
+  }
+  // An existing root: the part is in the changeset when an element it modifies or deletes is.
+  const touched = [...download.modify, ...download.delete];
+  const mine = touchedExisting(part.change);
+  if (!touched.some((e) => mine.has(elementKey(e.type, e.id)))) return null;
+  const root = download.modify.find((e) => e.type === part.root.type && e.id === part.root.id);
+  const version = root?.version ?? part.unchangedRootVersion;
+  if (version === undefined) return null;
+  return { id: part.root.id, version };
+}
