@@ -121,6 +121,19 @@ export function buildOpenApiDocument() {
           responses: { '200': { description: 'the versions and decisions', content: { 'application/json': { schema: FeatureHistorySchema } } }, '404': problem('the feature never existed') },
         },
       },
+      '/api/auth/forward': {
+        get: {
+          summary: "The proxy's forward_auth check in front of GeoServer WFS-T writes: who may write, as GeoServer should name them",
+          responses: {
+            '204': {
+              description: 'the caller may create features; the proxy copies these headers onto the request to GeoServer',
+              headers: z.object({ 'X-Geodata-User': z.string().regex(/^u_[0-9a-f]{32}$/), 'X-Geodata-Role': z.string().regex(/^ROLE_[A-Z]+$/) }),
+            },
+            '401': errors['401'],
+            '403': problem('a guest, a cookie sent from a foreign origin, or an account without an identity id'),
+          },
+        },
+      },
       ...userPaths,
       ...qcOpenApiPaths(),
       ...claimPaths,
