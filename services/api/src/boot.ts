@@ -6,7 +6,8 @@ import { createAuthenticator, createIdentityAdmin } from './auth/index.js';
 import { loadOrCreateDevKeys } from './auth/dev-keys.js';
 import type { ApiConfig } from './config.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
-import { migrate } from './db/migrate.js';
+import { packageVersion } from './db/embedded-image.js';
+import { migrate, readMigrations } from './db/migrate.js';
 import { createPool } from './db/pool.js';
 import { createApiServer } from './http/server.js';
 import { migrateQueue, startQcWorker, type QcWorker } from './qc/worker.js';
@@ -39,7 +40,9 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
   };
   let embedded: EmbeddedDatabase | undefined;
   if (!config.databaseUrl) {
-    embedded = await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger });
+    // A fresh folder starts from a cached image of what the two migration runs below apply.
+    const schema = { ...Object.fromEntries(readMigrations().map((m) => [m.name, m.checksum])), 'graphile-worker': packageVersion('graphile-worker') };
+    embedded = await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger, image: { schema } });
   }
   const databaseUrl = config.databaseUrl ?? embedded!.url;
   const db = createPool(databaseUrl, { logger });
@@ -49,6 +52,7 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
     checkpoint();
     // graphile-worker's schema: the QC routes queue side effects with graphile_worker.add_job.
     await migrateQueue(db, logger);
+    await embedded?.saveImage();
     checkpoint();
     const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir, identity: config.identity });
     const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
