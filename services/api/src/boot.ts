@@ -6,8 +6,8 @@ import { createAuthenticator, createIdentityAdmin } from './auth/index.js';
 import { loadOrCreateDevKeys } from './auth/dev-keys.js';
 import type { ApiConfig } from './config.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
-import { packageVersion } from './db/embedded-image.js';
-import { migrate, readMigrations } from './db/migrate.js';
+import { apiSchema } from './db/embedded-image.js';
+import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
 import { createApiServer } from './http/server.js';
 import { migrateQueue, startQcWorker, type QcWorker } from './qc/worker.js';
@@ -41,8 +41,7 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
   let embedded: EmbeddedDatabase | undefined;
   if (!config.databaseUrl) {
     // A fresh folder starts from a cached image of what the two migration runs below apply.
-    const schema = { ...Object.fromEntries(readMigrations().map((m) => [m.name, m.checksum])), 'graphile-worker': packageVersion('graphile-worker') };
-    embedded = await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger, image: { schema } });
+    embedded = await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger, image: { schema: apiSchema() } });
   }
   const databaseUrl = config.databaseUrl ?? embedded!.url;
   const db = createPool(databaseUrl, { logger });

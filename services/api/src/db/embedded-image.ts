@@ -27,6 +27,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import type { Extension } from '@electric-sql/pglite';
 import { postgis } from '@electric-sql/pglite-postgis';
+import { readMigrations } from './migrate.js';
 
 /** Default cache folder: `.cache/embedded-db` at the repository root (git-ignored). */
 export const DEFAULT_IMAGE_CACHE_DIR = fileURLToPath(new URL('../../../../.cache/embedded-db/', import.meta.url));
@@ -55,6 +56,14 @@ export function packageVersion(specifier: string): string {
 /** `pglite-0.5.8+postgis-0.2.8`: the folder name of everything cached for this engine. */
 export function engineKey(): string {
   return `pglite-${packageVersion('@electric-sql/pglite')}+postgis-${packageVersion('@electric-sql/pglite-postgis')}`;
+}
+
+/**
+ * The schema an API start applies (boot.ts): every migration file, then graphile-worker's own
+ * schema, which its version decides. `migrationsDir` is for tests.
+ */
+export function apiSchema(migrationsDir?: string): SchemaFingerprint {
+  return { ...Object.fromEntries(readMigrations(migrationsDir).map((m) => [m.name, m.checksum])), 'graphile-worker': packageVersion('graphile-worker') };
 }
 
 // ---- tar (ustar, as PGlite and the PostGIS bundle write it) ----
