@@ -52,6 +52,9 @@ function isCurrent(manifest) {
   return true;
 }
 
+// Spelt so that this file, bundled into scripts/start.ts, does not rewrite its own search string.
+const META_URL = ['import', 'meta', 'url'].join('.');
+
 /** @type {import('esbuild').Plugin} */
 const keepModuleUrls = {
   name: 'keep-module-urls',
@@ -59,7 +62,7 @@ const keepModuleUrls = {
     build.onLoad({ filter: /\.(ts|mts|mjs|js)$/ }, async (args) => {
       if (args.path.includes(`${'/'}node_modules${'/'}`)) return undefined;
       let contents = await readFile(args.path, 'utf8');
-      if (contents.includes('import.meta.url')) contents = contents.replaceAll('import.meta.url', JSON.stringify(pathToFileURL(args.path).href));
+      if (contents.includes(META_URL)) contents = contents.replaceAll(META_URL, JSON.stringify(pathToFileURL(args.path).href));
       return { contents, loader: /\.m?ts$/.test(args.path) ? 'ts' : 'js' };
     });
   },
