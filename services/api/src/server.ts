@@ -37,14 +37,17 @@ runMain(async () => {
     process.exit(0);
   }
   const abort = new AbortController();
-  const starting = startApi(config, logger, abort.signal);
+  let starting: ReturnType<typeof startApi> | undefined;
   // A signal during start-up stops the start at its next safe point (never inside initdb or a
   // migration), closes what it opened and exits 0, instead of dying with the data folder locked.
+  // Installed before startApi runs a single line: its synchronous part (locking the data folder,
+  // restoring a database image) must not be a moment without a handler.
   stopOnSignals(logger, async () => {
     abort.abort();
-    const api = await starting.catch(() => undefined);
+    const api = await starting?.catch(() => undefined);
     await api?.close();
   });
+  starting = startApi(config, logger, abort.signal);
   await starting.catch((error: unknown) => {
     if (error instanceof StartAborted) return new Promise<never>(() => undefined); // stopOnSignals exits
     throw error;

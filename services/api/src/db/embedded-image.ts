@@ -21,10 +21,12 @@
  * applies the rest with its normal migration run, which records each file in the ledger as usual.
  */
 import { createHash } from 'node:crypto';
-import { copyFileSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { constants, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { copyFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { gunzip, gzip } from 'node:zlib';
 import type { Extension } from '@electric-sql/pglite';
 import { postgis } from '@electric-sql/pglite-postgis';
 import { readMigrations } from './migrate.js';
@@ -120,15 +122,15 @@ function writeTar(entries: TarEntry[]): Buffer {
 }
 
 /** Writes `write(tmp)` to `target` atomically: a concurrent start sees all of it or nothing. */
-function publish(target: string, write: (tmp: string) => void): void {
+async function publish(target: string, write: (tmp: string) => Promise<void>): Promise<void> {
   const tmp = `${target}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(dirname(target), { recursive: true });
+  await rm(tmp, { recursive: true, force: true });
+  await mkdir(dirname(target), { recursive: true });
   try {
-    write(tmp);
-    renameSync(tmp, target);
+    await write(tmp);
+    await rename(tmp, target);
   } catch (error) {
-    rmSync(tmp, { recursive: true, force: true });
+    await rm(tmp, { recursive: true, force: true });
     // Another process published the same entry first: theirs is as good as ours.
     if (!existsSync(target)) throw error;
   }
@@ -152,15 +154,16 @@ const POSTGIS_FILES = [
  * The `postgis` extension, loading the slim bundle (made once per engine from the package's full
  * one). Falls back to the package's bundle if the slim one cannot be made.
  */
-export function slimPostgis(cacheDir: string = DEFAULT_IMAGE_CACHE_DIR): Extension {
+export async function slimPostgis(cacheDir: string = DEFAULT_IMAGE_CACHE_DIR): Promise<Extension> {
   const bundle = join(cacheDir, engineKey(), 'postgis-slim.tar.gz');
   try {
     if (!existsSync(bundle)) {
       const full = fileURLToPath(new URL('./postgis.tar.gz', import.meta.resolve('@electric-sql/pglite-postgis')));
-      const kept = readTar(gunzipSync(readFileSync(full))).filter((entry) => POSTGIS_FILES.some((pattern) => pattern.test(entry.name)));
+      const kept = readTar(await promisify(gunzip)(await readFile(full))).filter((entry) => POSTGIS_FILES.some((pattern) => pattern.test(entry.name)));
       if (!kept.some((entry) => entry.name.endsWith('.so'))) throw new Error('the PostGIS bundle has no postgis-3.so');
       // Level 1: PGlite gunzips the bundle at every start, and that costs the same at any level.
-      publish(bundle, (tmp) => writeFileSync(tmp, gzipSync(writeTar(kept), { level: 1 })));
+      const packed = await promisify(gzip)(writeTar(kept), { level: 1 });
+      await publish(bundle, (tmp) => writeFile(tmp, packed));
     }
   } catch {
     return postgis;
@@ -214,45 +217,45 @@ export function chooseImage(cacheDir: string, schema: SchemaFingerprint): ImageC
  * Copies an image's pgdata into `dataDir`, which must be empty. The copy is made next to it and
  * renamed into place, so a start killed half-way leaves no half-filled data folder behind.
  */
-export function restoreImage(image: string, dataDir: string): void {
+export async function restoreImage(image: string, dataDir: string): Promise<void> {
   const staging = `${dataDir}.restore-${process.pid}`;
-  rmSync(staging, { recursive: true, force: true });
+  await rm(staging, { recursive: true, force: true });
   try {
-    copyTree(image, staging);
-    rmSync(dataDir, { recursive: true, force: true });
-    renameSync(staging, dataDir);
+    await copyTree(image, staging);
+    await rm(dataDir, { recursive: true, force: true });
+    await rename(staging, dataDir);
   } catch (error) {
-    rmSync(staging, { recursive: true, force: true });
+    await rm(staging, { recursive: true, force: true });
     throw error;
   }
 }
 
-function copyTree(from: string, to: string): void {
-  mkdirSync(to, { recursive: true, mode: 0o700 });
-  for (const entry of readdirSync(from, { withFileTypes: true })) {
-    if (entry.isDirectory()) copyTree(join(from, entry.name), join(to, entry.name));
+async function copyTree(from: string, to: string): Promise<void> {
+  await mkdir(to, { recursive: true, mode: 0o700 });
+  for (const entry of await readdir(from, { withFileTypes: true })) {
+    if (entry.isDirectory()) await copyTree(join(from, entry.name), join(to, entry.name));
     // A copy-on-write clone where the file system offers it, a plain copy elsewhere.
-    else copyFileSync(join(from, entry.name), join(to, entry.name), constants.COPYFILE_FICLONE);
+    else await copyFile(join(from, entry.name), join(to, entry.name), constants.COPYFILE_FICLONE);
   }
 }
 
 /** Stores `tar` (a PGlite data folder dump) as the image of `schema`. */
-export function saveImage(cacheDir: string, schema: SchemaFingerprint, tar: Buffer): string {
+export async function saveImage(cacheDir: string, schema: SchemaFingerprint, tar: Buffer): Promise<string> {
   const target = join(cacheDir, engineKey(), schemaKey(schema));
-  publish(target, (tmp) => {
+  await publish(target, async (tmp) => {
     const pgdata = join(tmp, 'pgdata');
-    mkdirSync(pgdata, { recursive: true, mode: 0o700 });
+    await mkdir(pgdata, { recursive: true, mode: 0o700 });
     for (const entry of readTar(tar)) {
       const path = join(pgdata, entry.name);
-      if (entry.type === '5') mkdirSync(path, { recursive: true, mode: 0o700 });
+      if (entry.type === '5') await mkdir(path, { recursive: true, mode: 0o700 });
       else if (entry.type !== '0') throw new Error(`unexpected entry ${entry.name} in the data folder dump`);
       else {
-        mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-        writeFileSync(path, entry.data, { mode: 0o600 });
+        await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+        await writeFile(path, entry.data, { mode: 0o600 });
       }
     }
     const manifest: ImageManifest = { engine: engineKey(), schema, createdAt: new Date().toISOString() };
-    writeFileSync(join(tmp, 'image.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+    await writeFile(join(tmp, 'image.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   });
   return target;
 }

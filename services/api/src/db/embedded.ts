@@ -51,13 +51,13 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions = {
       // Only an empty folder is filled from an image; anything else is left to PGlite as before.
       const image = origin === 'initdb' && options.image && readdirSync(options.dataDir).length === 0 ? chooseImage(cacheDir, options.image.schema) : undefined;
       if (image) {
-        restoreImage(image.dir, options.dataDir);
+        await restoreImage(image.dir, options.dataDir);
         origin = image.current ? 'image' : 'stale-image';
       }
     }
     const db = await PGlite.create({
       ...(options.dataDir ? { dataDir: options.dataDir } : {}),
-      extensions: { postgis: slimPostgis(cacheDir) },
+      extensions: { postgis: await slimPostgis(cacheDir) },
       // PostgreSQL zeroes its shared buffers at every start: 128 MB (initdb's default) cost a fifth
       // of opening the database. 32 MB hold a development database; the OS caches the data folder.
       startParams: [...PGlite.defaultStartParams, '-c', 'shared_buffers=32MB'],
@@ -79,7 +79,7 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions = {
           // Flushed to the data files first, so the image needs no recovery when it is opened.
           await db.exec('CHECKPOINT');
           const tar = Buffer.from(await (await db.dumpDataDir('none')).arrayBuffer());
-          const dir = saveImage(cacheDir, options.image.schema, tar);
+          const dir = await saveImage(cacheDir, options.image.schema, tar);
           options.logger?.info({ image: dir, ms: Math.round(performance.now() - savingStarted) }, 'embedded database image saved for fresh starts');
         } catch (error) {
           // Only a later start's speed depends on it: this one carries on.
