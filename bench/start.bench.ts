@@ -63,7 +63,8 @@ async function npmStart(dataDir: string, label: string): Promise<StartSample> {
     DATA_DIR: dataDir,
     WEBHOOK_STATE_DIR: join(scratch, 'webhook-state'),
     DEPLOY_ROOT: join(scratch, 'sites'),
-    LOG_LEVEL: 'warn',
+    // start.ts recognises a service as started by its "listening" log line, which is at level info.
+    LOG_LEVEL: 'info',
   };
   const started = performance.now();
   const child = spawn('npm', ['start', '--silent'], { cwd: repoRoot, env, stdio: ['ignore', 'ignore', 'pipe'] });
