@@ -15,7 +15,7 @@
  * it is printed as "first start" but not part of the medians. BENCH_QUICK=1: 2 rounds instead of 5.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/helpers/ports.js';
@@ -80,6 +80,10 @@ async function npmStart(dataDir: string, label: string): Promise<StartSample> {
   } finally {
     child.kill('SIGTERM');
     await exited;
+    // npm exits before its children have stopped: the next measurement starts once the API has
+    // closed its database and released the folder, so no two runs share the CPU or the folder.
+    const lock = join(dataDir, 'pglite.pid');
+    for (const deadline = Date.now() + TIMEOUT_MS; existsSync(lock) && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
 }
 
