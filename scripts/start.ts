@@ -9,6 +9,13 @@
  *   START_WEB=false leaves it out), built first when services/web/dist is missing or stale, with the
  *   development sign-in at /login. Its origins are added to the API's CORS_ORIGINS.
  *
+ * Start-up time (docs/npm-start.md has the figures): every service runs as compiled JavaScript from
+ * .cache/start/ (scripts/compiled.mjs; rebuilt when a source changed, in well under a second), never
+ * through tsx. The web app's build check (and build, if needed) runs beside the API's start, and
+ * the web server starts as soon as the API's port is known: at once with a fixed PORT, after the
+ * API listens with PORT=0. A fresh data folder starts from a cached database image (see
+ * services/api/src/db/embedded-image.ts).
+ *
  * Signals: SIGTERM or SIGINT to this process — also while the services are still starting — is passed
  * to each child as SIGTERM; each drains and stops (the API also closes its database and releases the
  * data folder), and this process exits once they all have. A child that does not stop within
@@ -27,7 +34,8 @@ import { fileURLToPath } from 'node:url';
 import { runMain } from '../services/shared/config.js';
 import { createLogger } from '../services/shared/logger.js';
 import { loadTargets } from '../services/shared/targets.js';
-import { ensureWebBuild, webEntry } from '../services/web/launch.js';
+import { webEntry } from '../services/web/launch.js';
+import { compiled } from './compiled.mjs';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 // Generous: a service stopped while it creates its embedded database finishes that first (cutting
@@ -47,9 +55,9 @@ interface Service {
   exited: Promise<number>;
 }
 
-/** `args` is what node runs: `--import tsx <file.ts>` for a service's sources, or a built entry. */
+/** `args` is what node runs: a compiled or built entry. */
 function startService(name: Service['name'], args: string[], env: NodeJS.ProcessEnv, listening: RegExp): Service {
-  // node --import tsx rather than the tsx CLI: one process per service, which gets our signals directly.
+  // node itself rather than a CLI wrapper: one process per service, which gets our signals directly.
   const child = spawn(process.execPath, args, { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
   child.channel?.unref();
   const exited = new Promise<number>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal === 'SIGKILL' ? 137 : 143))));
@@ -72,6 +80,12 @@ function startService(name: Service['name'], args: string[], env: NodeJS.Process
   ready.catch(() => undefined); // observed by the caller; no unhandled rejection when stopped early
   const handlesSignals = Promise.race([told, ready.then(() => undefined, () => undefined)]);
   return { name, child, ready, handlesSignals, exited };
+}
+
+/** Runs the web app's build check (services/web/launch.ts) in a child process; resolves with its exit code. */
+async function buildWeb(): Promise<number> {
+  const child = spawn(process.execPath, ['--enable-source-maps', await compiled('scripts/build-web.ts')], { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit'] });
+  return new Promise((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
 }
 
 /** A random secret per deploy target, as the webhook server reads them from its environment. */
@@ -122,21 +136,43 @@ runMain(async () => {
   // The site's pages call the API from the browser: its origins may read answers and send changes.
   const webOrigins = withWeb ? [`http://localhost:${webPort}`, `http://127.0.0.1:${webPort}`] : [];
   const corsOrigins = [process.env.CORS_ORIGINS ?? '', ...webOrigins].filter(Boolean).join(',');
-  if (withWeb) ensureWebBuild((message) => console.log(message));
-  const api = startService('api', ['--import', 'tsx', join(repoRoot, 'services/api/src/server.ts')], { ...process.env, CORS_ORIGINS: corsOrigins }, /"port":(\d+).*"msg":"api listening"/);
+  // Checked (and built if stale) in a process of its own beside the API's start: a build takes
+  // minutes on a busy machine, and this process must keep answering signals meanwhile.
+  const webBuilt = withWeb ? buildWeb() : Promise.resolve(0);
+  const [apiEntry, webhookEntry] = await Promise.all([compiled('services/api/src/server.ts'), withWebhook ? compiled('services/webhook/src/server.ts') : undefined]);
+  if (stopping) return;
+  const api = startService('api', ['--enable-source-maps', apiEntry], { ...process.env, CORS_ORIGINS: corsOrigins }, /"port":(\d+).*"msg":"api listening"/);
   services.push(api);
   let secrets: Record<string, string> = {};
   let adminToken = '';
   if (withWebhook) {
     secrets = developmentSecrets();
     adminToken = process.env.WEBHOOK_ADMIN_TOKEN ?? randomBytes(24).toString('hex');
-    services.push(startService('webhook', ['--import', 'tsx', join(repoRoot, 'services/webhook/src/server.ts')], { ...process.env, ...secrets, WEBHOOK_ADMIN_TOKEN: adminToken }, /"port":(\d+)/));
+    services.push(startService('webhook', ['--enable-source-maps', webhookEntry!], { ...process.env, ...secrets, WEBHOOK_ADMIN_TOKEN: adminToken }, /"port":(\d+)/));
   }
   logger.info({ pids: Object.fromEntries(services.map((s) => [s.name, s.child.pid])) }, 'services starting');
 
+  // The site reads its whole configuration at start (services/web/src/config.ts), the API's address
+  // included: with a fixed PORT it starts beside the API, with PORT=0 once the API listens.
+  const fixedApiPort = Number(process.env.PORT ?? 8080);
+  const startWeb = async (apiPort: number): Promise<Service | undefined> => {
+    if ((await webBuilt) !== 0 || stopping) throw new Error('the web app could not be built');
+    const web = startService(
+      'web',
+      [webEntry],
+      { ...process.env, PORT: String(webPort), HOST: process.env.WEB_HOST ?? '127.0.0.1', API_PUBLIC_URL: `http://localhost:${apiPort}`, API_URL: `http://127.0.0.1:${apiPort}`, PUBLIC_BASE_URL: `http://localhost:${webPort}` },
+      /Server listening on http:\/\/[^:]+:(\d+)/,
+    );
+    services.push(web);
+    await web.ready;
+    return web;
+  };
+  const webEarly = withWeb && fixedApiPort > 0 ? startWeb(fixedApiPort) : undefined;
+  webEarly?.catch(() => undefined); // observed below
+
   let ports: number[];
   try {
-    ports = await Promise.all(services.map((s) => s.ready));
+    ports = await Promise.all(services.filter((s) => s.name !== 'web').map((s) => s.ready));
   } catch (error) {
     if (stopping) return; // a signal came first; the children are being stopped
     // A child could not start: stop the rest, and exit with its code (2 for a configuration error).
@@ -149,17 +185,8 @@ runMain(async () => {
 
   const [apiPort, webhookPort] = ports;
   if (withWeb) {
-    // The site reads its whole configuration at start (services/web/src/config.ts), so it starts once
-    // the API's port is known.
-    const web = startService(
-      'web',
-      [webEntry],
-      { ...process.env, PORT: String(webPort), HOST: process.env.WEB_HOST ?? '127.0.0.1', API_PUBLIC_URL: `http://localhost:${apiPort}`, API_URL: `http://127.0.0.1:${apiPort}`, PUBLIC_BASE_URL: `http://localhost:${webPort}` },
-      /Server listening on http:\/\/[^:]+:(\d+)/,
-    );
-    services.push(web);
     try {
-      await web.ready;
+      await (webEarly ?? startWeb(apiPort!));
     } catch (error) {
       if (stopping) return;
       await stopAll();

@@ -6,6 +6,7 @@ import { createAuthenticator, createIdentityAdmin } from './auth/index.js';
 import { loadOrCreateDevKeys } from './auth/dev-keys.js';
 import type { ApiConfig } from './config.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
+import { apiSchema } from './db/embedded-image.js';
 import { migrate } from './db/migrate.js';
 import { API_SESSION_SETTINGS, createPool } from './db/pool.js';
 import { createApiServer } from './http/server.js';
@@ -39,7 +40,8 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
   };
   let embedded: EmbeddedDatabase | undefined;
   if (!config.databaseUrl) {
-    embedded = await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger });
+    // A fresh folder starts from a cached image of what the two migration runs below apply.
+    embedded = await startEmbeddedDatabase({ dataDir: join(config.dataDir, 'pglite'), logger, image: { schema: apiSchema() } });
   }
   const databaseUrl = config.databaseUrl ?? embedded!.url;
   // The session settings are PostgreSQL's; the embedded PGlite has no JIT and one session for all.
@@ -50,6 +52,7 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
     checkpoint();
     // graphile-worker's schema: the QC routes queue side effects with graphile_worker.add_job.
     await migrateQueue(db, logger);
+    await embedded?.saveImage();
     checkpoint();
     const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir, identity: config.identity });
     const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;

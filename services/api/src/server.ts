@@ -37,15 +37,18 @@ runMain(async () => {
     process.exit(0);
   }
   const abort = new AbortController();
-  const starting = startApi(config, logger, abort.signal);
+  const start: { running?: ReturnType<typeof startApi> } = {};
   // A signal during start-up stops the start at its next safe point (never inside initdb or a
   // migration), closes what it opened and exits 0, instead of dying with the data folder locked.
+  // Installed before startApi runs a single line: its synchronous part (locking the data folder,
+  // restoring a database image) must not be a moment without a handler.
   stopOnSignals(logger, async () => {
     abort.abort();
-    const api = await starting.catch(() => undefined);
+    const api = await start.running?.catch(() => undefined);
     await api?.close();
   });
-  await starting.catch((error: unknown) => {
+  start.running = startApi(config, logger, abort.signal);
+  await start.running.catch((error: unknown) => {
     if (error instanceof StartAborted) return new Promise<never>(() => undefined); // stopOnSignals exits
     throw error;
   });

@@ -56,6 +56,9 @@ export async function migrate(pool: pg.Pool, options: { dir?: string; logger?: L
   const applied: string[] = [];
   const client = await pool.connect();
   try {
+    // The common case at start-up, every file recorded unchanged, costs one query instead of five
+    // per file; anything else (a pending or a changed file) takes the locked path below.
+    if (await allRecorded(client, migrations)) return applied;
     for (const migration of migrations) {
       // A stop requested meanwhile ends the run between files, each of which is all or nothing.
       if (options.signal?.aborted) break;
@@ -90,6 +93,14 @@ export async function migrate(pool: pg.Pool, options: { dir?: string; logger?: L
     client.release();
   }
   return applied;
+}
+
+async function allRecorded(client: pg.PoolClient, migrations: readonly Migration[]): Promise<boolean> {
+  const table = await client.query<{ present: boolean }>("SELECT to_regclass('metadata.schema_migrations') IS NOT NULL AS present");
+  if (!table.rows[0]?.present) return false;
+  const { rows } = await client.query<{ name: string; checksum: string }>('SELECT name, checksum FROM metadata.schema_migrations');
+  const recorded = new Map(rows.map((r) => [r.name, r.checksum]));
+  return migrations.every((m) => recorded.get(m.name) === m.checksum);
 }
 
 /** Names of migrations not yet applied (all of them when the bookkeeping table does not exist). */
