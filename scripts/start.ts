@@ -45,7 +45,10 @@ const STOP_TIMEOUT_MS = 120_000;
 interface Service {
   name: 'api' | 'webhook' | 'web';
   child: ChildProcess;
-  /** Resolves with the port from the service's "listening" log line; rejects when it exits first. */
+  /**
+   * Resolves with the port the service announces over the IPC channel (`{ listening: port }`, which
+   * no LOG_LEVEL hides) or, for the web app, in its "listening" log line; rejects when it exits first.
+   */
   ready: Promise<number>;
   /**
    * Resolves once a SIGTERM would stop the service gracefully rather than kill it: when it says so
@@ -63,6 +66,9 @@ function startService(name: Service['name'], args: string[], env: NodeJS.Process
   const exited = new Promise<number>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal === 'SIGKILL' ? 137 : 143))));
   const told = new Promise<void>((resolve) => child.on('message', (message: { signals?: string }) => message.signals === 'handled' && resolve()));
   const ready = new Promise<number>((resolve, reject) => {
+    child.on('message', (message: { listening?: unknown }) => {
+      if (typeof message.listening === 'number') resolve(message.listening);
+    });
     let pending = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       // The service's log goes on to our stdout as it is; we only watch for its listening line.

@@ -79,6 +79,8 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
       throw error;
     }
     logger.info({ port, database: embedded ? 'embedded' : 'external' }, 'api listening');
+    // A parent (npm start) learns the port here too, whatever LOG_LEVEL hides.
+    process.send?.({ listening: port });
     return {
       port,
       databaseUrl,

@@ -119,6 +119,8 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
     throw error;
   }
   logger.info({ port, host: config.host, targets: config.targets.map((t) => t.key), isolation: config.deploy.isolation }, 'webhook server listening');
+  // A parent (npm start) learns the port here too, whatever LOG_LEVEL hides.
+  process.send?.({ listening: port });
 
   let closing: Promise<void> | null = null;
   const openStore = store;
