@@ -27,6 +27,7 @@ interface HistoryBody {
   version: number;
   operation: string;
   actor: string;
+  note: string | null;
   feature: FeatureBody;
 }
 
@@ -199,12 +200,17 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
 
     // Every step in the history: created, the other browser's edit, the merge by the offline user.
     const history = (await stack.api<HistoryBody[] | { versions: HistoryBody[] }>('GET', `/api/features/${encodeURIComponent(editedId)}/history`, { token: adminToken })).body;
-    const versions = (Array.isArray(history) ? history : history.versions).map((h) => [h.version, h.operation, h.actor, h.feature.properties.adresse]);
+    const versions = (Array.isArray(history) ? history : history.versions).map((h) => [h.version, h.operation, h.actor, h.feature.properties.adresse, h.note]);
+    const mergeLine = 'merged offline edit: name from mine; adresse, telefon from theirs';
     expect(versions.sort((a, b) => Number(a[0]) - Number(b[0]))).toEqual([
-      [1, 'insert', 'ada', 'Markt 1'],
-      [2, 'update', 'bob', 'Am Markt 1a'],
-      [3, 'update', 'ada', 'Am Markt 1a'],
+      [1, 'insert', 'ada', 'Markt 1', null],
+      [2, 'update', 'bob', 'Am Markt 1a', null],
+      [3, 'update', 'ada', 'Am Markt 1a', mergeLine],
     ]);
+    // … and the feature's history page shows the merge's line.
+    await page.goto(`${stack.webUrl}/features/${encodeURIComponent(editedId)}`);
+    const historyTable = page.getByRole('table', { name: 'Alle Versionen, neueste zuerst' });
+    expect(await historyTable.getByRole('row').filter({ hasText: mergeLine }).getByRole('cell').first().textContent()).toBe('3');
     const createdHistory = await stack.api<HistoryBody[] | { versions: HistoryBody[] }>('GET', `/api/features/${encodeURIComponent(all.features.find((f) => f.properties.name === 'Neues Beet West')!.id)}/history`, { token: adminToken });
     const createdVersions = Array.isArray(createdHistory.body) ? createdHistory.body : createdHistory.body.versions;
     expect(createdVersions.map((h) => h.operation)).toEqual(['insert']);

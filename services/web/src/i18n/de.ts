@@ -75,6 +75,7 @@ export const de = {
   'feature.operation': 'Änderung',
   'feature.actor': 'Von',
   'feature.recordedAt': 'Zeitpunkt',
+  'feature.note': 'Anmerkung',
   'feature.op.insert': 'Angelegt',
   'feature.op.update': 'Geändert',
   'feature.op.delete': 'Gelöscht',

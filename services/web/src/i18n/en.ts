@@ -77,6 +77,7 @@ export const en: Record<keyof typeof de, string> = {
   'feature.operation': 'Change',
   'feature.actor': 'By',
   'feature.recordedAt': 'When',
+  'feature.note': 'Note',
   'feature.op.insert': 'Created',
   'feature.op.update': 'Changed',
   'feature.op.delete': 'Deleted',
