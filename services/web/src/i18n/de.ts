@@ -107,6 +107,7 @@ export const de = {
   'editor.geometrySummary': '{type} mit {parts} Teil(en) und {holes} Loch/Löchern',
   'editor.noGeometry': 'Noch keine Geometrie',
   'editor.saved': 'Gespeichert.',
+  'editor.keptOffline': 'Ohne Verbindung: die Änderung ist in den ausstehenden Änderungen gespeichert und wird übertragen, sobald das Netz zurück ist.',
   'editor.saveFailed': 'Speichern fehlgeschlagen: {message}',
   'editor.errorSummary': 'Bitte die markierten Felder korrigieren.',
   'editor.deleteQuestion': 'Dieses Objekt wirklich löschen? Die Versionsgeschichte bleibt erhalten.',

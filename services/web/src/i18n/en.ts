@@ -109,6 +109,7 @@ export const en: Record<keyof typeof de, string> = {
   'editor.geometrySummary': '{type} with {parts} part(s) and {holes} hole(s)',
   'editor.noGeometry': 'No geometry yet',
   'editor.saved': 'Saved.',
+  'editor.keptOffline': 'No connection: the change is kept with the pending edits and sent once the network is back.',
   'editor.saveFailed': 'Saving failed: {message}',
   'editor.errorSummary': 'Please correct the marked fields.',
   'editor.deleteQuestion': 'Really delete this feature? Its history is kept.',

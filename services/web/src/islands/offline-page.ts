@@ -8,9 +8,10 @@ import { fieldValue, MERGE_FIELDS, setField, threeWayMerge, type MergeField } fr
 import { discardEntry, recordDelete, recordSave, StorageFailure, updateEntry } from '../lib/offline/outbox.js';
 import { fromMergeInput, mergeInput, saveMerged } from '../lib/offline/sync.js';
 import { watchTables } from '../lib/offline/watch.js';
+import { sideChoice } from '../lib/side-choice.js';
 import type { Feature } from '../lib/types.js';
 import { clientTranslator } from './messages.js';
-import { onSynced, syncNow, transport } from './offline-shell.js';
+import { onSynced, syncNow, syncRunning, transport } from './offline-shell.js';
 
 /**
  * The offline page: stored features (edit, delete, new), the outbox (open, change, discard), sync, and
@@ -28,7 +29,18 @@ export function mountOfflinePage(): void {
   window.addEventListener('offline', showConnection);
 
   const syncStatus = byId('sync-status');
-  onSynced((result) => (syncStatus.textContent = result.offline ? t('offline.syncOffline') : t('offline.synced', { count: result.sent })));
+  onSynced((result) => {
+    syncStatus.textContent = result.offline ? t('offline.syncOffline') : t('offline.synced', { count: result.sent });
+    // A complete run: every conflict it met is in the outbox now; the first one (in edit order) opens.
+    if (!result.offline)
+      void offlineDb()
+        .outbox.orderBy('seq')
+        .toArray()
+        .then((entries) => {
+          latest = entries;
+          openNextConflict();
+        });
+  });
   byId('sync-now').addEventListener('click', () => void syncNow());
 
   const storageError = (error: unknown) => {
@@ -166,7 +178,9 @@ export function mountOfflinePage(): void {
             })),
       );
       latest = entries;
-      openNextConflict();
+      // Not while this tab's sync runs: the features go out concurrently, so conflicts arrive in any
+      // order; the merge views open once it is done, in the order the edits were made.
+      if (!syncRunning()) openNextConflict();
     }
   };
   let latest: OutboxEntry[] = [];
@@ -221,25 +235,7 @@ export function mountOfflinePage(): void {
       }
       const result = document.createElement('td');
       if (outcome?.conflicts.includes(mergeField)) {
-        const group = document.createElement('fieldset');
-        const legend = document.createElement('legend');
-        legend.className = 'visually-hidden';
-        legend.textContent = t('conflict.choiceFor', { field: label });
-        group.append(legend);
-        for (const side of ['mine', 'theirs'] as const) {
-          const option = document.createElement('label');
-          const radio = document.createElement('input');
-          radio.type = 'radio';
-          radio.name = `merge-${mergeField}`;
-          radio.value = side;
-          radio.checked = side === 'mine';
-          radio.style.width = 'auto';
-          radio.style.minHeight = '0';
-          radio.setAttribute('aria-label', `${label}: ${side === 'mine' ? t('offline.mine') : t('offline.theirs')}`);
-          option.append(radio, ` ${side === 'mine' ? t('offline.mine') : t('offline.theirs')}`);
-          group.append(option);
-        }
-        result.append(group);
+        result.append(sideChoice({ name: `merge-${mergeField}`, field: label, legend: t('conflict.choiceFor', { field: label }), mine: t('offline.mine'), theirs: t('offline.theirs') }));
       } else if (outcome) {
         result.textContent = outcome.fromTheirs.includes(mergeField)
           ? t('offline.auto', { side: t('offline.theirs') })

@@ -17,6 +17,11 @@ let retryTimer: ReturnType<typeof setTimeout> | undefined;
 let retryDelay = 2_000;
 const listeners = new Set<(result: SyncResult) => void>();
 
+/** Whether this tab is running a sync now. */
+export function syncRunning(): boolean {
+  return running !== undefined;
+}
+
 export function onSynced(listener: (result: SyncResult) => void): void {
   listeners.add(listener);
 }
