@@ -265,6 +265,8 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
       await hasText(badge(page), 'Ausstehende Änderungen: 2');
       expect(await stack.api('GET', `/api/features/${encodeURIComponent(area.id)}`).then((r) => (r.body as FeatureBody).geometry.coordinates)).toEqual([ring]);
 
+      // No request routing in this browser: the API's CORS preflight is the real one (routing answers
+      // preflights by itself, which once hid that Idempotency-Key was not an allowed header).
       await editor.setOffline(false);
       await hasText(badge(page), 'Ausstehende Änderungen: 0', 30_000);
       const { body: all } = await stack.api<{ features: FeatureBody[] }>('GET', '/api/features?limit=1000', { token });
