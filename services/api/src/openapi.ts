@@ -8,7 +8,7 @@ import { claimPaths } from './qc/claims-openapi.js';
 import { qcOpenApiPaths } from './qc/openapi.js';
 import { FeatureHistorySchema } from './qc/schema.js';
 import { tilePaths } from './tiles/openapi.js';
-import { FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, ListQuerySchema, ProblemSchema } from '../../shared/features/schema.js';
+import { EDIT_NOTE_MAX, FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, ListQuerySchema, ProblemSchema } from '../../shared/features/schema.js';
 import { userPaths } from './users/openapi.js';
 
 /**
@@ -25,6 +25,14 @@ const errors = {
 
 const ifMatch = z.string().optional().meta({ description: 'strong ETag of the version the change is based on; a stale one gets 412', example: '"3"' });
 const idParam = z.object({ id: FeatureIdSchema });
+const editNote = z
+  .string()
+  .max(EDIT_NOTE_MAX)
+  .optional()
+  .meta({
+    description: 'why this change is made, stored with the new version and returned as its note by /history (one line, printable; longer or with control characters: 400)',
+    example: 'merged offline edit: name from mine; telefon from theirs',
+  });
 const geojson = (schema: z.ZodType) => ({ 'application/geo+json': { schema } });
 const featureResponse = (description: string) => ({
   description,
@@ -96,7 +104,7 @@ export function buildOpenApiDocument() {
         get: { summary: 'One feature', requestParams: { path: idParam }, responses: { '200': featureResponse('the feature'), '404': problem('no such feature') } },
         put: {
           summary: 'Replace a feature (update:own for its creator, update for admins)',
-          requestParams: { path: idParam, header: z.object({ 'If-Match': ifMatch }) },
+          requestParams: { path: idParam, header: z.object({ 'If-Match': ifMatch, 'X-Edit-Note': editNote }) },
           requestBody: body,
           responses: {
             '200': featureResponse('the updated feature'),

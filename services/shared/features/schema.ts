@@ -225,9 +225,13 @@ export const HistoryEntrySchema = z
     operation: z.enum(['insert', 'update', 'delete']),
     actor: z.string().meta({ description: 'user id (sub) for API edits, the database user for direct SQL or WFS-T edits' }),
     recordedAt: z.string(),
+    note: z.string().nullable().meta({ description: 'why this version was made, as its writer said (X-Edit-Note on the PUT), e.g. how an offline edit was merged; null when none was given' }),
     feature: FeatureSchema,
   })
   .meta({ id: 'HistoryEntry' });
+
+/** X-Edit-Note on a change: one line of printable text, stored with the history row it makes. */
+export const EDIT_NOTE_MAX = 500;
 
 export const HistorySchema = z.object({ featureId: z.string(), versions: z.array(HistoryEntrySchema) }).meta({ id: 'History' });
 

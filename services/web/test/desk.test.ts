@@ -268,4 +268,49 @@ describe.skipIf(missing !== undefined)('the QC desk in a browser', () => {
     expect((await stack.api('POST', `/api/qc/approve/${encodeURIComponent(monument)}`, { token: tokens.rolf })).status).toBe(409);
     expect(violations).toEqual([]);
   });
+
+  it('the queue count in the navigation follows a decision and a new submission without a reload, and "next" shows the next item in place, claimed', async () => {
+    const submit = async (owner: string, name: string, lon: number) => {
+      const id = await createFeature(owner, name, 'friedhof', lon);
+      expect((await stack.api('POST', '/api/qc/submit', { token: tokens[owner], body: { featureId: id } })).status).toBe(200);
+      return id;
+    };
+    const first = await submit('alice', 'Friedhof Zählung Eins', 13.41);
+    await submit('alice', 'Friedhof Zählung Zwei', 13.411);
+    const count = async () => (await stack.api<{ count: number }>('GET', '/api/qc/queue/count', { token: tokens.rolf })).body.count;
+    const waiting = await count();
+    const reviewer = await signedIn('reviewer', 'rolf');
+    const nav = (n: number) => reviewer.getByRole('navigation', { name: 'Hauptnavigation' }).getByRole('link', { name: `Prüfung (${n} offen)` });
+    await reviewer.goto(`${stack.webUrl}/qc/${encodeURIComponent(first)}`);
+    await expect.poll(() => reviewer.getByRole('status').filter({ hasText: 'Sie prüfen dieses Objekt' }).count()).toBe(1);
+    expect(await nav(waiting).count()).toBe(1);
+    // A marker in the page's own JavaScript: it survives only if no navigation happens.
+    await reviewer.evaluate(() => ((window as unknown as { deskMarker: string }).deskMarker = 'same page'));
+
+    await reviewer.getByRole('heading', { level: 1 }).click();
+    await reviewer.keyboard.press('a');
+    await expect.poll(() => reviewer.getByRole('status').filter({ hasText: 'Freigegeben.' }).count()).toBe(1);
+    await expect.poll(() => nav(waiting - 1).count()).toBe(1);
+
+    // Someone else submits meanwhile: the open page learns of it by itself (it polls the count).
+    await submit('bob', 'Friedhof Zählung Drei', 13.412);
+    await expect.poll(() => nav(waiting).count(), { timeout: 40_000 }).toBe(1);
+
+    await reviewer.keyboard.press('n');
+    await reviewer.waitForURL((url) => url.pathname.startsWith('/qc/') && url.pathname !== `/qc/${encodeURIComponent(first)}`);
+    await expect.poll(() => reviewer.getByRole('status').filter({ hasText: 'Sie prüfen dieses Objekt' }).count()).toBe(1);
+    expect(await reviewer.evaluate(() => (window as unknown as { deskMarker?: string }).deskMarker)).toBe('same page');
+    const shown = decodeURIComponent(new URL(reviewer.url()).pathname.split('/').pop()!);
+    const heading = await reviewer.getByRole('heading', { level: 1 }).textContent();
+    const item = (await stack.api<{ feature: { properties: { name: string } }; claim: { holder: string } | null }>('GET', `/api/qc/items/${encodeURIComponent(shown)}`, { token: tokens.rolf })).body;
+    expect(heading).toContain(item.feature.properties.name);
+    expect(item.claim?.holder).toBe('rolf');
+    // The item shown in place is a working desk: it is decided with the keyboard like any other.
+    await reviewer.getByRole('heading', { level: 1 }).click();
+    await reviewer.keyboard.press('a');
+    await expect.poll(() => reviewer.getByRole('status').filter({ hasText: 'Freigegeben.' }).count()).toBe(1);
+    expect((await reviews(shown)).status).toBe('approved');
+    await audit(reviewer);
+    expect(violations).toEqual([]);
+  }, 120_000);
 });

@@ -27,6 +27,7 @@ interface HistoryBody {
   version: number;
   operation: string;
   actor: string;
+  note: string | null;
   feature: FeatureBody;
 }
 
@@ -199,17 +200,88 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
 
     // Every step in the history: created, the other browser's edit, the merge by the offline user.
     const history = (await stack.api<HistoryBody[] | { versions: HistoryBody[] }>('GET', `/api/features/${encodeURIComponent(editedId)}/history`, { token: adminToken })).body;
-    const versions = (Array.isArray(history) ? history : history.versions).map((h) => [h.version, h.operation, h.actor, h.feature.properties.adresse]);
+    const versions = (Array.isArray(history) ? history : history.versions).map((h) => [h.version, h.operation, h.actor, h.feature.properties.adresse, h.note]);
+    const mergeLine = 'merged offline edit: name from mine; adresse, telefon from theirs';
     expect(versions.sort((a, b) => Number(a[0]) - Number(b[0]))).toEqual([
-      [1, 'insert', 'ada', 'Markt 1'],
-      [2, 'update', 'bob', 'Am Markt 1a'],
-      [3, 'update', 'ada', 'Am Markt 1a'],
+      [1, 'insert', 'ada', 'Markt 1', null],
+      [2, 'update', 'bob', 'Am Markt 1a', null],
+      [3, 'update', 'ada', 'Am Markt 1a', mergeLine],
     ]);
+    // … and the feature's history page shows the merge's line.
+    await page.goto(`${stack.webUrl}/features/${encodeURIComponent(editedId)}`);
+    const historyTable = page.getByRole('table', { name: 'Alle Versionen, neueste zuerst' });
+    expect(await historyTable.getByRole('row').filter({ hasText: mergeLine }).getByRole('cell').first().textContent()).toBe('3');
     const createdHistory = await stack.api<HistoryBody[] | { versions: HistoryBody[] }>('GET', `/api/features/${encodeURIComponent(all.features.find((f) => f.properties.name === 'Neues Beet West')!.id)}/history`, { token: adminToken });
     const createdVersions = Array.isArray(createdHistory.body) ? createdHistory.body : createdHistory.body.versions;
     expect(createdVersions.map((h) => h.operation)).toEqual(['insert']);
     expect(violations).toEqual([]);
   }, 240_000);
+
+  /** Pixel positions relative to the map's top-left corner, clicked one after the other. */
+  async function clickOnMap(map: Locator, points: Array<[number, number]>): Promise<void> {
+    const box = (await map.boundingBox())!;
+    for (const [x, y] of points) {
+      await map.page().mouse.click(box.x + x, box.y + y);
+      await map.page().waitForTimeout(120);
+    }
+  }
+  const square = (x: number, y: number, size: number): Array<[number, number]> => [[x, y], [x + size, y], [x + size, y + size], [x, y + size], [x, y]];
+
+  it('the editor draws offline: a new Polygon and a hole cut into an existing area go through the outbox and reach the server once back online', async () => {
+    const token = await stack.token('admin', 'eve');
+    const ring = [[13.39, 52.51], [13.41, 52.51], [13.41, 52.53], [13.39, 52.53], [13.39, 52.51]];
+    const { body: area } = await stack.api<FeatureBody>('POST', '/api/features', { token, body: { type: 'Feature', geometry: { type: 'Polygon', coordinates: [ring] }, properties: { name: 'Friedhof Süd', kategorie: 'friedhof' } } });
+    const editor = await browser.newContext({ locale: 'de-DE', viewport: { width: 1100, height: 900 } });
+    try {
+      const page = await editor.newPage();
+      await page.goto(`${stack.webUrl}/login?as=admin&sub=eve`);
+      await page.waitForURL(`${stack.webUrl}/`);
+      await expect.poll(() => page.evaluate(() => navigator.serviceWorker.controller !== null), { timeout: 20_000 }).toBe(true);
+      // Online once: the service worker keeps the editor's pages and assets.
+      await page.goto(`${stack.webUrl}/features/new`);
+      await page.goto(`${stack.webUrl}/features/${encodeURIComponent(area.id)}/edit`);
+      await page.goto(`${stack.webUrl}/offline`);
+
+      await editor.setOffline(true);
+      await page.goto(`${stack.webUrl}/features/new`);
+      const map = page.getByRole('region', { name: 'Karte der Objekte' });
+      await page.getByLabel('Geometrietyp').selectOption('Polygon');
+      await clickOnMap(map, square(100, 80, 200));
+      await expect.poll(() => page.getByText('Polygon mit 1 Teil(en) und 0 Loch/Löchern').count()).toBe(1);
+      await page.getByLabel('Name', { exact: true }).fill('Beet offline gezeichnet');
+      await page.getByLabel('Kategorie', { exact: true }).selectOption('blumenbeet');
+      await page.getByRole('button', { name: 'Speichern' }).click();
+      await page.waitForURL(`${stack.webUrl}/offline`);
+      await hasText(badge(page), 'Ausstehende Änderungen: 1');
+
+      // The existing area, opened offline from the kept page: a hole drawn in its middle.
+      await page.goto(`${stack.webUrl}/features/${encodeURIComponent(area.id)}/edit`);
+      const box = (await map.boundingBox())!;
+      await page.getByRole('button', { name: 'Loch zeichnen' }).click();
+      await clickOnMap(map, square(box.width / 2 - 30, box.height / 2 - 30, 60));
+      await expect.poll(() => page.getByText('Polygon mit 1 Teil(en) und 1 Loch/Löchern').count()).toBe(1);
+      await page.getByRole('button', { name: 'Speichern' }).click();
+      await page.waitForURL(`${stack.webUrl}/offline`);
+      await hasText(badge(page), 'Ausstehende Änderungen: 2');
+      expect(await stack.api('GET', `/api/features/${encodeURIComponent(area.id)}`).then((r) => (r.body as FeatureBody).geometry.coordinates)).toEqual([ring]);
+
+      // No request routing in this browser: the API's CORS preflight is the real one (routing answers
+      // preflights by itself, which once hid that Idempotency-Key was not an allowed header).
+      await editor.setOffline(false);
+      await hasText(badge(page), 'Ausstehende Änderungen: 0', 30_000);
+      const { body: all } = await stack.api<{ features: FeatureBody[] }>('GET', '/api/features?limit=1000', { token });
+      const drawn = all.features.filter((f) => f.properties.name === 'Beet offline gezeichnet');
+      expect(drawn).toHaveLength(1);
+      expect(drawn[0]!.geometry.type).toBe('Polygon');
+      expect((drawn[0]!.geometry.coordinates as unknown[][])[0]).toHaveLength(5);
+      const holed = (await stack.api<FeatureBody>('GET', `/api/features/${encodeURIComponent(area.id)}`)).body;
+      expect(holed.geometry.type).toBe('Polygon');
+      expect(holed.geometry.coordinates).toHaveLength(2); // the outer ring and the hole drawn offline
+      expect(holed.properties).toMatchObject({ name: 'Friedhof Süd', version: 2, updatedBy: 'eve' });
+    } finally {
+      await editor.close();
+    }
+  }, 180_000);
 });
 
 describe('the three-way merge of an offline edit', () => {

@@ -172,6 +172,11 @@ export function replaceFeature(id: string, v: FeatureValues): Query {
   };
 }
 
+/** The note of this transaction's history row (transaction-local, like app.actor). */
+export function setEditNote(note: string): Query {
+  return { text: `SELECT set_config('app.edit_note', $1::text, true)`, values: [note] };
+}
+
 export function deleteFeature(id: string): Query {
   return { text: `DELETE FROM features.features WHERE id = $1::text`, values: [id] };
 }
@@ -188,6 +193,7 @@ export function featureHistory(id: string): Query {
           'operation', h.operation,
           'actor', h.actor,
           'recordedAt', h.recorded_at,
+          'note', h.note,
           'feature', json_build_object(
             'type', 'Feature',
             'id', h.snapshot->>'id',

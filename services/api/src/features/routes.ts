@@ -3,7 +3,7 @@ import { principalOf, requirePermission } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
 import { parseOrThrow } from '../http/validate.js';
-import { FeatureSchema, ListQuerySchema } from '../../../shared/features/schema.js';
+import { EDIT_NOTE_MAX, FeatureSchema, ListQuerySchema } from '../../../shared/features/schema.js';
 import { etagOf, parseIfMatch, type FeatureService } from './service.js';
 
 const GEOJSON = 'application/geo+json';
@@ -55,7 +55,7 @@ export function featureRoutes(service: FeatureService, options: { beforeCreate?:
   router.put('/:id', requirePermission('update:own', 'update features'), ...jsonBody(), async (req, res) => {
     const id = featureId(req);
     const input = parseOrThrow(FeatureSchema, req.body, 'VALIDATION_FAILED', 'feature');
-    const updated = await service.replace(principalOf(res), id, input, parseIfMatch(req.get('if-match')));
+    const updated = await service.replace(principalOf(res), id, input, parseIfMatch(req.get('if-match')), editNote(req.get('x-edit-note')));
     res.setHeader('ETag', etagOf(updated.version));
     res.type(GEOJSON).send(updated.json);
   });
@@ -104,6 +104,23 @@ function featureId(req: Request): string {
   const id = req.params.id as string;
   if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
   return id;
+}
+
+/**
+ * X-Edit-Note: why this change was made, kept in the history row it makes. One line of printable
+ * text (a header cannot carry more), at most EDIT_NOTE_MAX characters; anything else is a 400.
+ */
+export function editNote(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const note = header.trim();
+  if (note === '') return undefined;
+  // eslint-disable-next-line no-control-regex
+  if (note.length > EDIT_NOTE_MAX || /[\u0000-\u001f\u007f]/.test(note)) {
+    throw new AppError('VALIDATION_FAILED', `invalid header: X-Edit-Note: must be one line of at most ${EDIT_NOTE_MAX} characters`, {
+      fields: [{ field: 'X-Edit-Note', message: `must be one line of at most ${EDIT_NOTE_MAX} characters` }],
+    });
+  }
+  return note;
 }
 
 /** Repeated query parameters (?limit=1&limit=2) are ambiguous: refuse them by name. */

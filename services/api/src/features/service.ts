@@ -69,7 +69,7 @@ export function createFeatureService(db: Db, options: FeatureServiceOptions = {}
      * back) changes nothing: no new version, no history row, the QC status kept; the answer is the
      * current feature.
      */
-    async replace(principal: Principal, id: string, input: FeatureInput, expected: ExpectedVersion): Promise<FeatureDocument> {
+    async replace(principal: Principal, id: string, input: FeatureInput, expected: ExpectedVersion, note?: string): Promise<FeatureDocument> {
       if (input.id !== undefined && input.id !== id) {
         throw new AppError('VALIDATION_FAILED', `invalid feature: id: must equal the id in the URL (${id})`, {
           fields: [{ field: 'id', message: `must equal the id in the URL (${id})` }],
@@ -85,6 +85,8 @@ export function createFeatureService(db: Db, options: FeatureServiceOptions = {}
         assertNotInQc(current.status);
         if (current.unchanged) return { version: current.version, json: current.featureJson };
         await assertValidGeometry(client, values.geometryJson);
+        // The history trigger (migration 014) stores the note with the version this update makes.
+        if (note) await run(client, sql.setEditNote(note));
         const { rows } = await run(client, sql.replaceFeature(id, values));
         const row = rows[0] as { version: number; featureJson: string };
         return { version: row.version, json: row.featureJson };

@@ -18,7 +18,9 @@ export interface CorsOptions {
 
 // PATCH: /ogcapi items take JSON merge patches (OGC API – Features Part 4).
 const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE';
-const ALLOWED_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match';
+// Idempotency-Key (a create the web app's outbox retries) and X-Edit-Note (the history note of a merge)
+// come from the browser too; without them here the preflight refuses those requests.
+const ALLOWED_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match, Idempotency-Key, X-Edit-Note';
 const EXPOSED_HEADERS = 'ETag, Link, Location, Retry-After, Server-Timing, WWW-Authenticate';
 
 /** The origin of a URL as browsers send it in the Origin header; throws for anything else. */

@@ -42,6 +42,16 @@ export function qcOpenApiPaths() {
         responses: { '200': { description: 'the waiting items', content: json(z.object({ items: z.array(QueueItemSchema) })) }, ...guarded('qc:review') },
       },
     },
+    '/api/qc/queue/count': {
+      get: {
+        summary: "How many features wait for a decision (qc:review): the navigation's count, cheap to poll; weak ETag, If-None-Match answers 304",
+        responses: {
+          '200': { description: 'the number of features in_qc', content: json(z.object({ count: z.number().int().min(0) })) },
+          '304': { description: 'the count is unchanged since the ETag given in If-None-Match' },
+          ...guarded('qc:review'),
+        },
+      },
+    },
     '/api/qc/approve/{id}': {
       post: {
         summary: 'Approve a feature in_qc (qc:review); queues the OSM and Wikibase exports and the agency notice',

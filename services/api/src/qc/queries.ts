@@ -165,6 +165,11 @@ export function reviewQueue(limit: number): Query {
   };
 }
 
+/** How many features wait for a decision (the partial index features_in_qc_idx answers it). */
+export function queueCount(): Query {
+  return { text: `SELECT count(*)::int AS "count" FROM features.features WHERE status = 'in_qc'`, values: [] };
+}
+
 export const JOB_JSON = `json_build_object(
   'id', j.id, 'featureId', j.feature_id, 'version', j.version, 'task', j.task, 'status', j.status,
   'reason', j.reason, 'result', j.result, 'attempts', j.attempts, 'lastError', j.last_error,

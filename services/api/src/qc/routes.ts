@@ -45,6 +45,22 @@ export function qcRoutes(service: QcService, decisions?: DecisionService): Route
     res.type('application/json').send(`{"items":${await service.queue(query.limit)}}`);
   });
 
+  // The navigation's count: polled by every reviewer's open pages, so it is one index count and the
+  // answer carries a weak ETag — an unchanged count costs a 304 with no body.
+  router.get('/queue/count', requirePermission('qc:review', 'see the review queue'), async (req, res) => {
+    const count = await service.queueCount();
+    const etag = `W/"${count}"`;
+    res.setHeader('Cache-Control', 'no-cache');
+    res.setHeader('ETag', etag);
+    // Weak comparison (RFC 9110 §13.1.2): W/"3" and "3" name the same count.
+    const weak = (tag: string) => tag.trim().replace(/^W\//, '');
+    if ((req.get('if-none-match') ?? '').split(',').some((tag) => tag.trim() === '*' || weak(tag) === weak(etag))) {
+      res.status(304).end();
+      return;
+    }
+    res.json({ count });
+  });
+
   router.post('/approve/:id', requirePermission('qc:review', 'approve features'), ...optionalJsonBody(), async (req, res) => {
     const body = parseOrThrow(ApproveBodySchema, req.body ?? {}, 'VALIDATION_FAILED', 'approval');
     res.json(await service.approve(principalOf(res), featureId(req.params.id as string), blankToNull(body.comment)));
@@ -73,8 +89,8 @@ export function qcRoutes(service: QcService, decisions?: DecisionService): Route
     res.type('application/json').send(await service.rerun(principalOf(res), Number(id.data)));
   });
 
-  const allow: Record<string, string> = { '/submit': 'POST', '/queue': 'GET, HEAD', '/jobs': 'GET, HEAD' };
-  router.all(['/submit', '/queue', '/jobs', '/approve/:id', '/reject/:id', '/jobs/:id/rerun', '/jobs/:id/decision'], (req, _res, next) => {
+  const allow: Record<string, string> = { '/submit': 'POST', '/queue': 'GET, HEAD', '/queue/count': 'GET, HEAD', '/jobs': 'GET, HEAD' };
+  router.all(['/submit', '/queue', '/queue/count', '/jobs', '/approve/:id', '/reject/:id', '/jobs/:id/rerun', '/jobs/:id/decision'], (req, _res, next) => {
     const methods = allow[req.path] ?? 'POST';
     next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not allowed here; use ${methods}`, { headers: { Allow: methods } }));
   });

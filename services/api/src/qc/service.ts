@@ -90,6 +90,11 @@ export function createQcService(db: Db, options: QcServiceOptions) {
       return (rows[0] as { itemsJson: string }).itemsJson;
     },
 
+    async queueCount(): Promise<number> {
+      const { rows } = await run(db, sql.queueCount());
+      return (rows[0] as { count: number }).count;
+    },
+
     async reviews(featureId: string): Promise<string> {
       const exists = await run(db, sql.featureExists(featureId));
       if (exists.rowCount === 0) throw new AppError('FEATURE_NOT_FOUND', `no feature with id ${featureId}`);

@@ -3,6 +3,8 @@ import type { Geometry } from '../../../shared/features/schema.js';
 import type { MessageKey, Translate } from '../i18n/index.js';
 import { shapeSummary } from '../lib/geometry.js';
 import { apiHeaders, createEditor, createMap, readClientConfig, type EditTool, type GeometryType } from '../lib/map.js';
+import { recordSave, StorageFailure } from '../lib/offline/outbox.js';
+import { sideChoice } from '../lib/side-choice.js';
 import { EDITABLE_FIELDS, type EditableField, type Feature } from '../lib/types.js';
 import { clientTranslator } from './messages.js';
 
@@ -183,12 +185,19 @@ export function mountEditor(): void {
     const body = { type: 'Feature', ...(featureId ? { id: featureId } : {}), geometry, properties: values };
     const headers = apiHeaders(config, { 'content-type': 'application/geo+json', accept: 'application/geo+json' });
     if (featureId && etag) headers['if-match'] = etag;
-    const response = await fetch(featureId ? `${config.apiUrl}/api/features/${encodeURIComponent(featureId)}` : `${config.apiUrl}/api/features`, {
-      method: featureId ? 'PUT' : 'POST',
-      headers,
-      body: JSON.stringify(body),
-      credentials: 'include',
-    });
+    let response: Response;
+    try {
+      if (!navigator.onLine) throw new TypeError('offline');
+      response = await fetch(featureId ? `${config.apiUrl}/api/features/${encodeURIComponent(featureId)}` : `${config.apiUrl}/api/features`, {
+        method: featureId ? 'PUT' : 'POST',
+        headers,
+        body: JSON.stringify(body),
+        credentials: 'include',
+      });
+    } catch {
+      await keepOffline(values, geometry);
+      return;
+    }
     if (response.ok) {
       const saved = (await response.json()) as Feature;
       status.textContent = t('editor.saved');
@@ -211,6 +220,23 @@ export function mountEditor(): void {
       return;
     }
     status.textContent = t('editor.saveFailed', { message: problem.detail ?? `HTTP ${response.status}` });
+  };
+
+  /**
+   * No network: the drawing and the attributes go to the outbox like any offline edit (a create with
+   * an id made here and an Idempotency-Key; an edit based on the version this page was opened with,
+   * sent with its If-Match), and sync sends them once the network is back.
+   */
+  const keepOffline = async (values: Properties, geometry: Geometry): Promise<void> => {
+    const feature: Feature = { type: 'Feature', id: featureId ?? crypto.randomUUID(), geometry, properties: { ...(initial.feature?.properties ?? {}), ...values } };
+    try {
+      await recordSave(feature, !featureId, initial.feature ? { feature: initial.feature, etag } : undefined);
+    } catch (error) {
+      status.textContent = error instanceof StorageFailure && error.message === 'quota' ? t('offline.quota') : t('offline.storageFailed', { message: String((error as Error).message) });
+      return;
+    }
+    status.textContent = t('editor.keptOffline');
+    location.assign('/offline');
   };
 
   const focusFirstInvalid = () => (form.querySelector('[aria-invalid="true"]') as HTMLElement | null)?.focus();
@@ -263,25 +289,7 @@ export function mountEditor(): void {
         row.append(cell);
       });
       const choice = document.createElement('td');
-      const group = document.createElement('fieldset');
-      const legend = document.createElement('legend');
-      legend.className = 'visually-hidden';
-      legend.textContent = t('conflict.choiceFor', { field: label });
-      group.append(legend);
-      for (const side of ['mine', 'theirs'] as const) {
-        const option = document.createElement('label');
-        const radio = document.createElement('input');
-        radio.type = 'radio';
-        radio.name = `choice-${field}`;
-        radio.value = side;
-        radio.checked = side === 'mine';
-        radio.style.width = 'auto';
-        radio.style.minHeight = '0';
-        option.append(radio, ` ${side === 'mine' ? t('action.useMine') : t('action.useTheirs')}`);
-        option.setAttribute('aria-label', `${label}: ${side === 'mine' ? t('action.useMine') : t('action.useTheirs')}`);
-        group.append(option);
-      }
-      choice.append(group);
+      choice.append(sideChoice({ name: `choice-${field}`, field: label, legend: t('conflict.choiceFor', { field: label }), mine: t('action.useMine'), theirs: t('action.useTheirs') }));
       row.append(choice);
       rows.append(row);
     }

@@ -1,4 +1,3 @@
-import { liveQuery } from 'dexie';
 import { KATEGORIEN } from '../../../shared/features/schema.js';
 import type { Geometry } from '../../../shared/features/schema.js';
 import type { MessageKey } from '../i18n/index.js';
@@ -8,9 +7,11 @@ import { offlineDb, type OutboxEntry, type StoredFeature } from '../lib/offline/
 import { fieldValue, MERGE_FIELDS, setField, threeWayMerge, type MergeField } from '../lib/offline/merge.js';
 import { discardEntry, recordDelete, recordSave, StorageFailure, updateEntry } from '../lib/offline/outbox.js';
 import { fromMergeInput, mergeInput, saveMerged } from '../lib/offline/sync.js';
+import { watchTables } from '../lib/offline/watch.js';
+import { sideChoice } from '../lib/side-choice.js';
 import type { Feature } from '../lib/types.js';
 import { clientTranslator } from './messages.js';
-import { onSynced, syncNow, transport } from './offline-shell.js';
+import { onSynced, syncNow, syncRunning, transport } from './offline-shell.js';
 
 /**
  * The offline page: stored features (edit, delete, new), the outbox (open, change, discard), sync, and
@@ -28,7 +29,18 @@ export function mountOfflinePage(): void {
   window.addEventListener('offline', showConnection);
 
   const syncStatus = byId('sync-status');
-  onSynced((result) => (syncStatus.textContent = result.offline ? t('offline.syncOffline') : t('offline.synced', { count: result.sent })));
+  onSynced((result) => {
+    syncStatus.textContent = result.offline ? t('offline.syncOffline') : t('offline.synced', { count: result.sent });
+    // A complete run: every conflict it met is in the outbox now; the first one (in edit order) opens.
+    if (!result.offline)
+      void offlineDb()
+        .outbox.orderBy('seq')
+        .toArray()
+        .then((entries) => {
+          latest = entries;
+          openNextConflict();
+        });
+  });
   byId('sync-now').addEventListener('click', () => void syncNow());
 
   const storageError = (error: unknown) => {
@@ -62,6 +74,7 @@ export function mountOfflinePage(): void {
   const field = (name: string) => byId<HTMLInputElement>(`of-${name}`);
   let editing: { feature: Feature | undefined } = { feature: undefined };
   const openForm = (feature: Feature | undefined) => {
+    // A new object each time: the identity of a form session (see the submit handler).
     editing = { feature };
     byId('offline-form-title').textContent = feature ? t('offline.formEdit') : t('offline.formNew');
     field('name').value = feature?.properties.name ?? '';
@@ -96,9 +109,13 @@ export function mountOfflinePage(): void {
       geometry,
       properties: { ...(editing.feature?.properties ?? {}), name, kategorie, adresse: field('adresse').value.trim() || null, telefon: field('telefon').value.trim() || null },
     };
+    // The form may have been opened again for another feature before this save is stored (a quick
+    // user, a slow disk): then closing "the form" would close that other edit under the user's hands.
+    // Only the form session that made this save is closed by it.
+    const session = editing;
     void recordSave(feature, !editing.feature)
       .then(() => {
-        formSection.hidden = true;
+        if (editing === session) formSection.hidden = true;
         syncStatus.textContent = t('offline.kept');
         if (navigator.onLine) void syncNow();
       })
@@ -107,10 +124,7 @@ export function mountOfflinePage(): void {
 
   // The stored features.
   const rows = byId('offline-features');
-  liveQuery(() => offlineDb().features.toArray()).subscribe({
-    next: (stored: StoredFeature[]) => renderFeatures(stored),
-  });
-  const renderFeatures = throttled((stored: StoredFeature[]) => {
+  const renderFeatures = (stored: StoredFeature[]) => {
     {
       byId('feature-count').textContent = t('offline.featureCount', { count: stored.length });
       rows.replaceChildren(
@@ -139,16 +153,15 @@ export function mountOfflinePage(): void {
           }),
       );
     }
-  });
+  };
+  // The table of kept features is long and not urgent: at most once a second while a sync runs.
+  watchTables(['features'], () => offlineDb().features.toArray(), renderFeatures, 1_000);
 
   // The outbox.
   const list = byId('outbox-list');
   const nameOf = (entry: OutboxEntry) => entry.body?.properties.name ?? entry.base?.properties.name ?? entry.featureId;
   const stateText = (entry: OutboxEntry) => (entry.state === 'failed' ? t('offline.state.failed', { message: entry.lastError ?? '' }) : t(`offline.state.${entry.state}` as MessageKey));
-  liveQuery(() => offlineDb().outbox.orderBy('seq').toArray()).subscribe({
-    next: (entries: OutboxEntry[]) => renderOutbox(entries),
-  });
-  const renderOutbox = throttled((entries: OutboxEntry[]) => {
+  const renderOutbox = (entries: OutboxEntry[]) => {
     {
       list.replaceChildren(
         ...(entries.length === 0
@@ -165,9 +178,11 @@ export function mountOfflinePage(): void {
             })),
       );
       latest = entries;
-      openNextConflict();
+      // Not while this tab's sync runs: the features go out concurrently, so conflicts arrive in any
+      // order; the merge views open once it is done, in the order the edits were made.
+      if (!syncRunning()) openNextConflict();
     }
-  });
+  };
   let latest: OutboxEntry[] = [];
   // A conflict opens the merge view by itself once sync meets it (each once; the outbox reopens it).
   const openNextConflict = () => {
@@ -220,25 +235,7 @@ export function mountOfflinePage(): void {
       }
       const result = document.createElement('td');
       if (outcome?.conflicts.includes(mergeField)) {
-        const group = document.createElement('fieldset');
-        const legend = document.createElement('legend');
-        legend.className = 'visually-hidden';
-        legend.textContent = t('conflict.choiceFor', { field: label });
-        group.append(legend);
-        for (const side of ['mine', 'theirs'] as const) {
-          const option = document.createElement('label');
-          const radio = document.createElement('input');
-          radio.type = 'radio';
-          radio.name = `merge-${mergeField}`;
-          radio.value = side;
-          radio.checked = side === 'mine';
-          radio.style.width = 'auto';
-          radio.style.minHeight = '0';
-          radio.setAttribute('aria-label', `${label}: ${side === 'mine' ? t('offline.mine') : t('offline.theirs')}`);
-          option.append(radio, ` ${side === 'mine' ? t('offline.mine') : t('offline.theirs')}`);
-          group.append(option);
-        }
-        result.append(group);
+        result.append(sideChoice({ name: `merge-${mergeField}`, field: label, legend: t('conflict.choiceFor', { field: label }), mine: t('offline.mine'), theirs: t('offline.theirs') }));
       } else if (outcome) {
         result.textContent = outcome.fromTheirs.includes(mergeField)
           ? t('offline.auto', { side: t('offline.theirs') })
@@ -282,22 +279,6 @@ export function mountOfflinePage(): void {
     mergeSection.hidden = false;
     byId('merge-title').focus();
   };
-}
-
-/** Renders at most every 200 ms with the newest value: a sync of hundreds of edits changes the tables hundreds of times. */
-function throttled<T>(render: (value: T) => void): (value: T) => void {
-  let pending: { value: T } | undefined;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let last = 0;
-  return (value) => {
-    pending = { value };
-    if (timer) return;
-    const wait = Math.max(0, last + 200 - Date.now());
-    timer = setTimeout(() => {
-      timer = undefined;
-      last = Date.now();
-      if (pending) render(pending.value);
-      pending = undefined;
-    }, wait);
-  };
+  // Registered last: a render may open the merge view, which needs everything above.
+  watchTables(['outbox'], () => offlineDb().outbox.orderBy('seq').toArray(), renderOutbox);
 }

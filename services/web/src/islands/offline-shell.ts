@@ -1,7 +1,7 @@
-import { liveQuery } from 'dexie';
 import { apiHeaders, readClientConfig } from '../lib/map.js';
 import { offlineDb } from '../lib/offline/db.js';
 import { syncOutbox, type SyncResult, type Transport } from '../lib/offline/sync.js';
+import { watchTables } from '../lib/offline/watch.js';
 import { clientTranslator } from './messages.js';
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -16,6 +16,11 @@ let running: Promise<SyncResult> | undefined;
 let retryTimer: ReturnType<typeof setTimeout> | undefined;
 let retryDelay = 2_000;
 const listeners = new Set<(result: SyncResult) => void>();
+
+/** Whether this tab is running a sync now. */
+export function syncRunning(): boolean {
+  return running !== undefined;
+}
 
 export function onSynced(listener: (result: SyncResult) => void): void {
   listeners.add(listener);
@@ -42,8 +47,8 @@ export function syncNow(): Promise<SyncResult> {
 }
 
 /**
- * On every page: the service worker, persistent storage, the pending-edits badge (live across tabs
- * through Dexie's liveQuery), the warning about old pending edits, and sync when the network returns.
+ * On every page: the service worker, persistent storage, the pending-edits badge (live across tabs:
+ * Dexie announces every write to the other tabs), the warning about old pending edits, and sync when the network returns.
  */
 export function mountOfflineShell(): void {
   const t = clientTranslator();
@@ -54,16 +59,17 @@ export function mountOfflineShell(): void {
   });
   const badge = document.getElementById('pending-badge');
   // A count and the oldest entry, not the whole outbox: this runs after every change, also during sync.
-  liveQuery(async () => ({ count: await offlineDb().outbox.count(), oldest: (await offlineDb().outbox.orderBy('seq').first())?.createdAt })).subscribe({
-    next: ({ count, oldest }) => {
+  watchTables(
+    ['outbox'],
+    async () => ({ count: await offlineDb().outbox.count(), oldest: (await offlineDb().outbox.orderBy('seq').first())?.createdAt }),
+    ({ count, oldest }) => {
       if (badge) {
         badge.textContent = t('offline.badge', { count });
         badge.dataset.count = String(count);
       }
       if (warnings) warnings.textContent = count > 0 && oldest !== undefined && Date.now() - oldest > DAY_MS ? t('offline.old') : '';
     },
-    error: () => undefined,
-  });
+  );
   window.addEventListener('online', () => void syncNow());
   if (navigator.onLine) void syncNow();
 }

@@ -1,12 +1,17 @@
 import type { MessageKey } from '../i18n/index.js';
 import { apiHeaders, readClientConfig } from '../lib/map.js';
 import { jobOutcome, PENDING, RERUNNABLE, type FeatureReviews, type QcClaim, type QueueItem } from '../lib/qc.js';
+import { mountFeatureMaps } from './feature-maps.js';
 import { clientTranslator } from './messages.js';
+import { queueChanged } from './qc-count.js';
 
 /** Renewed well before the API's 10-minute claim runs out, so a reviewer who reads slowly keeps it. */
 const RENEW_EVERY_MS = 3 * 60_000;
 const JOB_POLL_MS = 1_000;
 const JOB_POLL_LIMIT = 120;
+
+/** The desk mounted now; a new item shown in place (see `next`) ends it first. */
+let mounted: AbortController | undefined;
 
 /**
  * The review view's island: claims the item while the page is open (renewed; released on leave and
@@ -16,6 +21,10 @@ const JOB_POLL_LIMIT = 120;
 export function mountQcDesk(): void {
   const element = document.getElementById('fp-qc-desk');
   if (!element) return;
+  mounted?.abort();
+  const lifetime = new AbortController();
+  mounted = lifetime;
+  const { signal } = lifetime;
   const desk = JSON.parse(element.textContent ?? '{}') as { featureId: string; decidable: boolean; status: string | null; admin: boolean };
   const config = readClientConfig();
   const t = clientTranslator();
@@ -113,7 +122,8 @@ export function mountQcDesk(): void {
   async function followJobs(): Promise<void> {
     for (let round = 0; round < JOB_POLL_LIMIT; round++) {
       const response = await api(`/api/features/${path}/reviews`);
-      if (!response.ok) return;
+      // Another item shown in place meanwhile: its page has its own jobs.
+      if (!response.ok || signal.aborted) return;
       const reviews = (await response.json()) as FeatureReviews;
       renderJobs(reviews);
       if (!reviews.jobs.some((job) => PENDING.has(job.status))) return;
@@ -155,33 +165,81 @@ export function mountQcDesk(): void {
     document.getElementById('qc-status')!.textContent = t(`status.${status}`);
     message.textContent = t(action === 'approve' ? 'qc.decided.approved' : 'qc.decided.rejected');
     document.getElementById('next')?.focus();
+    queueChanged();
     await followJobs();
   }
 
-  async function next(): Promise<void> {
+  /** The first item of the queue someone else does not hold, not this one and not the reviewer's own. */
+  async function nextCandidate(): Promise<string | undefined> {
     const response = await api('/api/qc/queue?limit=50');
     const items = response.ok ? ((await response.json()) as { items: QueueItem[] }).items : [];
     const me = config.user?.id;
-    const candidate = items.find((item) => item.featureId !== desk.featureId && (!item.claim || item.claim.holder === me || Date.parse(item.claim.expiresAt) <= Date.now()) && item.submitter !== me);
+    return items.find((item) => item.featureId !== desk.featureId && (!item.claim || item.claim.holder === me || Date.parse(item.claim.expiresAt) <= Date.now()) && item.submitter !== me)?.featureId;
+  }
+
+  /**
+   * The next item's review view, fetched while the reviewer looks at this one: the page as the server
+   * renders it (item, checks, history, jobs). Only its claim is left for the moment "next" is pressed.
+   * An item in review cannot be edited, so the view stays right; whether it is still free and still in
+   * review is what the claim then says (and the view says so when it is not).
+   */
+  let prefetched: Promise<{ featureId: string; html: string } | undefined> | undefined;
+  function prefetchNext(): void {
+    prefetched ??= nextCandidate()
+      .then(async (featureId) => {
+        if (!featureId) return undefined;
+        const response = await fetch(`/qc/${encodeURIComponent(featureId)}`, { credentials: 'include', signal });
+        return response.ok ? { featureId, html: await response.text() } : undefined;
+      })
+      .catch(() => undefined);
+  }
+
+  async function next(): Promise<void> {
+    const ready = await prefetched;
+    prefetched = undefined;
+    release();
+    if (ready && !signal.aborted) {
+      showInPlace(ready.featureId, ready.html);
+      return;
+    }
+    const candidate = await nextCandidate();
     if (!candidate) {
       message.textContent = t('qc.noNext');
       return;
     }
-    release();
-    location.assign(`/qc/${encodeURIComponent(candidate.featureId)}`);
+    location.assign(`/qc/${encodeURIComponent(candidate)}`);
   }
 
-  approveButton?.addEventListener('click', () => void decide('approve'));
-  rejectButton?.addEventListener('click', () => void decide('reject'));
-  document.getElementById('next')?.addEventListener('click', () => void next());
-  document.getElementById('shortcuts-open')?.addEventListener('click', () => dialog?.showModal());
+  /** Shows a prefetched review view without a navigation: its main content, title and address; then its desk claims it. */
+  function showInPlace(featureId: string, html: string): void {
+    const incoming = new DOMParser().parseFromString(html, 'text/html');
+    const main = document.getElementById('main');
+    const content = incoming.getElementById('main');
+    if (!main || !content) {
+      location.assign(`/qc/${encodeURIComponent(featureId)}`);
+      return;
+    }
+    if (renewTimer) clearInterval(renewTimer);
+    main.replaceChildren(...Array.from(content.childNodes, (node) => document.importNode(node, true)));
+    document.title = incoming.title;
+    history.pushState({ qcDesk: featureId }, '', `/qc/${encodeURIComponent(featureId)}`);
+    mountQcDesk();
+    mountFeatureMaps();
+    document.querySelector<HTMLElement>('main h1')?.setAttribute('tabindex', '-1');
+    document.querySelector<HTMLElement>('main h1')?.focus();
+  }
+
+  approveButton?.addEventListener('click', () => void decide('approve'), { signal });
+  rejectButton?.addEventListener('click', () => void decide('reject'), { signal });
+  document.getElementById('next')?.addEventListener('click', () => void next(), { signal });
+  document.getElementById('shortcuts-open')?.addEventListener('click', () => dialog?.showModal(), { signal });
   // A common reason fills the reason field, where it can be edited before sending.
   commonReason?.addEventListener('change', () => {
     if (!reason || !commonReason.value) return;
     reason.value = commonReason.value;
     reason.removeAttribute('aria-invalid');
     if (reasonError) reasonError.textContent = '';
-  });
+  }, { signal });
   document.getElementById('qc-jobs')?.addEventListener('click', (event) => {
     const button = (event.target as HTMLElement).closest<HTMLButtonElement>('button[data-rerun]');
     if (!button) return;
@@ -190,7 +248,7 @@ export function mountQcDesk(): void {
       if (!response.ok) message.textContent = await problemText(response);
       await followJobs();
     });
-  });
+  }, { signal });
 
   document.addEventListener('keydown', (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey || event.defaultPrevented) return;
@@ -211,11 +269,16 @@ export function mountQcDesk(): void {
       event.preventDefault();
       dialog?.showModal();
     }
-  });
+  }, { signal });
 
   if (desk.decidable) {
-    void claim();
+    // The next item is fetched once this one is claimed, off the reviewer's way.
+    void claim().then(() => {
+      if (!signal.aborted) prefetchNext();
+    });
     renewTimer = setInterval(() => void (holding ? claim() : undefined), RENEW_EVERY_MS);
-    addEventListener('pagehide', release);
-  }
+    addEventListener('pagehide', release, { signal });
+  } else prefetchNext();
+  // Back and forward after an item was shown in place: the address changed, the content did not.
+  addEventListener('popstate', () => location.reload(), { signal });
 }

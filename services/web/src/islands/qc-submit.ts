@@ -1,5 +1,6 @@
 import { apiHeaders, readClientConfig } from '../lib/map.js';
 import { clientTranslator } from './messages.js';
+import { queueChanged } from './qc-count.js';
 
 /** "Submit for review" on a feature page: POST /api/qc/submit with the comment, then show the new state. */
 export function mountQcSubmit(): void {
@@ -21,6 +22,7 @@ export function mountQcSubmit(): void {
     }).then(async (response) => {
       if (response.ok) {
         message.textContent = t('qc.submit.done');
+        queueChanged();
         form.querySelector('textarea')!.disabled = true;
         return;
       }

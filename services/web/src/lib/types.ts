@@ -30,6 +30,8 @@ export interface HistoryEntry {
   operation: 'insert' | 'update' | 'delete';
   actor: string;
   recordedAt: string;
+  /** Why the version was made (X-Edit-Note), e.g. how an offline edit was merged. */
+  note?: string | null;
   feature: Feature;
 }
 

@@ -43,6 +43,23 @@ export function threeWayMerge(base: MergeInput, mine: MergeInput, theirs: MergeI
   return { merged, conflicts, fromTheirs };
 }
 
+/**
+ * The history note of a saved merge (X-Edit-Note): which fields came from the offline edit (mine) and
+ * which from the server (theirs), so a resolved conflict is never silent. Field names, not values:
+ * the versions themselves are in the history.
+ */
+export function mergeNote(base: MergeInput, mine: MergeInput, theirs: MergeInput, merged: MergeInput): string {
+  const fromMine: MergeField[] = [];
+  const fromTheirs: MergeField[] = [];
+  for (const field of MERGE_FIELDS) {
+    const [b, m, t, r] = [valueOf(base, field), valueOf(mine, field), valueOf(theirs, field), valueOf(merged, field)];
+    if (same(r, m) && !same(m, b)) fromMine.push(field);
+    else if (same(r, t) && !same(t, b)) fromTheirs.push(field);
+  }
+  const list = (fields: MergeField[]) => (fields.length ? fields.join(', ') : 'no field');
+  return `merged offline edit: ${list(fromMine)} from mine; ${list(fromTheirs)} from theirs`;
+}
+
 export function setField(target: MergeInput, field: MergeField, value: unknown): void {
   if (field === 'geometry') target.geometry = value as Geometry;
   else target.properties[field] = (value as string | null) ?? null;

@@ -61,11 +61,11 @@ function blankEntry(kind: OutboxEntry['kind'], featureId: string): OutboxEntry {
 }
 
 /**
- * Records a create or an edit. Edits coalesce per feature: an edit of a feature created here and not
+ * Records a create or an edit (any geometry: the editor's drawings offline come here too). Edits coalesce per feature: an edit of a feature created here and not
  * yet synced changes the create itself (one create is sent); a second edit replaces the first but
  * keeps its base, so the merge still compares with what the user started from.
  */
-export async function recordSave(feature: Feature, isNew: boolean): Promise<void> {
+export async function recordSave(feature: Feature, isNew: boolean, startedFrom?: { feature: Feature; etag: string | null }): Promise<void> {
   const db = offlineDb();
   await guarded(() =>
     db.transaction('rw', db.outbox, db.features, async () => {
@@ -76,8 +76,10 @@ export async function recordSave(feature: Feature, isNew: boolean): Promise<void
       } else if (isNew) {
         await db.outbox.add({ ...blankEntry('create', feature.id), body: feature, idempotencyKey: crypto.randomUUID() });
       } else {
-        const stored = await db.features.get(feature.id);
-        await db.outbox.add({ ...blankEntry('update', feature.id), body: feature, base: stored?.feature ?? null, baseEtag: stored?.etag ?? null });
+        // The version the edit started from: the editor knows it (the page it was opened with); else the kept copy.
+        const stored = startedFrom ? undefined : await db.features.get(feature.id);
+        const base = startedFrom ?? (stored ? { feature: stored.feature, etag: stored.etag } : undefined);
+        await db.outbox.add({ ...blankEntry('update', feature.id), body: feature, base: base?.feature ?? null, baseEtag: base?.etag ?? null });
       }
       // The local copy shows the edit on the map and in the list offline.
       const stored = await db.features.get(feature.id);

@@ -1,16 +1,19 @@
 import { EDITABLE_FIELDS, type ClientConfig, type Feature } from '../types.js';
 import { offlineDb, type OutboxEntry } from './db.js';
-import { threeWayMerge, type MergeInput } from './merge.js';
-import { extentOf, removeEntry, updateEntry } from './outbox.js';
+import { mergeNote, threeWayMerge, type MergeInput } from './merge.js';
+import { extentOf, updateEntry } from './outbox.js';
 
 /**
- * Sync: the outbox goes to the API in the order the edits were made, one request at a time.
+ * Sync: the outbox goes to the API in the order the edits were made per feature; the edits of
+ * different features are independent, so up to SYNC_POOL features are sent at once.
  * - create: POST with its Idempotency-Key, so a retry after a lost answer replays the first 201;
  * - update: PUT with If-Match of the version the edit started from; a 412 fetches theirs and merges
  *   three-way — one-sided changes merge by themselves and are saved at once (a new version, so the
  *   history shows the merge), fields both changed wait for the user (state "conflict");
  *   a 404 means deleted on the server meanwhile (state "gone": the user may restore it as new);
  * - delete: DELETE with If-Match; already gone counts as done.
+ * An entry leaves the outbox in the same IndexedDB transaction that keeps the server's answer, right
+ * after that answer arrived: what the API acknowledged is never sent again, whatever happens next.
  * A network failure stops the run and leaves everything in place; the next run starts where it stopped.
  * One tab syncs at a time (Web Locks), since all tabs share the outbox.
  */
@@ -60,10 +63,24 @@ async function call(transport: Transport, method: string, path: string, headers:
   return response;
 }
 
+/** Independent features synced at once: a small pool keeps the API busy without flooding it. */
+export const SYNC_POOL = 4;
+
 async function keepServerCopy(response: Response): Promise<Feature> {
   const feature = (await response.json()) as Feature;
   await offlineDb().features.put({ id: feature.id, feature, etag: response.headers.get('etag'), storedAt: Date.now(), ...extentOf(feature) });
   return feature;
+}
+
+/** The acknowledged answer kept and its entry removed in one transaction (one commit, not two). */
+async function acknowledge(response: Response | undefined, seq: number): Promise<void> {
+  const db = offlineDb();
+  const feature = response ? ((await response.json()) as Feature) : undefined;
+  const etag = response?.headers.get('etag') ?? null;
+  await db.transaction('rw', db.outbox, db.features, async () => {
+    if (feature) await db.features.put({ id: feature.id, feature, etag, storedAt: Date.now(), ...extentOf(feature) });
+    await db.outbox.delete(seq);
+  });
 }
 
 const featurePath = (id: string) => `/api/features/${encodeURIComponent(id)}`;
@@ -73,12 +90,17 @@ async function problemText(response: Response): Promise<string> {
   return problem.detail ?? problem.title ?? `HTTP ${response.status}`;
 }
 
-/** Saves a merge result over theirs; the new version is the history's line for the resolved conflict. */
+/**
+ * Saves a merge result over theirs. The new version is the history's line for the resolved conflict,
+ * with a note (X-Edit-Note) naming the fields taken from each side.
+ */
 export async function saveMerged(transport: Transport, entry: OutboxEntry, merged: Feature): Promise<boolean> {
-  const response = await call(transport, 'PUT', featurePath(entry.featureId), entry.theirsEtag ? { 'if-match': entry.theirsEtag } : {}, requestBody(merged, true));
+  const theirs = entry.theirs ? mergeInput(entry.theirs) : mergeInput(merged);
+  const note = mergeNote(entry.base ? mergeInput(entry.base) : theirs, entry.body ? mergeInput(entry.body) : mergeInput(merged), theirs, mergeInput(merged));
+  const headers: Record<string, string> = { 'x-edit-note': note, ...(entry.theirsEtag ? { 'if-match': entry.theirsEtag } : {}) };
+  const response = await call(transport, 'PUT', featurePath(entry.featureId), headers, requestBody(merged, true));
   if (response.ok) {
-    await keepServerCopy(response);
-    await removeEntry(entry.seq!);
+    await acknowledge(response, entry.seq!);
     return true;
   }
   if (response.status === 412) {
@@ -118,8 +140,7 @@ async function sendOne(transport: Transport, entry: OutboxEntry): Promise<boolea
   if (entry.kind === 'create') {
     const response = await call(transport, 'POST', '/api/features', { 'idempotency-key': entry.idempotencyKey! }, requestBody(entry.body!, true));
     if (response.status === 201 || response.ok) {
-      await keepServerCopy(response);
-      await removeEntry(entry.seq!);
+      await acknowledge(response, entry.seq!);
       return true;
     }
     await updateEntry(entry.seq!, { state: 'failed', lastError: await problemText(response) });
@@ -129,7 +150,7 @@ async function sendOne(transport: Transport, entry: OutboxEntry): Promise<boolea
   if (entry.kind === 'delete') {
     const response = await call(transport, 'DELETE', featurePath(entry.featureId), ifMatch);
     if (response.ok || response.status === 404) {
-      await removeEntry(entry.seq!);
+      await acknowledge(undefined, entry.seq!);
       return true;
     }
     if (response.status === 412) await handleConflict(transport, entry);
@@ -138,8 +159,7 @@ async function sendOne(transport: Transport, entry: OutboxEntry): Promise<boolea
   }
   const response = await call(transport, 'PUT', featurePath(entry.featureId), ifMatch, requestBody(entry.body!, true));
   if (response.ok) {
-    await keepServerCopy(response);
-    await removeEntry(entry.seq!);
+    await acknowledge(response, entry.seq!);
     return true;
   }
   if (response.status === 412) await handleConflict(transport, entry);
@@ -150,27 +170,47 @@ async function sendOne(transport: Transport, entry: OutboxEntry): Promise<boolea
 
 async function runOnce(transport: Transport): Promise<SyncResult> {
   let sent = 0;
+  // Features that met a conflict, a refusal or an error in this run: their later edits wait (in
+  // order), the other features go on. Kept across passes, so an error that leaves an entry pending
+  // is not retried in a loop.
   const blocked = new Set<string>();
-  // Read once per pass, not once per edit (an outbox of 500 would be read 500 times); a second pass
-  // picks up edits made while the first ran.
+  // Read once per pass, not once per edit; a second pass picks up edits made while the first ran.
   for (;;) {
     const entries = await offlineDb().outbox.orderBy('seq').toArray();
     for (const entry of entries) if (entry.state !== 'pending') blocked.add(entry.featureId);
-    let sentThisPass = 0;
-    for (const [index, entry] of entries.entries()) {
-      // In order; a feature waiting for the user holds back its own later edits, not the others'.
+    const perFeature = new Map<string, OutboxEntry[]>();
+    for (const entry of entries) {
       if (entry.state !== 'pending' || blocked.has(entry.featureId)) continue;
-      try {
-        if (await sendOne(transport, entry)) sentThisPass++;
-        else blocked.add(entry.featureId);
-      } catch (error) {
-        if (error instanceof NetworkFailure) return { sent: sent + sentThisPass, waiting: entries.length - index, offline: true };
-        throw error;
-      }
+      const queue = perFeature.get(entry.featureId);
+      if (queue) queue.push(entry);
+      else perFeature.set(entry.featureId, [entry]);
     }
-    sent += sentThisPass;
-    const remaining = await offlineDb().outbox.toArray();
-    if (!remaining.some((entry) => entry.state === 'pending' && !blocked.has(entry.featureId))) return { sent, waiting: remaining.length, offline: false };
+    if (perFeature.size === 0) return { sent, waiting: entries.length, offline: false };
+    // A small pool of workers, each taking one feature's edits at a time and sending them in order.
+    const queues = [...perFeature.values()];
+    let nextQueue = 0;
+    let offline = false;
+    const worker = async (): Promise<void> => {
+      while (!offline && nextQueue < queues.length) {
+        const queue = queues[nextQueue++]!;
+        for (const entry of queue) {
+          if (offline) return;
+          try {
+            if (await sendOne(transport, entry)) sent++;
+            else {
+              blocked.add(entry.featureId);
+              break;
+            }
+          } catch (error) {
+            if (!(error instanceof NetworkFailure)) throw error;
+            offline = true;
+            return;
+          }
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(SYNC_POOL, queues.length) }, worker));
+    if (offline) return { sent, waiting: await offlineDb().outbox.count(), offline: true };
   }
 }
 
