@@ -194,4 +194,28 @@ describe.skipIf(missing !== undefined)('conflation decisions on the review desk'
     expect((await waiting()).map((j) => j.featureId)).toEqual([stone]);
     expect(violations).toEqual([]);
   });
+
+  it('a decision someone else made meanwhile is refused with the API\'s reason; then nothing is left to decide', async () => {
+    const rita = await signedIn('reviewer', 'rita');
+    await rita.goto(`${stack.webUrl}/qc/decisions`);
+    const section = rita.getByRole('region', { name: 'Entscheidung: Gedenkstein (OpenStreetMap)' });
+    await section.getByRole('radio', { name: 'Neu anlegen' }).check();
+    // Creating new: moving a chosen element's geometry does not apply.
+    expect(await section.getByRole('checkbox', { name: 'Geometrie des gewählten Elements auf die des Objekts verschieben' }).isDisabled()).toBe(true);
+    const job = (await waiting())[0]!;
+    expect((await stack.api('POST', `/api/qc/jobs/${job.id}/decision`, { token: tokens.rolf, body: { choice: 'create' } })).status).toBe(200);
+    await section.getByRole('button', { name: 'Entscheiden' }).click();
+    await expect.poll(() => section.getByRole('status').textContent()).toMatch(/^Die Entscheidung wurde nicht gespeichert: .*needs_decision/);
+    expect(await section.getByRole('button', { name: 'Entscheiden' }).isEnabled()).toBe(true);
+    // Rolf's "create new" made a new element; the earlier decision's element is untouched.
+    await expect.poll(async () => (await osmJobOf(stone)).jobs.find((j) => j.task === 'osm_export')?.status, { timeout: 60_000 }).toBe('exported');
+    expect(osm.visible('node')).toHaveLength(5);
+    expect(osm.element('node', 70000002)!.tags.name).toBe('Kriegerdenkmal 1870/71');
+    await rita.goto(`${stack.webUrl}/qc/decisions`);
+    await rita.getByText('Keine Entscheidungen offen.').waitFor({ state: 'visible' });
+    expect(await rita.getByRole('link', { name: 'Entscheidungen (0 offen)' }).count()).toBe(1);
+    expect(await rita.getByRole('radio').count()).toBe(0);
+    violations.push(...(await seriousViolations(rita)));
+    expect(violations).toEqual([]);
+  });
 });
