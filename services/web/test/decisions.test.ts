@@ -111,6 +111,7 @@ describe.skipIf(missing !== undefined)('conflation decisions on the review desk'
     await rita.waitForURL(/\/qc\/decisions$/);
     const list = rita.getByRole('table', { name: 'Exportaufträge, die auf eine Entscheidung warten, älteste zuerst' });
     expect(await list.getByRole('rowheader').allTextContents()).toEqual(['Kriegerdenkmal', 'Gedenkstein']);
+    expect(await list.getByRole('row').filter({ has: rita.getByRole('link', { name: 'Kriegerdenkmal' }) }).textContent()).toMatch(/OpenStreetMap.*2 Kandidaten/);
     const section = rita.getByRole('region', { name: 'Entscheidung: Kriegerdenkmal (OpenStreetMap)' });
     await section.waitFor({ state: 'visible' });
     const group = section.getByRole('group', { name: 'Welches Objekt ist es?' });

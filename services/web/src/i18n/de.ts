@@ -241,6 +241,8 @@ export const de = {
   'decisions.feature': 'Objekt',
   'decisions.target': 'Export nach',
   'decisions.why': 'Grund',
+  'decisions.reason.several': '{count} Kandidaten',
+  'decisions.reason.weak': 'ein unsicherer Kandidat',
   'decisions.candidates': 'Kandidaten',
   'decisions.waiting': 'Wartet seit',
   'decisions.target.osm_export': 'OpenStreetMap',

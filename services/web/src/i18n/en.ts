@@ -243,6 +243,8 @@ export const en: Record<keyof typeof de, string> = {
   'decisions.feature': 'Feature',
   'decisions.target': 'Export to',
   'decisions.why': 'Reason',
+  'decisions.reason.several': '{count} candidates',
+  'decisions.reason.weak': 'one uncertain candidate',
   'decisions.candidates': 'Candidates',
   'decisions.waiting': 'Waiting since',
   'decisions.target.osm_export': 'OpenStreetMap',

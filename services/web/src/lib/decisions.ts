@@ -1,4 +1,5 @@
 import type { Geometry } from '../../../shared/features/schema.js';
+import type { Translate } from '../i18n/index.js';
 
 /**
  * Conflation decisions as the desk reads them (docs/qc.md "Decision flow"): GET /api/qc/jobs?status=
@@ -68,4 +69,15 @@ export function exportedElement(result: unknown): string {
 /** Waiting jobs oldest first: whoever waited longest is decided first. */
 export function oldestFirst(jobs: DecisionJob[]): DecisionJob[] {
   return [...jobs].sort((a, b) => a.id - b.id);
+}
+
+/**
+ * Why a job waits, in the page's language: the export jobs' reasons ("2 candidates", "one weak
+ * candidate (no name)", "3 candidate items", "one weak candidate item"); anything else as the API said it.
+ */
+export function waitingReason(reason: string | null, t: Translate): string {
+  if (!reason) return '—';
+  const several = /^(\d+) candidate(?:s| items)$/.exec(reason);
+  if (several) return t('decisions.reason.several', { count: Number(several[1]) });
+  return reason.startsWith('one weak candidate') ? t('decisions.reason.weak') : reason;
 }
