@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { messagesFor, translator } from '../src/i18n/index.js';
-import { candidateKey, choiceOf, exportedElement, oldestFirst, waitingReason, type DecisionJob } from '../src/lib/decisions.js';
+import { candidateKey, choiceOf, exportedElement, oldestFirst, waitingReason, type DecisionJob, type OsmCandidate } from '../src/lib/decisions.js';
 
 describe('the conflation decision page’s helpers', () => {
   it('turns a radio value back into the API’s choice, and nothing else into one', () => {
@@ -11,7 +11,7 @@ describe('the conflation decision page’s helpers', () => {
   });
 
   it('keys a candidate by the element it names, which choiceOf reads back', () => {
-    const osm = { type: 'relation', id: 7, name: null, tags: {}, distanceM: 0, overlap: 1, nameSimilarity: null, strength: 'weak', geometry: { type: 'Point', coordinates: [0, 0] } } as const;
+    const osm: OsmCandidate = { type: 'relation', id: 7, name: null, tags: {}, distanceM: 0, overlap: 1, nameSimilarity: null, strength: 'weak', geometry: { type: 'Point', coordinates: [0, 0] } };
     expect(choiceOf(candidateKey(osm))).toEqual({ type: 'relation', id: 7 });
     expect(candidateKey({ itemId: 'Q7', label: null, distanceM: null, nameSimilarity: null, viaOsmLink: true, strength: 'strong' })).toBe('Q7');
   });
