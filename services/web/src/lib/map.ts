@@ -76,6 +76,8 @@ export interface MapHandle {
   setWmsVisible(visible: boolean): void;
   /** Two geometries drawn over each other: before (red, dashed) and after (blue). */
   showComparison(before: Geometry | undefined, after: Geometry | undefined): void;
+  /** A feature (blue) and its conflation candidates (orange, numbered 1…; the chosen index green). */
+  showCandidates(feature: Geometry | undefined, candidates: Geometry[], chosen?: number): void;
   /** Promise resolved after the next completed render. */
   rendered(): Promise<void>;
   readonly olMap: unknown;
@@ -375,6 +377,17 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
         shown.push(geometry);
       }
       handle.fit(shown);
+    },
+    showCandidates(feature, candidates, chosen) {
+      handle.showComparison(undefined, feature);
+      for (const [index, geometry] of candidates.entries()) {
+        const colour = index === chosen ? '#2e7d32' : '#e65100';
+        const label = new Text({ text: String(index + 1), font: 'bold 13px system-ui, sans-serif', fill: new Fill({ color: '#fff' }), backgroundFill: new Fill({ color: colour }), padding: [1, 4, 1, 4], offsetY: -16, offsetX: (index - (candidates.length - 1) / 2) * 22 }); // side by side where candidates overlap
+        const candidate = new OlFeature({ geometry: format.readGeometry(geometry) as OlGeometry, role: 'candidate' });
+        candidate.setStyle(new Style({ stroke: new Stroke({ color: colour, width: index === chosen ? 5 : 3, lineDash: index === chosen ? undefined : [6, 4] }), fill: new Fill({ color: `${colour}30` }), image: new CircleStyle({ radius: index === chosen ? 9 : 7, stroke: new Stroke({ color: colour, width: 3 }), fill: new Fill({ color: '#ffffffaa' }) }), text: label, zIndex: index === chosen ? 2 : 1 }));
+        comparison.addFeature(candidate);
+      }
+      handle.fit([...(feature ? [feature] : []), ...candidates]);
     },
     rendered: () => new Promise((resolve) => map.once('rendercomplete', () => resolve())),
   };
