@@ -1,5 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -211,6 +212,23 @@ describe('the create without Express', () => {
     expect(answer.status).toBe(599);
     expect(fellBack).toBe(1);
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM features.features`)).rows[0]).toEqual({ n: 0 });
+  });
+
+  it('creates nothing for a client that leaves halfway through its body, and answers the next one', async () => {
+    const body = feature('c-left');
+    const { port } = new URL(withFastPath);
+    await new Promise<void>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => {
+        socket.write(`POST /api/features HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 20)}`);
+        setTimeout(() => socket.destroy(), 200);
+      });
+      socket.on('close', () => resolve());
+      socket.on('error', reject);
+    });
+    const next = await send(withFastPath, 'POST', '/api/features', { ...bearer(), ...JSON_TYPE }, feature('c-after-left'));
+    expect(next.status).toBe(201);
+    const rows = await databases[0]!.pool.query(`SELECT id FROM features.features WHERE id IN ('c-left', 'c-after-left') ORDER BY id`);
+    expect(rows.rows).toEqual([{ id: 'c-after-left' }]);
   });
 });
 

@@ -130,8 +130,12 @@ function readJson(req: IncomingMessage, length: number): Promise<unknown> {
       received += chunk.length;
       chunks.push(chunk);
     });
-    req.once('aborted', aborted);
+    // The client may have gone while the caller was authenticated: 'aborted' has fired already then.
+    if (req.destroyed) return aborted();
     req.once('error', aborted);
+    req.once('close', () => {
+      if (!req.complete) aborted();
+    });
     req.once('end', () => {
       if (received !== length) return reject(Object.assign(new Error('request size did not match content length'), { type: 'request.size.invalid', status: 400 }));
       let text = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, received).toString('utf8');
