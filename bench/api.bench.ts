@@ -18,7 +18,8 @@
  *
  * Database: BENCH_DATABASE_URL or TEST_DATABASE_URL (a PostgreSQL superuser URL; a scratch database
  * is created and dropped) or, when neither is set, an in-memory embedded PGlite in this process.
- * BENCH_QUICK=1 shortens every phase (for a smoke run).
+ * BENCH_QUICK=1 shortens every phase (for a smoke run). BENCH_API_PARTS=listing,get,post runs only
+ * the named parts (default: all three).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, createServer, get } from 'node:http';
@@ -28,6 +29,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { pino } from 'pino';
 import { createApp } from '../services/api/src/app.js';
+import { migrate } from '../services/api/src/db/migrate.js';
 import { createAuthenticator } from '../services/api/src/auth/index.js';
 import { API_SESSION_SETTINGS, createPool } from '../services/api/src/db/pool.js';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
@@ -41,6 +43,7 @@ import { median, peakRssMiB, percentile, printTable, ratio } from './stats.js';
 import { openBenchDatabase, startApiProcess } from './support.js';
 
 const quick = process.env.BENCH_QUICK === '1';
+const parts = new Set((process.env.BENCH_API_PARTS ?? 'listing,get,post').split(',').map((part) => part.trim()));
 const TOTAL = GRID_TOTAL;
 
 /**
@@ -71,11 +74,11 @@ function rawSql(bbox: Bbox, limit: number): { text: string; values: unknown[] } 
 
 // --- the API process --------------------------------------------------------------------------------
 
-async function startApiInProcess(databaseUrl: string, dataDir: string): Promise<{ base: string; stop(): Promise<void> }> {
+async function startApiInProcess(databaseUrl: string, dataDir: string, options: { fastPaths?: boolean } = {}): Promise<{ base: string; stop(): Promise<void> }> {
   // As server.ts configures it for PostgreSQL (boot.ts): the API's session settings.
   const db = createPool(databaseUrl, { max: 10, settings: API_SESSION_SETTINGS });
   const authenticator = await createAuthenticator({ production: false, dataDir });
-  const server = createApiServer(createApp({ db, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }) }));
+  const server = createApiServer(createApp({ db, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }), ...options }));
   const port = await listen(server, 0, '127.0.0.1');
   return {
     base: `http://127.0.0.1:${port}`,
@@ -283,6 +286,30 @@ async function interleaved(name: string, api: () => Promise<Throughput>, baselin
   };
 }
 
+/**
+ * Several sides measured in rounds, the order rotating each round so each side runs first, middle and
+ * last alike; the median throughput and CPU per request of each, and its ratio to the baseline side.
+ */
+async function interleavedSides(sides: Array<[name: string, run: () => Promise<Throughput>]>, baselineName: string, target: string) {
+  const results = new Map<string, Throughput[]>(sides.map(([name]) => [name, []]));
+  const rounds = quick ? sides.length : 2 * sides.length;
+  for (let round = 0; round < rounds; round++) {
+    for (let i = 0; i < sides.length; i++) {
+      const [name, run] = sides[(round + i) % sides.length]!;
+      results.get(name)!.push(await run());
+    }
+  }
+  const rate = (name: string) => median(results.get(name)!.map((x) => x.perSecond));
+  const cpu = (name: string) => median(results.get(name)!.map((x) => x.cpuMicros));
+  return sides.map(([name]) => ({
+    side: name,
+    'req/s (median)': Math.round(rate(name)),
+    [`/ ${baselineName}`]: ratio(rate(name), rate(baselineName)),
+    target: name === baselineName ? '' : target,
+    'CPU µs/req': Math.round(cpu(name)),
+  }));
+}
+
 async function main(): Promise<void> {
   const database = await openBenchDatabase('api');
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-api-'));
@@ -291,59 +318,80 @@ async function main(): Promise<void> {
   let api: Awaited<ReturnType<typeof startApiProcess>> | undefined;
   let inProcess: Awaited<ReturnType<typeof startApiInProcess>> | undefined;
   try {
-    console.log(`database: ${database.kind}; seeding ${TOTAL.toLocaleString('en')} features…`);
-    const seeded = await timeIt(() => seedFeatureGrid(pool));
-    console.log(`seeded in ${(seeded / 1000).toFixed(1)} s`);
-    api = await startApiProcess({ DATABASE_URL: database.url, DATA_DIR: dataDir });
-
+    if (parts.has('listing') || parts.has('get')) {
+      console.log(`database: ${database.kind}; seeding ${TOTAL.toLocaleString('en')} features…`);
+      const seeded = await timeIt(() => seedFeatureGrid(pool));
+      console.log(`seeded in ${(seeded / 1000).toFixed(1)} s`);
+    } else {
+      // POST alone needs the schema only.
+      console.log(`database: ${database.kind}`);
+      await migrate(pool);
+    }
     // The API twice: in this process (its own cost: HTTP, Express, validation, forwarding the
     // text) and as its own process (plus a process hop competing for the same two cores).
     inProcess = await startApiInProcess(database.url, dataDir);
-    console.log('\nbbox listing vs raw SQL (same GeoJSON, interleaved runs):');
-    const listing = [];
-    for (const [where, base] of [['in process', inProcess.base], ['own process', api.base]] as const) {
-      listing.push(await compareListing(pool, tunedPool, where, base, 100, 10, quick ? 5 : 60));
-      listing.push(await compareListing(pool, tunedPool, where, base, 1_000, 10, quick ? 3 : 20));
+    if (parts.has('listing')) {
+      api = await startApiProcess({ DATABASE_URL: database.url, DATA_DIR: dataDir });
+      console.log('\nbbox listing vs raw SQL (same GeoJSON, interleaved runs):');
+      const listing = [];
+      for (const [where, base] of [['in process', inProcess.base], ['own process', api.base]] as const) {
+        listing.push(await compareListing(pool, tunedPool, where, base, 100, 10, quick ? 5 : 60));
+        listing.push(await compareListing(pool, tunedPool, where, base, 1_000, 10, quick ? 3 : 20));
+      }
+      printTable(listing);
     }
-    printTable(listing);
 
     const token = await (await loadOrCreateDevKeys(dataDir)).sign({ sub: 'bench', role: 'admin' });
     const bare = await startBareServer(database.url);
     const rawPool = new pg.Pool({ connectionString: database.url, max: 16 });
+    // The same API without its fast paths (everything through Express), as it answered before them.
+    const expressOnly = await startApiInProcess(database.url, dataDir, { fastPaths: false });
     try {
-      console.log('\nsingle features, 16 concurrent clients, API in this process (interleaved rounds):');
-      const getUrl = '/api/features/f050000';
       const inProc = inProcess;
-      await autocannonRps({ url: `${inProc.base}${getUrl}`, duration: 1 }); // warm-up
-      await autocannonRps({ url: `${bare.base}${getUrl}`, duration: 1 });
-      const rows = [
-        await interleaved(
-          'GET /api/features/:id',
-          () => autocannonRps({ url: `${inProc.base}${getUrl}` }),
-          () => autocannonRps({ url: `${bare.base}${getUrl}` }),
-          'bare node:http, same SQL',
-          '≥ 0.80×',
-        ),
-        await interleaved(
-          'POST /api/features',
-          () =>
-            autocannonRps({
-              url: `${inProc.base}/api/features`,
-              method: 'POST',
-              headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-              body: JSON.stringify({ type: 'Feature', geometry: POLYGON, properties: { name: 'Benchmark', kategorie: 'blumenbeet', telefon: '+49 30 123' } }),
-            }),
-          () => rawTransactions(rawPool, quick ? 2 : 5),
-          'raw 5-statement transaction',
-          '≥ 0.80×',
-        ),
-      ];
-      printTable(rows);
+      if (parts.has('get')) {
+        console.log('\nsingle features, 16 concurrent clients, API in this process (interleaved rounds):');
+        const getUrl = '/api/features/f050000';
+        await autocannonRps({ url: `${inProc.base}${getUrl}`, duration: 1 }); // warm-up
+        await autocannonRps({ url: `${bare.base}${getUrl}`, duration: 1 });
+        printTable([
+          await interleaved(
+            'GET /api/features/:id',
+            () => autocannonRps({ url: `${inProc.base}${getUrl}` }),
+            () => autocannonRps({ url: `${bare.base}${getUrl}` }),
+            'bare node:http, same SQL',
+            '≥ 0.80×',
+          ),
+        ]);
+      }
+      if (parts.has('post')) {
+        console.log('\nPOST /api/features, 16 concurrent clients, API in this process (interleaved rounds):');
+        const post = (base: string) => () =>
+          autocannonRps({
+            url: `${base}/api/features`,
+            method: 'POST',
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ type: 'Feature', geometry: POLYGON, properties: { name: 'Benchmark', kategorie: 'blumenbeet', telefon: '+49 30 123' } }),
+          });
+        await post(inProc.base)(); // warm-up
+        await post(expressOnly.base)();
+        printTable(
+          await interleavedSides(
+            [
+              ['API (fast path)', post(inProc.base)],
+              ['API through Express only', post(expressOnly.base)],
+              ['raw 5-statement transaction', () => rawTransactions(rawPool, quick ? 2 : 5)],
+            ],
+            'raw 5-statement transaction',
+            '≥ 0.80×',
+          ),
+        );
+      }
     } finally {
+      await expressOnly.stop();
       await bare.stop();
       await rawPool.end();
     }
-    console.log(`API process peak RSS: ${(await peakRssMiB(api.child.pid!)).toFixed(0)} MiB`);
+    if (api) console.log(`API process peak RSS: ${(await peakRssMiB(api.child.pid!)).toFixed(0)} MiB`);
   } finally {
     keepAlive.destroy();
     await inProcess?.stop();

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { IdentityApi } from '@ory/kratos-client';
 import express, { type Express } from 'express';
-import rateLimit from 'express-rate-limit';
+import rateLimit, { ipKeyGenerator } from 'express-rate-limit';
 import type { Logger } from 'pino';
 import { authenticate } from './auth/middleware.js';
 import type { DevKeys } from './auth/dev-keys.js';
@@ -15,6 +15,7 @@ import { AppError } from '../../shared/errors.js';
 import { featureRoutes } from './features/routes.js';
 import { createFeatureService } from './features/service.js';
 import { allowedOrigins as corsOrigins, cors } from './http/cors.js';
+import { featureCreateFastPath } from './features/create-fast-path.js';
 import { featureReadFastPath } from './features/read-fast-path.js';
 import { idempotentCreate } from './http/idempotency.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
@@ -49,8 +50,8 @@ export interface AppDependencies {
   /** Refuses the development token route even when keys are handed in. */
   production?: boolean;
   /**
-   * Answer a plain single-feature GET without Express (features/read-fast-path.ts). On by default;
-   * tests turn it off to compare both answers.
+   * Answer a plain single-feature GET and a plain create without Express (features/read-fast-path.ts,
+   * features/create-fast-path.ts). On by default; tests turn it off to compare both answers.
    */
   fastPaths?: boolean;
 }
@@ -84,19 +85,21 @@ export function createApp(deps: AppDependencies): Express {
   // Before the rate limit: preflights are answered here and never count as changes.
   const allowedOrigins = deps.config.cors?.origins ?? [];
   app.use('/api', cors({ origins: allowedOrigins }));
-  if (deps.config.rateLimit.writesPerMinute > 0) {
-    app.use(
-      ['/api', '/ogcapi'], // one budget for changes through either API
-      rateLimit({
-        windowMs: 60_000,
-        limit: deps.config.rateLimit.writesPerMinute,
-        skip: (req) => req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS',
-        standardHeaders: 'draft-7',
-        legacyHeaders: false,
-        handler: (_req, _res, next) => next(new AppError('TOO_MANY_REQUESTS', 'too many changes from this address; retry in a minute', { headers: { 'Retry-After': '60' } })),
-      }),
-    );
-  }
+  const changeLimit =
+    deps.config.rateLimit.writesPerMinute > 0
+      ? rateLimit({
+          windowMs: 60_000,
+          limit: deps.config.rateLimit.writesPerMinute,
+          skip: (req) => req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS',
+          // The peer address, as Express' req.ip is without 'trust proxy' (never set here); read from
+          // the socket so the create fast path, which has no Express request, counts under the same key.
+          keyGenerator: (req) => ipKeyGenerator(req.socket.remoteAddress ?? ''),
+          standardHeaders: 'draft-7',
+          legacyHeaders: false,
+          handler: (_req, _res, next) => next(new AppError('TOO_MANY_REQUESTS', 'too many changes from this address; retry in a minute', { headers: { 'Retry-After': '60' } })),
+        })
+      : undefined;
+  if (changeLimit) app.use(['/api', '/ogcapi'], changeLimit); // one budget for changes through either API
   app.use('/api', openApiRoutes());
   // Every /api route below: the caller once (and recorded in users.users on first sight), then the CSRF
   // Origin check for cookie-authenticated changes. Routers' own authenticate() reuse this answer.
@@ -129,10 +132,18 @@ export function createApp(deps: AppDependencies): Express {
     // In front of Express: the app function calls app.handle for every request, so the fast path sees
     // each one first and hands all it does not answer to Express unchanged.
     const fastRead = featureReadFastPath({ service: features, authenticator, allowedOrigins: corsOrigins(allowedOrigins) });
+    const fastCreate = featureCreateFastPath({
+      service: features,
+      authenticator: deps.authenticator,
+      record: (principal) => userRecorder.record(principal),
+      allowedOrigins: corsOrigins(allowedOrigins),
+      rateLimit: changeLimit,
+      logger: deps.logger,
+    });
     // (app.handle is Express' documented-in-source entry point, missing from its type definitions.)
     const internals = app as unknown as { handle(req: IncomingMessage, res: ServerResponse, done?: unknown): void };
     const handle = internals.handle.bind(app);
-    internals.handle = (req, res, done) => fastRead(req, res, () => handle(req, res, done));
+    internals.handle = (req, res, done) => fastCreate(req, res, () => fastRead(req, res, () => handle(req, res, done)));
   }
   return app;
 }

@@ -21,14 +21,17 @@ export function jsonBody(): RequestHandler[] {
       }),
     );
   };
-  const refuseLoneSurrogates: RequestHandler = (req, _res, next) => {
-    const path = loneSurrogatePath(req.body, []);
-    if (path === undefined) return next();
-    const field = fieldName(path) || '(body)';
-    const message = 'contains a lone surrogate (\\ud800-\\udfff without its pair), which is not valid Unicode';
-    next(new AppError('VALIDATION_FAILED', `invalid request body: ${field}: ${message}`, { fields: [{ field, message }] }));
-  };
+  const refuseLoneSurrogates: RequestHandler = (req, _res, next) => next(loneSurrogateError(req.body));
   return [requireJson, express.json({ limit: BODY_LIMIT_BYTES, type: JSON_MEDIA_TYPES, strict: true }), refuseLoneSurrogates];
+}
+
+/** The 400 for a parsed body holding a lone surrogate, else undefined. */
+export function loneSurrogateError(body: unknown): AppError | undefined {
+  const path = loneSurrogatePath(body, []);
+  if (path === undefined) return undefined;
+  const field = fieldName(path) || '(body)';
+  const message = 'contains a lone surrogate (\\ud800-\\udfff without its pair), which is not valid Unicode';
+  return new AppError('VALIDATION_FAILED', `invalid request body: ${field}: ${message}`, { fields: [{ field, message }] });
 }
 
 /**
