@@ -11,6 +11,13 @@ export const TILE_EXTENT = 4096;
 export const TILE_BUFFER = 64;
 
 /**
+ * Which callers see the same tiles under visibleFeatures(): part of every tile cache key, so a cached
+ * tile is never served across a visibility boundary. One class today, as the rule is "everything";
+ * a rule that depends on the caller must name the caller's class here (and pass it to the cache key).
+ */
+export const VISIBILITY_CLASS = 'everyone';
+
+/**
  * What a caller may see — the same rule as GET /api/features, which today lists every feature to
  * everyone with `read`. Kept as one function so the list and the tiles cannot drift apart silently
  * when the rule changes (see docs/api.md "Vector tiles"). `alias` is features.features in the count
@@ -21,19 +28,46 @@ export function visibleFeatures(_alias: 'f' | 't' = 'f'): string {
 }
 
 /**
- * The tile and the MD5 digest of its bytes, in one statement: the same scan and the same SQL as the
- * raw ST_AsMVT query (rawTileQuery), plus a digest that costs a fraction of a millisecond per 100 KiB.
- * The digest is the ETag, so equal ETags mean byte-equal tiles whoever wrote the rows (API, SQL,
- * GeoServer WFS-T): nothing has to be told about edits. No rows → an empty tile (empty bytes).
+ * The tile, the MD5 digest of its bytes and its fingerprint, in one statement, so all three come from
+ * one snapshot: the cache (tiles/cache.ts) stores the bytes under that fingerprint and serves them
+ * while a later fingerprintQuery gives the same one. The tile is the same scan and the same SQL as the
+ * raw ST_AsMVT query (rawTileQuery); the fingerprint is a second, cheap scan of the same index. The
+ * digest is the ETag, so equal ETags mean byte-equal tiles whoever wrote the rows (API, SQL,
+ * GeoServer WFS-T). No rows → an empty tile (empty bytes).
  */
 export function tileQuery(z: number, x: number, y: number): Query {
   return {
     text: `
       WITH ${boundsCte()}
-      SELECT coalesce(t.tile, ''::bytea) AS tile, md5(coalesce(t.tile, ''::bytea)) AS digest
-      FROM (${mvtSelect()}) t`,
+      SELECT coalesce(t.tile, ''::bytea) AS tile, md5(coalesce(t.tile, ''::bytea)) AS digest, f.fingerprint
+      FROM (${mvtSelect()}) t, (${fingerprintSelect()}) f`,
     values: [z, x, y, TILE_BUFFER / TILE_EXTENT],
   };
+}
+
+/**
+ * What a tile is built from, summarised: the count, the sum and the XOR of the stamps (migration 018)
+ * of the visible rows whose geometry meets the tile with its buffer — exactly the rows mvtSelect
+ * reads. Each write to a row gives it a fresh pseudo-random 64-bit stamp, so an insert, an update, a
+ * delete or a feature moving in or out changes the fingerprint, whichever order concurrent writers
+ * committed in (the value depends only on the set of row versions this snapshot sees; see 018 for why
+ * a max() of sequence values would not do). Reads the stamps, never the geometries' shapes: a few
+ * milliseconds where building the tile takes hundreds.
+ */
+export function fingerprintQuery(z: number, x: number, y: number): Query {
+  return {
+    text: `
+      WITH ${boundsCte()}
+      ${fingerprintSelect()}`,
+    values: [z, x, y, TILE_BUFFER / TILE_EXTENT],
+  };
+}
+
+function fingerprintSelect(): string {
+  return `
+        SELECT count(*) || ':' || coalesce(sum(t.stamp), 0) || ':' || coalesce(bit_xor(t.stamp), 0) AS fingerprint
+        FROM features.tile_features t, bounds b
+        WHERE t.geom && b.filter AND ${visibleFeatures('t')}`;
 }
 
 /** The tile's box and the box with its buffer (what features must meet), both in EPSG:3857. */
