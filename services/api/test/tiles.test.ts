@@ -305,6 +305,15 @@ describe('the server-side tile cache', () => {
     expect(names((await rebuilt(p)).bytes)).toMatchObject({ [early]: 'Früh geändert', [late]: 'Spät geändert', 'cache-spaet-sichtbar': 'Spät sichtbar' });
   });
 
+  withMvt('concurrent first requests for one tile build it once and all get the same bytes', async () => {
+    await create(12.071, 51.071, { name: 'Gleichzeitig' });
+    const p = path(tileOf(12.071, 51.071, 15));
+    const answers = await Promise.all(Array.from({ length: 6 }, () => getTile(p)));
+    expect(answers.map((a) => cacheOf(a.headers)).filter((c) => c === 'miss')).toHaveLength(1);
+    for (const answer of answers) expect(answer.bytes.equals(answers[0]!.bytes)).toBe(true);
+    expect(Object.values(names(answers[0]!.bytes))).toContain('Gleichzeitig');
+  });
+
   withMvt('a rolled-back write leaves the cached tile current', async () => {
     const p = path(tileOf(12.051, 51.051, 15));
     const id = await create(12.051, 51.051);

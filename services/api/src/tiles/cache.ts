@@ -51,6 +51,11 @@ export function createTileCache(maxBytes: number) {
       return entry;
     },
 
+    /** The tile's entry whatever its fingerprint, without marking it used: what to ask the database about. */
+    peek(key: string): CachedTile | undefined {
+      return entries.get(key);
+    },
+
     /** Stores a build, replacing the tile's older one. A tile larger than the whole cache is not kept. */
     set(key: string, entry: CachedTile): void {
       remove(key);

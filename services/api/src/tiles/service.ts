@@ -3,7 +3,7 @@ import type { Bbox } from '../../../shared/features/schema.js';
 import { fromDatabaseError } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
 import { createTileCache, type CachedTile } from './cache.js';
-import { countQuery, fingerprintQuery, tileQuery, VISIBILITY_CLASS } from './queries.js';
+import { countQuery, tileQuery, VISIBILITY_CLASS } from './queries.js';
 
 /**
  * Vector tiles from live data, with built tiles cached in memory. Each request first asks the
@@ -58,8 +58,20 @@ const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 
 export function createTileService(db: Db, options: TileServiceOptions = {}) {
   const cache = createTileCache(options.cacheBytes ?? DEFAULT_CACHE_BYTES);
-  /** Builds under way, by tile and fingerprint: concurrent misses of one tile share one build. */
-  const building = new Map<string, Promise<CachedTile>>();
+  /** Reads under way, by tile: a request for a tile being read waits for that read first. */
+  const building = new Map<string, Promise<unknown>>();
+
+  /**
+   * One statement: the tile's current fingerprint, and the tile built only if it differs from
+   * `cachedFingerprint`. A build is stored under the fingerprint read in its own snapshot.
+   */
+  async function lookup(z: number, x: number, y: number, key: string, cachedFingerprint: string): Promise<{ entry: CachedTile | undefined; cached: boolean }> {
+    const row = await run<{ fingerprint: string; tile: Buffer | null; digest: string | null }>(tileQuery(z, x, y, cachedFingerprint));
+    if (row.tile === null || row.digest === null) return { entry: cache.get(key, row.fingerprint), cached: true };
+    const entry: CachedTile = { fingerprint: row.fingerprint, digest: row.digest, bytes: row.tile };
+    cache.set(key, entry);
+    return { entry, cached: false };
+  }
   let unsupported: AppError | undefined;
   /** Whether this database encodes MVT: asked once with a one-point tile, then remembered. */
   let supported: Promise<boolean> | undefined;
@@ -103,27 +115,23 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
       if (unsupported) throw unsupported;
       const started = performance.now();
       const key = `${VISIBILITY_CLASS}/${z}/${x}/${y}`;
-      const fingerprint = await run<{ fingerprint: string }>(fingerprintQuery(z, x, y)).then((row) => row.fingerprint);
-      let entry = cache.get(key, fingerprint);
-      const cached = entry !== undefined;
-      if (!entry) {
-        const flight = `${key}@${fingerprint}`;
-        let build = building.get(flight);
-        if (!build) {
-          build = run<{ tile: Buffer; digest: string; fingerprint: string }>(tileQuery(z, x, y))
-            .then((row) => {
-              // Stored under the fingerprint read with the bytes (same statement, same snapshot), which
-              // may be newer than the one asked for above: a commit in between is then in this tile.
-              const built: CachedTile = { fingerprint: row.fingerprint, digest: row.digest, bytes: row.tile };
-              cache.set(key, built);
-              return built;
-            })
-            .finally(() => building.delete(flight));
-          building.set(flight, build);
-        }
-        entry = await build;
+      // A request arriving while this tile is being read waits for that read, then asks for itself:
+      // concurrent first visitors cause one build, and the others a fingerprint check each (their
+      // own snapshot, so nothing committed before they arrived can be missed).
+      const pending = building.get(key);
+      if (pending) await pending.catch(() => undefined);
+      let read = lookup(z, x, y, key, cache.peek(key)?.fingerprint ?? '');
+      if (!building.has(key)) {
+        const settled = read.finally(() => building.delete(key));
+        building.set(key, settled);
+        read = settled;
       }
+      let { entry, cached } = await read;
+      // The cached build was replaced between the statement and now (another request rebuilt it
+      // under a newer fingerprint): build for this request alone.
+      if (!entry) ({ entry, cached } = await lookup(z, x, y, key, ''));
       const dbMs = performance.now() - started;
+      if (!entry) throw new Error(`tile ${key} was neither cached nor built`);
       const notModified = ifNoneMatch?.trim() === '*' || matches(ifNoneMatch, entry.digest);
       const gzipped = acceptsGzip ? await cache.gzipped(key, entry) : null;
       const etag = `"${ENCODING_VERSION}-${entry.digest}${gzipped ? '-gzip' : ''}"`;
