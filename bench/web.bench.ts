@@ -95,8 +95,24 @@ async function cityFromTiles(browser: Browser, basemapUrl: string): Promise<void
     const zoom = Math.log2(Math.min((box.width * 360) / (256 * 10.4), (box.height * 360) / (256 * 1.4)));
     const cityUrl = `${web.url}/?center=5,0.5&zoom=${zoom.toFixed(3)}`;
 
-    const draws: number[] = [];
-    for (let run = 0; run < RUNS; run++) {
+    /**
+     * A cold visit: one no-op UPDATE per tile around the view's zoom, so every tile's fingerprint
+     * changes and the API's server-side cache must build each again (PostgreSQL's buffers stay warm,
+     * as on a live server). A warm visit is the next visitor: a fresh browser (no HTTP cache) while
+     * the server still holds the tiles.
+     */
+    const invalidateServerCache = async () => {
+      for (let z = Math.floor(zoom) - 1; z <= Math.ceil(zoom) + 1; z++) {
+        const [northWest, southEast] = [tileAt(-0.2, 1.2, z), tileAt(10.2, -0.2, z)];
+        await pool.query(
+          `UPDATE features.features SET name = name WHERE id IN (
+             SELECT (SELECT t.id FROM features.tile_features t WHERE t.geom && ST_TileEnvelope($1::int, x, y) LIMIT 1)
+             FROM generate_series($2::int, $3::int) x, generate_series($4::int, $5::int) y)`,
+          [z, northWest.x, southEast.x, northWest.y, southEast.y],
+        );
+      }
+    };
+    const visit = async () => {
       const context = await browser.newContext({ viewport });
       const page = await context.newPage();
       await page.goto(cityUrl);
@@ -110,13 +126,21 @@ async function cityFromTiles(browser: Browser, basemapUrl: string): Promise<void
       });
       await context.close();
       if (result.held !== GRID_TOTAL) throw new Error(`the map drew ${result.held} features from tiles, not the ${GRID_TOTAL} of the grid`);
-      draws.push(result.ms);
+      return result.ms;
+    };
+    const cold: number[] = [];
+    const warm: number[] = [];
+    for (let run = 0; run < RUNS; run++) {
+      await invalidateServerCache();
+      cold.push(await visit());
+      warm.push(await visit());
     }
 
     // One tile of that view: through the API over HTTP, and the raw query through pg, interleaved.
     const tile = tileAt(5, 0.5, Math.round(zoom));
     const query = rawTileQuery(tile.z, tile.x, tile.y);
     const url = `${api.base}/api/tiles/${tile.z}/${tile.x}/${tile.y}.mvt`;
+    // fetch sends Accept-Encoding: gzip and decodes, as the browser does: the API's bytes are gzip.
     const viaApi = async () => Buffer.from(await (await fetch(url)).arrayBuffer());
     const viaSql = async () => (await pool.query<{ tile: Buffer }>(query.text, query.values)).rows[0]!.tile;
     const [first, raw] = [await viaApi(), await viaSql()];
@@ -139,9 +163,17 @@ async function cityFromTiles(browser: Browser, basemapUrl: string): Promise<void
     }
     console.log(`navigation → the whole grid drawn from tiles (${GRID_TOTAL.toLocaleString('en')} features, zoom ${zoom.toFixed(2)}, fresh browser each run):`);
     printTable([
-      { measure: 'navigation → city drawn (ms)', p50: median(draws).toFixed(0), p99: percentile(draws, 99).toFixed(0), baseline: '—', ratio: '—', target: '≤ 2000 ms' },
+      { measure: 'navigation → city drawn, cold server cache (ms)', p50: median(cold).toFixed(0), p99: percentile(cold, 99).toFixed(0), baseline: '—', ratio: '—', target: '≤ 2000 ms' },
       {
-        measure: `tile ${tile.z}/${tile.x}/${tile.y} (${(raw.length / 1024).toFixed(0)} KiB), API over HTTP (ms)`,
+        measure: 'navigation → city drawn, second visitor (ms)',
+        p50: median(warm).toFixed(0),
+        p99: percentile(warm, 99).toFixed(0),
+        baseline: `cold p50 ${median(cold).toFixed(0)}`,
+        ratio: ratio(median(warm), median(cold)),
+        target: '≤ 2000 ms',
+      },
+      {
+        measure: `tile ${tile.z}/${tile.x}/${tile.y} (${(raw.length / 1024).toFixed(0)} KiB), API over HTTP, server cache hit (ms)`,
         p50: median(apiTimes).toFixed(1),
         p99: percentile(apiTimes, 99).toFixed(1),
         baseline: `raw ST_AsMVT through pg: p50 ${median(sqlTimes).toFixed(1)}, p99 ${percentile(sqlTimes, 99).toFixed(1)}`,
@@ -149,7 +181,7 @@ async function cityFromTiles(browser: Browser, basemapUrl: string): Promise<void
         target: 'p50 ≤ 1.2×',
       },
     ]);
-    console.log(`runs (ms): ${draws.map((d) => d.toFixed(0)).join(', ')}; ${TILE_ROUNDS} tile rounds`);
+    console.log(`runs (ms): cold ${cold.map((d) => d.toFixed(0)).join(', ')}; warm ${warm.map((d) => d.toFixed(0)).join(', ')}; ${TILE_ROUNDS} tile rounds (the API's answers are cache hits after the first)`);
   } finally {
     await web.close();
     await api.stop();

@@ -1,10 +1,13 @@
 import { createHash } from 'node:crypto';
+import { get as httpGet } from 'node:http';
+import { gunzipSync } from 'node:zlib';
 import { VectorTile } from '@mapbox/vector-tile';
 import { PbfReader } from 'pbf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { prepareQueue } from './qc-harness.js';
+import { createTileCache } from '../src/tiles/cache.js';
 
 /**
  * GET /api/tiles/:z/:x/:y.mvt over HTTP: the tile's content and properties, the ETag and conditional
@@ -188,6 +191,208 @@ describe('vector tiles on PostGIS', () => {
     const world = await getTile('/api/tiles/0/0/0.mvt');
     expect(world.status).toBe(200);
     expect(decode(world.bytes).map((f) => f.id)).toContain(polar.json.id);
+  });
+});
+
+describe('the server-side tile cache', () => {
+  const cacheOf = (headers: Headers) => /cache;desc=(\w+)/.exec(headers.get('server-timing') ?? '')?.[1];
+  const names = (bytes: Buffer) => Object.fromEntries(decode(bytes).map((f) => [f.id, f.name]));
+
+  /** Fetches the tile until the cache holds it: the second answer must be a hit with the same bytes. */
+  async function cached(p: string) {
+    const first = await getTile(p);
+    const second = await getTile(p);
+    expect(cacheOf(second.headers)).toBe('hit');
+    expect(second.bytes.equals(first.bytes)).toBe(true);
+    expect(second.headers.get('etag')).toBe(first.headers.get('etag'));
+    return second;
+  }
+
+  /** The next answer for the tile must be rebuilt (a miss) and hold what the database now holds. */
+  async function rebuilt(p: string) {
+    const tile = await getTile(p);
+    expect(tile.status).toBe(200);
+    expect(cacheOf(tile.headers)).toBe('miss');
+    return tile;
+  }
+
+  withMvt('serves an unchanged tile from the cache: same bytes, same ETag, and 304 on revalidation', async () => {
+    await create(12.001, 51.001);
+    const p = path(tileOf(12.001, 51.001, 15));
+    const hit = await cached(p);
+    const revalidated = await getTile(p, { 'If-None-Match': hit.headers.get('etag')! });
+    expect(revalidated.status).toBe(304);
+    expect(cacheOf(revalidated.headers)).toBe('hit');
+  });
+
+  withMvt('SQL inserts, updates and deletes that bypass the API each make the cached tile stale', async () => {
+    const p = path(tileOf(12.011, 51.011, 15));
+    await create(12.011, 51.011, { name: 'Schon da' });
+    await cached(p);
+    await db.pool.query(`INSERT INTO features.features (id, name, kategorie, geom) VALUES ('cache-sql', 'Eingefügt', 'denkmal', ST_SetSRID(ST_MakePoint(12.0111, 51.0111), 4326))`);
+    expect(names((await rebuilt(p)).bytes)['cache-sql']).toBe('Eingefügt');
+    await cached(p);
+    await db.pool.query(`UPDATE features.features SET name = 'Geändert' WHERE id = 'cache-sql'`);
+    expect(names((await rebuilt(p)).bytes)['cache-sql']).toBe('Geändert');
+    await cached(p);
+    await db.pool.query(`DELETE FROM features.features WHERE id = 'cache-sql'`);
+    expect(names((await rebuilt(p)).bytes)).not.toHaveProperty('cache-sql');
+  });
+
+  withMvt('a delete and an insert in one transaction make the cached tile stale even when the count stays the same', async () => {
+    const p = path(tileOf(12.021, 51.021, 15));
+    await db.pool.query(`INSERT INTO features.features (id, name, kategorie, geom) VALUES ('cache-alt', 'Alt', 'denkmal', ST_SetSRID(ST_MakePoint(12.0211, 51.0211), 4326))`);
+    const before = await cached(p);
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`DELETE FROM features.features WHERE id = 'cache-alt'`);
+      await client.query(`INSERT INTO features.features (id, name, kategorie, geom) VALUES ('cache-neu', 'Neu', 'denkmal', ST_SetSRID(ST_MakePoint(12.0211, 51.0211), 4326))`);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    const after = await rebuilt(p);
+    expect(decode(after.bytes)).toHaveLength(decode(before.bytes).length);
+    expect(names(after.bytes)).toEqual({ 'cache-neu': 'Neu' });
+
+    // The same row deleted and inserted again unchanged: a new row version, so rebuilt (and byte-equal).
+    await cached(p);
+    await db.pool.query(`WITH gone AS (DELETE FROM features.features WHERE id = 'cache-neu' RETURNING *) SELECT 1`);
+    await db.pool.query(`INSERT INTO features.features (id, name, kategorie, geom) VALUES ('cache-neu', 'Neu', 'denkmal', ST_SetSRID(ST_MakePoint(12.0211, 51.0211), 4326))`);
+    const same = await rebuilt(p);
+    expect(same.bytes.equals(after.bytes)).toBe(true);
+    expect(same.headers.get('etag')).toBe(after.headers.get('etag'));
+  });
+
+  withMvt('a feature moved across tiles leaves the cached tile it left and enters the one it reached', async () => {
+    const from = path(tileOf(12.031, 51.031, 15));
+    const to = path(tileOf(12.091, 51.031, 15));
+    expect(from).not.toBe(to);
+    const id = await create(12.031, 51.031, { name: 'Wandernd' });
+    await create(12.091, 51.031, { name: 'Ortsfest' });
+    await cached(from);
+    await cached(to);
+    await db.pool.query(`UPDATE features.features SET geom = ST_SetSRID(ST_MakePoint(12.091, 51.031), 4326) WHERE id = $1`, [id]);
+    expect(names((await rebuilt(from)).bytes)).not.toHaveProperty(id);
+    expect(names((await rebuilt(to)).bytes)[id]).toBe('Wandernd');
+  });
+
+  withMvt('transactions that commit out of stamp order: a tile cached between the commits is stale after the later one', async () => {
+    const p = path(tileOf(12.041, 51.041, 15));
+    const early = await create(12.041, 51.041, { name: 'Früh' });
+    const late = await create(12.0411, 51.0411, { name: 'Spät' });
+    await cached(p);
+    const first = await db.pool.connect();
+    const second = await db.pool.connect();
+    try {
+      // The first transaction writes first, so its row takes the older stamp, but commits last.
+      await first.query('BEGIN');
+      await first.query(`UPDATE features.features SET name = 'Früh geändert' WHERE id = $1`, [early]);
+      await first.query(`INSERT INTO features.features (id, name, kategorie, geom) VALUES ('cache-spaet-sichtbar', 'Spät sichtbar', 'denkmal', ST_SetSRID(ST_MakePoint(12.04102, 51.04102), 4326))`);
+      await second.query('BEGIN');
+      await second.query(`UPDATE features.features SET name = 'Spät geändert' WHERE id = $1`, [late]);
+      await second.query('COMMIT');
+      const between = await rebuilt(p);
+      expect(names(between.bytes)).toMatchObject({ [early]: 'Früh', [late]: 'Spät geändert' });
+      expect(names(between.bytes)).not.toHaveProperty('cache-spaet-sichtbar');
+      await cached(p);
+      await first.query('COMMIT');
+    } finally {
+      first.release();
+      second.release();
+    }
+    expect(names((await rebuilt(p)).bytes)).toMatchObject({ [early]: 'Früh geändert', [late]: 'Spät geändert', 'cache-spaet-sichtbar': 'Spät sichtbar' });
+  });
+
+  withMvt('concurrent first requests for one tile build it once and all get the same bytes', async () => {
+    await create(12.071, 51.071, { name: 'Gleichzeitig' });
+    const p = path(tileOf(12.071, 51.071, 15));
+    const answers = await Promise.all(Array.from({ length: 6 }, () => getTile(p)));
+    expect(answers.map((a) => cacheOf(a.headers)).filter((c) => c === 'miss')).toHaveLength(1);
+    for (const answer of answers) expect(answer.bytes.equals(answers[0]!.bytes)).toBe(true);
+    expect(Object.values(names(answers[0]!.bytes))).toContain('Gleichzeitig');
+  });
+
+  withMvt('a rolled-back write leaves the cached tile current', async () => {
+    const p = path(tileOf(12.051, 51.051, 15));
+    const id = await create(12.051, 51.051);
+    const before = await cached(p);
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`UPDATE features.features SET name = 'Nie gesehen' WHERE id = $1`, [id]);
+      await client.query('ROLLBACK');
+    } finally {
+      client.release();
+    }
+    const after = await getTile(p);
+    expect(cacheOf(after.headers)).toBe('hit');
+    expect(after.bytes.equals(before.bytes)).toBe(true);
+  });
+
+  withMvt('sends a large tile gzip to a client that accepts it, with its own ETag, an exact Content-Length and Vary', async () => {
+    await db.pool.query(`
+      INSERT INTO features.features (id, name, kategorie, geom)
+      SELECT 'cache-gz-' || i, 'Quadrat Nummer ' || i, 'denkmal', ST_SetSRID(ST_MakePoint(12.06 + (i % 20) * 0.0002, 51.06 + (i / 20) * 0.0002), 4326)
+      FROM generate_series(0, 399) i`);
+    const t = tileOf(12.061, 51.061, 14);
+    const raw = (headers: Record<string, string>) =>
+      new Promise<{ status: number; headers: import('node:http').IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+        httpGet(`${api.url}${path(t)}`, { headers }, (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (chunk: Buffer) => chunks.push(chunk));
+          response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body: Buffer.concat(chunks) }));
+        }).on('error', reject);
+      });
+    const identity = await raw({ 'accept-encoding': 'identity' });
+    expect(identity.headers['content-encoding']).toBeUndefined();
+    expect(Number(identity.headers['content-length'])).toBe(identity.body.length);
+    expect(decode(identity.body).length).toBeGreaterThan(100);
+    expect(identity.body.length).toBeGreaterThan(4096);
+    for (const accept of ['gzip', 'br;q=1, gzip;q=0.5', '*']) {
+      const zipped = await raw({ 'accept-encoding': accept });
+      expect(zipped.headers['content-encoding']).toBe('gzip');
+      expect(zipped.headers.vary).toContain('Accept-Encoding');
+      expect(Number(zipped.headers['content-length'])).toBe(zipped.body.length);
+      expect(zipped.body.length).toBeLessThan(identity.body.length / 2);
+      expect(gunzipSync(zipped.body).equals(identity.body)).toBe(true);
+      expect(zipped.headers.etag).not.toBe(identity.headers.etag);
+      const revalidated = await raw({ 'accept-encoding': accept, 'if-none-match': zipped.headers.etag! });
+      expect(revalidated.status).toBe(304);
+    }
+    expect((await raw({ 'accept-encoding': 'gzip;q=0' })).headers['content-encoding']).toBeUndefined();
+  });
+});
+
+describe('the tile cache in memory', () => {
+  const tile = (fingerprint: string, size: number) => ({ fingerprint, digest: 'd', bytes: Buffer.alloc(size) });
+
+  it('serves an entry only under the fingerprint it was built with', () => {
+    const cache = createTileCache(1000);
+    cache.set('a', tile('1:2:3', 10));
+    expect(cache.get('a', '1:2:3')?.bytes.length).toBe(10);
+    expect(cache.get('a', '1:2:4')).toBeUndefined();
+    cache.set('a', tile('1:2:4', 20));
+    expect(cache.get('a', '1:2:3')).toBeUndefined();
+    expect(cache.stats()).toEqual({ entries: 1, bytes: 20 });
+  });
+
+  it('keeps at most its byte budget, dropping the least recently used tiles first, gzip bytes included', async () => {
+    const cache = createTileCache(3000);
+    cache.set('a', tile('f', 1000));
+    cache.set('b', tile('f', 1000));
+    cache.set('c', tile('f', 1000));
+    cache.get('a', 'f');
+    cache.set('d', tile('f', 1000));
+    expect(cache.get('b', 'f')).toBeUndefined();
+    expect(['a', 'c', 'd'].map((k) => cache.get(k, 'f') !== undefined)).toEqual([true, true, true]);
+    const big = { fingerprint: 'f', digest: 'd', bytes: Buffer.from(Array.from({ length: 1500 }, (_, i) => i % 251)) };
+    cache.set('e', big);
+    await cache.gzipped('e', big);
+    expect(cache.stats().bytes).toBeLessThanOrEqual(3000);
+    cache.set('huge', tile('f', 3001));
+    expect(cache.get('huge', 'f')).toBeUndefined();
   });
 });
 

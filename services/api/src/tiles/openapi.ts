@@ -12,7 +12,7 @@ export const tilePaths: ZodOpenApiPathsObject = {
     get: {
       summary: 'A Mapbox Vector Tile of the features (Web Mercator, layer "features")',
       description:
-        'Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. Each feature carries id, kategorie, status and name. The ETag is the MD5 of the tile\'s bytes, computed with the tile: send it in If-None-Match to get 304 while the tile is unchanged; any edit that changes the tile, by any writer, changes it.',
+        'Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. Each feature carries id, kategorie, status and name. Built tiles are cached in the API\'s memory under a fingerprint of the rows they were built from, checked against the database on every request, so any write by any writer (API, SQL, GeoServer WFS-T) is in the next answer. The ETag is the MD5 of the tile\'s bytes (with -gzip for the gzip representation): send it in If-None-Match to get 304 while the tile is unchanged. Clients accepting gzip get tiles of 1 KiB or more gzip-encoded.',
       requestParams: {
         path: z.object({
           z: z.string().meta({ description: `zoom, 0 to ${MAX_ZOOM}`, example: '12' }),
@@ -25,8 +25,11 @@ export const tilePaths: ZodOpenApiPathsObject = {
         '200': {
           description: 'the tile (an empty body is an empty tile)',
           headers: z.object({
-            ETag: z.string().meta({ description: 'strong ETag: the MD5 of the tile\'s bytes' }),
+            ETag: z.string().meta({ description: 'strong ETag: the MD5 of the tile\'s bytes, one per representation' }),
             'Cache-Control': z.string().meta({ description: 'public, no-cache: keep it, revalidate before use' }),
+            Vary: z.string().meta({ description: 'Accept-Encoding' }),
+            'Content-Encoding': z.string().optional().meta({ description: 'gzip when the client accepts it and the tile is 1 KiB or more' }),
+            'Server-Timing': z.string().meta({ description: 'db;dur=<ms>, cache;desc=hit|miss (whether the server-side cache held the tile)' }),
           }),
           content: { 'application/vnd.mapbox-vector-tile': { schema: z.string().meta({ format: 'binary' }) } },
         },

@@ -11,6 +11,13 @@ export const TILE_EXTENT = 4096;
 export const TILE_BUFFER = 64;
 
 /**
+ * Which callers see the same tiles under visibleFeatures(): part of every tile cache key, so a cached
+ * tile is never served across a visibility boundary. One class today, as the rule is "everything";
+ * a rule that depends on the caller must name the caller's class here (and pass it to the cache key).
+ */
+export const VISIBILITY_CLASS = 'everyone';
+
+/**
  * What a caller may see — the same rule as GET /api/features, which today lists every feature to
  * everyone with `read`. Kept as one function so the list and the tiles cannot drift apart silently
  * when the rule changes (see docs/api.md "Vector tiles"). `alias` is features.features in the count
@@ -21,19 +28,53 @@ export function visibleFeatures(_alias: 'f' | 't' = 'f'): string {
 }
 
 /**
- * The tile and the MD5 digest of its bytes, in one statement: the same scan and the same SQL as the
- * raw ST_AsMVT query (rawTileQuery), plus a digest that costs a fraction of a millisecond per 100 KiB.
+ * The tile's fingerprint, and the tile with the MD5 digest of its bytes unless the fingerprint equals
+ * `cached` (the one the server-side cache holds the tile under, tiles/cache.ts): one statement, one
+ * snapshot, one round trip. A hit costs the fingerprint's scan only (the build is a subquery in a
+ * CASE branch, which PostgreSQL evaluates only when the branch is taken); a miss returns bytes and fingerprint read in the same snapshot, so
+ * the cache stores them together. The tile is the same SQL as the raw ST_AsMVT query (rawTileQuery).
  * The digest is the ETag, so equal ETags mean byte-equal tiles whoever wrote the rows (API, SQL,
- * GeoServer WFS-T): nothing has to be told about edits. No rows → an empty tile (empty bytes).
+ * GeoServer WFS-T). No rows → an empty tile (empty bytes). `cached` '' always builds.
  */
-export function tileQuery(z: number, x: number, y: number): Query {
+export function tileQuery(z: number, x: number, y: number, cached = ''): Query {
   return {
     text: `
       WITH ${boundsCte()}
-      SELECT coalesce(t.tile, ''::bytea) AS tile, md5(coalesce(t.tile, ''::bytea)) AS digest
-      FROM (${mvtSelect()}) t`,
+      SELECT c.fingerprint, c.tile, md5(c.tile) AS digest
+      FROM (
+        SELECT f.fingerprint,
+               CASE WHEN f.fingerprint IS DISTINCT FROM $5::text
+                    THEN (SELECT coalesce(t.tile, ''::bytea) FROM (${mvtSelect()}) t) END AS tile
+        FROM (${fingerprintSelect()}) f
+        OFFSET 0 -- kept a subquery: inlined, the two uses of tile would build it twice
+      ) c`,
+    values: [z, x, y, TILE_BUFFER / TILE_EXTENT, cached],
+  };
+}
+
+/**
+ * What a tile is built from, summarised: the count, the sum and the XOR of the stamps (migration 018)
+ * of the visible rows whose geometry meets the tile with its buffer — exactly the rows mvtSelect
+ * reads. Each write to a row gives it a fresh pseudo-random 64-bit stamp, so an insert, an update, a
+ * delete or a feature moving in or out changes the fingerprint, whichever order concurrent writers
+ * committed in (the value depends only on the set of row versions this snapshot sees; see 018 for why
+ * a max() of sequence values would not do). Reads the stamps, never the geometries' shapes: a few
+ * milliseconds where building the tile takes hundreds.
+ */
+export function fingerprintQuery(z: number, x: number, y: number): Query {
+  return {
+    text: `
+      WITH ${boundsCte()}
+      ${fingerprintSelect()}`,
     values: [z, x, y, TILE_BUFFER / TILE_EXTENT],
   };
+}
+
+function fingerprintSelect(): string {
+  return `
+        SELECT count(*) || ':' || coalesce(sum(t.stamp), 0) || ':' || coalesce(bit_xor(t.stamp), 0) AS fingerprint
+        FROM features.tile_features t, bounds b
+        WHERE t.geom && b.filter AND ${visibleFeatures('t')}`;
 }
 
 /** The tile's box and the box with its buffer (what features must meet), both in EPSG:3857. */

@@ -2,13 +2,18 @@ import { AppError } from '../../../shared/errors.js';
 import type { Bbox } from '../../../shared/features/schema.js';
 import { fromDatabaseError } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
-import { countQuery, tileQuery } from './queries.js';
+import { createTileCache, type CachedTile } from './cache.js';
+import { countQuery, tileQuery, VISIBILITY_CLASS } from './queries.js';
 
 /**
- * Vector tiles from live data. Nothing is cached on the server, so every write — through the API,
- * GeoServer WFS-T or SQL — is in the next tile served. The ETag is the MD5 of the tile's bytes,
- * computed by Postgres in the statement that builds the tile (tiles/queries.ts): an edit changes the
- * ETag of exactly the tiles whose bytes it changes, and a tile costs one statement, one scan.
+ * Vector tiles from live data, with built tiles cached in memory. Each request first asks the
+ * database for the tile's fingerprint (a few milliseconds: the stamps of the rows the tile meets,
+ * tiles/queries.ts); a cached build with the same fingerprint is served as it is, anything else is
+ * built again (ST_AsMVT, hundreds of milliseconds for a dense tile) in one statement that also
+ * returns the fingerprint of the rows it read. So every write — through the API, GeoServer WFS-T or
+ * SQL — is in the next tile served, with no invalidation message to lose. The ETag is the MD5 of
+ * the tile's bytes, computed by Postgres with the tile: an edit changes the ETag of exactly the
+ * tiles whose bytes it changes.
  */
 export const MAX_ZOOM = 22;
 /** The most features a density answer counts (GET /api/tiles/count): more than the list's largest page. */
@@ -24,7 +29,16 @@ export interface Tile {
   etag: string;
   /** null: the caller's ETag is current (304). */
   bytes: Buffer | null;
+  /** The body's Content-Encoding when `bytes` are gzip. */
+  encoding?: 'gzip';
   dbMs: number;
+  /** Served from the cache (only the fingerprint was read from the database). */
+  cached: boolean;
+}
+
+export interface TileServiceOptions {
+  /** Memory for built tiles, raw and gzip bytes together (default 64 MiB); 0 turns the cache off. */
+  cacheBytes?: number;
 }
 
 export interface Density {
@@ -38,9 +52,26 @@ export interface Density {
 
 /** Version of the tile encoding; part of the ETag so a change of layer or properties invalidates caches. */
 const ENCODING_VERSION = 'v3';
-const ETAG = new RegExp(`^(?:W/)?"${ENCODING_VERSION}-([0-9a-f]{32})"$`);
+/** A strong ETag per representation (RFC 9110 §8.8.3): the gzip body has its own. */
+const ETAG = new RegExp(`^(?:W/)?"${ENCODING_VERSION}-([0-9a-f]{32})(?:-gzip)?"$`);
+const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 
-export function createTileService(db: Db) {
+export function createTileService(db: Db, options: TileServiceOptions = {}) {
+  const cache = createTileCache(options.cacheBytes ?? DEFAULT_CACHE_BYTES);
+  /** Reads under way, by tile: a request for a tile being read waits for that read first. */
+  const building = new Map<string, Promise<unknown>>();
+
+  /**
+   * One statement: the tile's current fingerprint, and the tile built only if it differs from
+   * `cachedFingerprint`. A build is stored under the fingerprint read in its own snapshot.
+   */
+  async function lookup(z: number, x: number, y: number, key: string, cachedFingerprint: string): Promise<{ entry: CachedTile | undefined; cached: boolean }> {
+    const row = await run<{ fingerprint: string; tile: Buffer | null; digest: string | null }>(tileQuery(z, x, y, cachedFingerprint));
+    if (row.tile === null || row.digest === null) return { entry: cache.get(key, row.fingerprint), cached: true };
+    const entry: CachedTile = { fingerprint: row.fingerprint, digest: row.digest, bytes: row.tile };
+    cache.set(key, entry);
+    return { entry, cached: false };
+  }
   let unsupported: AppError | undefined;
   /** Whether this database encodes MVT: asked once with a one-point tile, then remembered. */
   let supported: Promise<boolean> | undefined;
@@ -56,33 +87,60 @@ export function createTileService(db: Db) {
           throw fromDatabaseError(error) ?? error;
         },
       ));
+  /** One statement's single row; a database without ST_AsMVT → 501, said once and every time after. */
+  async function run<Row>(query: { text: string; values: unknown[] }): Promise<Row> {
+    try {
+      // One statement, one round trip: the planner's estimate for a tile stays far below the JIT
+      // threshold, so no session setting is needed.
+      const { rows } = await db.query<Row & object>(query.text, query.values);
+      return rows[0]!;
+    } catch (error) {
+      if (/protobuf/i.test(String((error as Error).message))) {
+        // PostGIS built without protobuf-c (the embedded PGlite).
+        unsupported = new AppError('TILES_UNAVAILABLE', 'vector tiles need PostGIS built with protobuf-c, which this database lacks (the embedded development database does); read features with GET /api/features', {
+          statusCode: 501,
+          cause: error,
+        });
+        throw unsupported;
+      }
+      throw fromDatabaseError(error) ?? error;
+    }
+  }
   return {
-    /** The tile, or only its ETag when `ifNoneMatch` holds the current one (or is `*`). */
-    async render({ z, x, y }: TileAddress, ifNoneMatch?: string): Promise<Tile> {
+    /**
+     * The tile, or only its ETag when `ifNoneMatch` holds the current one (or is `*`); gzip bytes when
+     * `gzip` is accepted and the tile is large enough to gain from it.
+     */
+    async render({ z, x, y }: TileAddress, ifNoneMatch?: string, acceptsGzip = false): Promise<Tile> {
       if (unsupported) throw unsupported;
       const started = performance.now();
-      let row: { digest: string; tile: Buffer };
-      try {
-        const query = tileQuery(z, x, y);
-        // One statement, one round trip: the planner's estimate for a tile stays far below the JIT
-        // threshold, so no session setting is needed.
-        const { rows } = await db.query<{ digest: string; tile: Buffer }>(query.text, query.values);
-        row = rows[0]!;
-      } catch (error) {
-        if (/protobuf/i.test(String((error as Error).message))) {
-          // PostGIS built without protobuf-c (the embedded PGlite): say so once, and every time after.
-          unsupported = new AppError('TILES_UNAVAILABLE', 'vector tiles need PostGIS built with protobuf-c, which this database lacks (the embedded development database does); read features with GET /api/features', {
-            statusCode: 501,
-            cause: error,
-          });
-          throw unsupported;
-        }
-        throw fromDatabaseError(error) ?? error;
+      const key = `${VISIBILITY_CLASS}/${z}/${x}/${y}`;
+      // A request arriving while this tile is being read waits for that read, then asks for itself:
+      // concurrent first visitors cause one build, and the others a fingerprint check each (their
+      // own snapshot, so nothing committed before they arrived can be missed).
+      const pending = building.get(key);
+      if (pending) await pending.catch(() => undefined);
+      let read = lookup(z, x, y, key, cache.peek(key)?.fingerprint ?? '');
+      if (!building.has(key)) {
+        const settled = read.finally(() => building.delete(key));
+        building.set(key, settled);
+        read = settled;
       }
-      const etag = `"${ENCODING_VERSION}-${row.digest}"`;
-      const notModified = ifNoneMatch?.trim() === '*' || matches(ifNoneMatch, row.digest);
-      return { etag, bytes: notModified ? null : row.tile, dbMs: performance.now() - started };
+      let { entry, cached } = await read;
+      // The cached build was replaced between the statement and now (another request rebuilt it
+      // under a newer fingerprint): build for this request alone.
+      if (!entry) ({ entry, cached } = await lookup(z, x, y, key, ''));
+      const dbMs = performance.now() - started;
+      if (!entry) throw new Error(`tile ${key} was neither cached nor built`);
+      const notModified = ifNoneMatch?.trim() === '*' || matches(ifNoneMatch, entry.digest);
+      const gzipped = acceptsGzip ? await cache.gzipped(key, entry) : null;
+      const etag = `"${ENCODING_VERSION}-${entry.digest}${gzipped ? '-gzip' : ''}"`;
+      if (notModified) return { etag, bytes: null, dbMs, cached };
+      return gzipped ? { etag, bytes: gzipped, encoding: 'gzip', dbMs, cached } : { etag, bytes: entry.bytes, dbMs, cached };
     },
+
+    /** Entries and bytes the tile cache holds (for tests and diagnostics). */
+    cacheStats: () => cache.stats(),
 
     /** How many features a bbox holds, up to atMost + 1, and whether tiles can be served at all. */
     async density(bbox: Bbox, atMost: number): Promise<Density> {
