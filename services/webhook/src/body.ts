@@ -119,12 +119,11 @@ const unreadable = (): AppError => new AppError('VALIDATION_FAILED', 'the reques
 
 /** Copy the body into one buffer; on a problem stop keeping data, drain the rest, then reject. */
 /**
- * Body buffers are reused. Every byte of a Buffer counts towards V8's old-generation allocation
- * limit until a collection frees it, and a body buffer lives across several young collections
- * (it is held from the first chunk to the answer), so it is promoted and only a full mark-compact
- * frees it: a fresh 1 MB buffer per delivery made V8 run a full collection every 20–30
- * deliveries. The pool must therefore cover the bodies in flight at once: with 16 MiB and 20
- * concurrent 1 MB deliveries, four fresh buffers per twenty were allocated and dropped again.
+ * Body buffers are reused: every byte of a Buffer counts towards V8's old-generation allocation
+ * limit until a collection frees it, and a body buffer is held from its first chunk to the answer,
+ * across young collections, so a fresh one per delivery is promoted and only a full mark-compact
+ * frees it. The pool therefore covers the bodies in flight at once (20 concurrent 1 MB bodies in
+ * the benchmark; with 16 MiB, four fresh buffers per twenty deliveries were allocated and dropped).
  *
  * A buffer goes back to the pool as soon as the handler has decided the answer (releaseBody), or
  * when the response is closed if it never got that far (errors, aborted uploads); the handler
