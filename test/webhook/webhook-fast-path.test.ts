@@ -55,6 +55,27 @@ describe('reading the body', () => {
     expect(res.json.branch).toBe('feature/team-de1/chunked');
   });
 
+  it('gives every one of many concurrent pushes its own body, though body buffers are reused as soon as each answer is decided', async () => {
+    const pushes = Array.from({ length: 24 }, (_, i) => {
+      const after = randomBytes(20).toString('hex');
+      const branch = `feature/team-de1/reuse-${i}`;
+      const body = Buffer.from(JSON.stringify(pushPayload(branch, after, { padding: String(i % 10).repeat(30_000 + i * 100) })));
+      // Every fourth is signed with another team's secret: it must be refused whatever is read around it.
+      const forged = i % 4 === 3;
+      const signature = githubSignature(body, forged ? h.secrets.SECRET_TEAM_DE2! : h.secrets.SECRET_TEAM_DE1!);
+      return { branch, after, forged, body, signature };
+    });
+    const answers = await Promise.all(
+      pushes.map((p) => send(h.url, p.body, { headers: { 'x-github-event': 'push', 'x-github-delivery': randomBytes(8).toString('hex'), 'x-hub-signature-256': p.signature } })),
+    );
+    answers.forEach((answer, i) => {
+      const push = pushes[i]!;
+      expect(answer.status).toBe(push.forged ? 401 : 202);
+      if (!push.forged) expect([answer.json.branch, answer.json.commit]).toEqual([push.branch, push.after]);
+    });
+    await waitIdle(h);
+  });
+
   it('answers 413 to a body over the limit, announced or streamed, and deploys nothing', async () => {
     await waitIdle(h); // the deploy of the previous test's push is recorded first
     const before = h.recordedDeploys().length;

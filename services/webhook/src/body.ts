@@ -27,6 +27,16 @@ export function bodyDigestsOf(res: Response): ReadonlyMap<string, string> {
   return (res.locals.bodyDigests as ReadonlyMap<string, string> | undefined) ?? new Map();
 }
 
+/**
+ * The handler is done with the body: drop the request's reference and return a pooled buffer now
+ * rather than when the response closes, so fewer buffers are held at once. The body must not be
+ * read after this (the buffer may already hold another request's body).
+ */
+export function releaseBody(req: Request, res: Response): void {
+  req.body = undefined;
+  (res.locals.releaseBody as (() => void) | undefined)?.();
+}
+
 /** Inflated bytes that compressed requests may hold at once, over all requests. */
 export class InflateBudget {
   private used = 0;
@@ -109,13 +119,18 @@ const unreadable = (): AppError => new AppError('VALIDATION_FAILED', 'the reques
 
 /** Copy the body into one buffer; on a problem stop keeping data, drain the rest, then reject. */
 /**
- * Body buffers are reused: a fresh 1 MB buffer per delivery is external memory that makes V8 run a
- * full garbage collection every few requests (most of the server's CPU per delivery in the
- * benchmark). A buffer goes back to the pool once the response is done, when nothing refers to
- * the body any more (the handler keeps no reference: the scanner copies what it decodes). Sizes
- * are powers of two from 64 KiB; the pool holds at most POOL_MAX_BYTES.
+ * Body buffers are reused: every byte of a Buffer counts towards V8's old-generation allocation
+ * limit until a collection frees it, and a body buffer is held from its first chunk to the answer,
+ * across young collections, so a fresh one per delivery is promoted and only a full mark-compact
+ * frees it. The pool therefore covers the bodies in flight at once (20 concurrent 1 MB bodies in
+ * the benchmark; with 16 MiB, four fresh buffers per twenty deliveries were allocated and dropped).
+ *
+ * A buffer goes back to the pool as soon as the handler has decided the answer (releaseBody), or
+ * when the response is closed if it never got that far (errors, aborted uploads); the handler
+ * keeps no reference (the scanner copies what it decodes). Sizes are powers of two from 64 KiB;
+ * the pool holds at most POOL_MAX_BYTES of idle buffers.
  */
-const POOL_MAX_BYTES = 16 * 1024 * 1024;
+const POOL_MAX_BYTES = 32 * 1024 * 1024;
 const pool = new Map<number, Buffer[]>();
 let pooledBytes = 0;
 
@@ -142,7 +157,14 @@ function readInto(req: Request, res: Response, length: number | null, limit: num
       const size = Math.max(64 * 1024, 2 ** Math.ceil(Math.log2(Math.max(length, 1))));
       const backing = takeFromPool(size) ?? Buffer.allocUnsafeSlow(size);
       sized = backing.subarray(0, length);
-      res.once('close', () => release(backing));
+      let released = false;
+      const giveBack = (): void => {
+        if (released) return;
+        released = true;
+        release(backing);
+      };
+      res.locals.releaseBody = giveBack;
+      res.once('close', giveBack);
     }
     const chunks: Buffer[] = [];
     let received = 0;

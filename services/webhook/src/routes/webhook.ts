@@ -18,7 +18,7 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { AppError } from '../../../shared/errors.js';
 import type { ResolvedTarget } from '../../../shared/targets.js';
-import { bodyDigestsOf } from '../body.js';
+import { bodyDigestsOf, releaseBody } from '../body.js';
 import type { WebhookConfig } from '../config.js';
 import type { Deployer } from '../deployments/deployer.js';
 import { isDeletionCommit, MalformedPayload, parsePush, readPushFields } from '../payload.js';
@@ -83,6 +83,8 @@ export function webhookHandler({ config, secrets, deployer, logger }: WebhookRou
     const auth = new RequestAuthenticator(req.headers, rawBody, bodyDigestsOf(res));
     let authenticated = false;
     for (const target of candidates) authenticated = auth.authenticates(target.provider, secrets.secretsOf(target)) || authenticated;
+    // Everything needed from the body is decoded and checked: let its buffer go before the answer.
+    releaseBody(req, res);
     if (!authenticated) {
       if (resolution.kind === 'push') logger.warn({ target: resolution.target.key, ip: req.ip }, 'webhook rejected: wrong token or signature for the target');
       throw unauthenticated();
