@@ -4,7 +4,7 @@ import tseslint from 'typescript-eslint';
 import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'data/', 'coverage/', '**/dist/', 'test/fixtures/**/node_modules/', 'services/web/.astro/'] },
+  { ignores: ['node_modules/', 'data/', 'coverage/', '**/dist/', 'test/fixtures/**/node_modules/', 'services/web/.astro/', '.cache/'] /* .cache: npm start's compiled bundles, the contracts, the database image */ },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
