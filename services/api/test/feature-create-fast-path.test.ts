@@ -16,6 +16,7 @@ import { createApiServer } from '../src/http/server.js';
 import { closeGracefully, listen } from '../../shared/http-server.js';
 import type { Authenticator } from '../../shared/principal.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { lacks } from '../../../test/helpers/requirements.js';
 
 /**
  * The create answered without Express (features/create-fast-path.ts) must be indistinguishable from
@@ -27,6 +28,13 @@ import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.
 const APP_ORIGIN = 'https://app.example.org';
 const LIMIT = 1_000;
 const databases: TestDatabase[] = [];
+
+// Each side of the comparison needs its own database, so the same request makes the same feature on
+// each; the embedded PGlite is one database per process.
+const MISSING = lacks(
+  'the byte-for-byte comparison of the create without Express',
+  process.env.TEST_DATABASE_URL ? { ok: true } : { ok: false, reason: 'TEST_DATABASE_URL is not set (a PostgreSQL + PostGIS server, for one database per side)' },
+);
 const servers: Server[] = [];
 let dataDir: string;
 let authenticator: Authenticator;
@@ -48,6 +56,7 @@ async function apiServer(fastPaths: boolean, writesPerMinute: number): Promise<s
 }
 
 beforeAll(async () => {
+  if (MISSING) return;
   dataDir = mkdtempSync(join(tmpdir(), 'create-fast-path-'));
   authenticator = await createAuthenticator({ production: false, dataDir });
   const keys = await loadOrCreateDevKeys(dataDir);
@@ -163,7 +172,7 @@ const CASES: Case[] = [
   { name: 'a trailing slash', path: '/api/features/', headers: () => ({ ...bearer(), ...JSON_TYPE }), body: () => feature('c-slash'), fast: 'express' },
 ];
 
-describe('the create without Express', () => {
+describe.skipIf(MISSING)('the create without Express', () => {
   for (const c of CASES) {
     it(`answers ${c.name} exactly as Express does`, async () => {
       const path = c.path ?? '/api/features';
@@ -232,7 +241,7 @@ describe('the create without Express', () => {
   });
 });
 
-describe('the rate limit on the create without Express', () => {
+describe.skipIf(MISSING)('the rate limit on the create without Express', () => {
   it('counts and refuses creates exactly as Express does', async () => {
     const fastBase = await apiServer(true, 3);
     const slowBase = await apiServer(false, 3);
