@@ -125,18 +125,29 @@ export class OsmExporter {
     return { name: 'map', find: async (bounds, families) => candidatesFromOsmElements(await client.map(bounds), families) };
   }
 
-  async export(request: OsmExportRequest): Promise<ExportOutcome<OsmExportRecord>> {
-    if (!this.client) return { status: 'skipped', reason: 'OSM_ACCESS_TOKEN is not set' };
+  /**
+   * What must hold before any OSM call, for a single export and a batch alike: a client, the licence,
+   * OSM tags for the kategorie. Answers the terminal outcome when one fails.
+   */
+  private gate(request: OsmExportRequest): { outcome: ExportOutcome<OsmExportRecord> } | { client: OsmApiClient; rule: NonNullable<CategoryMapping[string]> } {
+    if (!this.client) return { outcome: { status: 'skipped', reason: 'OSM_ACCESS_TOKEN is not set' } };
     const { snapshot } = request;
     const refusal = licenceRefusal(this.deps.settings.licence, 'osm');
-    if (refusal) return { status: 'skipped', reason: refusal };
+    if (refusal) return { outcome: { status: 'skipped', reason: refusal } };
     const rule = this.deps.mapping[snapshot.kategorie];
     if (!rule || Object.keys(rule.osmTags).length === 0) {
-      return { status: 'not_applicable', reason: `category ${snapshot.kategorie} has no OSM tags in the mapping` };
+      return { outcome: { status: 'not_applicable', reason: `category ${snapshot.kategorie} has no OSM tags in the mapping` } };
     }
+    return { client: this.client, rule };
+  }
+
+  async export(request: OsmExportRequest): Promise<ExportOutcome<OsmExportRecord>> {
+    const gate = this.gate(request);
+    if ('outcome' in gate) return gate.outcome;
+    const { client, rule } = gate;
     try {
-      assertExportableGeometry(snapshot.geometry);
-      return await this.run(this.client, request, rule.osmTags, familiesOf(rule));
+      assertExportableGeometry(request.snapshot.geometry);
+      return await this.run(client, request, rule.osmTags, familiesOf(rule));
     } catch (error) {
       return outcomeOfError(error);
     }
@@ -153,20 +164,16 @@ export class OsmExporter {
    * the plan. Answers a terminal outcome, or the prepared change with placeholders from -1 down.
    */
   async prepare(request: OsmExportRequest): Promise<ExportOutcome<OsmExportRecord> | PreparedOsmExport> {
-    if (!this.client) return { status: 'skipped', reason: 'OSM_ACCESS_TOKEN is not set' };
+    const gate = this.gate(request);
+    if ('outcome' in gate) return gate.outcome;
+    const { client, rule } = gate;
     const { snapshot } = request;
-    const refusal = licenceRefusal(this.deps.settings.licence, 'osm');
-    if (refusal) return { status: 'skipped', reason: refusal };
-    const rule = this.deps.mapping[snapshot.kategorie];
-    if (!rule || Object.keys(rule.osmTags).length === 0) {
-      return { status: 'not_applicable', reason: `category ${snapshot.kategorie} has no OSM tags in the mapping` };
-    }
     try {
       assertExportableGeometry(snapshot.geometry);
-      const resolved = await this.resolvePrevious(this.client, request, familiesOf(rule));
+      const resolved = await this.resolvePrevious(client, request, familiesOf(rule));
       if ('status' in resolved) return resolved;
       const { previous, decision } = resolved;
-      const plan = await this.plan(this.client, snapshot, previous, rule.osmTags);
+      const plan = await this.plan(client, snapshot, previous, rule.osmTags);
       const part: PreparedOsmExport['part'] = {
         root: plan.root,
         change: plan.change,
