@@ -353,12 +353,29 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     }).start();
     closers.push(() => kratos.close());
     stack.kratos = kratos;
-    const publicPort = Number(new URL(kratos.public.url).port);
-    const adminPort = Number(new URL(kratos.admin.url).port);
     // The double builds browser-facing URLs from its base URL: the proxy's, as serve.public.base_url says.
-    kratos.public.url = yml.serve.public.base_url.replace(/\/$/, '');
-    await endpoints.declare(name, [{ alias: 'kratos', networks: attachmentsFor(inputs, 'kratos') }, { alias: name, networks: endpoints.networks(name) }], 4433, publicPort);
-    await endpoints.declare(name, [{ alias: 'kratos-admin', networks: attachmentsFor(inputs, 'kratos-admin') }], 4434, adminPort);
+    await exposeOryDouble(name, inputs, entry, kratos, yml.serve.public.base_url, { service: 'kratos', publicPort: 4433, adminPort: 4434 });
+  };
+
+  /**
+   * Puts a started Ory double where the stack declares it: its public API under `<service>` (and the
+   * container's own name) on `publicPort`, its admin API under `<service>-admin` on `adminPort`. The
+   * double then builds browser-facing URLs from `browserUrl`, the proxy's address of its public API.
+   */
+  const exposeOryDouble = async (
+    name: string,
+    inputs: Inputs,
+    entry: ContainerRecord,
+    double: { public: { url: string }; admin: { url: string } },
+    browserUrl: string,
+    ports: { service: 'kratos' | 'hydra'; publicPort: number; adminPort: number },
+  ) => {
+    const publicPort = Number(new URL(double.public.url).port);
+    const adminPort = Number(new URL(double.admin.url).port);
+    double.public.url = browserUrl.replace(/\/$/, '');
+    const admin = `${ports.service}-admin`;
+    await endpoints.declare(name, [{ alias: ports.service, networks: attachmentsFor(inputs, ports.service) }, { alias: name, networks: endpoints.networks(name) }], ports.publicPort, publicPort);
+    await endpoints.declare(name, [{ alias: admin, networks: attachmentsFor(inputs, admin) }], ports.adminPort, adminPort);
     entry.status = 'healthy';
     entry.readyMs = Date.now() - started;
   };
@@ -378,13 +395,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     closers.push(() => hydra.close());
     stack.hydra = hydra;
     if (yml.strategies?.access_token && yml.strategies.access_token !== 'opaque') findings.push(`hydra.yml issues ${yml.strategies.access_token} access tokens; the Hydra double issues opaque ones only`);
-    const publicPort = Number(new URL(hydra.public.url).port);
-    const adminPort = Number(new URL(hydra.admin.url).port);
-    hydra.public.url = yml.urls.self.issuer.replace(/\/$/, '');
-    await endpoints.declare(name, [{ alias: 'hydra', networks: attachmentsFor(inputs, 'hydra') }, { alias: name, networks: endpoints.networks(name) }], 4444, publicPort);
-    await endpoints.declare(name, [{ alias: 'hydra-admin', networks: attachmentsFor(inputs, 'hydra-admin') }], 4445, adminPort);
-    entry.status = 'healthy';
-    entry.readyMs = Date.now() - started;
+    await exposeOryDouble(name, inputs, entry, hydra, yml.urls.self.issuer, { service: 'hydra', publicPort: 4444, adminPort: 4445 });
   };
 
   /** The accounts UI image: the stand-in serves its registration page from the env the stack declares. */
