@@ -20,9 +20,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
 import { migrate } from '../services/api/src/db/migrate.js';
-import { median, percentile, printTable, ratio } from './stats.js';
 import { openBenchDatabase, startApiProcess } from './support.js';
-import { seedQueue } from './qc-queue.js';
+import { reportDecisionToNext, seedQueue } from './qc-queue.js';
 
 const quick = process.env.BENCH_QUICK === '1';
 const QUEUE = 1_000;
@@ -93,19 +92,7 @@ async function main(): Promise<void> {
         await deskRun();
       }
     }
-    const left = Number((await pool.query(`SELECT count(*) FROM features.features WHERE status = 'in_qc'`)).rows[0].count);
-    console.log(`\ndecision → next item shown, queue of ${QUEUE.toLocaleString('en')}+ (${left} left), ${ROUNDS} rounds interleaved:`);
-    printTable([
-      {
-        'decide + next p50 ms': median(withNext).toFixed(1),
-        'decide alone p50 ms': median(alone).toFixed(1),
-        'decide + next p99 ms': percentile(withNext, 99).toFixed(1),
-        'decide alone p99 ms': percentile(alone, 99).toFixed(1),
-        'p50 ratio': ratio(median(withNext), median(alone)),
-        'p99 ratio': ratio(percentile(withNext, 99), percentile(alone, 99)),
-      },
-    ]);
-    if (left < QUEUE) throw new Error(`the queue fell below ${QUEUE} (${left})`);
+    await reportDecisionToNext(pool, { title: 'decision → next item shown', queue: QUEUE, rounds: ROUNDS, withNext, alone });
   } finally {
     await api?.stop();
     await pool.end();

@@ -3,6 +3,7 @@
  * Shared by qc-desk.bench.ts (API level) and qc-desk-web.bench.ts (in the browser).
  */
 import type pg from 'pg';
+import { median, percentile, printTable, ratio } from './stats.js';
 
 /** `count` features in_qc with their submit transitions, oldest first in id order. */
 export async function seedQueue(pool: pg.Pool, count: number): Promise<string[]> {
@@ -23,4 +24,28 @@ export async function seedQueue(pool: pg.Pool, count: number): Promise<string[]>
   );
   await pool.query('ANALYZE');
   return Array.from({ length: count }, (_, i) => `q${String(i + 1).padStart(6, '0')}`);
+}
+
+/**
+ * Both desk benchmarks' report: decision + next item against the decision alone, p50 and p99. Fails when
+ * the rounds drained the queue below its size, since the figures would then no longer be "at a queue of".
+ */
+export async function reportDecisionToNext(
+  pool: pg.Pool,
+  run: { title: string; queue: number; rounds: number; withNext: number[]; alone: number[] },
+): Promise<void> {
+  const { withNext, alone } = run;
+  const left = Number((await pool.query<{ count: string }>(`SELECT count(*) FROM features.features WHERE status = 'in_qc'`)).rows[0]!.count);
+  console.log(`\n${run.title}, queue of ${run.queue.toLocaleString('en')}+ (${left} left), ${run.rounds} rounds interleaved:`);
+  printTable([
+    {
+      'decide + next p50 ms': median(withNext).toFixed(1),
+      'decide alone p50 ms': median(alone).toFixed(1),
+      'decide + next p99 ms': percentile(withNext, 99).toFixed(1),
+      'decide alone p99 ms': percentile(alone, 99).toFixed(1),
+      'p50 ratio': ratio(median(withNext), median(alone)),
+      'p99 ratio': ratio(percentile(withNext, 99), percentile(alone, 99)),
+    },
+  ]);
+  if (left < run.queue) throw new Error(`the queue fell below ${run.queue} (${left})`);
 }
