@@ -1,5 +1,5 @@
 import type { Request, RequestHandler, Response } from 'express';
-import type { LoginFlow, UiNode, UiNodeInputAttributes, UiNodeScriptAttributes, UiText } from '@ory/kratos-client';
+import type { LoginFlow, UpdateLoginFlowBody, UiNode, UiNodeInputAttributes, UiNodeScriptAttributes, UiText } from '@ory/kratos-client';
 import { isAxiosError } from 'axios';
 import { kratosCookies } from '../../../services/shared/ory/kratos-session.js';
 import { oryBody, oryStatus } from '../../../services/shared/ory/clients.js';
@@ -151,25 +151,29 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
       res.status(400).type('html').send(page('Sign in', html`<p class="error" role="alert">The form was incomplete. Please try again.</p>`));
       return;
     }
+    // Wrong credentials: Kratos answers the flow with its messages. Counted by the per-account limiter.
+    await completeLogin(req, res, id, { method: 'password', identifier, password, csrf_token: csrfToken }, (again) => {
+      res.status(400).type('html').send(renderForm(again, ctx.csrfToken(req, res), identifier, config.kratosPublicUrl));
+    });
+  };
+
+  /**
+   * Sends a login method's answer to Kratos: the session cookie and the flow's return_to on success; on
+   * Kratos' 400 the flow again, with its messages, to `refused`; a browser redirect Kratos asks for (422);
+   * a fresh flow when this one expired or was refused (403, 410).
+   */
+  async function completeLogin(req: Request, res: Response, id: string, body: UpdateLoginFlowBody, refused: (again: LoginFlow) => void): Promise<void> {
     const flow = await loadFlow(req, res, id);
     if (!flow) return;
     const cookie = kratosCookies(req.headers.cookie);
     try {
-      const response = await ory.frontend.updateLoginFlow({
-        flow: id,
-        ...(cookie ? { cookie } : {}),
-        updateLoginFlowBody: { method: 'password', identifier, password, csrf_token: csrfToken },
-      });
+      const response = await ory.frontend.updateLoginFlow({ flow: id, ...(cookie ? { cookie } : {}), updateLoginFlowBody: body });
       const setCookie = response.headers['set-cookie'];
       if (setCookie) res.append('Set-Cookie', setCookie);
       res.redirect(303, flow.return_to ?? config.appUrl);
     } catch (error) {
       const status = oryStatus(error);
-      if (status === 400 && isAxiosError(error)) {
-        // Wrong credentials: Kratos answers the flow with its messages. Counted by the per-account limiter.
-        res.status(400).type('html').send(renderForm(oryBody(error) as LoginFlow, ctx.csrfToken(req, res), identifier, config.kratosPublicUrl));
-        return;
-      }
+      if (status === 400 && isAxiosError(error)) return refused(oryBody(error) as LoginFlow);
       if (status === 422) {
         const target = (oryBody(error) as { redirect_browser_to?: string } | undefined)?.redirect_browser_to;
         if (target) return res.redirect(303, target);
@@ -177,7 +181,7 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
       if (status === 403 || status === 410) return restart(res, flow.return_to);
       throw error;
     }
-  };
+  }
 
   /** The browser's passkey answer (written by webauthn.js), forwarded to Kratos like a password. */
   async function submitPasskey(req: Request, res: Response, body: Record<string, unknown>): Promise<void> {
@@ -186,33 +190,10 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
       res.status(400).type('html').send(page('Sign in', html`<p class="error" role="alert">The passkey answer was missing. Please try again.</p>`));
       return;
     }
-    const flow = await loadFlow(req, res, id);
-    if (!flow) return;
-    const cookie = kratosCookies(req.headers.cookie);
-    try {
-      const response = await ory.frontend.updateLoginFlow({
-        flow: id,
-        ...(cookie ? { cookie } : {}),
-        updateLoginFlowBody: { method: 'passkey', passkey_login: passkeyLogin, csrf_token: csrfToken },
-      });
-      const setCookie = response.headers['set-cookie'];
-      if (setCookie) res.append('Set-Cookie', setCookie);
-      res.redirect(303, flow.return_to ?? config.appUrl);
-    } catch (error) {
-      const status = oryStatus(error);
-      if (status === 400 && isAxiosError(error)) {
-        const again = oryBody(error) as LoginFlow;
-        allowScripts(res, again);
-        res.status(400).type('html').send(renderForm(again, ctx.csrfToken(req, res), '', config.kratosPublicUrl));
-        return;
-      }
-      if (status === 422) {
-        const target = (oryBody(error) as { redirect_browser_to?: string } | undefined)?.redirect_browser_to;
-        if (target) return res.redirect(303, target);
-      }
-      if (status === 403 || status === 410) return restart(res, flow.return_to);
-      throw error;
-    }
+    await completeLogin(req, res, id, { method: 'passkey', passkey_login: passkeyLogin, csrf_token: csrfToken }, (again) => {
+      allowScripts(res, again);
+      res.status(400).type('html').send(renderForm(again, ctx.csrfToken(req, res), '', config.kratosPublicUrl));
+    });
   }
 
   return { show, submit };
