@@ -1,11 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
-import { prepareQueue, reviewsOf, settledJobs, waitFor } from './qc-harness.js';
+import { exitOf, prepareQueue, reviewsOf, settledJobs, startWorkerProcess, waitFor } from './qc-harness.js';
 
 /**
  * Crash safety: `npm run worker` as a real process is killed with SIGKILL while the OSM double and the
@@ -14,7 +13,6 @@ import { prepareQueue, reviewsOf, settledJobs, waitFor } from './qc-harness.js';
  * qc.jobs, recovers the elements and items instead of creating them again: each approved feature is
  * exported exactly once.
  */
-const repoRoot = join(import.meta.dirname, '../../..');
 let db: TestDatabase;
 let api: TestApi;
 let osm: OsmApiDouble;
@@ -34,16 +32,10 @@ afterAll(async () => {
   await db?.close();
 });
 
-function startWorkerProcess(): ChildProcess & { output: () => string } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/qc/worker-main.ts'], {
-    cwd: repoRoot,
-    env: {
-      PATH: process.env.PATH,
-      DATABASE_URL: db.url,
-      LOG_LEVEL: 'info',
-      WORKER_CONCURRENCY: '2',
-      WORKER_POLL_INTERVAL_MS: '100',
-      WORKER_HEARTBEAT_MS: '300',
+function workerProcess(): ReturnType<typeof startWorkerProcess> {
+  return startWorkerProcess(
+    db.url,
+    {
       OSM_API_URL: osm.url,
       OSM_ACCESS_TOKEN: 'test-token',
       WIKIBASE_URL: wiki.url,
@@ -52,16 +44,9 @@ function startWorkerProcess(): ChildProcess & { output: () => string } {
       EXPORT_HTTP_TIMEOUT_MS: '60000',
       EXPORT_DATA_LICENCE: 'CC0-1.0',
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-  children.push(child);
-  return Object.assign(child, { output: () => output });
+    children,
+  );
 }
-
-const exited = (child: ChildProcess) => new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));
 
 describe('crash safety', () => {
   it('a worker killed with SIGKILL in the middle of exports and restarted exports each approved feature exactly once', async () => {
@@ -83,17 +68,17 @@ describe('crash safety', () => {
     // The first OSM upload and the first item creation are applied, but never answered.
     osm.injectFault({ method: 'POST', path: /\/upload$/, mode: 'hold-after-processing' });
     wiki.injectFault({ action: 'wbeditentity', when: (p) => p.new === 'item', mode: 'hold-after-processing' });
-    const first = startWorkerProcess();
+    const first = workerProcess();
     await waitFor('the doubles to hold an applied upload and an applied item creation', async () => osm.acceptedUploads.length === 1 && wiki.createdItems().length === 1, 60_000).catch((error: Error) => {
       throw new Error(`${error.message}\n${first.output()}`);
     });
     first.kill('SIGKILL');
-    await exited(first);
+    await exitOf(first);
     expect(first.signalCode).toBe('SIGKILL');
     const abandoned = (await db.pool.query<{ task: string }>(`SELECT task FROM qc.jobs WHERE status = 'running' ORDER BY task`)).rows.map((r) => r.task);
     expect(abandoned).toEqual(['osm_export', 'wikibase_export']);
 
-    const second = startWorkerProcess();
+    const second = workerProcess();
     try {
       for (const id of ids) await settledJobs(api, id, 1, 3, 60_000);
     } catch (error) {
@@ -118,7 +103,7 @@ describe('crash safety', () => {
     expect(retried).toEqual([{ task: 'osm_export', attempts: 2 }, { task: 'wikibase_export', attempts: 2 }]);
 
     second.kill('SIGTERM');
-    await exited(second);
+    await exitOf(second);
     expect(second.exitCode).toBe(0);
     // Two worker processes start under tsx; on a loaded machine that alone can take tens of seconds.
   }, 180_000);

@@ -2,6 +2,8 @@
  * Shared set-up of the QC tests: graphile-worker's schema in the test database, the QC worker
  * in-process against given export settings, and polling for asynchronous outcomes.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
 import pg from 'pg';
 import { pino } from 'pino';
 import { ExportsEnvSchema, exportsSettingsFrom } from '../src/exports/config.js';
@@ -66,3 +68,23 @@ export async function settledJobs(api: TestApi, featureId: string, version: numb
     return jobs.length >= count && jobs.every((j) => FINISHED.has(j.status)) ? jobs : undefined;
   }, timeoutMs);
 }
+
+/**
+ * `services/api/src/qc/worker-main.ts` as a real process (so a test can SIGKILL it), with the fast worker
+ * settings, the given export settings and its output kept. Added to `children` for the test's clean-up.
+ */
+export function startWorkerProcess(databaseUrl: string, exportEnv: Record<string, string>, children: ChildProcess[]): ChildProcess & { output: () => string } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/qc/worker-main.ts'], {
+    cwd: join(import.meta.dirname, '../../..'),
+    env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl, LOG_LEVEL: 'info', WORKER_CONCURRENCY: '2', WORKER_POLL_INTERVAL_MS: '100', WORKER_HEARTBEAT_MS: '300', ...exportEnv },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  children.push(child);
+  return Object.assign(child, { output: () => output });
+}
+
+/** Resolves once the process has exited (at once when it already has). */
+export const exitOf = (child: ChildProcess) => new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));

@@ -1,11 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { readOsmChange } from '../../../test/doubles/osm-change-reader.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
-import { prepareQueue, reviewsOf, startWorker, waitFor, type JobView } from './qc-harness.js';
+import { exitOf, prepareQueue, reviewsOf, startWorker, startWorkerProcess, waitFor, type JobView } from './qc-harness.js';
 
 /**
  * One changeset per batch of nearby approvals (docs/qc.md, "Changesets"), against the OSM API 0.6
@@ -14,7 +13,6 @@ import { prepareQueue, reviewsOf, startWorker, waitFor, type JobView } from './q
  * SIGKILL after OSM applied the batch's upload but before it answered exports every feature of the
  * batch exactly once: the next worker reads the changeset back and finds each feature's elements.
  */
-const repoRoot = join(import.meta.dirname, '../../..');
 let db: TestDatabase;
 let api: TestApi;
 let osm: OsmApiDouble;
@@ -144,19 +142,7 @@ describe('one changeset per batch of nearby approvals', () => {
   });
 });
 
-function startWorkerProcess(): ChildProcess & { output: () => string } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/qc/worker-main.ts'], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH, DATABASE_URL: db.url, LOG_LEVEL: 'info', WORKER_CONCURRENCY: '2', WORKER_POLL_INTERVAL_MS: '100', WORKER_HEARTBEAT_MS: '300', ...WORKER_ENV },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-  children.push(child);
-  return Object.assign(child, { output: () => output });
-}
-const exitOf = (child: ChildProcess) => new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));
+const workerProcess = () => startWorkerProcess(db.url, WORKER_ENV, children);
 
 describe('crash safety of a batch', () => {
   it('a worker killed with SIGKILL after OSM applied the batch upload, before it answered: the next worker reads the changeset back and records each feature once', async () => {
@@ -171,7 +157,7 @@ describe('crash safety of a batch', () => {
 
     // The batch's upload is applied, but never answered.
     osm.injectFault({ method: 'POST', path: /\/upload$/, mode: 'hold-after-processing' });
-    const first = startWorkerProcess();
+    const first = workerProcess();
     await waitFor('the OSM double to hold an applied batch upload', async () => osm.acceptedUploads.length === uploadsBefore + 1, 60_000).catch((error: Error) => {
       throw new Error(`${error.message}\n${first.output()}`);
     });
@@ -188,7 +174,7 @@ describe('crash safety of a batch', () => {
     // Every feature's elements are on OSM already, in the one held upload.
     for (const f of features) expect(taggedElements(f.name), f.name).toHaveLength(1);
 
-    const second = startWorkerProcess();
+    const second = workerProcess();
     let jobs: JobView[];
     try {
       jobs = await exported(ids, 60_000);
