@@ -4,7 +4,7 @@
  * cores; later starts reuse the build).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -20,10 +20,17 @@ function newestMtime(path: string): number {
   return Math.max(stat.mtimeMs, ...readdirSync(path).map((name) => newestMtime(join(path, name))));
 }
 
+/**
+ * Written after a build succeeded. The entry file is not proof of a whole build: Astro writes
+ * dist/server/entry.mjs early and the manifest chunk it imports only at the end, so a server started
+ * from a build in progress fails with ERR_MODULE_NOT_FOUND.
+ */
+const buildComplete = join(webRoot, 'dist/.build-complete');
+
 function buildIsCurrent(): boolean {
-  if (!existsSync(entry)) return false;
+  if (!existsSync(buildComplete) || !existsSync(entry)) return false;
   const sources = Math.max(newestMtime(join(webRoot, 'src')), newestMtime(join(webRoot, 'public')), newestMtime(join(webRoot, 'astro.config.mjs')), newestMtime(join(repoRoot, 'services/shared')));
-  return statSync(entry).mtimeMs > sources;
+  return statSync(buildComplete).mtimeMs > sources;
 }
 
 /** Builds the site unless dist/ is current; concurrent callers wait for one build (a lock directory). */
@@ -42,8 +49,10 @@ export function ensureWebBuild(log: (message: string) => void = () => undefined)
   try {
     if (buildIsCurrent()) return;
     log('building the web app (services/web) …');
+    rmSync(buildComplete, { force: true });
     const result = spawnSync(process.execPath, [join(repoRoot, 'node_modules/astro/astro.js'), 'build'], { cwd: webRoot, encoding: 'utf8', env: { ...process.env, ASTRO_TELEMETRY_DISABLED: '1' } });
     if (result.status !== 0) throw new Error(`astro build failed:\n${result.stdout}\n${result.stderr}`);
+    writeFileSync(buildComplete, `${new Date().toISOString()}\n`);
   } finally {
     rmSync(lock, { recursive: true, force: true });
   }
