@@ -21,21 +21,23 @@ function newestMtime(path: string): number {
 }
 
 /**
- * Written after a build succeeded. The entry file is not proof of a whole build: Astro writes
- * dist/server/entry.mjs early and the manifest chunk it imports only at the end, so a server started
- * from a build in progress fails with ERR_MODULE_NOT_FOUND.
+ * Whether `root`'s dist/ is a whole build of its current sources. The entry file is not proof of
+ * a whole build: Astro writes dist/server/entry.mjs early and the manifest chunk it imports only
+ * at the end, so a server started from a build in progress fails with ERR_MODULE_NOT_FOUND. What
+ * counts is dist/.build-complete, written after a build succeeded.
  */
-const buildComplete = join(webRoot, 'dist/.build-complete');
-
-function buildIsCurrent(): boolean {
-  if (!existsSync(buildComplete) || !existsSync(entry)) return false;
-  const sources = Math.max(newestMtime(join(webRoot, 'src')), newestMtime(join(webRoot, 'public')), newestMtime(join(webRoot, 'astro.config.mjs')), newestMtime(join(repoRoot, 'services/shared')));
-  return statSync(buildComplete).mtimeMs > sources;
+export function webBuildIsCurrent(root = webRoot, sharedDir = join(repoRoot, 'services/shared')): boolean {
+  const complete = join(root, 'dist/.build-complete');
+  if (!existsSync(complete) || !existsSync(join(root, 'dist/server/entry.mjs'))) return false;
+  const sources = Math.max(newestMtime(join(root, 'src')), newestMtime(join(root, 'public')), newestMtime(join(root, 'astro.config.mjs')), newestMtime(sharedDir));
+  return statSync(complete).mtimeMs > sources;
 }
+
+const buildComplete = join(webRoot, 'dist/.build-complete');
 
 /** Builds the site unless dist/ is current; concurrent callers wait for one build (a lock directory). */
 export function ensureWebBuild(log: (message: string) => void = () => undefined): void {
-  if (buildIsCurrent()) return;
+  if (webBuildIsCurrent()) return;
   const lock = join(webRoot, '.build-lock');
   for (let waited = 0; ; waited += 500) {
     try {
@@ -47,7 +49,7 @@ export function ensureWebBuild(log: (message: string) => void = () => undefined)
     }
   }
   try {
-    if (buildIsCurrent()) return;
+    if (webBuildIsCurrent()) return;
     log('building the web app (services/web) …');
     rmSync(buildComplete, { force: true });
     const result = spawnSync(process.execPath, [join(repoRoot, 'node_modules/astro/astro.js'), 'build'], { cwd: webRoot, encoding: 'utf8', env: { ...process.env, ASTRO_TELEMETRY_DISABLED: '1' } });
