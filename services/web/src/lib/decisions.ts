@@ -1,3 +1,4 @@
+import type { ScoredOsmCandidate, WikibaseCandidate } from '../../../shared/conflation.js';
 import type { Geometry } from '../../../shared/features/schema.js';
 import type { Translate } from '../i18n/index.js';
 
@@ -6,26 +7,9 @@ import type { Translate } from '../i18n/index.js';
  * needs_decision lists each waiting export job with its feature and the candidates its lookup found;
  * POST /api/qc/jobs/{id}/decision takes one of them or "create".
  */
-export interface OsmCandidate {
-  type: 'node' | 'way' | 'relation';
-  id: number;
-  name: string | null;
-  tags: Record<string, string>;
-  distanceM: number;
-  overlap: number | null;
-  nameSimilarity: number | null;
-  strength: 'strong' | 'weak';
-  geometry: Geometry;
-}
-
-export interface WikibaseCandidate {
-  itemId: string;
-  label: string | null;
-  distanceM: number | null;
-  nameSimilarity: number | null;
-  viaOsmLink: boolean;
-  strength: 'strong' | 'weak';
-}
+/** An OSM candidate with its geometry read as the feature schema's GeoJSON, for the review map. */
+export type OsmCandidate = Omit<ScoredOsmCandidate, 'geometry'> & { geometry: Geometry };
+export type { WikibaseCandidate };
 
 export type Candidate = OsmCandidate | WikibaseCandidate;
 

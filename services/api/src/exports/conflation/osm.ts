@@ -1,3 +1,4 @@
+import type { ScoredOsmCandidate } from '../../../../shared/conflation.js';
 import type { ConflationSettings } from '../config.js';
 import { RetryableExportError, isRetryableStatus, retryAfterMs } from '../errors.js';
 import { matchesFamily } from '../osm-tag-mapping.js';
@@ -31,18 +32,8 @@ export interface OsmCandidate {
   shape: Shape;
 }
 
-export interface ScoredCandidate {
-  type: OsmType;
-  id: number;
-  name: string | null;
-  tags: OsmTags;
-  distanceM: number;
-  overlap: number | null;
-  nameSimilarity: number | null;
-  strength: 'strong' | 'weak';
-  /** For the review map: the candidate as GeoJSON (Point, LineString or Polygon/MultiPolygon). */
-  geometry: { type: string; coordinates: unknown };
-}
+/** A scored candidate, as stored with a job waiting for a decision (services/shared/conflation.ts). */
+export type ScoredCandidate = ScoredOsmCandidate;
 
 export interface Decider {
   id: string;

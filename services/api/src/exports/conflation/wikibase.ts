@@ -1,3 +1,4 @@
+import type { WikibaseCandidate } from '../../../../shared/conflation.js';
 import type { Decider } from './osm.js';
 
 /**
@@ -7,15 +8,7 @@ import type { Decider } from './osm.js';
  * WIKIBASE_CONFLATION_RADIUS_M, an instance of (P31) the category's class, and a similar label.
  * The outcomes mirror OSM's: create / link (one strong candidate) / needs_decision.
  */
-export interface WikibaseCandidate {
-  itemId: string;
-  label: string | null;
-  distanceM: number | null;
-  nameSimilarity: number | null;
-  /** Found through the OSM link (P402 or the element's wikidata tag): strong by itself. */
-  viaOsmLink: boolean;
-  strength: 'strong' | 'weak';
-}
+export type { WikibaseCandidate };
 
 export type WikibaseConflationDecision =
   | { outcome: 'create'; reason: string; candidates: WikibaseCandidate[]; decidedBy: Decider | null }
