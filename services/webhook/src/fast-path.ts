@@ -41,9 +41,10 @@ export function webhookFastPath({ acknowledge, limiter, trustProxy, logger }: We
     if (req.method !== 'POST' || req.url !== '/webhook') return fallback();
     // What Express' req.ip is: the address proxy-addr finds with the app's trust function.
     const clientAddress = (): string | undefined => proxyAddress(req, trustProxy);
-    acknowledge(req, res, clientAddress).then(
-      (answer) => writeJson(res, answer),
-      (error: unknown) => {
+    acknowledge(req, res, clientAddress)
+      // A failure while writing the answer goes the same way as one while deciding it, as in Express.
+      .then((answer) => writeJson(res, answer))
+      .catch((error: unknown) => {
         const judged = limiter.judge(error, clientAddress());
         const problem = judged instanceof AppError ? judged : undefined;
         // As app.ts' error middleware: only a defect is logged here, and answered 500 without details.
@@ -53,8 +54,7 @@ export function webhookFastPath({ acknowledge, limiter, trustProxy, logger }: We
           return;
         }
         sendProblem(res, problem);
-      },
-    );
+      });
   };
 }
 
