@@ -1,12 +1,15 @@
 /**
  * Webhook benchmarks (`npm run bench -- webhook`).
  *
- * 1. Acknowledgement: 200 signed 1 MB push deliveries, 20 at a time, against the webhook server
- *    (its own process) and, as the baseline in the same run, a bare node:http server that reads
- *    the body and verifies the same HMAC (or compares the GitLab token): the unavoidable work.
- *    Several rounds alternating the two; medians of per-round p50/p99, throughput and server CPU
- *    per delivery. Target: throughput at least 0.7x the baseline (printed, never asserted). The
- *    deploy script is a stand-in that takes 2 s, so pushes collapse per target as in production.
+ * 1. Acknowledgement: 400 signed 1 MB push deliveries per round, 20 at a time, against the webhook
+ *    server (its own process) and, as the baseline in the same run, a bare node:http server that
+ *    reads the body and verifies the same HMAC (or compares the GitLab token): the unavoidable work.
+ *    11 rounds alternating the two; medians of per-round p50/p99, throughput and server CPU per
+ *    delivery, and the median of the per-round throughput ratios. Target: throughput at least 0.7x
+ *    the baseline (printed, never asserted). The deploy script is a stand-in that takes 2 s, so
+ *    pushes collapse per target as in production. WEBHOOK_BENCH_EXPRESS=1 adds, in the same rounds,
+ *    the webhook server with its acknowledgement answered through Express (no fast path), to see
+ *    what the listener in front of Express (services/webhook/src/fast-path.ts) saves.
  * 2. Release isolation cost: reusing dependencies for an unchanged lockfile, today's hard-link
  *    copy (`cp -al`) against the isolated reuse (hard links to a sealed release, directories handed
  *    to the build user, the new release sealed afterwards), on the fixture site and on a site of
@@ -33,20 +36,28 @@ import { ensureUsers, removeUsers, usersOf } from '../services/webhook/src/host/
 import { FixtureRepo, fetchBuild, freePort, makeTempDir, repoRoot, restartFixtureSite, stopFixtureSites } from '../test/webhook/support/helpers.js';
 import { median, percentile, printTable, ratio } from './stats.js';
 
-const DELIVERIES = 200;
+// Rounds of 400 (earlier 200): a round then lasts long enough for the server's garbage collector to
+// reach its steady state under the load, and one noisy second on the shared machine moves the
+// per-round ratio less. Same deliveries, same concurrency, same servers: only longer.
+const DELIVERIES = Number(process.env.WEBHOOK_BENCH_DELIVERIES ?? 400);
 const CONCURRENCY = 20;
 const BODY_BYTES = 1024 * 1024;
 const WARMUP = 20;
-const ROUNDS = Number(process.env.WEBHOOK_BENCH_ROUNDS ?? 9);
+const ROUNDS = Number(process.env.WEBHOOK_BENCH_ROUNDS ?? 11);
 const SEQUENTIAL = 100;
 
 const seedTargets = (): Target[] => loadTargets(join(repoRoot, 'config/targets.yaml'));
 const secretOf = (t: Target): string => createHmac('sha256', 'bench').update(t.secret).digest('hex');
 
-function startServerProcess(kind: 'webhook' | 'baseline', dir: string): Promise<{ child: ChildProcess; port: number }> {
+type ServerKind = 'baseline' | 'webhook' | 'webhook-express';
+
+function startServerProcess(kind: ServerKind, dir: string): Promise<{ child: ChildProcess; port: number }> {
   // WEBHOOK_BENCH_CPU_PROF=<dir>: a V8 CPU profile of each server process, to see where the time goes.
   const profile = process.env.WEBHOOK_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WEBHOOK_BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', new URL(import.meta.url).pathname, '--serve', kind, dir], {
+  // WEBHOOK_BENCH_SERVER_FLAGS='--trace-gc --max-semi-space-size=8': Node/V8 flags for every server
+  // process alike (baseline and webhook), to study the garbage collector (docs/webhook.md, Performance).
+  const flags = (process.env.WEBHOOK_BENCH_SERVER_FLAGS ?? '').split(/\s+/).filter(Boolean);
+  const child = spawn(process.execPath, [...profile, ...flags, '--import', 'tsx', new URL(import.meta.url).pathname, '--serve', kind, dir], {
     // The IPC channel answers 'gc?' with the server's garbage collection counts (see --serve).
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
@@ -126,7 +137,13 @@ interface GcCounts {
 /** Full (mark-compact) and young-generation collections a server process has run so far. */
 function gcCountsOf(child: ChildProcess): Promise<GcCounts> {
   return new Promise((resolve) => {
-    child.once('message', (counts) => resolve(counts as GcCounts));
+    // The webhook server also sends its own messages ({ listening: port }): wait for the counts.
+    const onMessage = (message: unknown): void => {
+      if (typeof message !== 'object' || message === null || !('major' in message)) return;
+      child.off('message', onMessage);
+      resolve(message as GcCounts);
+    };
+    child.on('message', onMessage);
     child.send('gc?');
   });
 }
@@ -191,18 +208,16 @@ async function acknowledgementLatency(): Promise<void> {
   console.log(`\n-- acknowledgement latency: ${DELIVERIES} signed ${BODY_BYTES / 1024 / 1024} MB deliveries, ${CONCURRENCY} concurrent, ${ROUNDS} rounds`);
   console.log(`   (${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')})`);
   const dir = makeTempDir('bench-webhook');
-  const servers = { baseline: await startServerProcess('baseline', dir), webhook: await startServerProcess('webhook', dir) };
-  const kinds = ['baseline', 'webhook'] as const;
+  const kinds: ServerKind[] = process.env.WEBHOOK_BENCH_EXPRESS === '1' ? ['baseline', 'webhook', 'webhook-express'] : ['baseline', 'webhook'];
+  const servers = {} as Record<ServerKind, { child: ChildProcess; port: number }>;
+  for (const kind of kinds) servers[kind] = await startServerProcess(kind, join(dir, kind));
   type Round = { p50: number; p99: number; ackP50: number; ackP99: number; rate: number; cpuMs: number; fullGcs: number; youngGcs: number };
-  const perRound: Record<(typeof kinds)[number], Round[]> = {
-    baseline: [],
-    webhook: [],
-  };
-  const statuses: Record<string, Map<number, number>> = { baseline: new Map(), webhook: new Map() };
+  const perRound = Object.fromEntries(kinds.map((kind) => [kind, [] as Round[]])) as Record<ServerKind, Round[]>;
+  const statuses = Object.fromEntries(kinds.map((kind) => [kind, new Map<number, number>()])) as Record<ServerKind, Map<number, number>>;
   const sequential: Record<string, { p50: number; p99: number }> = {};
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      const order = round % 2 === 0 ? kinds : ([...kinds].reverse() as unknown as typeof kinds);
+      const order = round % 2 === 0 ? kinds : [...kinds].reverse();
       for (const kind of order) {
         // Fresh delivery ids and commits every round: each one is a genuine new push.
         await load(servers[kind].port, makeDeliveries(WARMUP));
@@ -238,7 +253,7 @@ async function acknowledgementLatency(): Promise<void> {
   }
 
   const fmt = (ms: number) => +ms.toFixed(2);
-  const summary = (kind: (typeof kinds)[number]) => {
+  const summary = (kind: ServerKind) => {
     const rounds = perRound[kind];
     const of = (field: keyof (typeof rounds)[number]) => median(rounds.map((r) => r[field]));
     const spread = (field: keyof (typeof rounds)[number]) => `${fmt(Math.min(...rounds.map((r) => r[field])))}–${fmt(Math.max(...rounds.map((r) => r[field])))}`;
@@ -273,11 +288,12 @@ async function acknowledgementLatency(): Promise<void> {
   );
   const base = summary('baseline');
   const hook = summary('webhook');
+  const names: Record<ServerKind, string> = { baseline: 'bare node:http (baseline)', webhook: 'webhook server', 'webhook-express': 'webhook server, through Express' };
   printTable(
     kinds.map((kind) => {
-      const s = kind === 'baseline' ? base : hook;
+      const s = summary(kind);
       return {
-        server: kind === 'baseline' ? 'bare node:http (baseline)' : 'webhook server',
+        server: names[kind],
         'median total p50 ms': fmt(s.p50),
         'median total p99 ms': fmt(s.p99),
         'median ack p50 ms': fmt(s.ackP50),
@@ -296,6 +312,14 @@ async function acknowledgementLatency(): Promise<void> {
     `webhook/baseline — total p50 ${ratio(hook.p50, base.p50)}, total p99 ${ratio(hook.p99, base.p99)}, ` +
       `ack p50 ${ratio(hook.ackP50, base.ackP50)}, ack p99 ${ratio(hook.ackP99, base.ackP99)}, throughput ${ratio(hook.rate, base.rate)}, server CPU per delivery ${ratio(hook.cpuMs, base.cpuMs)}`,
   );
+  if (kinds.includes('webhook-express')) {
+    const express = summary('webhook-express');
+    const expressRatios = perRound['webhook-express'].map((r, i) => r.rate / perRound.baseline[i]!.rate).sort((a, b) => a - b);
+    console.log(
+      `webhook through Express/baseline — throughput ${ratio(express.rate, base.rate)} (median per-round ratio ${median(expressRatios).toFixed(2)}x), ` +
+        `server CPU per delivery ${express.cpuMs.toFixed(2)} ms (${ratio(express.cpuMs, base.cpuMs)})`,
+    );
+  }
   const [seqBase, seqHook] = [sequential.baseline!, sequential.webhook!];
   console.log(
     `one at a time (${SEQUENTIAL} deliveries): baseline p50 ${seqBase.p50.toFixed(2)} / p99 ${seqBase.p99.toFixed(2)} ms, ` +
@@ -516,9 +540,11 @@ if (process.argv[2] === '--serve') {
     process.once('SIGTERM', () => server.close(() => process.exit(0)));
   } else {
     const targets = seedTargets();
+    mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'targets.yaml'), stringify({ targets }));
     writeFileSync(join(dir, 'deploy-stand-in.sh'), '#!/bin/sh\nsleep 2\n', { mode: 0o755 });
     const running = await startWebhookServer({
+      fastPath: kind === 'webhook',
       // The production log level, so the per-request log lines are paid for as in production;
       // written (asynchronously, as pino does to stdout) to /dev/null instead of the bench's pipe.
       logger: createLogger('webhook', { level: 'info', destination: pino.destination({ dest: '/dev/null', sync: false }) as unknown as NodeJS.WritableStream }),

@@ -1,16 +1,20 @@
 /**
  * The webhook server's Express app, built from its dependencies (no listening, no signals here).
+ * POST /webhook is answered by a node:http listener in front of it (fast-path.ts) unless
+ * `fastPath: false`.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import { AppError, sendProblem } from '../../shared/errors.js';
-import { authFailureLimiter } from './auth-failure-limiter.js';
-import { InflateBudget, rawBody } from './body.js';
+import { AuthFailureLimiter, authFailureLimiter } from './auth-failure-limiter.js';
+import { BodyReader, InflateBudget } from './body.js';
 import type { WebhookConfig } from './config.js';
 import type { Deployer } from './deployments/deployer.js';
 import type { DeploymentStore } from './deployments/store.js';
 import { deploymentsRouter } from './routes/deployments.js';
-import { webhookHandler } from './routes/webhook.js';
+import { webhookFastPath } from './fast-path.js';
+import { webhookAcknowledger } from './routes/webhook.js';
 import type { SecretBook } from './secret-book.js';
 import { speculativeDigests } from './streaming-digest.js';
 
@@ -23,6 +27,11 @@ export interface WebhookAppDeps {
   deployer: Pick<Deployer, 'submit'>;
   store: DeploymentStore;
   logger: Logger;
+  /**
+   * Answer POST /webhook without Express (fast-path.ts). On by default; tests turn it off to
+   * compare both answers.
+   */
+  fastPath?: boolean;
 }
 
 export function createApp(deps: WebhookAppDeps): express.Express {
@@ -37,8 +46,12 @@ export function createApp(deps: WebhookAppDeps): express.Express {
     res.json({ status: 'ok' });
   });
 
-  const digestWhileReading = speculativeDigests(config.targets, deps.secrets);
-  app.post('/webhook', rawBody(config.maxBodyBytes, new InflateBudget(config.inflateBudgetBytes), digestWhileReading), webhookHandler(deps));
+  const bodies = new BodyReader(config.maxBodyBytes, new InflateBudget(config.inflateBudgetBytes), speculativeDigests(config.targets, deps.secrets));
+  const acknowledge = webhookAcknowledger({ ...deps, bodies });
+  app.post('/webhook', async (req, res) => {
+    const answer = await acknowledge(req, res, () => req.ip);
+    res.status(answer.status).json(answer.body);
+  });
   app.all('/webhook', methodNotAllowed('POST'));
   app.use(deploymentsRouter({ adminToken: config.adminToken, store: deps.store }));
   app.all(['/deployments', '/deployments/:id'], methodNotAllowed('GET'));
@@ -47,12 +60,23 @@ export function createApp(deps: WebhookAppDeps): express.Express {
     throw new AppError('NOT_FOUND', 'no such endpoint');
   });
   // After authentication has failed, never before: see auth-failure-limiter.ts.
-  app.use(authFailureLimiter(config.authFailuresPerMinute));
+  const limiter = new AuthFailureLimiter(config.authFailuresPerMinute);
+  app.use(authFailureLimiter(limiter));
   app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
     const problem = toAppError(error);
     if (problem === undefined) logger.error({ err: error, path: req.path }, 'request failed');
     sendProblem(res, problem);
   });
+
+  if (deps.fastPath ?? true) {
+    const fast = webhookFastPath({ acknowledge, limiter, trustProxy: app.get('trust proxy fn') as (address: string, hop: number) => boolean, logger });
+    // In front of Express: the app function calls app.handle for every request, so the fast path
+    // sees each one first and hands all it does not answer to Express unchanged. (app.handle is
+    // Express' entry point, missing from its type definitions; services/api/src/app.ts does the same.)
+    const internals = app as unknown as { handle(req: IncomingMessage, res: ServerResponse, done?: unknown): void };
+    const handle = internals.handle.bind(app);
+    internals.handle = (req, res, done) => fast(req, res, () => handle(req, res, done));
+  }
   return app;
 }
 

@@ -15,33 +15,52 @@ import { AppError } from '../../shared/errors.js';
 
 const WINDOW_MS = 60_000;
 
-export function authFailureLimiter(limit: number, now: () => number = Date.now) {
-  const failures = new Map<string, { count: number; resetAt: number }>();
-  let nextSweep = now() + WINDOW_MS;
+/**
+ * One count per server: the acknowledgement answered without Express (fast-path.ts) and the Express
+ * error middleware share it, so both paths draw on one budget per address.
+ */
+export class AuthFailureLimiter {
+  private readonly failures = new Map<string, { count: number; resetAt: number }>();
+  private nextSweep: number;
 
-  const sweep = (time: number): void => {
-    if (time < nextSweep) return;
-    for (const [key, entry] of failures) if (entry.resetAt <= time) failures.delete(key);
-    nextSweep = time + WINDOW_MS;
-  };
+  constructor(
+    private readonly limit: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.nextSweep = now() + WINDOW_MS;
+  }
 
-  /** Error middleware: counts every 401 and turns those beyond the limit into 429. */
-  return (error: unknown, req: Request, _res: Response, next: NextFunction): void => {
-    if (!(error instanceof AppError) || error.statusCode !== 401) return next(error);
-    const key = req.ip ?? 'unknown';
-    const time = now();
-    sweep(time);
-    let entry = failures.get(key);
+  /**
+   * The error to answer with: a failure that is not a 401 unchanged; a 401 counted against the
+   * client's address and turned into 429 (with Retry-After) beyond the limit.
+   */
+  judge(error: unknown, clientAddress: string | undefined): unknown {
+    if (!(error instanceof AppError) || error.statusCode !== 401) return error;
+    const key = clientAddress ?? 'unknown';
+    const time = this.now();
+    this.sweep(time);
+    let entry = this.failures.get(key);
     if (!entry || entry.resetAt <= time) {
       entry = { count: 0, resetAt: time + WINDOW_MS };
-      failures.set(key, entry);
+      this.failures.set(key, entry);
     }
     entry.count++;
-    if (entry.count <= limit) return next(error);
-    next(
-      new AppError('TOO_MANY_REQUESTS', 'too many failed authentication attempts; try again later', {
-        headers: { 'Retry-After': String(Math.ceil((entry.resetAt - time) / 1000)) },
-      }),
-    );
+    if (entry.count <= this.limit) return error;
+    return new AppError('TOO_MANY_REQUESTS', 'too many failed authentication attempts; try again later', {
+      headers: { 'Retry-After': String(Math.ceil((entry.resetAt - time) / 1000)) },
+    });
+  }
+
+  private sweep(time: number): void {
+    if (time < this.nextSweep) return;
+    for (const [key, entry] of this.failures) if (entry.resetAt <= time) this.failures.delete(key);
+    this.nextSweep = time + WINDOW_MS;
+  }
+}
+
+/** Express error middleware: counts every 401 and turns those beyond the limit into 429. */
+export function authFailureLimiter(limiter: AuthFailureLimiter) {
+  return (error: unknown, req: Request, _res: Response, next: NextFunction): void => {
+    next(limiter.judge(error, req.ip));
   };
 }

@@ -1,8 +1,8 @@
 /**
- * Reads the raw webhook body into one Buffer (`req.body`), with fewer copies than express.raw:
- * with a Content-Length (what GitHub, GitLab, Gitea and Forgejo send) of up to 4 MiB the buffer
- * is allocated once at its final size and every chunk is copied into it as it arrives, so nothing
- * is concatenated at the end. Bodies without a length (chunked) or larger ones are collected and
+ * Reads the raw webhook body into one Buffer, with fewer copies than express.raw: with a
+ * Content-Length (what GitHub, GitLab, Gitea and Forgejo send) of up to 4 MiB the buffer is
+ * allocated once at its final size and every chunk is copied into it as it arrives, so nothing is
+ * concatenated at the end. Bodies without a length (chunked) or larger ones are collected and
  * joined once. Over the limit → 413 (before reading, when the announced length says so); a body
  * shorter or longer than announced, or an aborted upload → 400.
  *
@@ -11,31 +11,34 @@
  * bomb stops at the limit, not at 24 MiB). Inflated bytes held by all requests together are capped
  * too (InflateBudget): beyond it a compressed request gets 429 with Retry-After, so memory stays
  * bounded under many concurrent hostile bodies. Any other encoding → 415, unread.
+ *
+ * Only Node's request and response API is used: the acknowledgement answers without Express
+ * (fast-path.ts) and through it alike.
  */
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import type { NextFunction, Request, Response } from 'express';
 import { AppError } from '../../shared/errors.js';
 import type { BodyDigests } from './streaming-digest.js';
 
 /** Digests to compute while an uncompressed body streams in (streaming-digest.ts), or null. */
 export type DigestWhileReading = (headers: IncomingHttpHeaders, head: Buffer) => BodyDigests | null;
 
-/** The digests computed while reading, for the handler (empty when none were). */
-export function bodyDigestsOf(res: Response): ReadonlyMap<string, string> {
-  return (res.locals.bodyDigests as ReadonlyMap<string, string> | undefined) ?? new Map();
+/** A body that has been read whole. */
+export interface ReadBody {
+  bytes: Buffer;
+  /** HMACs computed while reading, by secret (empty when none were). */
+  digests: ReadonlyMap<string, string>;
+  /**
+   * The reader is done with the body: return a pooled buffer now rather than when the response
+   * closes, so fewer buffers are held at once. `bytes` must not be read after this (the buffer may
+   * already hold another request's body).
+   */
+  release(): void;
 }
 
-/**
- * The handler is done with the body: drop the request's reference and return a pooled buffer now
- * rather than when the response closes, so fewer buffers are held at once. The body must not be
- * read after this (the buffer may already hold another request's body).
- */
-export function releaseBody(req: Request, res: Response): void {
-  req.body = undefined;
-  (res.locals.releaseBody as (() => void) | undefined)?.();
-}
+const NO_DIGESTS: ReadonlyMap<string, string> = new Map();
+const noBody = (): ReadBody => ({ bytes: Buffer.alloc(0), digests: NO_DIGESTS, release: () => undefined });
 
 /** Inflated bytes that compressed requests may hold at once, over all requests. */
 export class InflateBudget {
@@ -65,40 +68,41 @@ const INFLATERS: Record<string, () => Transform> = {
   br: createBrotliDecompress,
 };
 
-export function rawBody(limit: number, budget: InflateBudget, digestWhileReading?: DigestWhileReading) {
-  return (req: Request, res: Response, next: NextFunction): void => {
+/** Reads request bodies under the webhook's limits; one per server (the inflate budget is shared). */
+export class BodyReader {
+  constructor(
+    private readonly limit: number,
+    private readonly budget: InflateBudget,
+    private readonly digestWhileReading?: DigestWhileReading,
+  ) {}
+
+  /** The whole body, or an AppError (413, 415, 400, 429) once the upload is drained. */
+  read(req: IncomingMessage, res: ServerResponse): Promise<ReadBody> {
+    const { limit, budget } = this;
     const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
     const announced = req.headers['content-length'];
     const hasBody = announced !== undefined || req.headers['transfer-encoding'] !== undefined;
-    if (!hasBody) {
-      next();
-      return;
-    }
+    if (!hasBody) return Promise.resolve(noBody());
     const parsedLength = announced === undefined ? Number.NaN : Number(announced);
     const length = Number.isSafeInteger(parsedLength) && parsedLength >= 0 ? parsedLength : null;
     if (encoding !== 'identity' && !Object.hasOwn(INFLATERS, encoding)) {
-      drainThen(req, () => next(new AppError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${encoding} is not supported; use gzip, deflate, br or none`)));
-      return;
+      return drainThenFail(req, new AppError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${encoding} is not supported; use gzip, deflate, br or none`));
     }
     if (length !== null && length > limit) {
       // Read nothing into memory; like body-parser, answer once the upload is drained, because
       // clients (fetch, curl) only read an answer after they have sent their whole body.
-      drainThen(req, () => next(new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit')));
-      return;
+      return drainThenFail(req, new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit'));
     }
-    const reading =
-      encoding === 'identity' ? readInto(req, res, length, limit, digestWhileReading) : inflateInto(req, res, INFLATERS[encoding]!(), length, limit, budget);
-    reading.then(
-      (body) => {
-        req.body = body;
-        next();
-      },
-      (error: unknown) => next(error),
-    );
-  };
+    if (encoding === 'identity') return readInto(req, res, length, limit, this.digestWhileReading);
+    return inflateInto(req, res, INFLATERS[encoding]!(), length, limit, budget).then((bytes) => ({ bytes, digests: NO_DIGESTS, release: () => undefined }));
+  }
 }
 
-function drainThen(req: Request, then: () => void): void {
+function drainThenFail(req: IncomingMessage, error: AppError): Promise<never> {
+  return new Promise((_resolve, reject) => drainThen(req, () => reject(error)));
+}
+
+function drainThen(req: IncomingMessage, then: () => void): void {
   if (req.complete) return then();
   let done = false;
   const once = (): void => {
@@ -125,7 +129,7 @@ const unreadable = (): AppError => new AppError('VALIDATION_FAILED', 'the reques
  * frees it. The pool therefore covers the bodies in flight at once (20 concurrent 1 MB bodies in
  * the benchmark; with 16 MiB, four fresh buffers per twenty deliveries were allocated and dropped).
  *
- * A buffer goes back to the pool as soon as the handler has decided the answer (releaseBody), or
+ * A buffer goes back to the pool as soon as the handler has decided the answer (ReadBody.release), or
  * when the response is closed if it never got that far (errors, aborted uploads); the handler
  * keeps no reference (the scanner copies what it decodes). Sizes are powers of two from 64 KiB;
  * the pool holds at most POOL_MAX_BYTES of idle buffers.
@@ -148,22 +152,22 @@ function takeFromPool(size: number): Buffer | undefined {
   return buffer;
 }
 
-function readInto(req: Request, res: Response, length: number | null, limit: number, digestWhileReading?: DigestWhileReading): Promise<Buffer> {
+function readInto(req: IncomingMessage, res: ServerResponse, length: number | null, limit: number, digestWhileReading?: DigestWhileReading): Promise<ReadBody> {
   return new Promise((resolve, reject) => {
     // Presized only up to PRESIZE_MAX_BYTES: a client announcing 25 MB and sending nothing must
     // not make the server reserve 25 MB up front. Larger bodies (rare) are joined once at the end.
     let sized: Buffer | null = null;
+    let giveBack = (): void => undefined;
     if (length !== null && length <= PRESIZE_MAX_BYTES) {
       const size = Math.max(64 * 1024, 2 ** Math.ceil(Math.log2(Math.max(length, 1))));
       const backing = takeFromPool(size) ?? Buffer.allocUnsafeSlow(size);
       sized = backing.subarray(0, length);
       let released = false;
-      const giveBack = (): void => {
+      giveBack = (): void => {
         if (released) return;
         released = true;
         release(backing);
       };
-      res.locals.releaseBody = giveBack;
       res.once('close', giveBack);
     }
     const chunks: Buffer[] = [];
@@ -192,8 +196,11 @@ function readInto(req: Request, res: Response, length: number | null, limit: num
       drainThen(req, () => {
         if (!failure && (!req.complete || (length !== null && received !== length))) failure = unreadable();
         if (failure) return reject(failure);
-        if (digests) res.locals.bodyDigests = (digests as BodyDigests).finish();
-        resolve(sized ?? (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)));
+        resolve({
+          bytes: sized ?? (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)),
+          digests: digests ? (digests as BodyDigests).finish() : NO_DIGESTS,
+          release: giveBack,
+        });
       });
     };
     req.on('data', onData);
@@ -208,7 +215,7 @@ function readInto(req: Request, res: Response, length: number | null, limit: num
  * at `limit`, and every inflated chunk is paid for from the shared budget (given back when the
  * response is done), so nothing grows beyond the limits whatever the compression ratio.
  */
-function inflateInto(req: Request, res: Response, inflater: Transform, length: number | null, limit: number, budget: InflateBudget): Promise<Buffer> {
+function inflateInto(req: IncomingMessage, res: ServerResponse, inflater: Transform, length: number | null, limit: number, budget: InflateBudget): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let wire = 0;

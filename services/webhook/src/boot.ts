@@ -32,6 +32,8 @@ export interface StartWebhookOptions {
    * root deploy launcher died after this process gave up root (WEBHOOK_USER). server.ts exits 1.
    */
   onFatal?: (reason: string) => void;
+  /** Answer POST /webhook without Express (app.ts); default true. Tests compare both. */
+  fastPath?: boolean;
 }
 
 export interface RunningWebhookServer {
@@ -107,7 +109,7 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
   const deployer = new Deployer({ launcher, store, logger, targets: config.targets, deployTimeoutMs: config.deployTimeoutMs });
   await deployer.resume();
 
-  const server = createServer(createApp({ config, secrets, deployer, store, logger }));
+  const server = createServer(createApp({ config, secrets, deployer, store, logger, fastPath: options.fastPath ?? true }));
   server.requestTimeout = 120_000; // a 25 MB body on a slow link, not forever
   server.headersTimeout = 20_000;
   let port: number;

@@ -12,13 +12,16 @@
  *    would refuse → 400 · duplicate (redelivery, commit live/queued/running/deployed before) → 200
  *    naming that deployment · otherwise → 202 with the new deployment's id.
  * A request without any credential header is refused before its body is decoded.
+ *
+ * The acknowledgement is decided here on Node's own request and response, and only written by its
+ * caller: Express (app.ts, as `res.status().json()`) or the listener in front of it (fast-path.ts),
+ * so both answer alike (test/webhook/acknowledgement-without-express.test.ts compares them).
  */
-import type { IncomingHttpHeaders } from 'node:http';
-import type { Request, Response } from 'express';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { AppError } from '../../../shared/errors.js';
 import type { ResolvedTarget } from '../../../shared/targets.js';
-import { bodyDigestsOf, releaseBody } from '../body.js';
+import type { BodyReader } from '../body.js';
 import type { WebhookConfig } from '../config.js';
 import type { Deployer } from '../deployments/deployer.js';
 import { isDeletionCommit, MalformedPayload, parsePush, readPushFields } from '../payload.js';
@@ -31,7 +34,21 @@ export interface WebhookRouteDeps {
   secrets: SecretBook;
   deployer: Pick<Deployer, 'submit'>;
   logger: Logger;
+  bodies: BodyReader;
 }
+
+/** The answer to a delivery that is not a failure: written as JSON with this status. */
+export interface Acknowledgement {
+  status: 200 | 202 | 404;
+  body: Record<string, string | null>;
+}
+
+/**
+ * Reads, resolves, authenticates and acts on one delivery. Resolves with the answer to write, or
+ * rejects with an AppError (or, for a defect, anything else) for the caller's problem+json answer.
+ * `clientAddress` is asked only when it is logged.
+ */
+export type Acknowledge = (req: IncomingMessage, res: ServerResponse, clientAddress: () => string | undefined) => Promise<Acknowledgement>;
 
 /** What a request is, before anyone has checked who sent it. */
 type Resolution =
@@ -68,63 +85,59 @@ function resolveRequest(rawBody: Buffer, headers: IncomingHttpHeaders, targets: 
   return { kind: 'push', target, branch, commit: push.after.toLowerCase() };
 }
 
-export function webhookHandler({ config, secrets, deployer, logger }: WebhookRouteDeps) {
+export function webhookAcknowledger({ config, secrets, deployer, logger, bodies }: WebhookRouteDeps): Acknowledge {
   const githubTargets = config.targets.filter((t) => t.provider === 'github');
 
-  return async (req: Request, res: Response): Promise<void> => {
-    const rawBody = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    if (!hasCredentials(req.headers)) throw unauthenticated();
+  return async (req, res, clientAddress) => {
+    const read = await bodies.read(req, res);
+    if (!hasCredentials(req.headers)) {
+      read.release();
+      throw unauthenticated();
+    }
 
-    const resolution = resolveRequest(rawBody, req.headers, config.targets);
+    const resolution = resolveRequest(read.bytes, req.headers, config.targets);
 
     // The one authentication: the matched target alone, or (nothing matched) any target; a ping
     // only comes from GitHub-style hosts.
     const candidates = resolution.kind === 'push' ? [resolution.target] : resolution.kind === 'ping' ? githubTargets : config.targets;
-    const auth = new RequestAuthenticator(req.headers, rawBody, bodyDigestsOf(res));
+    const auth = new RequestAuthenticator(req.headers, read.bytes, read.digests);
     let authenticated = false;
     for (const target of candidates) authenticated = auth.authenticates(target.provider, secrets.secretsOf(target)) || authenticated;
     // Everything needed from the body is decoded and checked: let its buffer go before the answer.
-    releaseBody(req, res);
+    read.release();
     if (!authenticated) {
-      if (resolution.kind === 'push') logger.warn({ target: resolution.target.key, ip: req.ip }, 'webhook rejected: wrong token or signature for the target');
+      if (resolution.kind === 'push') logger.warn({ target: resolution.target.key, ip: clientAddress() }, 'webhook rejected: wrong token or signature for the target');
       throw unauthenticated();
     }
 
-    const ignore = (reason: string): void => {
+    const ignore = (reason: string): Acknowledgement => {
       logger.info({ reason, event: eventOf(req.headers).name }, 'webhook ignored');
-      res.status(202).json({ status: 'ignored', reason });
+      return { status: 202, body: { status: 'ignored', reason } };
     };
     switch (resolution.kind) {
       case 'malformed':
         throw new AppError(resolution.code, resolution.message);
       case 'ping':
-        res.status(200).json({ status: 'pong' });
-        return;
+        return { status: 200, body: { status: 'pong' } };
       case 'ignored':
-        ignore(resolution.reason);
-        return;
+        return ignore(resolution.reason);
       case 'no-target':
-        if (config.unmatchedBranchStatus === 202) ignore('no target for this branch');
-        else res.status(404).json({ status: 'no-target', code: 'NO_TARGET', message: 'no deploy target matches this branch' });
-        return;
+        if (config.unmatchedBranchStatus === 202) return ignore('no target for this branch');
+        return { status: 404, body: { status: 'no-target', code: 'NO_TARGET', message: 'no deploy target matches this branch' } };
       case 'push':
         break;
     }
 
     const { target, branch, commit } = resolution;
     if (!isValidBranchName(branch)) throw new AppError('VALIDATION_FAILED', 'push payload: ref: not a valid git branch name');
-    if (isDeletionCommit(commit)) {
-      ignore('branch deleted');
-      return;
-    }
+    if (isDeletionCommit(commit)) return ignore('branch deleted');
     const result = await deployer.submit({ target, branch, commit, provider: target.provider, deliveryId: deliveryIdOf(req.headers) });
     if (result.kind === 'duplicate') {
       logger.info({ target: target.key, reason: result.reason, deploymentId: result.deploymentId }, 'webhook duplicate: not deployed again');
-      res.status(200).json({ status: 'duplicate', reason: result.reason, deploymentId: result.deploymentId });
-      return;
+      return { status: 200, body: { status: 'duplicate', reason: result.reason, deploymentId: result.deploymentId } };
     }
     const { deployment } = result;
     logger.info({ deploymentId: deployment.id, target: target.key, branch, commit: deployment.commit }, 'deploy queued');
-    res.status(202).json({ status: 'queued', deploymentId: deployment.id, target: target.key, branch, commit: deployment.commit });
+    return { status: 202, body: { status: 'queued', deploymentId: deployment.id, target: target.key, branch, commit: deployment.commit } };
   };
 }
