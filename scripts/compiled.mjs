@@ -70,11 +70,14 @@ const keepModuleUrls = {
 
 /**
  * The compiled form of `entry` (a path relative to the repository root), built if missing or stale.
+ * `also` are further entries of the same program that run as modules of their own (worker threads):
+ * each is bundled beside the entry as `<its file name>.mjs`, sharing the entry's chunks.
  * @param {string} entry
+ * @param {string[]} [also]
  * @returns {Promise<string>} absolute path of the bundle's entry file
  */
-export async function compiled(entry) {
-  const name = entry.replace(/\.[cm]?ts$/, '').replaceAll(/[^A-Za-z0-9]+/g, '-');
+export async function compiled(entry, also = []) {
+  const name = [entry, ...also].map((path) => path.replace(/\.[cm]?ts$/, '').replaceAll(/[^A-Za-z0-9]+/g, '-')).join('+');
   const manifestFile = join(cacheRoot, `${name}.json`);
   const manifest = readManifest(manifestFile);
   if (manifest && existsSync(join(repoRoot, manifest.entry)) && isCurrent(manifest)) return join(repoRoot, manifest.entry);
@@ -84,7 +87,7 @@ export async function compiled(entry) {
   const outdir = join(cacheRoot, `${name}-${Date.now().toString(36)}-${process.pid}`);
   const result = await build({
     absWorkingDir: repoRoot,
-    entryPoints: { main: entry },
+    entryPoints: { main: entry, ...Object.fromEntries(also.map((path) => [path.split('/').pop().replace(/\.[cm]?ts$/, ''), path])) },
     outdir,
     outExtension: { '.js': '.mjs' },
     bundle: true,

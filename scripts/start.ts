@@ -41,6 +41,8 @@ const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 // Generous: a service stopped while it creates its embedded database finishes that first (cutting
 // initdb short would leave a broken data folder), which takes long on a busy machine.
 const STOP_TIMEOUT_MS = 120_000;
+/** The API's embedded-database thread, compiled with the API (see services/api/src/server.ts). */
+const EMBEDDED_DB_THREAD = 'services/api/src/db/embedded-thread.ts';
 
 interface Service {
   name: 'api' | 'webhook' | 'web';
@@ -145,9 +147,11 @@ runMain(async () => {
   // Checked (and built if stale) in a process of its own beside the API's start: a build takes
   // minutes on a busy machine, and this process must keep answering signals meanwhile.
   const webBuilt = withWeb ? buildWeb() : Promise.resolve(0);
-  const [apiEntry, webhookEntry] = await Promise.all([compiled('services/api/src/server.ts'), withWebhook ? compiled('services/webhook/src/server.ts') : undefined]);
+  const [apiEntry, webhookEntry] = await Promise.all([compiled('services/api/src/server.ts', [EMBEDDED_DB_THREAD]), withWebhook ? compiled('services/webhook/src/server.ts') : undefined]);
   if (stopping) return;
-  const api = startService('api', ['--enable-source-maps', apiEntry], { ...process.env, CORS_ORIGINS: corsOrigins }, /"port":(\d+).*"msg":"api listening"/);
+  // The embedded database runs in a thread of its own, started before the API loads its modules.
+  const apiEnv = { ...process.env, CORS_ORIGINS: corsOrigins, API_EMBEDDED_DB_THREAD: join(dirname(apiEntry), 'embedded-thread.mjs') };
+  const api = startService('api', ['--enable-source-maps', apiEntry], apiEnv, /"port":(\d+).*"msg":"api listening"/);
   services.push(api);
   let secrets: Record<string, string> = {};
   let adminToken = '';
