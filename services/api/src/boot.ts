@@ -52,19 +52,25 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
   const databaseUrl = config.databaseUrl ?? embedded!.url;
   // The session settings are PostgreSQL's; the embedded PGlite has no JIT and one session for all.
   const db = createPool(databaseUrl, { logger, ...(config.databaseUrl ? { settings: API_SESSION_SETTINGS } : {}) });
+  let schemaReady: Promise<void> | undefined;
   try {
     checkpoint();
-    await migrate(db, { logger, ...(signal ? { signal } : {}) });
-    checkpoint();
-    // graphile-worker's schema: the QC routes queue side effects with graphile_worker.add_job.
-    await migrateQueue(db, logger);
-    await embedded?.saveImage();
-    checkpoint();
+    // The schema is checked (and migrated) by the database while this thread builds the app, which
+    // needs no query; nothing listens before both are done.
+    schemaReady = (async () => {
+      await migrate(db, { logger, ...(signal ? { signal } : {}) });
+      checkpoint();
+      // graphile-worker's schema: the QC routes queue side effects with graphile_worker.add_job.
+      await migrateQueue(db, logger);
+      await embedded?.saveImage();
+    })();
+    schemaReady.catch(() => undefined); // awaited below, or in the catch
     const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir, identity: config.identity });
     const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
     const devKeys = !config.production && !config.auth.jwksUrl ? await loadOrCreateDevKeys(config.dataDir) : undefined;
     // A slow or stalled client must not hold a connection forever (http/server.ts has the limits).
     const server = createApiServer(createApp({ db, config, authenticator, identityAdmin, logger, devKeys, production: config.production }), { logger });
+    await schemaReady;
     checkpoint();
     const port = await listen(server, config.port);
     logger.info({ port, database: embedded ? 'embedded' : 'external' }, 'api listening');
@@ -102,6 +108,8 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
       },
     };
   } catch (error) {
+    // A migration under way finishes first (each is all or nothing), then everything closes.
+    await schemaReady?.catch(() => undefined);
     await db.end().catch(() => undefined);
     await embedded?.close().catch(() => undefined);
     throw error;
