@@ -39,6 +39,9 @@ const earlyLog: EmbeddedLog = {
 const early = thread && !process.env.DATABASE_URL && !earlySignal ? startEmbeddedDatabase({ ...apiDatabaseOptions(earlyDataDir, earlyLog), thread }) : undefined;
 early?.catch(() => undefined); // handled by startApi, or below when it is not used
 
+// The rest of the API loads meanwhile: importing only sets its modules up; startApi (below) starts things.
+const apiModules = Promise.all([import('./boot.js'), import('../../shared/shutdown.js')]);
+apiModules.catch(() => undefined); // awaited below
 const [{ runMain }, { createLogger }, { loadApiConfig }] = await Promise.all([import('../../shared/config.js'), import('../../shared/logger.js'), import('./config.js')]);
 
 /** Closes the early database if it is not going to be used (it finishes its start first). */
@@ -60,7 +63,7 @@ runMain(async () => {
     await dropEarly();
     embedded = undefined;
   }
-  const [{ startApi, StartAborted }, { stopOnSignals }] = await Promise.all([import('./boot.js'), import('../../shared/shutdown.js')]);
+  const [{ startApi, StartAborted }, { stopOnSignals }] = await apiModules;
   process.off('SIGTERM', remember);
   process.off('SIGINT', remember);
   if (earlySignal) {
