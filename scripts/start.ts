@@ -9,11 +9,13 @@
  *   START_WEB=false leaves it out), built first when services/web/dist is missing or stale, with the
  *   development sign-in at /login. Its origins are added to the API's CORS_ORIGINS.
  *
- * Start-up time (docs/npm-start.md has the figures): every service runs as compiled JavaScript from
- * .cache/start/ (scripts/compiled.mjs; rebuilt when a source changed, in well under a second), never
- * through tsx. The web app's build check (and build, if needed) runs beside the API's start, and
- * the web server starts as soon as the API's port is known: at once with a fixed PORT, after the
- * API listens with PORT=0. A fresh data folder starts from a cached database image (see
+ * Start-up time (docs/api.md, "What makes it start fast", has the figures): every service runs as
+ * compiled JavaScript from .cache/start/ (scripts/compiled.mjs; rebuilt when a source changed, in
+ * well under a second), never through tsx. The API is spawned first, before this process loads
+ * anything else, and opens its embedded database in a thread of its own while it loads its modules.
+ * The web app's build check (and build, if needed) runs beside the API's start, and the web server
+ * starts as soon as the API's port is known: at once with a fixed PORT, after the API listens with
+ * PORT=0. A fresh data folder starts from a cached database image (see
  * services/api/src/db/embedded-image.ts).
  *
  * Signals: SIGTERM or SIGINT to this process — also while the services are still starting — is passed

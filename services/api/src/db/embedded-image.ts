@@ -1,6 +1,7 @@
 /**
- * What makes the embedded database start fast: a cached, initialised database image and a slim
- * PostGIS bundle, both under a git-ignored cache folder (default `.cache/embedded-db/`).
+ * What makes the embedded database start fast: a cached, initialised database image and PostGIS
+ * loaded lazily from an unpacked copy of its files, both under a git-ignored cache folder (default
+ * `.cache/embedded-db/`).
  *
  * Glossary:
  * - engine: the PGlite and PostGIS package versions. A data folder (and so an image) only works
@@ -12,9 +13,10 @@
  *
  * Why: on a fresh folder PGlite runs initdb (in a second WebAssembly instance), then the migrations
  * create PostGIS and the tables; that is most of a first start. Copying a folder is not. On an
- * existing folder, most of the remaining time went into unpacking PostGIS's 91 MB bundle (raster,
- * topology and the tiger geocoder included, three WebAssembly libraries compiled at every start);
- * the slim bundle keeps the one library and the files `postgis` itself needs.
+ * existing folder, most of the remaining time went into PostGIS's bundle: unpacking it into
+ * PGlite's in-memory file system and compiling and linking its 17 MB library at every start, before
+ * the backend even started. Now its files are unpacked once per engine and mounted, and PostgreSQL
+ * loads the library when a statement first needs it (lazyPostgis).
  *
  * Correctness does not depend on the image being current: an image is used only when everything it
  * holds is still part of the schema unchanged (same migration files, same checksums), and the API
