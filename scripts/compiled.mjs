@@ -109,21 +109,28 @@ export async function compiled(entry, also = []) {
   mkdirSync(cacheRoot, { recursive: true });
   writeFileSync(`${manifestFile}.${process.pid}`, JSON.stringify(next, null, 2));
   renameSync(`${manifestFile}.${process.pid}`, manifestFile);
-  pruneOldBuilds(name, outdir);
+  pruneOldBuilds(outdir);
   return join(repoRoot, next.entry);
 }
 
 /**
- * Earlier builds of the same entry go once they are ten minutes old: a process started from one
- * has long loaded all of it by then (its lazy chunks load during its start).
- * @param {string} name
+ * Earlier builds go once they are ten minutes old (a process started from one has long loaded all of
+ * it by then: its lazy chunks load during its start): every build folder that no manifest names,
+ * including those of an entry whose name changed (e.g. when it gained a worker-thread entry).
  * @param {string} keep
  */
-function pruneOldBuilds(name, keep) {
+function pruneOldBuilds(keep) {
   const tooOld = Date.now() - 10 * 60_000;
+  const current = new Set([keep]);
+  for (const entry of readdirSync(cacheRoot)) {
+    if (!entry.endsWith('.json')) continue;
+    const manifest = readManifest(join(cacheRoot, entry));
+    if (manifest) current.add(dirname(join(repoRoot, manifest.entry)));
+  }
   for (const entry of readdirSync(cacheRoot, { withFileTypes: true })) {
     const path = join(cacheRoot, entry.name);
-    if (!entry.isDirectory() || !entry.name.startsWith(`${name}-`) || path === keep) continue;
+    // Build folders only (`<name>-<time>-<pid>`), not e.g. the embedded database's cache.
+    if (!entry.isDirectory() || current.has(path) || !/-[0-9a-z]+-\d+$/.test(entry.name)) continue;
     if (statSync(path).mtimeMs < tooOld) rmSync(path, { recursive: true, force: true });
   }
 }
