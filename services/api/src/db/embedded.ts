@@ -178,6 +178,13 @@ async function startEmbeddedDatabaseThread(entry: string | URL, options: Embedde
     throw error;
   }
   let closing: Promise<void> | undefined;
+  // A database thread that ends by itself (PGlite failed) takes the process down with it, as the
+  // same failure in this thread would: an API must not carry on without its database.
+  void exited.then(() => {
+    if (!closing) process.nextTick(() => {
+      throw new Error('the embedded database thread ended unexpectedly');
+    });
+  });
   return {
     ...info,
     saveImage: () => call('saveImage'),
