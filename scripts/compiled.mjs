@@ -70,11 +70,14 @@ const keepModuleUrls = {
 
 /**
  * The compiled form of `entry` (a path relative to the repository root), built if missing or stale.
+ * `also` are further entries of the same program that run as modules of their own (worker threads):
+ * each is bundled beside the entry as `<its file name>.mjs`, sharing the entry's chunks.
  * @param {string} entry
+ * @param {string[]} [also]
  * @returns {Promise<string>} absolute path of the bundle's entry file
  */
-export async function compiled(entry) {
-  const name = entry.replace(/\.[cm]?ts$/, '').replaceAll(/[^A-Za-z0-9]+/g, '-');
+export async function compiled(entry, also = []) {
+  const name = [entry, ...also].map((path) => path.replace(/\.[cm]?ts$/, '').replaceAll(/[^A-Za-z0-9]+/g, '-')).join('+');
   const manifestFile = join(cacheRoot, `${name}.json`);
   const manifest = readManifest(manifestFile);
   if (manifest && existsSync(join(repoRoot, manifest.entry)) && isCurrent(manifest)) return join(repoRoot, manifest.entry);
@@ -84,7 +87,7 @@ export async function compiled(entry) {
   const outdir = join(cacheRoot, `${name}-${Date.now().toString(36)}-${process.pid}`);
   const result = await build({
     absWorkingDir: repoRoot,
-    entryPoints: { main: entry },
+    entryPoints: { main: entry, ...Object.fromEntries(also.map((path) => [path.split('/').pop().replace(/\.[cm]?ts$/, ''), path])) },
     outdir,
     outExtension: { '.js': '.mjs' },
     bundle: true,
@@ -106,21 +109,28 @@ export async function compiled(entry) {
   mkdirSync(cacheRoot, { recursive: true });
   writeFileSync(`${manifestFile}.${process.pid}`, JSON.stringify(next, null, 2));
   renameSync(`${manifestFile}.${process.pid}`, manifestFile);
-  pruneOldBuilds(name, outdir);
+  pruneOldBuilds(outdir);
   return join(repoRoot, next.entry);
 }
 
 /**
- * Earlier builds of the same entry go once they are ten minutes old: a process started from one
- * has long loaded all of it by then (its lazy chunks load during its start).
- * @param {string} name
+ * Earlier builds go once they are ten minutes old (a process started from one has long loaded all of
+ * it by then: its lazy chunks load during its start): every build folder that no manifest names,
+ * including those of an entry whose name changed (e.g. when it gained a worker-thread entry).
  * @param {string} keep
  */
-function pruneOldBuilds(name, keep) {
+function pruneOldBuilds(keep) {
   const tooOld = Date.now() - 10 * 60_000;
+  const current = new Set([keep]);
+  for (const entry of readdirSync(cacheRoot)) {
+    if (!entry.endsWith('.json')) continue;
+    const manifest = readManifest(join(cacheRoot, entry));
+    if (manifest) current.add(dirname(join(repoRoot, manifest.entry)));
+  }
   for (const entry of readdirSync(cacheRoot, { withFileTypes: true })) {
     const path = join(cacheRoot, entry.name);
-    if (!entry.isDirectory() || !entry.name.startsWith(`${name}-`) || path === keep) continue;
+    // Build folders only (`<name>-<time>-<pid>`), not e.g. the embedded database's cache.
+    if (!entry.isDirectory() || current.has(path) || !/-[0-9a-z]+-\d+$/.test(entry.name)) continue;
     if (statSync(path).mtimeMs < tooOld) rmSync(path, { recursive: true, force: true });
   }
 }

@@ -9,11 +9,13 @@
  *   START_WEB=false leaves it out), built first when services/web/dist is missing or stale, with the
  *   development sign-in at /login. Its origins are added to the API's CORS_ORIGINS.
  *
- * Start-up time (docs/npm-start.md has the figures): every service runs as compiled JavaScript from
- * .cache/start/ (scripts/compiled.mjs; rebuilt when a source changed, in well under a second), never
- * through tsx. The web app's build check (and build, if needed) runs beside the API's start, and
- * the web server starts as soon as the API's port is known: at once with a fixed PORT, after the
- * API listens with PORT=0. A fresh data folder starts from a cached database image (see
+ * Start-up time (docs/api.md, "What makes it start fast", has the figures): every service runs as
+ * compiled JavaScript from .cache/start/ (scripts/compiled.mjs; rebuilt when a source changed, in
+ * well under a second), never through tsx. The API is spawned first, before this process loads
+ * anything else, and opens its embedded database in a thread of its own while it loads its modules.
+ * The web app's build check (and build, if needed) runs beside the API's start, and the web server
+ * starts as soon as the API's port is known: at once with a fixed PORT, after the API listens with
+ * PORT=0. A fresh data folder starts from a cached database image (see
  * services/api/src/db/embedded-image.ts).
  *
  * Signals: SIGTERM or SIGINT to this process — also while the services are still starting — is passed
@@ -31,9 +33,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runMain } from '../services/shared/config.js';
-import { createLogger } from '../services/shared/logger.js';
-import { loadTargets } from '../services/shared/targets.js';
+import type { loadTargets as LoadTargets } from '../services/shared/targets.js';
 import { webEntry } from '../services/web/launch.js';
 import { compiled } from './compiled.mjs';
 
@@ -41,6 +41,8 @@ const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 // Generous: a service stopped while it creates its embedded database finishes that first (cutting
 // initdb short would leave a broken data folder), which takes long on a busy machine.
 const STOP_TIMEOUT_MS = 120_000;
+/** The API's embedded-database thread, compiled with the API (see services/api/src/server.ts). */
+const EMBEDDED_DB_THREAD = 'services/api/src/db/embedded-thread.ts';
 
 interface Service {
   name: 'api' | 'webhook' | 'web';
@@ -95,23 +97,44 @@ async function buildWeb(): Promise<number> {
 }
 
 /** A random secret per deploy target, as the webhook server reads them from its environment. */
-function developmentSecrets(): Record<string, string> {
+function developmentSecrets(loadTargets: typeof LoadTargets): Record<string, string> {
   const targets = loadTargets(process.env.TARGETS_FILE ?? join(repoRoot, 'config/targets.yaml'));
   return Object.fromEntries(targets.map((t) => [t.secret, randomBytes(32).toString('hex')]));
 }
 
+// The API is what the platform waits for, so it is spawned first, before this process loads
+// anything it does not need for that (pino, yaml and zod are loaded meanwhile, below). A signal
+// until the handlers further down exist is remembered, and stops whatever was started by then.
+const started = performance.now();
+let earlySignal: NodeJS.Signals | undefined;
+const remember = (signal: NodeJS.Signals): void => void (earlySignal ??= signal);
+process.on('SIGTERM', remember);
+process.on('SIGINT', remember);
+const production = process.env.NODE_ENV === 'production';
+const withWebhook = process.env.START_WEBHOOK !== 'false' && !production;
+const withWeb = process.env.START_WEB !== 'false';
+const webPort = Number(process.env.WEB_PORT ?? 4321);
+if (withWeb && !(Number.isInteger(webPort) && webPort >= 1 && webPort <= 65535)) {
+  console.error('WEB_PORT: must be a port number (1-65535)');
+  process.exit(2);
+}
+// The site's pages call the API from the browser: its origins may read answers and send changes.
+const webOrigins = withWeb ? [`http://localhost:${webPort}`, `http://127.0.0.1:${webPort}`] : [];
+const corsOrigins = [process.env.CORS_ORIGINS ?? '', ...webOrigins].filter(Boolean).join(',');
+const apiEntry = await compiled('services/api/src/server.ts', [EMBEDDED_DB_THREAD]);
+// The embedded database runs in a thread of its own, started before the API loads its modules.
+const apiEnv = { ...process.env, CORS_ORIGINS: corsOrigins, API_EMBEDDED_DB_THREAD: join(dirname(apiEntry), 'embedded-thread.mjs') };
+const earlyApi = earlySignal ? undefined : startService('api', ['--enable-source-maps', apiEntry], apiEnv, /"port":(\d+).*"msg":"api listening"/);
+
+const [{ runMain }, { createLogger }, { loadTargets }] = await Promise.all([
+  import('../services/shared/config.js'),
+  import('../services/shared/logger.js'),
+  import('../services/shared/targets.js'),
+]);
+
 runMain(async () => {
-  const started = performance.now();
   const logger = createLogger('platform', { level: process.env.LOG_LEVEL ?? 'info' });
-  const production = process.env.NODE_ENV === 'production';
-  const withWebhook = process.env.START_WEBHOOK !== 'false' && !production;
-  const withWeb = process.env.START_WEB !== 'false';
-  const webPort = Number(process.env.WEB_PORT ?? 4321);
-  if (withWeb && !(Number.isInteger(webPort) && webPort >= 1 && webPort <= 65535)) {
-    console.error('WEB_PORT: must be a port number (1-65535)');
-    process.exit(2);
-  }
-  const services: Service[] = [];
+  const services: Service[] = earlyApi ? [earlyApi] : [];
   let stopping: Promise<number> | undefined;
 
   // Stops the children that exist, webhook first (it may be finishing a deploy), then the API.
@@ -131,28 +154,29 @@ runMain(async () => {
       return failed ? 1 : 0;
     })());
 
-  // Installed before anything starts, so a signal during start-up stops what has started, cleanly.
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    process.on(signal, () => {
-      logger.info({ signal }, 'shutting down');
-      void stopAll().then((code) => process.exit(code));
-    });
+  // Installed before anything but the API starts, so a signal during start-up stops what has
+  // started, cleanly.
+  const shutDown = (signal: NodeJS.Signals): void => {
+    logger.info({ signal }, 'shutting down');
+    void stopAll().then((code) => process.exit(code));
+  };
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, shutDown);
+  process.off('SIGTERM', remember);
+  process.off('SIGINT', remember);
+  if (earlySignal) {
+    shutDown(earlySignal);
+    return;
   }
 
-  // The site's pages call the API from the browser: its origins may read answers and send changes.
-  const webOrigins = withWeb ? [`http://localhost:${webPort}`, `http://127.0.0.1:${webPort}`] : [];
-  const corsOrigins = [process.env.CORS_ORIGINS ?? '', ...webOrigins].filter(Boolean).join(',');
   // Checked (and built if stale) in a process of its own beside the API's start: a build takes
   // minutes on a busy machine, and this process must keep answering signals meanwhile.
   const webBuilt = withWeb ? buildWeb() : Promise.resolve(0);
-  const [apiEntry, webhookEntry] = await Promise.all([compiled('services/api/src/server.ts'), withWebhook ? compiled('services/webhook/src/server.ts') : undefined]);
+  const webhookEntry = withWebhook ? await compiled('services/webhook/src/server.ts') : undefined;
   if (stopping) return;
-  const api = startService('api', ['--enable-source-maps', apiEntry], { ...process.env, CORS_ORIGINS: corsOrigins }, /"port":(\d+).*"msg":"api listening"/);
-  services.push(api);
   let secrets: Record<string, string> = {};
   let adminToken = '';
   if (withWebhook) {
-    secrets = developmentSecrets();
+    secrets = developmentSecrets(loadTargets);
     adminToken = process.env.WEBHOOK_ADMIN_TOKEN ?? randomBytes(24).toString('hex');
     services.push(startService('webhook', ['--enable-source-maps', webhookEntry!], { ...process.env, ...secrets, WEBHOOK_ADMIN_TOKEN: adminToken }, /"port":(\d+)/));
   }

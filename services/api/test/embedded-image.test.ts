@@ -1,6 +1,8 @@
 import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from '../src/db/embedded.js';
@@ -67,7 +69,8 @@ async function stop(database: { embedded: EmbeddedDatabase; pool: pg.Pool }): Pr
   await database.embedded.close();
 }
 
-const images = (): string[] => (existsSync(join(cacheDir, engineKey())) ? readdirSync(join(cacheDir, engineKey())).filter((name) => !name.endsWith('.tar.gz')) : []);
+/** The images in the cache: folders with a manifest (the unpacked PostGIS files live there too). */
+const images = (): string[] => (existsSync(join(cacheDir, engineKey())) ? readdirSync(join(cacheDir, engineKey())).filter((name) => existsSync(join(cacheDir, engineKey(), name, 'image.json'))) : []);
 
 describe('the embedded database image', () => {
   it('a fresh folder with no image is created by initdb, fully migrated, and becomes the image', async () => {
@@ -124,8 +127,44 @@ describe('the embedded database image', () => {
       expect(database.embedded.origin).toBe('existing');
       expect(database.applied).toEqual([]);
       expect((await database.pool.query("SELECT 1 FROM features.features WHERE name = 'Probe'")).rowCount).toBe(1);
+      // PostGIS is loaded on first use from the unpacked files (lazyPostgis), PROJ's data included.
+      const point = await database.pool.query<{ point: string }>("SELECT ST_AsText(ST_Transform(ST_SetSRID(ST_MakePoint(13.4, 52.5), 4326), 25833)) AS point");
+      expect(point.rows[0]!.point).toMatch(/^POINT\(39\d{4}\.\d+ 58\d{5}\.\d+\)$/);
     } finally {
       await stop(database);
     }
   }, 300_000);
+
+  it('in a thread of its own (as npm start runs it) creates and migrates a folder, answers PostGIS queries and releases the folder on close', async () => {
+    // The thread's module is TypeScript here: a small entry registers tsx in the thread first.
+    const entry = join(scratch, 'thread-entry.mjs');
+    const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
+    writeFileSync(entry, `import { register } from ${JSON.stringify(tsx)};\nregister();\nawait import(${JSON.stringify(new URL('../src/db/embedded-thread.ts', import.meta.url).href)});\n`);
+    const dataDir = join(scratch, 'thread');
+    const embedded = await startEmbeddedDatabase({ dataDir, image: { schema: apiSchema(), cacheDir }, thread: entry });
+    const pool = new pg.Pool({ connectionString: embedded.url, max: 2 });
+    try {
+      expect(['image', 'initdb']).toContain(embedded.origin);
+      expect(existsSync(join(scratch, 'thread.pid'))).toBe(true);
+      await migrate(pool);
+      await migrateQueue(pool);
+      await embedded.saveImage();
+      await expectFullyMigrated(pool);
+    } finally {
+      await pool.end();
+      await embedded.close();
+    }
+    expect(existsSync(join(scratch, 'thread.pid'))).toBe(false);
+    expect(chooseImage(cacheDir, apiSchema())?.current).toBe(true);
+    // Closed for good: the folder opens again, as it was left.
+    const again = await startEmbeddedDatabase({ dataDir });
+    const check = new pg.Pool({ connectionString: again.url, max: 1 });
+    try {
+      expect(again.origin).toBe('existing');
+      expect((await check.query("SELECT 1 FROM features.features WHERE name = 'Probe'")).rowCount).toBe(1);
+    } finally {
+      await check.end();
+      await again.close();
+    }
+  }, 600_000);
 });

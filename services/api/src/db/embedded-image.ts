@@ -1,6 +1,7 @@
 /**
- * What makes the embedded database start fast: a cached, initialised database image and a slim
- * PostGIS bundle, both under a git-ignored cache folder (default `.cache/embedded-db/`).
+ * What makes the embedded database start fast: a cached, initialised database image and PostGIS
+ * loaded lazily from an unpacked copy of its files, both under a git-ignored cache folder (default
+ * `.cache/embedded-db/`).
  *
  * Glossary:
  * - engine: the PGlite and PostGIS package versions. A data folder (and so an image) only works
@@ -12,9 +13,10 @@
  *
  * Why: on a fresh folder PGlite runs initdb (in a second WebAssembly instance), then the migrations
  * create PostGIS and the tables; that is most of a first start. Copying a folder is not. On an
- * existing folder, most of the remaining time went into unpacking PostGIS's 91 MB bundle (raster,
- * topology and the tiger geocoder included, three WebAssembly libraries compiled at every start);
- * the slim bundle keeps the one library and the files `postgis` itself needs.
+ * existing folder, most of the remaining time went into PostGIS's bundle: unpacking it into
+ * PGlite's in-memory file system and compiling and linking its 17 MB library at every start, before
+ * the backend even started. Now its files are unpacked once per engine and mounted, and PostgreSQL
+ * loads the library when a statement first needs it (lazyPostgis).
  *
  * Correctness does not depend on the image being current: an image is used only when everything it
  * holds is still part of the schema unchanged (same migration files, same checksums), and the API
@@ -25,8 +27,8 @@ import { constants, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { copyFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { gunzip, gzip } from 'node:zlib';
+import { fileURLToPath } from 'node:url';
+import { gunzip } from 'node:zlib';
 import type { Extension } from '@electric-sql/pglite';
 import { postgis } from '@electric-sql/pglite-postgis';
 import { readMigrations } from './migrate.js';
@@ -110,17 +112,6 @@ function readTar(tar: Buffer): TarEntry[] {
   return entries;
 }
 
-function writeTar(entries: TarEntry[]): Buffer {
-  const parts: Buffer[] = [];
-  for (const entry of entries) {
-    parts.push(entry.header, entry.data);
-    const padding = (512 - (entry.data.length % 512)) % 512;
-    if (padding) parts.push(Buffer.alloc(padding));
-  }
-  parts.push(Buffer.alloc(1024));
-  return Buffer.concat(parts);
-}
-
 /** Writes `write(tmp)` to `target` atomically: a concurrent start sees all of it or nothing. */
 async function publish(target: string, write: (tmp: string) => Promise<void>): Promise<void> {
   const tmp = `${target}.tmp-${process.pid}`;
@@ -136,7 +127,7 @@ async function publish(target: string, write: (tmp: string) => Promise<void>): P
   }
 }
 
-// ---- the slim PostGIS bundle ----
+// ---- PostGIS, loaded lazily ----
 
 /**
  * What `postgis` needs from the bundle: its library, its control file and install script (for
@@ -151,27 +142,74 @@ const POSTGIS_FILES = [
 ];
 
 /**
- * The `postgis` extension, loading the slim bundle (made once per engine from the package's full
- * one). Falls back to the package's bundle if the slim one cannot be made.
+ * The `postgis` extension, loaded lazily from an unpacked copy of the slim bundle on disk.
+ *
+ * PGlite loads an extension bundle at every start: it gunzips the archive, copies every file into
+ * its in-memory file system and compiles and links the PostGIS library (17 MB of WebAssembly), all
+ * before the backend starts: two thirds of opening an existing folder. None of that is needed to
+ * open the database. Here the bundle is unpacked once per engine into the cache folder (written
+ * atomically), and each start only mounts that folder into PGlite's file system (Emscripten's
+ * NODEFS, as PGlite mounts the data folder) with a link from every place PostgreSQL looks for a
+ * PostGIS file. PostgreSQL then loads the library the first time a statement needs it (a PostGIS
+ * function or type, CREATE EXTENSION), reading and compiling it then: that statement takes longer,
+ * and never fails for it. boot.ts makes the API load it right after it starts listening.
+ *
+ * Falls back to the package's own bundle if the unpacked copy cannot be made.
  */
-export async function slimPostgis(cacheDir: string = DEFAULT_IMAGE_CACHE_DIR): Promise<Extension> {
-  const bundle = join(cacheDir, engineKey(), 'postgis-slim.tar.gz');
+export async function lazyPostgis(cacheDir: string = DEFAULT_IMAGE_CACHE_DIR): Promise<Extension> {
+  const dir = join(cacheDir, engineKey(), 'postgis-files');
+  let files: string[];
   try {
-    if (!existsSync(bundle)) {
-      const full = fileURLToPath(new URL('./postgis.tar.gz', import.meta.resolve('@electric-sql/pglite-postgis')));
-      const kept = readTar(await promisify(gunzip)(await readFile(full))).filter((entry) => POSTGIS_FILES.some((pattern) => pattern.test(entry.name)));
-      if (!kept.some((entry) => entry.name.endsWith('.so'))) throw new Error('the PostGIS bundle has no postgis-3.so');
-      // Level 1: PGlite gunzips the bundle at every start, and that costs the same at any level.
-      const packed = await promisify(gzip)(writeTar(kept), { level: 1 });
-      await publish(bundle, (tmp) => writeFile(tmp, packed));
-    }
+    if (!existsSync(join(dir, 'files.json'))) await unpackSlimPostgis(dir);
+    files = JSON.parse(readFileSync(join(dir, 'files.json'), 'utf8')) as string[];
   } catch {
     return postgis;
   }
   return {
     name: postgis.name,
-    setup: async (pg, emscriptenOpts: unknown) => ({ ...(await postgis.setup(pg, emscriptenOpts)), bundlePath: pathToFileURL(bundle) }),
+    setup: async (pg, emscriptenOpts: { preRun?: Array<(mod: unknown) => void> }) => {
+      const { emscriptenOpts: opts } = (await postgis.setup(pg, emscriptenOpts)) as { emscriptenOpts: typeof emscriptenOpts };
+      const mountPoint = `${WASM_PREFIX}/postgis-files`;
+      const mount = (mod: unknown): void => {
+        const { FS } = mod as { FS: EmscriptenFs };
+        FS.mkdirTree(mountPoint);
+        FS.mount(FS.filesystems.NODEFS, { root: join(dir, 'files') }, mountPoint);
+        // PROJ's data is one folder of its own; the rest go next to PostgreSQL's own files.
+        FS.symlink(`${mountPoint}/share/proj`, `${WASM_PREFIX}/share/proj`);
+        for (const file of files) if (!file.startsWith('share/proj/')) FS.symlink(`${mountPoint}/${file}`, `${WASM_PREFIX}/${file}`);
+      };
+      return { emscriptenOpts: { ...opts, preRun: [...(opts.preRun ?? []), mount] } };
+    },
   };
+}
+
+/** Where PGlite's file system keeps PostgreSQL's installation (pglUtils.WASM_PREFIX). */
+const WASM_PREFIX = '/pglite';
+
+/** The part of Emscripten's FS API the mount uses. */
+interface EmscriptenFs {
+  filesystems: { NODEFS: unknown };
+  mkdirTree(path: string): void;
+  mount(type: unknown, options: { root: string }, mountPoint: string): void;
+  symlink(target: string, path: string): void;
+}
+
+/**
+ * Unpacks what `postgis` needs from the package's bundle (POSTGIS_FILES) into `dir`/files, with
+ * `dir`/files.json listing the files; the whole folder appears at once or not at all.
+ */
+async function unpackSlimPostgis(dir: string): Promise<void> {
+  const full = fileURLToPath(new URL('./postgis.tar.gz', import.meta.resolve('@electric-sql/pglite-postgis')));
+  const kept = readTar(await promisify(gunzip)(await readFile(full))).filter((entry) => entry.type === '0' && POSTGIS_FILES.some((pattern) => pattern.test(entry.name)));
+  if (!kept.some((entry) => entry.name.endsWith('.so'))) throw new Error('the PostGIS bundle has no postgis-3.so');
+  await publish(dir, async (tmp) => {
+    for (const entry of kept) {
+      const path = join(tmp, 'files', entry.name);
+      await mkdir(dirname(path), { recursive: true });
+      await writeFile(path, entry.data, { mode: 0o644 });
+    }
+    await writeFile(join(tmp, 'files.json'), JSON.stringify(kept.map((entry) => entry.name)));
+  });
 }
 
 // ---- database images ----

@@ -1,8 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import type { Logger } from 'pino';
-import { chooseImage, DEFAULT_IMAGE_CACHE_DIR, restoreImage, saveImage, slimPostgis, type SchemaFingerprint } from './embedded-image.js';
+import { Worker } from 'node:worker_threads';
+import { apiSchema, chooseImage, DEFAULT_IMAGE_CACHE_DIR, restoreImage, saveImage, lazyPostgis, type SchemaFingerprint } from './embedded-image.js';
 import { servePGlite } from './pglite-server.js';
 
 /**
@@ -28,11 +27,17 @@ export interface EmbeddedDatabase {
   close(): Promise<void>;
 }
 
+/** What the embedded database logs: a pino logger, or its stand-in inside the database thread. */
+export interface EmbeddedLog {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
 export interface EmbeddedDatabaseOptions {
   /** Folder of the persistent database; undefined keeps it in memory (tests). */
   dataDir?: string;
   port?: number;
-  logger?: Logger;
+  logger?: EmbeddedLog;
   /**
    * With a data folder: start a fresh (empty) folder from a cached image of this schema instead of
    * running initdb (see embedded-image.ts). Unset: no images are read or written.
@@ -40,7 +45,23 @@ export interface EmbeddedDatabaseOptions {
   image?: { schema: SchemaFingerprint; cacheDir?: string };
 }
 
-export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions = {}): Promise<EmbeddedDatabase> {
+/**
+ * Opens the embedded database. With `thread` (the module URL of embedded-thread.ts or of its
+ * compiled form), PGlite runs in a worker thread of its own: see startEmbeddedDatabaseThread.
+ */
+export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions & { thread?: string | URL } = {}): Promise<EmbeddedDatabase> {
+  const { thread, ...rest } = options;
+  return thread ? startEmbeddedDatabaseThread(thread, rest) : openEmbeddedDatabase(rest);
+}
+
+/** The API's embedded database: DATA_DIR/pglite, a fresh folder starting from the image of its schema. */
+export function apiDatabaseOptions(dataDir: string, logger?: EmbeddedLog): EmbeddedDatabaseOptions {
+  return { dataDir: join(dataDir, 'pglite'), ...(logger ? { logger } : {}), image: { schema: apiSchema() } };
+}
+
+async function openEmbeddedDatabase(options: EmbeddedDatabaseOptions): Promise<EmbeddedDatabase> {
+  // Loaded here rather than at the top: with a database thread, the API's own thread never needs it.
+  const { PGlite } = await import('@electric-sql/pglite');
   const release = options.dataDir ? lockDataDir(options.dataDir) : () => undefined;
   try {
     const started = performance.now();
@@ -57,7 +78,7 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions = {
     }
     const db = await PGlite.create({
       ...(options.dataDir ? { dataDir: options.dataDir } : {}),
-      extensions: { postgis: await slimPostgis(cacheDir) },
+      extensions: { postgis: await lazyPostgis(cacheDir) },
       // PostgreSQL zeroes its shared buffers at every start: 128 MB (initdb's default) cost a fifth
       // of opening the database. 32 MB hold a development database; the OS caches the data folder.
       startParams: [...PGlite.defaultStartParams, '-c', 'shared_buffers=32MB'],
@@ -96,6 +117,83 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions = {
     release();
     throw error;
   }
+}
+
+/** Messages between startEmbeddedDatabaseThread and embedded-thread.ts. */
+export type ThreadRequest = { call: 'saveImage' | 'close' };
+export type ThreadReply =
+  | { ready: { url: string; origin: EmbeddedDatabase['origin'] } }
+  | { failed: unknown }
+  | { log: { level: 'info' | 'warn'; fields: object; message: string } }
+  | { done: 'saveImage' | 'close'; error?: unknown };
+
+/**
+ * The embedded database in a worker thread: PGlite's start (WebAssembly, the data folder, the
+ * backend) is a second of CPU, and in its own thread it runs on the second core while the API's
+ * thread loads its modules (`npm start` begins it before importing the rest of the API). Its
+ * PostgreSQL wire server listens in that thread too, so the database's work never holds up the
+ * API's event loop. Same interface and behaviour as in-thread; the thread ends with close().
+ */
+async function startEmbeddedDatabaseThread(entry: string | URL, options: EmbeddedDatabaseOptions): Promise<EmbeddedDatabase> {
+  const { logger, ...workerData } = options;
+  const worker = new Worker(entry, { workerData });
+  const pending = new Map<string, { resolve: () => void; reject: (error: unknown) => void }>();
+  let fail: (error: unknown) => void = () => undefined;
+  const ready = new Promise<{ url: string; origin: EmbeddedDatabase['origin'] }>((resolve, reject) => {
+    fail = reject;
+    worker.on('message', (reply: ThreadReply) => {
+      if ('ready' in reply) resolve(reply.ready);
+      else if ('failed' in reply) reject(reply.failed);
+      else if ('log' in reply) logger?.[reply.log.level](reply.log.fields, reply.log.message);
+      else {
+        const call = pending.get(reply.done);
+        pending.delete(reply.done);
+        if (reply.error === undefined) call?.resolve();
+        else call?.reject(reply.error);
+      }
+    });
+  });
+  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  worker.once('error', (error) => {
+    fail(error);
+    for (const call of pending.values()) call.reject(error);
+    pending.clear();
+  });
+  void exited.then(() => {
+    const gone = new Error('the embedded database thread exited');
+    fail(gone);
+    for (const call of pending.values()) call.reject(gone);
+    pending.clear();
+  });
+  const call = (name: ThreadRequest['call']): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      pending.set(name, { resolve, reject });
+      worker.postMessage({ call: name } satisfies ThreadRequest);
+    });
+  let info: Awaited<typeof ready>;
+  try {
+    info = await ready;
+  } catch (error) {
+    await worker.terminate();
+    throw error;
+  }
+  let closing: Promise<void> | undefined;
+  // A database thread that ends by itself (PGlite failed) takes the process down with it, as the
+  // same failure in this thread would: an API must not carry on without its database.
+  void exited.then(() => {
+    if (!closing) process.nextTick(() => {
+      throw new Error('the embedded database thread ended unexpectedly');
+    });
+  });
+  return {
+    ...info,
+    saveImage: () => call('saveImage'),
+    close: () =>
+      (closing ??= (async () => {
+        await call('close');
+        await exited;
+      })()),
+  };
 }
 
 /**

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import WBEdit from 'wikibase-edit';
+import type WBEdit from 'wikibase-edit';
 import { licenceRefusal, type ExportsSettings, type WikibaseSettings } from '../config.js';
 import { bestNameSimilarity } from '../conflation/names.js';
 import { decideWikibase, type WikibaseCandidate, type WikibaseConflationDecision } from '../conflation/wikibase.js';
@@ -118,10 +118,13 @@ export class WikibaseExporter {
     return new WikibaseReader({ apiEndpoint: this.apiEndpoint!, userAgent: this.deps.settings.userAgent, timeoutMs: this.deps.settings.httpTimeoutMs, maxlag: this.maxlagPolicy(), ...(bearer ? { bearer } : {}) });
   }
 
-  private editor(settings: WikibaseSettings): WbEdit {
+  private async editor(settings: WikibaseSettings): Promise<WbEdit> {
     if (this.edit) return this.edit;
     const credentials = settings.credentials!;
-    this.edit = WBEdit({
+    // Loaded on the first edit, not with the API: wikibase-edit and its dependencies take a few
+    // hundred milliseconds to load, which every start of the API would otherwise pay.
+    const { default: createEditor } = await import('wikibase-edit');
+    this.edit = createEditor({
       instance: settings.instanceUrl as `http${string}`,
       credentials: 'oauth2Token' in credentials ? { oauth2: { accessToken: credentials.oauth2Token } } : { username: credentials.username, password: credentials.password },
       userAgent: this.deps.settings.userAgent,
@@ -166,13 +169,13 @@ export class WikibaseExporter {
       let revisionId = item.lastrevid;
       if (missing) {
         const params = { id: item.id as `Q${number}`, ...missing, summary: this.summary(snapshot, 'update') } as EditParams;
-        const response = await this.viaWikibaseEdit(() => this.editor(settings).entity.edit(params));
+        const response = await this.viaWikibaseEdit(async () => (await this.editor(settings)).entity.edit(params));
         revisionId = Number(response.entity.lastrevid);
       }
       // Statements already there that say what our data says get our reference too (one edit each).
       for (const guid of unreferenced) {
         const params = { guid, snaks: reference, summary: this.summary(snapshot, 'update') } as Parameters<WbEdit['reference']['set']>[0];
-        const response = (await this.viaWikibaseEdit(() => this.editor(settings).reference.set(params))) as { pageinfo?: { lastrevid?: number } };
+        const response = (await this.viaWikibaseEdit(async () => (await this.editor(settings)).reference.set(params))) as { pageinfo?: { lastrevid?: number } };
         revisionId = Number(response.pageinfo?.lastrevid ?? revisionId);
       }
       const detail = match?.outcome === 'link' ? `added missing statements and references to existing item ${item.id}: ${match.reason}` : undefined;
@@ -185,7 +188,7 @@ export class WikibaseExporter {
       const changes = this.updateFor(item, settings, reference, label, wikidataClass, coordinate);
       if (!changes) return { status: 'unchanged', result: { itemId: item.id, revisionId: item.lastrevid } };
       const params = { id: item.id as `Q${number}`, ...changes, summary: this.summary(snapshot, 'update') } as EditParams;
-      const response = await this.viaWikibaseEdit(() => this.editor(settings).entity.edit(params));
+      const response = await this.viaWikibaseEdit(async () => (await this.editor(settings)).entity.edit(params));
       return { status: 'exported', result: { itemId: item.id, revisionId: Number(response.entity.lastrevid) } };
     }
 
@@ -208,7 +211,7 @@ export class WikibaseExporter {
       },
       summary: `${this.summary(snapshot, 'create')} [${intent}]`,
     } as Parameters<WbEdit['entity']['create']>[0];
-    const response = await this.viaWikibaseEdit(() => this.editor(settings).entity.create(params));
+    const response = await this.viaWikibaseEdit(async () => (await this.editor(settings)).entity.create(params));
     return { status: 'exported', result: { itemId: String(response.entity.id), revisionId: Number(response.entity.lastrevid) } };
   }
 
