@@ -7,7 +7,7 @@
  * deployment ids (random per server) are masked before comparing.
  */
 import { randomBytes } from 'node:crypto';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeGracefully, listen } from '../../services/shared/http-server.js';
@@ -18,6 +18,7 @@ import { webhookAcknowledger } from '../../services/webhook/src/routes/webhook.j
 import { SecretBook } from '../../services/webhook/src/secret-book.js';
 import { resolveTargetSecrets } from '../../services/webhook/src/secrets.js';
 import { speculativeDigests } from '../../services/webhook/src/streaming-digest.js';
+import { sendRaw, type RawAnswer } from '../helpers/raw-http.js';
 import { githubSignature, pushPayload, seedTargets, startHarness, waitIdle, type Harness } from './support/webhook-harness.js';
 
 const BODY_LIMIT = 64 * 1024;
@@ -37,12 +38,6 @@ afterAll(async () => {
   await Promise.all([fast?.close(), slow?.close()]);
 });
 
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-
 interface Sent {
   method?: string;
   path?: string;
@@ -52,30 +47,10 @@ interface Sent {
   chunked?: boolean;
 }
 
-/** node:http rather than fetch, so headers and bodies go out exactly as written. */
-function send(base: string, sent: Sent): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const headers = { ...sent.headers };
-    if (!sent.chunked && sent.body !== undefined) headers['content-length'] ??= String(sent.body.length);
-    const req = request(`${base}${sent.path ?? '/webhook'}`, { method: sent.method ?? 'POST', headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => {
-        const { date: _date, connection: _connection, 'keep-alive': _keepAlive, ...rest } = res.headers;
-        resolve({ status: res.statusCode ?? 0, headers: rest, body: text });
-      });
-    });
-    req.on('error', reject);
-    if (sent.chunked && sent.body) {
-      for (let i = 0; i < sent.body.length; i += 1000) req.write(sent.body.subarray(i, i + 1000));
-      req.end();
-    } else req.end(sent.body);
-  });
-}
+const send = (base: string, sent: Sent): Promise<RawAnswer> => sendRaw(base, { ...sent, method: sent.method ?? 'POST', path: sent.path ?? '/webhook' });
 
 /** Deployment ids are random per server; everything else must be equal. */
-const maskIds = (answer: Answer): Answer => ({
+const maskIds = (answer: RawAnswer): RawAnswer => ({
   ...answer,
   body: answer.body.replace(/"deploymentId":"[0-9a-f-]{36}"/g, '"deploymentId":"<id>"'),
 });
@@ -215,7 +190,7 @@ const CASES: Case[] = [
 describe('the acknowledgement without Express', () => {
   for (const c of CASES) {
     it(`answers ${c.name} exactly as Express does`, async () => {
-      let last: Answer | undefined;
+      let last: RawAnswer | undefined;
       for (const sent of c.requests()) {
         const [a, b] = [await send(fast.url, sent), await send(slow.url, sent)];
         expect(maskIds(a)).toEqual(maskIds(b));
@@ -264,7 +239,7 @@ describe('the acknowledgement without Express', () => {
     extraServers.push(server);
     const base = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
     for (const c of CASES) {
-      let last: Answer | undefined;
+      let last: RawAnswer | undefined;
       for (const sent of c.requests()) last = await send(base, sent);
       await waitIdle(fast);
       expect(last!.status, c.name).toBe(c.answeredBy === 'express' ? 599 : c.status);
@@ -286,7 +261,7 @@ describe('the failed-authentication limit without Express', () => {
   });
 
   /** Retry-After counts down from when each server opened its window (a few ms apart). */
-  const maskRetry = (answer: Answer): Answer => {
+  const maskRetry = (answer: RawAnswer): RawAnswer => {
     const retry = answer.headers['retry-after'];
     if (retry !== undefined) expect(Number(retry)).toBeLessThanOrEqual(60);
     return maskIds({ ...answer, headers: retry === undefined ? answer.headers : { ...answer.headers, 'retry-after': '<s>' } });

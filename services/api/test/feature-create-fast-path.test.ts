@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ import { createApiServer } from '../src/http/server.js';
 import { closeGracefully, listen } from '../../shared/http-server.js';
 import type { Authenticator } from '../../shared/principal.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { sendRaw, type RawAnswer } from '../../../test/helpers/raw-http.js';
 import { lacks } from '../../../test/helpers/requirements.js';
 
 /**
@@ -72,35 +73,14 @@ afterAll(async () => {
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-
-/** node:http rather than fetch, so headers and bodies are sent exactly as written. */
-function send(base: string, method: string, path: string, headers: Record<string, string>, body?: string | Buffer): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${base}${path}`, { method, headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => {
-        const { date: _date, connection: _connection, 'keep-alive': _keepAlive, ...rest } = res.headers;
-        resolve({ status: res.statusCode ?? 0, headers: rest, body: text });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const send = (base: string, method: string, path: string, headers: Record<string, string>, body?: string | Buffer): Promise<RawAnswer> => sendRaw(base, { method, path, headers, body });
 
 /**
  * Creation times differ between the two databases, and the seconds until the rate-limit window resets
  * between the two servers (each window opened at its own first request, a few ms apart, so the rounded
  * seconds may differ by one); everything else must not.
  */
-const maskTimes = (answer: Answer): Answer => {
+const maskTimes = (answer: RawAnswer): RawAnswer => {
   const reset = /reset=(\d+)$/.exec(String(answer.headers.ratelimit ?? ''));
   if (reset) expect(Number(reset[1])).toBeLessThanOrEqual(60);
   return {

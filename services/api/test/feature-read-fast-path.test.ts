@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -14,6 +14,7 @@ import { createApiServer } from '../src/http/server.js';
 import { closeGracefully, listen } from '../../shared/http-server.js';
 import type { Authenticator } from '../../shared/principal.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { sendRaw, type RawAnswer } from '../../../test/helpers/raw-http.js';
 
 /**
  * The single-feature GET answered without Express (features/read-fast-path.ts) must be
@@ -57,28 +58,7 @@ afterAll(async () => {
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-
-/** node:http rather than fetch, so paths are sent exactly as written (fetch would normalise them). */
-function send(base: string, method: string, path: string, headers: Record<string, string> = {}): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${base}${path}`, { method, headers, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => {
-        const { date: _date, connection: _connection, 'keep-alive': _keepAlive, ...rest } = res.headers;
-        resolve({ status: res.statusCode ?? 0, headers: rest, body });
-      });
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+const send = (base: string, method: string, path: string, headers: Record<string, string> = {}): Promise<RawAnswer> => sendRaw(base, { method, path, headers });
 
 const CASES: Array<{ name: string; method?: string; path: string; headers?: () => Record<string, string>; fastStatus: number | 'express' }> = [
   { name: 'an anonymous read', path: '/api/features/fast-1', fastStatus: 200 },
