@@ -13,6 +13,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, write
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
+import { locateContracts } from '../../services/shared/contracts.js';
 import { exampleConfig } from '../testing/pulumi-mocks.js';
 import { clusterUnavailable } from './postgres.js';
 import { rehearseStack } from './runner.js';
@@ -24,6 +25,9 @@ export function missingTools(): string | undefined {
   if (spawnSync('caddy', ['version']).status !== 0) return 'caddy not found (apt-get install caddy)';
   if (!existsSync(CHROMIUM)) return `no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`;
   if (spawnSync('git', ['--version']).status !== 0) return 'git not found (apt-get install git)';
+  // The Ory and GeoServer doubles answer from the vendored upstream contracts.
+  const contracts = locateContracts();
+  if (!contracts.ok) return contracts.reason;
   return undefined;
 }
 
