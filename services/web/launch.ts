@@ -27,10 +27,11 @@ function newestMtime(path: string): number {
  * counts is dist/.build-complete, written after a build succeeded.
  */
 export function webBuildIsCurrent(root = webRoot, sharedDir = join(repoRoot, 'services/shared')): boolean {
-  const complete = join(root, 'dist/.build-complete');
-  if (!existsSync(complete) || !existsSync(join(root, 'dist/server/entry.mjs'))) return false;
+  // One stat, not exists-then-stat: another process may remove the mark as it begins a build.
+  const complete = statSync(join(root, 'dist/.build-complete'), { throwIfNoEntry: false });
+  if (!complete || !existsSync(join(root, 'dist/server/entry.mjs'))) return false;
   const sources = Math.max(newestMtime(join(root, 'src')), newestMtime(join(root, 'public')), newestMtime(join(root, 'astro.config.mjs')), newestMtime(sharedDir));
-  return statSync(complete).mtimeMs > sources;
+  return complete.mtimeMs > sources;
 }
 
 const buildComplete = join(webRoot, 'dist/.build-complete');
