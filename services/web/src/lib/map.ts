@@ -30,7 +30,11 @@ import MultiPolygon from 'ol/geom/MultiPolygon.js';
 import type { Geometry as OlGeometry } from 'ol/geom.js';
 import type { FeatureLike } from 'ol/Feature.js';
 import type { Geometry } from '../../../shared/features/schema.js';
+import TileState from 'ol/TileState.js';
+import type VectorTile from 'ol/VectorTile.js';
+import type RenderFeature from 'ol/render/Feature.js';
 import { KATEGORIE_COLOURS } from './colours.js';
+import { createTileDecoder } from './tile-decoder.js';
 import { keepFeatures, storedFeaturesIn } from './offline/outbox.js';
 import type { ClientConfig, Feature } from './types.js';
 
@@ -152,7 +156,33 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   // 256-pixel tiles (OpenLayers' vector tile default is 512): a dense view is split into four times as
   // many tiles, which the API builds in parallel and the map parses and draws one by one, instead of
   // one large tile holding most of the features and everything waiting on it.
-  const tileSource = new VectorTileSource({ format: new MVT({ idProperty: 'id' }), url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt`, maxZoom: 16, tileSize: 256 });
+  // Tiles are fetched and decoded in a worker (lib/tile-decoder.ts) with the same MVT reader, so the
+  // main thread only builds and draws; without workers the source reads them itself.
+  const decode = createTileDecoder();
+  const tileSource = new VectorTileSource({
+    format: new MVT({ idProperty: 'id' }),
+    url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt`,
+    maxZoom: 16,
+    tileSize: 256,
+    ...(decode
+      ? {
+          tileLoadFunction: (tile, url) => {
+            const vectorTile = tile as VectorTile<RenderFeature>;
+            vectorTile.setLoader((extent) => {
+              decode(url, extent).then(
+                (features) => {
+                  // A tile dropped from the cache while it was loading is not revived.
+                  if (vectorTile.getState() === TileState.LOADING) vectorTile.setFeatures(features);
+                },
+                () => {
+                  if (vectorTile.getState() === TileState.LOADING) vectorTile.onError();
+                },
+              );
+            });
+          },
+        }
+      : {}),
+  });
   const tiles = new VectorTileLayer({
     visible: false,
     source: tileSource,
