@@ -53,6 +53,8 @@ const CLUSTER_MAX_ZOOM = 15;
 const PAGE_SIZE = 1000;
 
 const FALLBACK_COLOUR = '#37474f';
+/** The width of an area's outline (styleFor), in CSS pixels. */
+const AREA_OUTLINE_WIDTH = 2;
 
 const format = new GeoJSON({ dataProjection: 'EPSG:4326', featureProjection: 'EPSG:3857' });
 
@@ -99,8 +101,32 @@ function styleFor(kategorie: unknown, kind: 'point' | 'line' | 'area'): Style {
     style =
       kind === 'point'
         ? new Style({ image: new CircleStyle({ radius: 6, fill: new Fill({ color: colour }), stroke: new Stroke({ color: '#fff', width: 2 }) }) })
-        : new Style({ stroke: new Stroke({ color: colour, width: kind === 'line' ? 3 : 2 }), fill: kind === 'area' ? new Fill({ color: `${colour}40` }) : undefined });
+        : new Style({ stroke: new Stroke({ color: colour, width: kind === 'line' ? 3 : AREA_OUTLINE_WIDTH }), fill: kind === 'area' ? new Fill({ color: `${colour}40` }) : undefined });
     styleCache.set(key, style);
+  }
+  return style;
+}
+
+const outlineStyles = new Map<string, Style>();
+/**
+ * The tile layer's style of an area: styleFor's, without the fill when the area is no wider than its
+ * outline at this resolution. The outline is drawn centred on the edge, so it reaches
+ * AREA_OUTLINE_WIDTH / 2 inwards from every edge and covers all of such an area with opaque colour:
+ * the translucent fill under it cannot be seen, and skipping it halves the canvas work of the views
+ * where tiles hold tens of thousands of areas smaller than a pixel (the whole city at zoom 7).
+ */
+function tileAreaStyle(feature: FeatureLike, resolution: number): Style {
+  const kategorie = feature.get('kategorie');
+  const [minX, minY, maxX, maxY] = feature.getGeometry()!.getExtent();
+  if (Math.min(maxX! - minX!, maxY! - minY!) / resolution > AREA_OUTLINE_WIDTH) return styleFor(kategorie, 'area');
+  const colour = KATEGORIE_COLOURS[String(kategorie)] ?? FALLBACK_COLOUR;
+  let style = outlineStyles.get(colour);
+  if (!style) {
+    // One zIndex per colour: OpenLayers keeps one instruction list per zIndex, so a tile's outlines
+    // of one colour are drawn one after the other with no change of canvas style in between (in tile
+    // order the kategorien alternate, and each change of stroke style costs a canvas state change).
+    style = new Style({ stroke: new Stroke({ color: colour, width: AREA_OUTLINE_WIDTH }), zIndex: outlineStyles.size });
+    outlineStyles.set(colour, style);
   }
   return style;
 }
@@ -191,7 +217,11 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   const tiles = new VectorTileLayer({
     visible: false,
     source: tileSource,
-    style: (feature) => (visible(feature) ? styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) : undefined),
+    style: (feature, resolution) => {
+      if (!visible(feature)) return undefined;
+      const kind = kindOf(feature.getGeometry()?.getType() ?? '');
+      return kind === 'area' ? tileAreaStyle(feature, resolution) : styleFor(feature.get('kategorie'), kind);
+    },
   });
   // When the last tile finished loading: "everything in view loaded" for the benchmark and status line.
   let lastTileLoaded = 0;
