@@ -186,8 +186,9 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   // 256-pixel tiles (OpenLayers' vector tile default is 512): a dense view is split into four times as
   // many tiles, which the API builds in parallel and the map parses and draws one by one, instead of
   // one large tile holding most of the features and everything waiting on it.
-  // Tiles are fetched and decoded in a worker (lib/tile-decoder.ts) with the same MVT reader, so the
-  // main thread only builds and draws; without workers the source reads them itself.
+  // On devices with cores to spare, tiles are fetched and decoded in a worker (lib/tile-decoder.ts)
+  // with the same MVT reader, so the main thread only builds and draws; elsewhere the source reads
+  // them itself.
   const decode = createTileDecoder();
   const tileSource = new VectorTileSource({
     format: new MVT({ idProperty: 'id' }),

@@ -66,12 +66,20 @@ function unpack(tile: DecodedTile): RenderFeature[] {
 }
 
 /**
+ * Cores a browser needs before decoding moves to a worker: one for the main thread, one for Chromium's
+ * compositor and raster threads, one for the worker. Measured on two cores, the worker made the city
+ * slower (about +15 %, interleaved runs): it had no core of its own, and its extra work (packing,
+ * copying the columns across, unpacking) then only competed with the main thread.
+ */
+export const MIN_CORES_FOR_WORKER = 4;
+
+/**
  * A decoder backed by one worker (the map reads tiles one after the other anyway; a second worker
- * would compete with the main thread for the same cores), or undefined where workers are missing —
- * then the tile source reads tiles itself.
+ * would compete with the main thread for the same cores), or undefined where workers are missing or
+ * the device has fewer than MIN_CORES_FOR_WORKER cores — then the tile source reads tiles itself.
  */
 export function createTileDecoder(): ((url: string, extent: Extent) => Promise<RenderFeature[]>) | undefined {
-  if (typeof Worker === 'undefined') return undefined;
+  if (typeof Worker === 'undefined' || (navigator.hardwareConcurrency ?? 1) < MIN_CORES_FOR_WORKER) return undefined;
   let worker: Worker | undefined;
   let next = 0;
   const waiting = new Map<number, { resolve(features: RenderFeature[]): void; reject(error: Error): void }>();
