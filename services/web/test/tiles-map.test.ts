@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
-import { launchChromium, missingForBrowserTests, startWebStack, type WebStack } from './harness.js';
+import { launchChromium, missingForBrowserTests, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
 const missing = missingForBrowserTests();
 if (missing) console.log(`skipping the vector tile map test: ${missing}`);
@@ -69,6 +69,7 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
       await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
       const id = `t${String(25 * COLUMNS + 30).padStart(4, '0')}`;
       await expect.poll(() => page.getByRole('link', { name: `Kachel ${25 * COLUMNS + 30}` }).getAttribute('href'), { timeout: 15_000 }).toBe(`/features/${id}`);
+      expect(await seriousViolations(page)).toEqual([]);
       await browserContext.close();
     });
   }
