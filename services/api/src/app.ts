@@ -32,6 +32,7 @@ import { createDecisionService } from './qc/decisions.js';
 import { createQcService } from './qc/service.js';
 import { createTileService } from './tiles/service.js';
 import { tileRoutes } from './tiles/routes.js';
+import { tileFastPath } from './tiles/fast-path.js';
 import { createUserRecorder, recordingCallers } from './users/recorder.js';
 import { userRoutes } from './users/routes.js';
 import { createUserService } from './users/service.js';
@@ -123,7 +124,8 @@ export function createApp(deps: AppDependencies): Express {
     authenticator: deps.authenticator,
   });
   app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })));
-  app.use('/api/tiles', tileRoutes(createTileService(deps.db)));
+  const tiles = createTileService(deps.db);
+  app.use('/api/tiles', tileRoutes(tiles));
   app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins, extents }));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));
@@ -143,7 +145,8 @@ export function createApp(deps: AppDependencies): Express {
     // (app.handle is Express' documented-in-source entry point, missing from its type definitions.)
     const internals = app as unknown as { handle(req: IncomingMessage, res: ServerResponse, done?: unknown): void };
     const handle = internals.handle.bind(app);
-    internals.handle = (req, res, done) => fastCreate(req, res, () => fastRead(req, res, () => handle(req, res, done)));
+    const fastTile = tileFastPath({ tiles, authenticator, allowedOrigins: corsOrigins(allowedOrigins) });
+    internals.handle = (req, res, done) => fastCreate(req, res, () => fastRead(req, res, () => fastTile(req, res, () => handle(req, res, done))));
   }
   return app;
 }

@@ -28,26 +28,23 @@ export function visibleFeatures(_alias: 'f' | 't' = 'f'): string {
 }
 
 /**
- * The tile's fingerprint, and the tile with the MD5 digest of its bytes unless the fingerprint equals
- * `cached` (the one the server-side cache holds the tile under, tiles/cache.ts): one statement, one
- * snapshot, one round trip. A hit costs the fingerprint's scan only (the build is a subquery in a
- * CASE branch, which PostgreSQL evaluates only when the branch is taken); a miss returns bytes and fingerprint read in the same snapshot, so
- * the cache stores them together. The tile is the same SQL as the raw ST_AsMVT query (rawTileQuery).
- * The digest is the ETag, so equal ETags mean byte-equal tiles whoever wrote the rows (API, SQL,
- * GeoServer WFS-T). No rows → an empty tile (empty bytes). `cached` '' always builds.
+ * The tile's fingerprint, and the tile itself unless the fingerprint equals `cached` (the one the
+ * server-side cache holds the tile under, tiles/cache.ts): one statement, one snapshot, one round
+ * trip. A hit costs the fingerprint's scan only (the build is a subquery in a CASE branch, which
+ * PostgreSQL evaluates only when the branch is taken); a miss returns bytes and fingerprint read in
+ * the same snapshot, so the cache stores them together. The tile is the same SQL as the raw ST_AsMVT
+ * query (rawTileQuery). No rows → an empty tile (empty bytes). `cached` '' always builds. The MD5 of
+ * the bytes (the ETag) is computed by the API, not here: PostgreSQL's md5() is several times slower
+ * than Node's, 0.7 ms of a 15 ms street tile.
  */
 export function tileQuery(z: number, x: number, y: number, cached = ''): Query {
   return {
     text: `
       WITH ${boundsCte()}
-      SELECT c.fingerprint, c.tile, md5(c.tile) AS digest
-      FROM (
-        SELECT f.fingerprint,
-               CASE WHEN f.fingerprint IS DISTINCT FROM $5::text
-                    THEN (SELECT coalesce(t.tile, ''::bytea) FROM (${mvtSelect()}) t) END AS tile
-        FROM (${fingerprintSelect()}) f
-        OFFSET 0 -- kept a subquery: inlined, the two uses of tile would build it twice
-      ) c`,
+      SELECT f.fingerprint,
+             CASE WHEN f.fingerprint IS DISTINCT FROM $5::text
+                  THEN (SELECT coalesce(t.tile, ''::bytea) FROM (${mvtSelect()}) t) END AS tile
+      FROM (${fingerprintSelect()}) f`,
     values: [z, x, y, TILE_BUFFER / TILE_EXTENT, cached],
   };
 }

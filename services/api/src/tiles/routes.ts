@@ -4,7 +4,7 @@ import { requirePermission } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
 import { BboxSchema } from '../../../shared/features/schema.js';
 import { parseOrThrow } from '../http/validate.js';
-import { MAX_COUNT, parseTileAddress, type TileService } from './service.js';
+import { MAX_COUNT, parseTileAddress, type Tile, type TileService } from './service.js';
 
 export const MVT_MEDIA_TYPE = 'application/vnd.mapbox-vector-tile';
 
@@ -42,18 +42,14 @@ export function tileRoutes(tiles: TileService): Router {
   router.get('/:z/:x/:file', requirePermission('read', 'read tiles'), async (req, res) => {
     const address = parseTileAddress(req.params.z as string, req.params.x as string, req.params.file as string);
     const tile = await tiles.render(address, req.get('if-none-match'), acceptsGzip(req.get('accept-encoding')));
-    res.setHeader('ETag', tile.etag);
-    res.setHeader('Cache-Control', 'public, no-cache');
-    res.setHeader('Vary', 'Accept-Encoding');
-    res.setHeader('Server-Timing', `db;dur=${tile.dbMs.toFixed(1)}, cache;desc=${tile.cached ? 'hit' : 'miss'}`);
+    for (const [name, value] of Object.entries(tileHeaders(tile))) res.setHeader(name, value);
+    // Added to cors()' Vary: Origin, not in its place: answers differ by both.
+    res.vary('Accept-Encoding');
     if (tile.bytes === null) {
       res.statusCode = 304;
       res.end();
       return;
     }
-    res.setHeader('Content-Type', MVT_MEDIA_TYPE);
-    if (tile.encoding) res.setHeader('Content-Encoding', tile.encoding);
-    res.setHeader('Content-Length', tile.bytes.length);
     res.end(tile.bytes);
   });
   router.all(['/count', '/:z/:x/:file'], (req, res) => {
@@ -61,6 +57,23 @@ export function tileRoutes(tiles: TileService): Router {
     throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: GET, HEAD`);
   });
   return router;
+}
+
+/**
+ * The headers of a tile answer (200 or 304) besides Vary, CORS and nosniff: the same from this route
+ * and from the fast path before Express (tiles/fast-path.ts).
+ */
+export function tileHeaders(tile: Tile): Record<string, string | number> {
+  const headers: Record<string, string | number> = {
+    ETag: tile.etag,
+    'Cache-Control': 'public, no-cache',
+    'Server-Timing': `db;dur=${tile.dbMs.toFixed(1)}, cache;desc=${tile.cached ? 'hit' : 'miss'}`,
+  };
+  if (tile.bytes === null) return headers;
+  headers['Content-Type'] = MVT_MEDIA_TYPE;
+  if (tile.encoding) headers['Content-Encoding'] = tile.encoding;
+  headers['Content-Length'] = tile.bytes.length;
+  return headers;
 }
 
 /** Whether Accept-Encoding accepts gzip (RFC 9110 §12.5.3): named or `*`, with a q above 0. */

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { AppError } from '../../../shared/errors.js';
 import type { Bbox } from '../../../shared/features/schema.js';
 import { fromDatabaseError } from '../db/errors.js';
@@ -12,8 +13,8 @@ import { countQuery, tileQuery, VISIBILITY_CLASS } from './queries.js';
  * built again (ST_AsMVT, hundreds of milliseconds for a dense tile) in one statement that also
  * returns the fingerprint of the rows it read. So every write — through the API, GeoServer WFS-T or
  * SQL — is in the next tile served, with no invalidation message to lose. The ETag is the MD5 of
- * the tile's bytes, computed by Postgres with the tile: an edit changes the ETag of exactly the
- * tiles whose bytes it changes.
+ * the tile's bytes, computed once per build: equal ETags mean byte-equal tiles whoever wrote the
+ * rows, and an edit changes the ETag of exactly the tiles whose bytes it changes.
  */
 export const MAX_ZOOM = 22;
 /** The most features a density answer counts (GET /api/tiles/count): more than the list's largest page. */
@@ -66,9 +67,9 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
    * `cachedFingerprint`. A build is stored under the fingerprint read in its own snapshot.
    */
   async function lookup(z: number, x: number, y: number, key: string, cachedFingerprint: string): Promise<{ entry: CachedTile | undefined; cached: boolean }> {
-    const row = await run<{ fingerprint: string; tile: Buffer | null; digest: string | null }>(tileQuery(z, x, y, cachedFingerprint));
-    if (row.tile === null || row.digest === null) return { entry: cache.get(key, row.fingerprint), cached: true };
-    const entry: CachedTile = { fingerprint: row.fingerprint, digest: row.digest, bytes: row.tile };
+    const row = await run<{ fingerprint: string; tile: Buffer | null }>(tileQuery(z, x, y, cachedFingerprint));
+    if (row.tile === null) return { entry: cache.get(key, row.fingerprint), cached: true };
+    const entry: CachedTile = { fingerprint: row.fingerprint, digest: createHash('md5').update(row.tile).digest('hex'), bytes: row.tile };
     cache.set(key, entry);
     return { entry, cached: false };
   }

@@ -30,7 +30,11 @@ import MultiPolygon from 'ol/geom/MultiPolygon.js';
 import type { Geometry as OlGeometry } from 'ol/geom.js';
 import type { FeatureLike } from 'ol/Feature.js';
 import type { Geometry } from '../../../shared/features/schema.js';
+import TileState from 'ol/TileState.js';
+import type VectorTile from 'ol/VectorTile.js';
+import type RenderFeature from 'ol/render/Feature.js';
 import { KATEGORIE_COLOURS } from './colours.js';
+import { createTileDecoder } from './tile-decoder.js';
 import { keepFeatures, storedFeaturesIn } from './offline/outbox.js';
 import type { ClientConfig, Feature } from './types.js';
 
@@ -49,6 +53,8 @@ const CLUSTER_MAX_ZOOM = 15;
 const PAGE_SIZE = 1000;
 
 const FALLBACK_COLOUR = '#37474f';
+/** The width of an area's outline (styleFor), in CSS pixels. */
+const AREA_OUTLINE_WIDTH = 2;
 
 const format = new GeoJSON({ dataProjection: 'EPSG:4326', featureProjection: 'EPSG:3857' });
 
@@ -95,8 +101,32 @@ function styleFor(kategorie: unknown, kind: 'point' | 'line' | 'area'): Style {
     style =
       kind === 'point'
         ? new Style({ image: new CircleStyle({ radius: 6, fill: new Fill({ color: colour }), stroke: new Stroke({ color: '#fff', width: 2 }) }) })
-        : new Style({ stroke: new Stroke({ color: colour, width: kind === 'line' ? 3 : 2 }), fill: kind === 'area' ? new Fill({ color: `${colour}40` }) : undefined });
+        : new Style({ stroke: new Stroke({ color: colour, width: kind === 'line' ? 3 : AREA_OUTLINE_WIDTH }), fill: kind === 'area' ? new Fill({ color: `${colour}40` }) : undefined });
     styleCache.set(key, style);
+  }
+  return style;
+}
+
+const outlineStyles = new Map<string, Style>();
+/**
+ * The tile layer's style of an area: styleFor's, without the fill when the area is no wider than its
+ * outline at this resolution. The outline is drawn centred on the edge, so it reaches
+ * AREA_OUTLINE_WIDTH / 2 inwards from every edge and covers all of such an area with opaque colour:
+ * the translucent fill under it cannot be seen, and skipping it halves the canvas work of the views
+ * where tiles hold tens of thousands of areas smaller than a pixel (the whole city at zoom 7).
+ */
+function tileAreaStyle(feature: FeatureLike, resolution: number): Style {
+  const kategorie = feature.get('kategorie');
+  const [minX, minY, maxX, maxY] = feature.getGeometry()!.getExtent();
+  if (Math.min(maxX! - minX!, maxY! - minY!) / resolution > AREA_OUTLINE_WIDTH) return styleFor(kategorie, 'area');
+  const colour = KATEGORIE_COLOURS[String(kategorie)] ?? FALLBACK_COLOUR;
+  let style = outlineStyles.get(colour);
+  if (!style) {
+    // One zIndex per colour: OpenLayers keeps one instruction list per zIndex, so a tile's outlines
+    // of one colour are drawn one after the other with no change of canvas style in between (in tile
+    // order the kategorien alternate, and each change of stroke style costs a canvas state change).
+    style = new Style({ stroke: new Stroke({ color: colour, width: AREA_OUTLINE_WIDTH }), zIndex: outlineStyles.size });
+    outlineStyles.set(colour, style);
   }
   return style;
 }
@@ -149,14 +179,50 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
 
   // Off until loadFromApi decides that a view is drawn from tiles. Tiles from zoom 16 on are the zoom-16
   // tiles scaled up: a denser view than one list page at such a zoom is rare, and no tile is re-fetched.
+  // Between two zooms the nearer tile zoom is used (zDirection 0; OpenLayers' default for vector tiles
+  // takes the coarser one): the whole city at zoom 6.8 is then about twelve zoom-7 tiles of at most
+  // 25 000 features instead of four zoom-6 tiles, one of them holding 57 000 — the API builds the
+  // smaller ones in parallel, and the worker decodes one while the main thread draws another.
   // 256-pixel tiles (OpenLayers' vector tile default is 512): a dense view is split into four times as
   // many tiles, which the API builds in parallel and the map parses and draws one by one, instead of
   // one large tile holding most of the features and everything waiting on it.
-  const tileSource = new VectorTileSource({ format: new MVT({ idProperty: 'id' }), url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt`, maxZoom: 16, tileSize: 256 });
+  // On devices with cores to spare, tiles are fetched and decoded in a worker (lib/tile-decoder.ts)
+  // with the same MVT reader, so the main thread only builds and draws; elsewhere the source reads
+  // them itself.
+  const decode = createTileDecoder();
+  const tileSource = new VectorTileSource({
+    format: new MVT({ idProperty: 'id' }),
+    url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt`,
+    maxZoom: 16,
+    tileSize: 256,
+    zDirection: 0,
+    ...(decode
+      ? {
+          tileLoadFunction: (tile, url) => {
+            const vectorTile = tile as VectorTile<RenderFeature>;
+            vectorTile.setLoader((extent) => {
+              decode(url, extent).then(
+                (features) => {
+                  // A tile dropped from the cache while it was loading is not revived.
+                  if (vectorTile.getState() === TileState.LOADING) vectorTile.setFeatures(features);
+                },
+                () => {
+                  if (vectorTile.getState() === TileState.LOADING) vectorTile.onError();
+                },
+              );
+            });
+          },
+        }
+      : {}),
+  });
   const tiles = new VectorTileLayer({
     visible: false,
     source: tileSource,
-    style: (feature) => (visible(feature) ? styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) : undefined),
+    style: (feature, resolution) => {
+      if (!visible(feature)) return undefined;
+      const kind = kindOf(feature.getGeometry()?.getType() ?? '');
+      return kind === 'area' ? tileAreaStyle(feature, resolution) : styleFor(feature.get('kategorie'), kind);
+    },
   });
   // When the last tile finished loading: "everything in view loaded" for the benchmark and status line.
   let lastTileLoaded = 0;

@@ -1,0 +1,76 @@
+/**
+ * A dense view in a real browser: the map draws it from vector tiles that a Web Worker fetched and
+ * decoded (lib/tile-decoder.ts, lib/tile-worker.ts), counts every feature once, and a click on a
+ * feature drawn from a tile opens it — against the real API on PostGIS.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser } from 'playwright-core';
+import { launchChromium, missingForBrowserTests, seriousViolations, startWebStack, type WebStack } from './harness.js';
+
+const missing = missingForBrowserTests();
+if (missing) console.log(`skipping the vector tile map test: ${missing}`);
+
+// 60 × 50 small squares, 0.001° × 0.0006° apart: 3 000 features, more than one list page (1 000).
+const COLUMNS = 60;
+const ROWS = 50;
+const ORIGIN = [13.3, 52.4] as const;
+const STEP = [0.001, 0.0006] as const;
+
+describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', () => {
+  let stack: WebStack;
+  let browser: Browser;
+  let tilesServed = true;
+
+  beforeAll(async () => {
+    stack = await startWebStack();
+    const probe = await stack.api('GET', '/api/tiles/0/0/0.mvt');
+    if (probe.status === 501) {
+      tilesServed = false;
+      console.log('skipping the vector tile map test: the database has no ST_AsMVT (the embedded PGlite); set TEST_DATABASE_URL to a PostGIS server');
+      return;
+    }
+    await stack.db.pool.query(
+      `INSERT INTO features.features (id, name, kategorie, geom)
+       SELECT 't' || lpad(i::text, 4, '0'), 'Kachel ' || i, (ARRAY['friedhof','blumenbeet','denkmal'])[1 + i % 3],
+              ST_MakeEnvelope($1::float8 + (i % $3::int) * $4::float8, $2::float8 + (i / $3::int) * $5::float8,
+                              $1::float8 + (i % $3::int) * $4::float8 + $4::float8 / 2, $2::float8 + (i / $3::int) * $5::float8 + $5::float8 / 2, 4326)
+       FROM generate_series(0, $6::int - 1) AS i`,
+      [ORIGIN[0], ORIGIN[1], COLUMNS, STEP[0], STEP[1], COLUMNS * ROWS],
+    );
+    browser = await launchChromium();
+  }, 300_000);
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.close();
+  });
+
+  for (const cores of [8, 2]) {
+    const decoder = cores >= 4 ? 'a worker' : 'the main thread';
+    it(`counts every feature of the view once from tiles decoded in ${decoder} (${cores} cores), and a click on one opens it`, async (context) => {
+      if (!tilesServed) context.skip();
+      const browserContext = await browser.newContext({ locale: 'en-GB', viewport: { width: 1100, height: 800 } });
+      // The map decodes tiles in a worker only on devices with cores to spare (lib/tile-decoder.ts).
+      await browserContext.addInitScript((count) => Object.defineProperty(navigator, 'hardwareConcurrency', { get: () => count }), cores);
+      const page = await browserContext.newPage();
+      const tileRequests: string[] = [];
+      page.on('request', (request) => {
+        if (/\/api\/tiles\/\d+\/\d+\/\d+\.mvt$/.test(request.url())) tileRequests.push(request.url());
+      });
+      // The feature in row 25, column 30 lies at the map's centre.
+      const centre = [ORIGIN[0] + 30 * STEP[0] + STEP[0] / 4, ORIGIN[1] + 25 * STEP[1] + STEP[1] / 4];
+      await page.goto(`${stack.webUrl}/?center=${centre.join(',')}&zoom=13.5`);
+      // 3 000, written with or without a thousands separator.
+      await expect.poll(() => page.getByRole('status').textContent(), { timeout: 60_000 }).toMatch(/^3\D?000 features loaded$/);
+      expect(tileRequests.length).toBeGreaterThan(0);
+      expect(page.workers().some((worker) => /tile-worker/.test(worker.url()))).toBe(cores >= 4);
+
+      const map = page.getByRole('region', { name: 'Map of the features' });
+      const box = (await map.boundingBox())!;
+      await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+      const id = `t${String(25 * COLUMNS + 30).padStart(4, '0')}`;
+      await expect.poll(() => page.getByRole('link', { name: `Kachel ${25 * COLUMNS + 30}` }).getAttribute('href'), { timeout: 15_000 }).toBe(`/features/${id}`);
+      expect(await seriousViolations(page)).toEqual([]);
+      await browserContext.close();
+    });
+  }
+});
