@@ -1,6 +1,6 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Authenticator } from '../../../shared/principal.js';
 import { can } from '../auth/permissions.js';
+import type { FastPath } from '../features/read-fast-path.js';
 import { simpleRequestCorsHeaders } from '../http/cors.js';
 import { acceptsGzip, tileHeaders } from './routes.js';
 import { parseTileAddress, type TileService } from './service.js';
@@ -29,8 +29,6 @@ export interface TileFastPathOptions {
   /** CORS_ORIGINS, normalised (http/cors.ts allowedOrigins). */
   allowedOrigins: ReadonlySet<string>;
 }
-
-export type FastPath = (req: IncomingMessage, res: ServerResponse, fallback: () => void) => void;
 
 export function tileFastPath(options: TileFastPathOptions): FastPath {
   const { tiles, authenticator, allowedOrigins } = options;
