@@ -19,14 +19,14 @@
  * else (a query string, a trailing slash, another method) goes to Express untouched.
  * test/webhook/acknowledgement-without-express.test.ts compares both answers for many requests.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import proxyAddress from 'proxy-addr';
 import { AppError, sendProblem } from '../../shared/errors.js';
 import type { AuthFailureLimiter } from './auth-failure-limiter.js';
 import type { Acknowledge, Acknowledgement } from './routes/webhook.js';
+import type { FastPath } from '../../shared/http-server.js';
 
-export type FastPath = (req: IncomingMessage, res: ServerResponse, fallback: () => void) => void;
 
 export interface WebhookFastPathOptions {
   acknowledge: Acknowledge;

@@ -10,7 +10,7 @@ import { parseOrThrow } from '../http/validate.js';
 import { sendProblem } from '../../../shared/errors.js';
 import { FeatureSchema } from '../../../shared/features/schema.js';
 import type { Authenticator, Principal } from '../../../shared/principal.js';
-import type { FastPath } from './read-fast-path.js';
+import type { FastPath } from '../../../shared/http-server.js';
 import { etagOf, type FeatureService } from './service.js';
 
 /**

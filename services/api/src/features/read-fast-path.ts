@@ -1,8 +1,9 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { can } from '../auth/permissions.js';
 import { simpleRequestCorsHeaders } from '../http/cors.js';
 import type { Authenticator } from '../../../shared/principal.js';
 import { etagOf, type FeatureService } from './service.js';
+import type { FastPath } from '../../../shared/http-server.js';
 
 /**
  * GET /api/features/{id} answered without Express, for the one case that is most of the traffic: a
@@ -33,7 +34,6 @@ export interface FeatureReadFastPathOptions {
   allowedOrigins: ReadonlySet<string>;
 }
 
-export type FastPath = (req: IncomingMessage, res: ServerResponse, fallback: () => void) => void;
 
 export function featureReadFastPath(options: FeatureReadFastPathOptions): FastPath {
   const { service, authenticator, allowedOrigins } = options;

@@ -1,6 +1,6 @@
 import type { Authenticator } from '../../../shared/principal.js';
 import { can } from '../auth/permissions.js';
-import type { FastPath } from '../features/read-fast-path.js';
+import type { FastPath } from '../../../shared/http-server.js';
 import { simpleRequestCorsHeaders } from '../http/cors.js';
 import { acceptsGzip, tileHeaders } from './routes.js';
 import { parseTileAddress, type TileService } from './service.js';
