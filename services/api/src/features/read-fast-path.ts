@@ -34,7 +34,6 @@ export interface FeatureReadFastPathOptions {
   allowedOrigins: ReadonlySet<string>;
 }
 
-
 export function featureReadFastPath(options: FeatureReadFastPathOptions): FastPath {
   const { service, authenticator, allowedOrigins } = options;
   return (req, res, fallback) => {
