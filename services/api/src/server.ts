@@ -5,7 +5,8 @@
  *
  * The signal handlers come first, before the API's modules load (seconds under tsx on a busy
  * machine): a signal then is remembered instead of killing the process. No static imports here for
- * that reason (but node:path, a built-in, and types). A parent that spawned us with an IPC channel (npm start) is told once they are in place.
+ * that reason (but node:path, a built-in, and types). A parent that spawned us with an IPC channel
+ * (npm start) is told once they are in place.
  */
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
