@@ -9,10 +9,10 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
 import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
-import { launchChromium, missingForBrowserTests, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
+import { isFocused, launchChromium, missingForBrowserTests, openPage, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
 const missing = missingForBrowserTests();
 if (missing) console.log(`skipping the conflation decisions' browser tests: ${missing}`);
@@ -71,16 +71,7 @@ describe.skipIf(missing !== undefined)('conflation decisions on the review desk'
     await Promise.all([osm?.close(), overpass?.close()]);
   });
 
-  async function signedIn(role: string, sub: string): Promise<Page> {
-    const context = await browser.newContext({ locale: 'de-DE', viewport: { width: 1100, height: 900 } });
-    contexts.push(context);
-    const page = await context.newPage();
-    await page.goto(`${stack.webUrl}/login?as=${role}&sub=${sub}`);
-    await page.waitForURL(`${stack.webUrl}/`);
-    return page;
-  }
-
-  const focused = (locator: Locator) => locator.evaluate((element) => element === element.ownerDocument.activeElement);
+  const signedIn = (role: string, sub: string): Promise<Page> => openPage(browser, stack.webUrl, contexts, { role, sub }, { viewport: { width: 1100, height: 900 } });
 
   async function approved(name: string, lon: number, lat: number): Promise<string> {
     const created = await stack.api<{ id: string }>('POST', '/api/features', {
@@ -132,13 +123,13 @@ describe.skipIf(missing !== undefined)('conflation decisions on the review desk'
     await rita.keyboard.press('Space');
     for (let step = 0; step < 3 && !(await obelisk.isChecked()); step++) await rita.keyboard.press('ArrowDown');
     expect(await obelisk.isChecked()).toBe(true);
-    expect(await focused(obelisk)).toBe(true);
+    expect(await isFocused(obelisk)).toBe(true);
     await rita.screenshot({ path: join(SCREENSHOTS, 'desk-decisions.png'), fullPage: true });
     const decide = section.getByRole('button', { name: 'Entscheiden' });
-    for (let step = 0; step < 4 && !(await focused(rita.getByLabel('Kommentar (optional)'))); step++) await rita.keyboard.press('Tab');
+    for (let step = 0; step < 4 && !(await isFocused(rita.getByLabel('Kommentar (optional)'))); step++) await rita.keyboard.press('Tab');
     await rita.keyboard.type('der Obelisk ist es');
     await rita.keyboard.press('Tab');
-    expect(await focused(decide)).toBe(true);
+    expect(await isFocused(decide)).toBe(true);
     await rita.keyboard.press('Enter');
 
     // On to the next waiting job; the decided one's export is followed until it is done.

@@ -8,8 +8,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
-import { launchChromium, missingForBrowserTests, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { isFocused, launchChromium, missingForBrowserTests, openPage, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
 const missing = missingForBrowserTests();
 if (missing) console.log(`skipping the QC desk's browser tests: ${missing}`);
@@ -42,16 +42,7 @@ describe.skipIf(missing !== undefined)('the QC desk in a browser', () => {
     await stack?.close();
   });
 
-  async function signedIn(role: string, sub: string): Promise<Page> {
-    const context = await browser.newContext({ locale: 'de-DE', viewport: { width: 1100, height: 900 } });
-    contexts.push(context);
-    const page = await context.newPage();
-    await page.goto(`${stack.webUrl}/login?as=${role}&sub=${sub}`);
-    await page.waitForURL(`${stack.webUrl}/`);
-    return page;
-  }
-
-  const focused = (locator: Locator) => locator.evaluate((element) => element === element.ownerDocument.activeElement);
+  const signedIn = (role: string, sub: string): Promise<Page> => openPage(browser, stack.webUrl, contexts, { role, sub }, { viewport: { width: 1100, height: 900 } });
 
   async function audit(page: Page): Promise<void> {
     violations.push(...(await seriousViolations(page)));
@@ -156,15 +147,15 @@ describe.skipIf(missing !== undefined)('the QC desk in a browser', () => {
     await rita.getByRole('dialog', { name: 'Tastenkürzel' }).waitFor({ state: 'hidden' });
 
     await rita.keyboard.press('r');
-    await expect.poll(() => focused(rita.getByLabel('Häufige Gründe'))).toBe(true);
+    await expect.poll(() => isFocused(rita.getByLabel('Häufige Gründe'))).toBe(true);
     await rita.keyboard.press('ArrowDown');
     await rita.keyboard.press('Tab');
-    await expect.poll(() => focused(rita.getByLabel('Begründung', { exact: true }))).toBe(true);
+    await expect.poll(() => isFocused(rita.getByLabel('Begründung', { exact: true }))).toBe(true);
     expect(await rita.getByLabel('Begründung', { exact: true }).inputValue()).toBe('Adresse fehlt oder ist falsch.');
     await rita.keyboard.press('End');
     await rita.keyboard.type(' Bitte Hausnummer angeben.');
     await rita.keyboard.press('Tab');
-    await expect.poll(() => focused(rita.getByRole('button', { name: 'Ablehnen' }))).toBe(true);
+    await expect.poll(() => isFocused(rita.getByRole('button', { name: 'Ablehnen' }))).toBe(true);
     expect((await reviews(cemetery)).status).toBe('in_qc'); // the 'a' and 'n' typed above did nothing
     await rita.keyboard.press('Enter');
     await expect.poll(() => rita.getByRole('status').filter({ hasText: 'Abgelehnt.' }).count()).toBe(1);

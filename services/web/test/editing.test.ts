@@ -6,8 +6,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
-import { launchChromium, missingForBrowserTests, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
+import type { Browser, BrowserContext, BrowserContextOptions, Locator, Page } from 'playwright-core';
+import { launchChromium, missingForBrowserTests, openPage, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
 const missing = missingForBrowserTests();
 if (missing) console.log(`skipping the web app's browser tests: ${missing}`);
@@ -37,16 +37,8 @@ describe.skipIf(missing !== undefined)('the web app in a browser', () => {
     await stack?.close();
   });
 
-  async function signedIn(role: string, sub: string, options: Parameters<Browser['newContext']>[0] = {}): Promise<Page> {
-    const context = await browser.newContext({ locale: 'de-DE', viewport: { width: 1100, height: 800 }, ...options });
-    contexts.push(context);
-    const page = await context.newPage();
-    if (role !== 'anonymous') {
-      await page.goto(`${stack.webUrl}/login?as=${role}&sub=${sub}`);
-      await page.waitForURL(`${stack.webUrl}/`);
-    }
-    return page;
-  }
+  const signedIn = (role: string, sub: string, options: BrowserContextOptions = {}): Promise<Page> =>
+    openPage(browser, stack.webUrl, contexts, role === 'anonymous' ? undefined : { role, sub }, options);
 
   /** axe on the current page; collected and asserted per test so the failing page is named. */
   async function audit(page: Page): Promise<void> {

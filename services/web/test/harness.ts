@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { deflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Locator, type Page } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { freePort } from '../../../test/helpers/ports.js';
 
@@ -179,6 +179,25 @@ export function launchChromium(): Promise<Browser> {
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
 }
+
+/**
+ * A page in a fresh browser context (German, 1100 × 800 unless `options` say otherwise), signed in
+ * through the site's development sign-in as `as.role`/`as.sub`, or anonymous without `as`. The
+ * context is added to `contexts`, which the test closes.
+ */
+export async function openPage(browser: Browser, webUrl: string, contexts: BrowserContext[], as?: { role: string; sub: string }, options: BrowserContextOptions = {}): Promise<Page> {
+  const context = await browser.newContext({ locale: 'de-DE', viewport: { width: 1100, height: 800 }, ...options });
+  contexts.push(context);
+  const page = await context.newPage();
+  if (as) {
+    await page.goto(`${webUrl}/login?as=${as.role}&sub=${as.sub}`);
+    await page.waitForURL(`${webUrl}/`);
+  }
+  return page;
+}
+
+/** Whether the element has the keyboard focus (for keyboard-only paths). */
+export const isFocused = (locator: Locator): Promise<boolean> => locator.evaluate((element) => element === element.ownerDocument.activeElement);
 
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 

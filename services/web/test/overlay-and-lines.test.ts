@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { freePort } from '../../../test/helpers/ports.js';
 import { startWebServer } from '../launch.js';
-import { launchChromium, missingForBrowserTests, seriousViolations, startWebStack, type WebStack } from './harness.js';
+import { launchChromium, missingForBrowserTests, openPage, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
 const missing = missingForBrowserTests();
 if (missing) console.log(`skipping the WMS overlay and LineString browser tests: ${missing}`);
@@ -62,16 +62,7 @@ describe.skipIf(missing !== undefined)('the WMS overlay and LineStrings in a bro
     wms?.server.close();
   });
 
-  async function newPage(role?: string, sub?: string): Promise<Page> {
-    const context = await browser.newContext({ locale: 'de-DE', viewport: { width: 1100, height: 800 } });
-    contexts.push(context);
-    const page = await context.newPage();
-    if (role) {
-      await page.goto(`${stack.webUrl}/login?as=${role}&sub=${sub}`);
-      await page.waitForURL(`${stack.webUrl}/`);
-    }
-    return page;
-  }
+  const newPage = (role?: string, sub?: string): Promise<Page> => openPage(browser, stack.webUrl, contexts, role ? { role, sub: String(sub) } : undefined);
 
   it('offers the GeoServer overlay, requests nothing while it is off, and GetMap tiles with GeoServer’s parameters once on', async () => {
     const page = await newPage();
