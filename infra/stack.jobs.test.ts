@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/db.js';
+import { issueOpaqueToken } from '../test/doubles/ory/code-flow.js';
 import { HydraDouble } from '../test/doubles/ory/hydra-double.js';
 import { lacks, requirements } from '../test/helpers/requirements.js';
 import { KratosDouble } from '../test/doubles/ory/kratos-double.js';
@@ -133,35 +133,6 @@ describe.skipIf(!hydraContracts)('the clients-sync job', () => {
   }, 60_000);
 });
 
-/**
- * An opaque access token from the Hydra double through the authorization code flow, with the
- * consent app's grants: the requested audience (if any) and the role in the token session.
- */
-async function opaqueToken(hydra: HydraDouble, audience: string[], role: string): Promise<string> {
-  const redirectUri = 'http://127.0.0.1:9/cb';
-  const client = hydra.addClient({ client_id: `c-${randomUUID()}`, redirect_uris: [redirectUri], token_endpoint_auth_method: 'client_secret_post', audience });
-  const admin = (path: string, body: unknown) =>
-    fetch(`${hydra.admin.url}${path}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => (await r.json()) as { redirect_to: string });
-  const audienceParam = audience.length > 0 ? `&audience=${encodeURIComponent(audience.join(' '))}` : '';
-  const auth = await fetch(`${hydra.public.url}/oauth2/auth?client_id=${client.client_id}&response_type=code&scope=openid&state=abcdefgh&redirect_uri=${encodeURIComponent(redirectUri)}${audienceParam}`, { redirect: 'manual' });
-  const loginChallenge = new URL(auth.headers.get('location') as string).searchParams.get('login_challenge') as string;
-  const afterLogin = await admin(`/admin/oauth2/auth/requests/login/accept?login_challenge=${loginChallenge}`, { subject: `user-${role}` });
-  const toConsent = await fetch(afterLogin.redirect_to, { redirect: 'manual' });
-  const consentChallenge = new URL(toConsent.headers.get('location') as string).searchParams.get('consent_challenge') as string;
-  const afterConsent = await admin(`/admin/oauth2/auth/requests/consent/accept?consent_challenge=${consentChallenge}`, {
-    grant_scope: ['openid'],
-    grant_access_token_audience: audience,
-    session: { access_token: { role } },
-  });
-  const toCallback = await fetch(afterConsent.redirect_to, { redirect: 'manual' });
-  const code = new URL(toCallback.headers.get('location') as string).searchParams.get('code') as string;
-  const token = await fetch(`${hydra.public.url}/oauth2/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, client_id: client.client_id, client_secret: client.client_secret as string }),
-  });
-  return ((await token.json()) as { access_token: string }).access_token;
-}
 
 describe.skipIf(!hydraContracts)('the API container', () => {
   let db: TestDatabase;
@@ -214,7 +185,7 @@ describe.skipIf(!hydraContracts)('the API container', () => {
   });
 
   it('accepts an opaque access token granted for its audience, with the role of the token session', async () => {
-    const token = await opaqueToken(hydra, ['geodata-api'], 'admin');
+    const token = await issueOpaqueToken(hydra, 'user-admin', { role: 'admin' }, ['geodata-api']);
     expect(token).toMatch(/^ory_at_/);
     const response = await fetch(`${baseUrl}/api/users`, { headers: { authorization: `Bearer ${token}` } });
     expect(response.status, output).toBe(200);
@@ -222,7 +193,7 @@ describe.skipIf(!hydraContracts)('the API container', () => {
   });
 
   it('refuses an opaque token granted without the API\'s audience, and any JWT', async () => {
-    const token = await opaqueToken(hydra, [], 'admin');
+    const token = await issueOpaqueToken(hydra, 'user-admin', { role: 'admin' }, []);
     expect((await fetch(`${baseUrl}/api/users`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(401);
     const jwtShaped = `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from('{"sub":"x","role":"admin"}').toString('base64url')}.c2ln`;
     expect((await fetch(`${baseUrl}/api/users`, { headers: { authorization: `Bearer ${jwtShaped}` } })).status).toBe(401);

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
+import { issueOpaqueToken } from '../../test/doubles/ory/code-flow.js';
 import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
 import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/db.js';
@@ -75,28 +76,6 @@ function signedIn(role: string | undefined): { identity: { id: string }; session
   return { identity, session: kratos.createSession(identity.id).token };
 }
 
-/** An opaque Hydra access token for the API's audience, through the authorization code flow. */
-async function opaqueToken(subject: string, role: string): Promise<string> {
-  const redirectUri = 'http://127.0.0.1:9/cb';
-  const audience = ['geodata-api'];
-  const client = hydra.addClient({ client_id: `c-${randomUUID()}`, redirect_uris: [redirectUri], token_endpoint_auth_method: 'client_secret_post', audience });
-  const admin = (path: string, body: unknown) =>
-    fetch(`${hydra.admin.url}${path}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => (await r.json()) as { redirect_to: string });
-  const auth = await fetch(`${hydra.public.url}/oauth2/auth?client_id=${client.client_id}&response_type=code&scope=openid&state=abcdefgh&redirect_uri=${encodeURIComponent(redirectUri)}&audience=geodata-api`, { redirect: 'manual' });
-  const loginChallenge = new URL(auth.headers.get('location') as string).searchParams.get('login_challenge') as string;
-  const afterLogin = await admin(`/admin/oauth2/auth/requests/login/accept?login_challenge=${loginChallenge}`, { subject });
-  const toConsent = await fetch(afterLogin.redirect_to, { redirect: 'manual' });
-  const consentChallenge = new URL(toConsent.headers.get('location') as string).searchParams.get('consent_challenge') as string;
-  const afterConsent = await admin(`/admin/oauth2/auth/requests/consent/accept?consent_challenge=${consentChallenge}`, { grant_scope: ['openid'], grant_access_token_audience: audience, session: { access_token: { role } } });
-  const toCallback = await fetch(afterConsent.redirect_to, { redirect: 'manual' });
-  const code = new URL(toCallback.headers.get('location') as string).searchParams.get('code') as string;
-  const token = await fetch(`${hydra.public.url}/oauth2/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, client_id: client.client_id, client_secret: client.client_secret as string }),
-  });
-  return ((await token.json()) as { access_token: string }).access_token;
-}
 
 async function historyOf(name: string): Promise<{ actor: string; createdBy: string }[]> {
   const { rows } = await db.pool.query<{ actor: string; createdBy: string }>(
@@ -213,7 +192,7 @@ describe.skipIf(MISSING)('a WFS-T write through the proxy', () => {
   it('works on the per-workspace endpoint and /ows too, with a bearer token as well as the cookie', async () => {
     const { identity, session } = signedIn('reviewer');
     expect((await post('/geoserver/geodata/wfs', transaction('WFS-T on the workspace'), cookie(session))).status).toBe(200);
-    const token = await opaqueToken(identity.id, 'reviewer');
+    const token = await issueOpaqueToken(hydra, identity.id, { role: 'reviewer' }, ['geodata-api']);
     expect((await post('/geoserver/ows', transaction('WFS-T with a token'), { authorization: `Bearer ${token}` })).status).toBe(200);
     expect((await historyOf('WFS-T on the workspace')).map((h) => h.actor)).toEqual([identity.id]);
     expect((await historyOf('WFS-T with a token')).map((h) => h.actor)).toEqual([identity.id]);

@@ -11,6 +11,7 @@ import { createApiServer } from '../src/http/server.js';
 import { assertDocumented, fetchResponseChecker } from './openapi-responses.js';
 import { randomUUID } from 'node:crypto';
 import { Configuration as HydraConfiguration, OAuth2Api } from '@ory/hydra-client';
+import { issueOpaqueToken } from '../../../test/doubles/ory/code-flow.js';
 import { Configuration as KratosConfiguration, FrontendApi, IdentityApi } from '@ory/kratos-client';
 import { pino, type Logger } from 'pino';
 import { createTokenIntrospector } from '../../shared/ory/introspection.js';
@@ -188,24 +189,3 @@ function patchIdentity(kratos: KratosDouble, harness: IdentityApiHarness, reques
   return { status: 200, body: kratos.identityJson(identity) };
 }
 
-/** Drive Hydra's admin API the way the login and consent apps do, then redeem the code for an access token. */
-export async function issueOpaqueToken(hydra: HydraDouble, subject: string, accessTokenSession: Record<string, unknown>): Promise<string> {
-  const oauth2 = new OAuth2Api(new HydraConfiguration({ basePath: hydra.admin.url }));
-  const redirectUri = 'http://127.0.0.1:9/cb';
-  const client = hydra.addClient({ client_id: `c-${randomUUID()}`, redirect_uris: [redirectUri], token_endpoint_auth_method: 'client_secret_post' });
-  const auth = await fetch(`${hydra.public.url}/oauth2/auth?client_id=${client.client_id}&response_type=code&scope=openid&state=abcdefgh&redirect_uri=${encodeURIComponent(redirectUri)}`, { redirect: 'manual' });
-  const loginChallenge = new URL(auth.headers.get('location') as string).searchParams.get('login_challenge') as string;
-  const afterLogin = (await oauth2.acceptOAuth2LoginRequest({ loginChallenge, acceptOAuth2LoginRequest: { subject } })).data.redirect_to;
-  const toConsent = await fetch(afterLogin, { redirect: 'manual' });
-  const consentChallenge = new URL(toConsent.headers.get('location') as string).searchParams.get('consent_challenge') as string;
-  const afterConsent = (await oauth2.acceptOAuth2ConsentRequest({ consentChallenge, acceptOAuth2ConsentRequest: { grant_scope: ['openid'], session: { access_token: accessTokenSession } } })).data
-    .redirect_to;
-  const toCallback = await fetch(afterConsent, { redirect: 'manual' });
-  const code = new URL(toCallback.headers.get('location') as string).searchParams.get('code') as string;
-  const token = await fetch(`${hydra.public.url}/oauth2/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, client_id: client.client_id, client_secret: client.client_secret as string }),
-  });
-  return ((await token.json()) as { access_token: string }).access_token;
-}
