@@ -22,7 +22,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FixtureRepo, fetchBuild, freePort, git, restartFixtureSite, stopFixtureSites } from '../test/webhook/support/helpers.js';
+import { FixtureRepo, fetchBuild, freePort, git, publishCommittedProject, restartFixtureSite, stopFixtureSites } from '../test/webhook/support/helpers.js';
 import { median, printTable, ratio } from './stats.js';
 import { repoRoot } from './support.js';
 
@@ -104,14 +104,7 @@ const stopSite = () => {
 
 try {
   const [sitePort, fixturePort] = [await freePort(), await freePort()];
-  // The project as committed on this branch, as a fresh repository with one branch `main`.
-  mkdirSync(work);
-  execFileSync('sh', ['-c', `git -C "${repoRoot}" archive HEAD | tar -x -C "${work}"`]);
-  git(work, 'init', '-q', '-b', 'main');
-  git(work, 'add', '-A');
-  git(work, 'commit', '-qm', 'the site');
-  git(root, 'init', '-q', '--bare', siteBare);
-  git(work, 'push', '-q', siteBare, 'main');
+  publishCommittedProject(work, siteBare);
   const fixture = new FixtureRepo(join(root, 'fixture'));
 
   const siteArgs = ['main', siteTarget, String(sitePort), `file://${siteBare}`];

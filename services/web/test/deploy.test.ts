@@ -11,19 +11,19 @@
  * Slow (a real `npm ci` of the site on the cold deploy): runs when WEB_DEPLOY_TEST=1 or in CI
  * (CI=true), and skips with one line otherwise.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../test/helpers/ports.js';
+import { git, publishCommittedProject } from '../../../test/webhook/support/helpers.js';
 import { repoRoot } from './harness.js';
 
 const enabled = process.env.WEB_DEPLOY_TEST === '1' || process.env.CI === 'true';
 if (!enabled) console.log('skipping the site deploy test: set WEB_DEPLOY_TEST=1 (it runs a real npm ci of the site, minutes on a cold cache)');
 
-const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.org', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.org' } });
 
 describe.skipIf(!enabled)('deploying the site with deploy-branch.sh', () => {
   // Made in beforeAll: a skipped suite's body still runs to collect its tests, and must leave nothing behind.
@@ -37,14 +37,7 @@ describe.skipIf(!enabled)('deploying the site with deploy-branch.sh', () => {
     root = mkdtempSync(join(tmpdir(), 'web-deploy-'));
     [bare, work, target] = [join(root, 'site.git'), join(root, 'work'), join(root, 'target')];
     port = await freePort();
-    // The project as committed on this branch, as a fresh repository with one branch `main`.
-    mkdirSync(work);
-    execFileSync('sh', ['-c', `git -C "${repoRoot}" archive HEAD | tar -x -C "${work}"`]);
-    git(work, 'init', '-q', '-b', 'main');
-    git(work, 'add', '-A');
-    git(work, 'commit', '-qm', 'the site');
-    git(root, 'init', '-q', '--bare', bare);
-    git(work, 'push', '-q', bare, 'main');
+    publishCommittedProject(work, bare);
   });
   // Two releases with their node_modules: removing them takes minutes on a busy two-core machine.
   afterAll(async () => {

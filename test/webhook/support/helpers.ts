@@ -28,6 +28,21 @@ export function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', args, { cwd, env: gitEnv, encoding: 'utf8' }).trim();
 }
 
+/**
+ * This repository as committed on the current branch (`git archive HEAD`), as a fresh repository in
+ * `work` (created here) with one branch `main`, pushed to a new bare repository `bare` (an absolute
+ * path): what the site's deploy test and benchmark deploy from.
+ */
+export function publishCommittedProject(work: string, bare: string): void {
+  mkdirSync(work);
+  execFileSync('sh', ['-c', `git -C "${repoRoot}" archive HEAD | tar -x -C "${work}"`]);
+  git(work, 'init', '-q', '-b', 'main');
+  git(work, 'add', '-A');
+  git(work, 'commit', '-qm', 'the site');
+  git(work, 'init', '-q', '--bare', bare);
+  git(work, 'push', '-q', bare, 'main');
+}
+
 export function makeTempDir(prefix: string): string {
   return mkdtempSync(join(tmpdir(), `${prefix}-`));
 }
