@@ -12,7 +12,8 @@
  *    the same run one tile of that view through the API against the raw ST_AsMVT query through pg
  *    (interleaved). Skipped with one line when the API cannot serve tiles (PGlite).
  *
- * Needs Chromium (CHROMIUM_PATH, default /usr/bin/chromium); skips with one line without it.
+ * BENCH_WEB_ONLY=city runs part 4 alone. Needs Chromium (CHROMIUM_PATH, default /usr/bin/chromium);
+ * skips with one line without it.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +29,7 @@ import { freePort } from '../test/helpers/ports.js';
 import { GRID_TOTAL } from './feature-grid.js';
 import { openGridDatabase } from './grid-database.js';
 import { median, percentile, printTable, ratio } from './stats.js';
+import { assertSameTileContent } from './tile-content.js';
 import { openBenchDatabase, startApiProcess } from './support.js';
 
 /** What the page functions below touch, typed here because the root tsconfig has no DOM library. */
@@ -41,6 +43,8 @@ interface PageGlobals {
 }
 
 const RUNS = Number(process.env.BENCH_WEB_RUNS ?? 5);
+/** BENCH_WEB_ONLY=city runs part 4 alone (the other parts take a minute and do not change with tiles). */
+const ONLY_CITY = process.env.BENCH_WEB_ONLY === 'city';
 const TILE_ROUNDS = process.env.BENCH_QUICK === '1' ? 10 : 40;
 // The city: a 100 × 100 grid of small squares (10 000 features) around Berlin-Mitte.
 const ORIGIN = [13.35, 52.49] as const;
@@ -144,7 +148,7 @@ async function cityFromTiles(browser: Browser, basemapUrl: string): Promise<void
     const viaApi = async () => Buffer.from(await (await fetch(url)).arrayBuffer());
     const viaSql = async () => (await pool.query<{ tile: Buffer }>(query.text, query.values)).rows[0]!.tile;
     const [first, raw] = [await viaApi(), await viaSql()];
-    if (!first.equals(raw)) throw new Error(`API and SQL disagree on ${url}`);
+    assertSameTileContent(`API and SQL on ${url}`, first, raw);
     const apiTimes: number[] = [];
     const sqlTimes: number[] = [];
     const time = async (work: () => Promise<unknown>, into: number[]) => {
@@ -253,6 +257,10 @@ async function main(): Promise<void> {
       return ms;
     };
 
+    if (ONLY_CITY) {
+      await cityFromTiles(browser, tiles.url);
+      return;
+    }
     const draws: number[] = [];
     const fetches: number[] = [];
     let held = 0;

@@ -1,7 +1,8 @@
 /**
  * A dense view in a real browser: the map draws it from vector tiles that a Web Worker fetched and
  * decoded (lib/tile-decoder.ts, lib/tile-worker.ts), counts every feature once, and a click on a
- * feature drawn from a tile opens it — against the real API on PostGIS.
+ * feature drawn from a tile opens it; below zoom 12 the overview draws the same tiles onto canvases
+ * (lib/overview-tiles.ts) and counts and opens features too — against the real API on PostGIS.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
@@ -73,4 +74,39 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
       await browserContext.close();
     });
   }
+
+  it('draws the overview below zoom 12 from the same tiles: features crossing a tile edge are counted once, and a click opens a feature under the pointer', async (context) => {
+    if (!tilesServed) context.skip();
+    const browserContext = await browser.newContext({ locale: 'en-GB', viewport: { width: 1100, height: 800 } });
+    const page = await browserContext.newPage();
+    const tileRequests: string[] = [];
+    page.on('request', (request) => {
+      if (/\/api\/tiles\/\d+\/\d+\/\d+\.mvt$/.test(request.url())) tileRequests.push(request.url());
+    });
+    const centre = [ORIGIN[0] + 30 * STEP[0] + STEP[0] / 4, ORIGIN[1] + 25 * STEP[1] + STEP[1] / 4];
+    await page.goto(`${stack.webUrl}/?center=${centre.join(',')}&zoom=10`);
+    await expect.poll(() => page.getByRole('status').textContent(), { timeout: 60_000 }).toMatch(/^3\D?000 features loaded$/);
+    // The grid's last column straddles the edge of the zoom-10 tiles x 549 and 550 (13.359375°E): those
+    // squares are in both tiles, and still counted once.
+    expect(tileRequests.some((url) => url.includes('/api/tiles/10/549/'))).toBe(true);
+    expect(tileRequests.some((url) => url.includes('/api/tiles/10/550/'))).toBe(true);
+
+    // The overview's canvases hold no features to hit: the click asks the API what lies under it.
+    const lookups: string[] = [];
+    page.on('request', (request) => {
+      if (/\/api\/features\?bbox=/.test(request.url())) lookups.push(request.url());
+    });
+    const map = page.getByRole('region', { name: 'Map of the features' });
+    const box = (await map.boundingBox())!;
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+    const link = page.getByRole('link', { name: /^Kachel \d+$/ });
+    await expect.poll(() => link.count(), { timeout: 15_000 }).toBe(1);
+    // A few pixels around the pointer hold several squares at this zoom; the one opened is among them.
+    const opened = Number(/^\/features\/t(\d{4})$/.exec((await link.getAttribute('href')) ?? '')?.[1]);
+    expect(Math.abs(Math.floor(opened / COLUMNS) - 25)).toBeLessThanOrEqual(6);
+    expect(Math.abs((opened % COLUMNS) - 30)).toBeLessThanOrEqual(6);
+    expect(lookups).toHaveLength(1);
+    expect(await seriousViolations(page)).toEqual([]);
+    await browserContext.close();
+  });
 });

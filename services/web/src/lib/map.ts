@@ -14,6 +14,7 @@ import VectorLayer from 'ol/layer/Vector.js';
 import VectorImageLayer from 'ol/layer/VectorImage.js';
 import VectorTileLayer from 'ol/layer/VectorTile.js';
 import XYZ from 'ol/source/XYZ.js';
+import ImageTileSource from 'ol/source/ImageTile.js';
 import TileWMS from 'ol/source/TileWMS.js';
 import VectorSource from 'ol/source/Vector.js';
 import VectorTileSource from 'ol/source/VectorTile.js';
@@ -35,13 +36,14 @@ import type VectorTile from 'ol/VectorTile.js';
 import type RenderFeature from 'ol/render/Feature.js';
 import { KATEGORIE_COLOURS } from './colours.js';
 import { createTileDecoder } from './tile-decoder.js';
+import { drawOverviewTile, type OverviewPalette, type OverviewTile } from './overview-tiles.js';
 import { keepFeatures, storedFeaturesIn } from './offline/outbox.js';
 import type { ClientConfig, Feature } from './types.js';
 
 export { KATEGORIE_COLOURS };
 
 /**
- * Below this zoom the map always draws vector tiles. From it on, a view holding at most one list page
+ * Below this zoom the map always draws vector tiles, as the overview (lib/overview-tiles.ts). From it on, a view holding at most one list page
  * (PAGE_SIZE) of features is drawn from GeoJSON — features that can be selected, clustered and
  * snapped to while editing — and a denser view from vector tiles (GET /api/tiles/count decides).
  */
@@ -171,6 +173,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     : undefined;
 
   let filter: (properties: Record<string, unknown>) => boolean = () => true;
+  let filtered = false;
   const held = new globalThis.Map<string, OlFeature>();
   const shapes = new VectorSource<OlFeature>();
   const points = new VectorSource<OlFeature>();
@@ -195,7 +198,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt`,
     maxZoom: 16,
     tileSize: 256,
-    zDirection: 0,
+    zDirection: -1,
     ...(decode
       ? {
           tileLoadFunction: (tile, url) => {
@@ -224,23 +227,62 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
       return kind === 'area' ? tileAreaStyle(feature, resolution) : styleFor(feature.get('kategorie'), kind);
     },
   });
+  // The overview, below GEOJSON_MIN_ZOOM: the same vector tiles, each drawn onto one canvas by
+  // lib/overview-tiles.ts instead of becoming OpenLayers features (that module says why). What each
+  // drawn tile holds is kept by z/x/y for "features loaded" (overviewCount).
+  const overviewHeld = new globalThis.Map<string, OverviewTile>();
+  const palette: OverviewPalette = { colour: (kategorie) => KATEGORIE_COLOURS[kategorie ?? ''] ?? FALLBACK_COLOUR, areaOutline: AREA_OUTLINE_WIDTH, lineWidth: 3, pointRadius: 6 };
+  const overviewSource = new ImageTileSource({
+    tileSize: 256,
+    maxZoom: GEOJSON_MIN_ZOOM,
+    zDirection: 0,
+    loader: async (z, x, y, { signal }) => {
+      const response = await fetch(`${config.apiUrl}/api/tiles/${z}/${x}/${y}.mvt`, { signal });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const bytes = new Uint8Array(await response.arrayBuffer());
+      const pixelRatio = Math.min(2, globalThis.devicePixelRatio || 1);
+      const canvas = document.createElement('canvas');
+      canvas.width = canvas.height = 256 * pixelRatio;
+      overviewHeld.set(`${z}/${x}/${y}`, drawOverviewTile(bytes, canvas.getContext('2d')!, canvas.width, pixelRatio, palette, filtered ? filter : undefined));
+      return canvas;
+    },
+  });
+  const overview = new TileLayer({ visible: false, source: overviewSource });
+  /** The features of the overview's tiles that cover `extent`, each counted once (OverviewTile). */
+  const overviewCount = (extent: number[], resolution: number): number => {
+    const grid = overviewSource.getTileGrid()!;
+    let own = 0;
+    const shared = new Set<string>();
+    grid.forEachTileCoord(extent, grid.getZForResolution(resolution, 0), ([z, x, y]) => {
+      const held = overviewHeld.get(`${z}/${x}/${y}`);
+      if (!held) return;
+      own += held.own;
+      for (const id of held.shared) shared.add(id);
+    });
+    return own + shared.size;
+  };
+
   // When the last tile finished loading: "everything in view loaded" for the benchmark and status line.
   let lastTileLoaded = 0;
   let tilesFailed = false;
-  tileSource.on('tileloadend', () => {
-    lastTileLoaded = performance.now();
-  });
-  tileSource.on('tileloaderror', () => {
-    lastTileLoaded = performance.now();
-    tilesFailed = true;
-  });
+  for (const source of [tileSource, overviewSource]) {
+    source.on('tileloadend', () => {
+      lastTileLoaded = performance.now();
+    });
+    source.on('tileloaderror', () => {
+      lastTileLoaded = performance.now();
+      tilesFailed = true;
+    });
+  }
   // Thousands of areas: drawn once into an image that pans and zooms as a whole, instead of replaying
   // every polygon each frame (the longest main-thread task while panning).
   const shapeLayer = new VectorImageLayer({ source: shapes, imageRatio: 1.5, style: (feature) => styleFor(feature.get('kategorie'), kindOf(feature.getGeometry()?.getType() ?? '')) });
   const clusterLayer = new VectorLayer({ source: cluster, style: clusterStyle });
-  /** Which of the two draws the features: never both, or each feature would be drawn twice. */
+  /** Which draws the features (tiles: the overview below GEOJSON_MIN_ZOOM): only one, or each feature would be drawn twice. */
   const drawFromTiles = (fromTiles: boolean) => {
-    tiles.setVisible(fromTiles);
+    const overviewZoom = (map.getView().getZoom() ?? 0) < GEOJSON_MIN_ZOOM;
+    overview.setVisible(fromTiles && overviewZoom);
+    tiles.setVisible(fromTiles && !overviewZoom);
     shapeLayer.setVisible(!fromTiles);
     clusterLayer.setVisible(!fromTiles);
   };
@@ -255,7 +297,12 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
 
   const map = new OlMap({
     target,
-    layers: [basemap, ...(wms ? [wms] : []), tiles, shapeLayer, clusterLayer, comparisonLayer],
+    layers: [basemap, ...(wms ? [wms] : []), overview, tiles, shapeLayer, clusterLayer, comparisonLayer],
+    // Every tile of a view is requested at once (OpenLayers' default is 16, basemap tiles included):
+    // otherwise the rest are requested only after a frame, and a frame waits while the main thread
+    // parses and draws the dense tiles that came first — the whole city's last requests left 1.5 s
+    // after its first. Chromium queues what exceeds its six connections per host off the main thread.
+    maxTilesLoading: 64,
     view: new View({ center: fromLonLat(options.center ?? [13.4, 52.52]), zoom: options.zoom ?? 13, maxZoom: 20 }),
   });
   // The map's own keyboard interactions (arrows pan, +/- zoom) need a focusable viewport.
@@ -292,8 +339,25 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
       }
       return false;
     }, { layerFilter: (layer) => layer === shapeLayer || layer === clusterLayer || layer === tiles });
+    // The overview has no features to hit: ask the API what lies under the pointer (as a WMS
+    // GetFeatureInfo would), within a few pixels.
+    if (id === undefined && overview.getVisible()) {
+      void featureNear(event.pixel).then((found) => {
+        for (const listener of selectListeners) listener(found);
+      });
+      return;
+    }
     for (const listener of selectListeners) listener(id);
   });
+  const featureNear = async (pixel: number[]): Promise<string | undefined> => {
+    const tolerance = 4;
+    const corners = [map.getCoordinateFromPixel([pixel[0]! - tolerance, pixel[1]! + tolerance]), map.getCoordinateFromPixel([pixel[0]! + tolerance, pixel[1]! - tolerance])];
+    const bbox = transformExtent(boundingExtent(corners as number[][]), 'EPSG:3857', 'EPSG:4326').map((v) => v.toFixed(7)).join(',');
+    const response = await fetch(`${config.apiUrl}/api/features?bbox=${bbox}&limit=1`, { headers: apiHeaders(config, { accept: 'application/geo+json' }), credentials: 'include' }).catch(() => undefined);
+    if (!response?.ok) return undefined;
+    const page = (await response.json()) as { features: Feature[] };
+    return page.features[0]?.id;
+  };
 
   const place = (feature: OlFeature) => ((feature.getGeometry()?.getType() ?? '') === 'Point' ? points : shapes);
   const rebuild = () => {
@@ -305,6 +369,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     shapes.addFeatures(keepShapes);
     points.addFeatures(keepPoints);
     tiles.changed();
+    overviewSource.refresh();
   };
 
   const handle: MapHandle = {
@@ -330,6 +395,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     },
     setFilter(predicate) {
       filter = predicate;
+      filtered = true;
       rebuild();
     },
     size: () => held.size,
@@ -351,15 +417,20 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
         map.render(); // a frame, so a rendercomplete follows even when every tile is already held
       };
       map.on('rendercomplete', () => {
-        if (!awaitingTiles || !tiles.getVisible()) return;
+        if (!awaitingTiles || !(tiles.getVisible() || overview.getVisible())) return;
         awaitingTiles = false;
         // The features in view, counted once each (a feature crossing tile borders is in several tiles).
         const extent = map.getView().calculateExtent(map.getSize());
-        const ids = new Set<unknown>();
-        for (const feature of tiles.getFeaturesInExtent(extent)) if (visible(feature)) ids.add(feature.getId());
+        let count = 0;
+        if (overview.getVisible()) count = overviewCount(extent, map.getView().getResolution()!);
+        else {
+          const ids = new Set<unknown>();
+          for (const feature of tiles.getFeaturesInExtent(extent)) if (visible(feature)) ids.add(feature.getId());
+          count = ids.size;
+        }
         // Loaded when the last tile arrived, which is before this frame was drawn.
         target.dataset.loadedAt = String(lastTileLoaded || Number(target.dataset.renderedAt ?? 0));
-        onProgress?.(ids.size, false);
+        onProgress?.(count, false);
       });
       let lastView = '';
       const load = async (state: ViewState) => {

@@ -1,0 +1,336 @@
+/**
+ * The overview: a vector tile of the API (GET /api/tiles/{z}/{x}/{y}.mvt) drawn straight onto one
+ * canvas, for the views below GEOJSON_MIN_ZOOM (lib/map.ts), where nothing is edited or snapped to.
+ *
+ * Why not OpenLayers' vector tile layer there: it makes an object per feature (a RenderFeature with
+ * its coordinate, ring and property arrays), then per feature a style call and a list of drawing
+ * instructions, and replays those into the tile's canvas, one path and one stroke per feature. For
+ * the whole city (100 000 areas, a few pixels or less each at zoom 7) that kept the main thread busy
+ * for about two seconds on two cores, most of it on objects that live for one frame. Here the tile's
+ * bytes are read once: the geometry commands go straight into paths of a few hundred features per
+ * colour and kind, each filled or stroked once, and an area smaller than its outline becomes one
+ * rectangle; property values are decoded only when a filter needs them (the
+ * values of `name` alone are a quarter of a tile's bytes), and ids only for the features that cross
+ * the tile's edge, to count those once (see OverviewTile). Same colours and widths as the map's
+ * styles (lib/map.ts styleFor and tileAreaStyle).
+ *
+ * Mapbox Vector Tile 2.1: https://github.com/mapbox/vector-tile-spec/tree/master/2.1
+ */
+import { PbfReader } from 'pbf';
+
+export interface OverviewPalette {
+  /** An area's (or point's) colour by kategorie. */
+  colour(kategorie: string | undefined): string;
+  /** Outline width of areas, line width of lines and the radius of points, in CSS pixels. */
+  areaOutline: number;
+  lineWidth: number;
+  pointRadius: number;
+}
+
+/** Which features of a tile are drawn; the properties as the map's filter sees them. */
+export type OverviewFilter = ((properties: Record<string, unknown>) => boolean) | undefined;
+
+/**
+ * What a drawn tile holds, for "features loaded": each feature counted once over all the tiles of a
+ * view. A feature entirely inside the tile's own square (not its buffer) is in no other tile's
+ * square, so it counts as `own`; one entirely in the buffer belongs to a neighbour and is not
+ * counted here; one crossing the square's edge may be in several tiles, so its id goes to `shared`
+ * and the view counts the distinct ids.
+ */
+export interface OverviewTile {
+  own: number;
+  shared: string[];
+}
+
+const LAYER = 'features';
+// MVT field numbers (vector_tile.proto).
+const TILE_LAYERS = 3;
+const LAYER_NAME = 1;
+const LAYER_FEATURES = 2;
+const LAYER_KEYS = 3;
+const LAYER_VALUES = 4;
+const LAYER_EXTENT = 5;
+const FEATURE_ID = 1;
+const FEATURE_TAGS = 2;
+const FEATURE_TYPE = 3;
+const FEATURE_GEOMETRY = 4;
+const GEOMETRY_POINT = 1;
+const GEOMETRY_LINE = 2;
+const GEOMETRY_POLYGON = 3;
+
+interface Layer {
+  name: string;
+  extent: number;
+  keys: string[];
+  /** Byte offsets of the values (of their lengths), decoded on demand (decodeValue). */
+  values: number[];
+  /** Byte offsets of the features (of their lengths). */
+  features: number[];
+}
+
+function readLayer(pbf: PbfReader, end: number): Layer {
+  const layer: Layer = { name: '', extent: 4096, keys: [], values: [], features: [] };
+  while (pbf.pos < end) {
+    const tag = pbf.readVarint();
+    const field = tag >> 3;
+    if (field === LAYER_NAME) layer.name = pbf.readString();
+    else if (field === LAYER_EXTENT) layer.extent = pbf.readVarint();
+    else if (field === LAYER_KEYS) layer.keys.push(pbf.readString());
+    else if (field === LAYER_FEATURES || field === LAYER_VALUES) {
+      // The offset of the message's length, where its reader starts.
+      (field === LAYER_FEATURES ? layer.features : layer.values).push(pbf.pos);
+      const length = pbf.readVarint();
+      pbf.pos += length;
+    } else pbf.skip(tag);
+  }
+  return layer;
+}
+
+/** A Value message (string, float, double, int, uint, sint or bool) at `offset`. */
+function decodeValue(pbf: PbfReader, offset: number): unknown {
+  pbf.pos = offset;
+  const end = pbf.readVarint() + pbf.pos;
+  let value: unknown;
+  while (pbf.pos < end) {
+    const tag = pbf.readVarint();
+    switch (tag >> 3) {
+      case 1: value = pbf.readString(); break;
+      case 2: value = pbf.readFloat(); break;
+      case 3: value = pbf.readDouble(); break;
+      case 4: value = pbf.readVarint(true); break;
+      case 5: value = pbf.readVarint(); break;
+      case 6: value = pbf.readSVarint(); break;
+      case 7: value = pbf.readBoolean(); break;
+      default: pbf.skip(tag);
+    }
+  }
+  return value;
+}
+
+type Kind = 'fill' | 'outline' | 'line' | 'point';
+/**
+ * Features per path: the canvas rasterises one path of tens of thousands of subpaths far slower than
+ * many paths of a few hundred (the whole city took twice as long as OpenLayers' one path per
+ * feature), so a path is drawn and replaced when it holds this many.
+ */
+const PATH_FEATURES = 256;
+
+/** Paths by colour and kind, drawn as they fill up; areas smaller than their outline as rectangles. */
+class Batches {
+  private readonly paths = new Map<string, { kind: Kind; colour: string; path: Path2D; features: number }>();
+  private readonly rectangles = new Map<string, number[]>();
+  constructor(
+    private readonly context: CanvasRenderingContext2D,
+    private readonly widths: { areaOutline: number; line: number; pointOutline: number },
+  ) {
+    context.lineJoin = 'round';
+    context.lineCap = 'round';
+  }
+
+  /** The path the next feature of this kind and colour goes into. */
+  path(kind: Kind, colour: string): Path2D {
+    const key = kind + colour;
+    let batch = this.paths.get(key);
+    if (!batch) this.paths.set(key, (batch = { kind, colour, path: new Path2D(), features: 0 }));
+    if (batch.features === PATH_FEATURES) {
+      this.draw(batch.kind, batch.colour, batch.path);
+      batch.path = new Path2D();
+      batch.features = 0;
+    }
+    batch.features++;
+    return batch.path;
+  }
+
+  /**
+   * An area no wider than its outline: the outline covers all of it (lib/map.ts tileAreaStyle), so
+   * it is drawn as the square the outline covers, the cheapest thing a canvas draws.
+   */
+  rectangle(colour: string, x: number, y: number, width: number, height: number): void {
+    let list = this.rectangles.get(colour);
+    if (!list) this.rectangles.set(colour, (list = []));
+    const half = this.widths.areaOutline / 2;
+    list.push(x - half, y - half, width + 2 * half, height + 2 * half);
+  }
+
+  finish(): void {
+    for (const batch of this.paths.values()) this.draw(batch.kind, batch.colour, batch.path);
+    for (const [colour, list] of this.rectangles) {
+      this.context.fillStyle = colour;
+      for (let i = 0; i < list.length; i += 4) this.context.fillRect(list[i]!, list[i + 1]!, list[i + 2]!, list[i + 3]!);
+    }
+  }
+
+  private draw(kind: Kind, colour: string, path: Path2D): void {
+    const context = this.context;
+    if (kind === 'fill') {
+      context.fillStyle = `${colour}40`;
+      context.fill(path);
+    } else if (kind === 'point') {
+      context.fillStyle = colour;
+      context.fill(path);
+      context.lineWidth = this.widths.pointOutline;
+      context.strokeStyle = '#fff';
+      context.stroke(path);
+    } else {
+      context.lineWidth = kind === 'line' ? this.widths.line : this.widths.areaOutline;
+      context.strokeStyle = colour;
+      context.stroke(path);
+    }
+  }
+}
+
+/**
+ * Draws an MVT tile onto `context` (its canvas `size` device pixels square, `pixelRatio` device
+ * pixels per CSS pixel), only the features `filter` passes, and says what the tile holds.
+ */
+export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingContext2D, size: number, pixelRatio: number, palette: OverviewPalette, filter: OverviewFilter): OverviewTile {
+  const result: OverviewTile = { own: 0, shared: [] };
+  if (bytes.length === 0) return result;
+  const pbf = new PbfReader(bytes);
+  let layer: Layer | undefined;
+  while (pbf.pos < pbf.length) {
+    const tag = pbf.readVarint();
+    if (tag >> 3 !== TILE_LAYERS) {
+      pbf.skip(tag);
+      continue;
+    }
+    const end = pbf.readVarint() + pbf.pos;
+    const candidate = readLayer(pbf, end);
+    pbf.pos = end;
+    if (candidate.name === LAYER) layer = candidate;
+  }
+  if (!layer) return result;
+
+  const { extent, keys } = layer;
+  const scale = size / extent;
+  const idKey = keys.indexOf('id');
+  const kategorieKey = keys.indexOf('kategorie');
+  // Decoded values, by index in the layer's value table: only those a feature's tags ask for.
+  const decoded = new Array<unknown>(layer.values.length);
+  const value = (index: number): unknown => {
+    if (index >= decoded.length) return undefined;
+    if (!(index in decoded)) {
+      const at = pbf.pos;
+      decoded[index] = decodeValue(pbf, layer!.values[index]!);
+      pbf.pos = at;
+    }
+    return decoded[index];
+  };
+  const areaOutline = palette.areaOutline * pixelRatio;
+  const radius = palette.pointRadius * pixelRatio;
+  const batches = new Batches(context, { areaOutline, line: palette.lineWidth * pixelRatio, pointOutline: 2 * pixelRatio });
+  // Vertices of the current feature in device pixels, reused from feature to feature.
+  let xs = new Float64Array(256);
+  let ys = new Float64Array(256);
+  const ringStarts: number[] = [];
+  const tags: number[] = [];
+  const trace = (path: Path2D, closed: boolean) => {
+    for (let r = 0; r + 1 < ringStarts.length; r++) {
+      const start = ringStarts[r]!;
+      const stop = ringStarts[r + 1]!;
+      path.moveTo(xs[start]!, ys[start]!);
+      for (let i = start + 1; i < stop; i++) path.lineTo(xs[i]!, ys[i]!);
+      if (closed) path.closePath();
+    }
+  };
+
+  for (const offset of layer.features) {
+    pbf.pos = offset;
+    const end = pbf.readVarint() + pbf.pos;
+    let type = 0;
+    tags.length = 0;
+    let geometryStart = -1;
+    let geometryEnd = -1;
+    let numericId: number | undefined;
+    while (pbf.pos < end) {
+      const tag = pbf.readVarint();
+      const field = tag >> 3;
+      if (field === FEATURE_TYPE) type = pbf.readVarint();
+      else if (field === FEATURE_TAGS) {
+        const tagsEnd = pbf.readVarint() + pbf.pos;
+        while (pbf.pos < tagsEnd) tags.push(pbf.readVarint());
+      } else if (field === FEATURE_GEOMETRY) {
+        const length = pbf.readVarint();
+        geometryStart = pbf.pos;
+        geometryEnd = pbf.pos + length;
+        pbf.pos = geometryEnd;
+      } else if (field === FEATURE_ID) numericId = pbf.readVarint();
+      else pbf.skip(tag);
+    }
+    if (geometryStart < 0 || type < GEOMETRY_POINT || type > GEOMETRY_POLYGON) continue;
+    if (filter) {
+      const properties: Record<string, unknown> = {};
+      for (let t = 0; t + 1 < tags.length; t += 2) properties[keys[tags[t]!]!] = value(tags[t + 1]!);
+      if (!filter(properties)) continue;
+    }
+    let kategorie: unknown;
+    for (let t = 0; t + 1 < tags.length; t += 2) if (tags[t] === kategorieKey) kategorie = value(tags[t + 1]!);
+    const colour = palette.colour(typeof kategorie === 'string' ? kategorie : undefined);
+
+    // The geometry commands (MoveTo 1, LineTo 2, ClosePath 7; zig-zag deltas), in device pixels.
+    pbf.pos = geometryStart;
+    let n = 0;
+    let cx = 0;
+    let cy = 0;
+    ringStarts.length = 0;
+    let minX = Infinity;
+    let minY = Infinity;
+    let maxX = -Infinity;
+    let maxY = -Infinity;
+    while (pbf.pos < geometryEnd) {
+      const command = pbf.readVarint();
+      const id = command & 7;
+      const count = command >> 3;
+      if (id === 7) continue;
+      if (id === 1) ringStarts.push(n);
+      for (let c = 0; c < count; c++) {
+        cx += pbf.readSVarint();
+        cy += pbf.readSVarint();
+        if (n === xs.length) {
+          const grownX = new Float64Array(n * 2);
+          grownX.set(xs);
+          xs = grownX;
+          const grownY = new Float64Array(n * 2);
+          grownY.set(ys);
+          ys = grownY;
+        }
+        xs[n] = cx * scale;
+        ys[n] = cy * scale;
+        n++;
+        if (cx < minX) minX = cx;
+        if (cx > maxX) maxX = cx;
+        if (cy < minY) minY = cy;
+        if (cy > maxY) maxY = cy;
+      }
+    }
+    if (n === 0) continue;
+
+    // Counted once per view (OverviewTile).
+    if (minX >= 0 && minY >= 0 && maxX < extent && maxY < extent) result.own++;
+    else if (maxX >= 0 && maxY >= 0 && minX < extent && minY < extent) {
+      let id: unknown = numericId;
+      for (let t = 0; t + 1 < tags.length; t += 2) if (tags[t] === idKey) id = value(tags[t + 1]!);
+      if (id !== undefined) result.shared.push(String(id));
+    }
+
+    ringStarts.push(n);
+    if (type === GEOMETRY_POINT) {
+      const path = batches.path('point', colour);
+      for (let i = 0; i < n; i++) {
+        path.moveTo(xs[i]! + radius, ys[i]!);
+        path.arc(xs[i]!, ys[i]!, radius, 0, 2 * Math.PI);
+      }
+      continue;
+    }
+    // An area no wider than its outline is the outline alone (lib/map.ts tileAreaStyle says why).
+    if (type === GEOMETRY_LINE) trace(batches.path('line', colour), false);
+    else if (Math.min(maxX - minX, maxY - minY) * scale <= areaOutline) batches.rectangle(colour, minX * scale, minY * scale, (maxX - minX) * scale, (maxY - minY) * scale);
+    else {
+      trace(batches.path('fill', colour), true);
+      trace(batches.path('outline', colour), true);
+    }
+  }
+
+  batches.finish();
+  return result;
+}
