@@ -180,15 +180,13 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   const cluster = new Cluster({ source: points, distance: 40, minDistance: 8 });
   const visible = (feature: FeatureLike) => filter(feature.getProperties());
 
-  // Off until loadFromApi decides that a view is drawn from tiles. Tiles from zoom 16 on are the zoom-16
-  // tiles scaled up: a denser view than one list page at such a zoom is rare, and no tile is re-fetched.
+  // Dense views from zoom 12 on (below it, the overview further down draws the same tiles). Off until
+  // loadFromApi decides that a view is drawn from tiles. Tiles from zoom 16 on are the zoom-16 tiles
+  // scaled up: a denser view than one list page at such a zoom is rare, and no tile is re-fetched.
   // Between two zooms the nearer tile zoom is used (zDirection 0; OpenLayers' default for vector tiles
-  // takes the coarser one): the whole city at zoom 6.8 is then about twelve zoom-7 tiles of at most
-  // 25 000 features instead of four zoom-6 tiles, one of them holding 57 000 — the API builds the
-  // smaller ones in parallel, and the worker decodes one while the main thread draws another.
-  // 256-pixel tiles (OpenLayers' vector tile default is 512): a dense view is split into four times as
-  // many tiles, which the API builds in parallel and the map parses and draws one by one, instead of
-  // one large tile holding most of the features and everything waiting on it.
+  // takes the coarser one), and tiles are 256 pixels (OpenLayers' default is 512): a dense view is
+  // split into more, smaller tiles, which the API builds in parallel and the map parses and draws one
+  // by one, instead of one large tile holding most of the features and everything waiting on it.
   // On devices with cores to spare, tiles are fetched and decoded in a worker (lib/tile-decoder.ts)
   // with the same MVT reader, so the main thread only builds and draws; elsewhere the source reads
   // them itself.
@@ -229,7 +227,9 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   });
   // The overview, below GEOJSON_MIN_ZOOM: the same vector tiles, each drawn onto one canvas by
   // lib/overview-tiles.ts instead of becoming OpenLayers features (that module says why). What each
-  // drawn tile holds is kept by z/x/y for "features loaded" (overviewCount).
+  // drawn tile holds is kept by z/x/y for "features loaded" (overviewCount). The nearest tile zoom
+  // again: the whole city at zoom 6.8 is four dense zoom-7 tiles of about 25 000 features, which the
+  // API builds in parallel, instead of zoom-6 tiles with one of 57 000.
   const overviewHeld = new globalThis.Map<string, OverviewTile>();
   const palette: OverviewPalette = { colour: (kategorie) => KATEGORIE_COLOURS[kategorie ?? ''] ?? FALLBACK_COLOUR, areaOutline: AREA_OUTLINE_WIDTH, lineWidth: 3, pointRadius: 6 };
   const overviewSource = new ImageTileSource({

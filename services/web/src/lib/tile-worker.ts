@@ -1,9 +1,9 @@
 /**
  * Fetches and decodes vector tiles off the main thread (started by lib/tile-decoder.ts).
  *
- * Why: drawing the whole city from tiles (100 000 features) kept the main thread busy for its whole
- * duration, and about a quarter of that was reading the MVT bytes (protobuf varints, the strings of
- * ids and names, geometry commands). Here OpenLayers' own MVT reader does that work, with the same
+ * Why: drawing a dense view from tiles keeps the main thread busy, and about a quarter of that is
+ * reading the MVT bytes (protobuf varints, the strings of ids and names, geometry commands); measured
+ * on the whole city (100 000 features), which the overview (lib/overview-tiles.ts) now draws. Here OpenLayers' own MVT reader does that work, with the same
  * options the tile source would use, so the features are exactly those the main thread would have
  * read; only the finished numbers cross over: the coordinates (already in Web Mercator) as one
  * transferred Float64Array per tile, the ring ends as one Uint32Array, and the properties.
