@@ -196,7 +196,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     url: `${config.apiUrl}/api/tiles/{z}/{x}/{y}.mvt`,
     maxZoom: 16,
     tileSize: 256,
-    zDirection: -1,
+    zDirection: 0,
     ...(decode
       ? {
           tileLoadFunction: (tile, url) => {
