@@ -43,8 +43,8 @@ import type { ClientConfig, Feature } from './types.js';
 export { KATEGORIE_COLOURS };
 
 /**
- * Below this zoom the map always draws vector tiles, as the overview (lib/overview-tiles.ts). From it on, a view holding at most one list page
- * (PAGE_SIZE) of features is drawn from GeoJSON — features that can be selected, clustered and
+ * Below this zoom the map always draws vector tiles, as the overview (lib/overview-tiles.ts). From it
+ * on, a view holding at most one list page (PAGE_SIZE) of features is drawn from GeoJSON — features that can be selected, clustered and
  * snapped to while editing — and a denser view from vector tiles (GET /api/tiles/count decides).
  */
 export const GEOJSON_MIN_ZOOM = 12;
@@ -55,8 +55,19 @@ const CLUSTER_MAX_ZOOM = 15;
 const PAGE_SIZE = 1000;
 
 const FALLBACK_COLOUR = '#37474f';
-/** The width of an area's outline (styleFor), in CSS pixels. */
-const AREA_OUTLINE_WIDTH = 2;
+/**
+ * The features' colours and measures (CSS pixels), read by the OpenLayers styles below and by the
+ * overview's canvas drawing (lib/overview-tiles.ts), so both draw a feature alike.
+ */
+const FEATURE_STYLE: OverviewPalette = {
+  colour: (kategorie) => KATEGORIE_COLOURS[String(kategorie)] ?? FALLBACK_COLOUR,
+  areaFill: (colour) => `${colour}40`,
+  areaOutline: 2,
+  lineWidth: 3,
+  pointRadius: 6,
+  pointOutline: 2,
+  pointOutlineColour: '#fff',
+};
 
 const format = new GeoJSON({ dataProjection: 'EPSG:4326', featureProjection: 'EPSG:3857' });
 
@@ -96,14 +107,14 @@ const contextSources = new WeakMap<MapHandle, Array<VectorSource<OlFeature>>>();
 
 const styleCache = new Map<string, Style>();
 function styleFor(kategorie: unknown, kind: 'point' | 'line' | 'area'): Style {
-  const colour = KATEGORIE_COLOURS[String(kategorie)] ?? FALLBACK_COLOUR;
+  const colour = FEATURE_STYLE.colour(kategorie);
   const key = `${colour}|${kind}`;
   let style = styleCache.get(key);
   if (!style) {
     style =
       kind === 'point'
-        ? new Style({ image: new CircleStyle({ radius: 6, fill: new Fill({ color: colour }), stroke: new Stroke({ color: '#fff', width: 2 }) }) })
-        : new Style({ stroke: new Stroke({ color: colour, width: kind === 'line' ? 3 : AREA_OUTLINE_WIDTH }), fill: kind === 'area' ? new Fill({ color: `${colour}40` }) : undefined });
+        ? new Style({ image: new CircleStyle({ radius: FEATURE_STYLE.pointRadius, fill: new Fill({ color: colour }), stroke: new Stroke({ color: FEATURE_STYLE.pointOutlineColour, width: FEATURE_STYLE.pointOutline }) }) })
+        : new Style({ stroke: new Stroke({ color: colour, width: kind === 'line' ? FEATURE_STYLE.lineWidth : FEATURE_STYLE.areaOutline }), fill: kind === 'area' ? new Fill({ color: FEATURE_STYLE.areaFill(colour) }) : undefined });
     styleCache.set(key, style);
   }
   return style;
@@ -113,21 +124,21 @@ const outlineStyles = new Map<string, Style>();
 /**
  * The tile layer's style of an area: styleFor's, without the fill when the area is no wider than its
  * outline at this resolution. The outline is drawn centred on the edge, so it reaches
- * AREA_OUTLINE_WIDTH / 2 inwards from every edge and covers all of such an area with opaque colour:
+ * FEATURE_STYLE.areaOutline / 2 inwards from every edge and covers all of such an area with opaque colour:
  * the translucent fill under it cannot be seen, and skipping it halves the canvas work of the views
  * where tiles hold tens of thousands of areas smaller than a pixel (the whole city at zoom 7).
  */
 function tileAreaStyle(feature: FeatureLike, resolution: number): Style {
   const kategorie = feature.get('kategorie');
   const [minX, minY, maxX, maxY] = feature.getGeometry()!.getExtent();
-  if (Math.min(maxX! - minX!, maxY! - minY!) / resolution > AREA_OUTLINE_WIDTH) return styleFor(kategorie, 'area');
-  const colour = KATEGORIE_COLOURS[String(kategorie)] ?? FALLBACK_COLOUR;
+  if (Math.min(maxX! - minX!, maxY! - minY!) / resolution > FEATURE_STYLE.areaOutline) return styleFor(kategorie, 'area');
+  const colour = FEATURE_STYLE.colour(kategorie);
   let style = outlineStyles.get(colour);
   if (!style) {
     // One zIndex per colour: OpenLayers keeps one instruction list per zIndex, so a tile's outlines
     // of one colour are drawn one after the other with no change of canvas style in between (in tile
     // order the kategorien alternate, and each change of stroke style costs a canvas state change).
-    style = new Style({ stroke: new Stroke({ color: colour, width: AREA_OUTLINE_WIDTH }), zIndex: outlineStyles.size });
+    style = new Style({ stroke: new Stroke({ color: colour, width: FEATURE_STYLE.areaOutline }), zIndex: outlineStyles.size });
     outlineStyles.set(colour, style);
   }
   return style;
@@ -172,13 +183,13 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     ? new TileLayer({ visible: false, source: new TileWMS({ url: config.wms.url, params: { LAYERS: config.wms.layers, TILED: true }, crossOrigin: 'anonymous' }) })
     : undefined;
 
-  let filter: (properties: Record<string, unknown>) => boolean = () => true;
-  let filtered = false;
+  /** The search and filters; undefined until first set (the overview then decodes no property values). */
+  let filter: ((properties: Record<string, unknown>) => boolean) | undefined;
   const held = new globalThis.Map<string, OlFeature>();
   const shapes = new VectorSource<OlFeature>();
   const points = new VectorSource<OlFeature>();
   const cluster = new Cluster({ source: points, distance: 40, minDistance: 8 });
-  const visible = (feature: FeatureLike) => filter(feature.getProperties());
+  const visible = (feature: FeatureLike) => !filter || filter(feature.getProperties());
 
   // Dense views from zoom 12 on (below it, the overview further down draws the same tiles). Off until
   // loadFromApi decides that a view is drawn from tiles. Tiles from zoom 16 on are the zoom-16 tiles
@@ -231,7 +242,6 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   // again: the whole city at zoom 6.8 is four dense zoom-7 tiles of about 25 000 features, which the
   // API builds in parallel, instead of zoom-6 tiles with one of 57 000.
   const overviewHeld = new globalThis.Map<string, OverviewTile>();
-  const palette: OverviewPalette = { colour: (kategorie) => KATEGORIE_COLOURS[kategorie ?? ''] ?? FALLBACK_COLOUR, areaOutline: AREA_OUTLINE_WIDTH, lineWidth: 3, pointRadius: 6 };
   const overviewSource = new ImageTileSource({
     tileSize: 256,
     maxZoom: GEOJSON_MIN_ZOOM,
@@ -243,7 +253,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
       const pixelRatio = Math.min(2, globalThis.devicePixelRatio || 1);
       const canvas = document.createElement('canvas');
       canvas.width = canvas.height = 256 * pixelRatio;
-      overviewHeld.set(`${z}/${x}/${y}`, drawOverviewTile(bytes, canvas.getContext('2d')!, canvas.width, pixelRatio, palette, filtered ? filter : undefined));
+      overviewHeld.set(`${z}/${x}/${y}`, drawOverviewTile(bytes, canvas.getContext('2d')!, canvas.width, pixelRatio, FEATURE_STYLE, filter));
       return canvas;
     },
   });
@@ -395,7 +405,6 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     },
     setFilter(predicate) {
       filter = predicate;
-      filtered = true;
       rebuild();
     },
     size: () => held.size,

@@ -12,19 +12,23 @@
  * rectangle; property values are decoded only when a filter needs them (the
  * values of `name` alone are a quarter of a tile's bytes), and ids only for the features that cross
  * the tile's edge, to count those once (see OverviewTile). Same colours and widths as the map's
- * styles (lib/map.ts styleFor and tileAreaStyle).
+ * OpenLayers styles: both read lib/map.ts FEATURE_STYLE.
  *
  * Mapbox Vector Tile 2.1: https://github.com/mapbox/vector-tile-spec/tree/master/2.1
  */
 import { PbfReader } from 'pbf';
 
+/** The map's feature styles, in CSS pixels (lib/map.ts FEATURE_STYLE, also behind its OpenLayers styles). */
 export interface OverviewPalette {
-  /** An area's (or point's) colour by kategorie. */
-  colour(kategorie: string | undefined): string;
-  /** Outline width of areas, line width of lines and the radius of points, in CSS pixels. */
+  /** A feature's colour by its kategorie (any value, as the tile holds it). */
+  colour(kategorie: unknown): string;
+  /** The translucent fill of an area of that colour. */
+  areaFill(colour: string): string;
   areaOutline: number;
   lineWidth: number;
   pointRadius: number;
+  pointOutline: number;
+  pointOutlineColour: string;
 }
 
 /** Which features of a tile are drawn; the properties as the map's filter sees them. */
@@ -121,6 +125,7 @@ class Batches {
   private readonly rectangles = new Map<string, number[]>();
   constructor(
     private readonly context: CanvasRenderingContext2D,
+    private readonly palette: OverviewPalette,
     private readonly widths: { areaOutline: number; line: number; pointOutline: number },
   ) {
     context.lineJoin = 'round';
@@ -163,13 +168,13 @@ class Batches {
   private draw(kind: Kind, colour: string, path: Path2D): void {
     const context = this.context;
     if (kind === 'fill') {
-      context.fillStyle = `${colour}40`;
+      context.fillStyle = this.palette.areaFill(colour);
       context.fill(path);
     } else if (kind === 'point') {
       context.fillStyle = colour;
       context.fill(path);
       context.lineWidth = this.widths.pointOutline;
-      context.strokeStyle = '#fff';
+      context.strokeStyle = this.palette.pointOutlineColour;
       context.stroke(path);
     } else {
       context.lineWidth = kind === 'line' ? this.widths.line : this.widths.areaOutline;
@@ -218,18 +223,17 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
   };
   const areaOutline = palette.areaOutline * pixelRatio;
   const radius = palette.pointRadius * pixelRatio;
-  const batches = new Batches(context, { areaOutline, line: palette.lineWidth * pixelRatio, pointOutline: 2 * pixelRatio });
-  // Vertices of the current feature in device pixels, reused from feature to feature.
-  let xs = new Float64Array(256);
-  let ys = new Float64Array(256);
+  const batches = new Batches(context, palette, { areaOutline, line: palette.lineWidth * pixelRatio, pointOutline: palette.pointOutline * pixelRatio });
+  // Vertices of the current feature in device pixels (x, y, x, y, …), reused from feature to feature.
+  let vertices = new Float64Array(512);
   const ringStarts: number[] = [];
   const tags: number[] = [];
   const trace = (path: Path2D, closed: boolean) => {
     for (let r = 0; r + 1 < ringStarts.length; r++) {
       const start = ringStarts[r]!;
       const stop = ringStarts[r + 1]!;
-      path.moveTo(xs[start]!, ys[start]!);
-      for (let i = start + 1; i < stop; i++) path.lineTo(xs[i]!, ys[i]!);
+      path.moveTo(vertices[2 * start]!, vertices[2 * start + 1]!);
+      for (let i = start + 1; i < stop; i++) path.lineTo(vertices[2 * i]!, vertices[2 * i + 1]!);
       if (closed) path.closePath();
     }
   };
@@ -265,7 +269,7 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
     }
     let kategorie: unknown;
     for (let t = 0; t + 1 < tags.length; t += 2) if (tags[t] === kategorieKey) kategorie = value(tags[t + 1]!);
-    const colour = palette.colour(typeof kategorie === 'string' ? kategorie : undefined);
+    const colour = palette.colour(kategorie);
 
     // The geometry commands (MoveTo 1, LineTo 2, ClosePath 7; zig-zag deltas), in device pixels.
     pbf.pos = geometryStart;
@@ -286,16 +290,13 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
       for (let c = 0; c < count; c++) {
         cx += pbf.readSVarint();
         cy += pbf.readSVarint();
-        if (n === xs.length) {
-          const grownX = new Float64Array(n * 2);
-          grownX.set(xs);
-          xs = grownX;
-          const grownY = new Float64Array(n * 2);
-          grownY.set(ys);
-          ys = grownY;
+        if (2 * n === vertices.length) {
+          const grown = new Float64Array(vertices.length * 2);
+          grown.set(vertices);
+          vertices = grown;
         }
-        xs[n] = cx * scale;
-        ys[n] = cy * scale;
+        vertices[2 * n] = cx * scale;
+        vertices[2 * n + 1] = cy * scale;
         n++;
         if (cx < minX) minX = cx;
         if (cx > maxX) maxX = cx;
@@ -317,13 +318,14 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
     if (type === GEOMETRY_POINT) {
       const path = batches.path('point', colour);
       for (let i = 0; i < n; i++) {
-        path.moveTo(xs[i]! + radius, ys[i]!);
-        path.arc(xs[i]!, ys[i]!, radius, 0, 2 * Math.PI);
+        const [x, y] = [vertices[2 * i]!, vertices[2 * i + 1]!];
+        path.moveTo(x + radius, y);
+        path.arc(x, y, radius, 0, 2 * Math.PI);
       }
       continue;
     }
-    // An area no wider than its outline is the outline alone (lib/map.ts tileAreaStyle says why).
     if (type === GEOMETRY_LINE) trace(batches.path('line', colour), false);
+    // An area no wider than its outline is the outline alone (lib/map.ts tileAreaStyle says why).
     else if (Math.min(maxX - minX, maxY - minY) * scale <= areaOutline) batches.rectangle(colour, minX * scale, minY * scale, (maxX - minX) * scale, (maxY - minY) * scale);
     else {
       trace(batches.path('fill', colour), true);
