@@ -5,7 +5,7 @@
  * (lib/overview-tiles.ts) and counts and opens features too — against the real API on PostGIS.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { launchChromium, missingForBrowserTests, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
 const missing = missingForBrowserTests();
@@ -45,29 +45,41 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
     await stack?.close();
   });
 
+  /**
+   * The grid at `zoom`, centred on the feature in row 25, column 30, in a fresh English browser that
+   * reports `cores` cores; waits until the status line counts all 3 000 features (written with or
+   * without a thousands separator). Returns the page and the tile requests it made.
+   */
+  async function openGrid(zoom: number, cores?: number) {
+    const browserContext = await browser.newContext({ locale: 'en-GB', viewport: { width: 1100, height: 800 } });
+    // The map decodes tiles in a worker only on devices with cores to spare (lib/tile-decoder.ts).
+    if (cores !== undefined) await browserContext.addInitScript((count) => Object.defineProperty(navigator, 'hardwareConcurrency', { get: () => count }), cores);
+    const page = await browserContext.newPage();
+    const tileRequests: string[] = [];
+    page.on('request', (request) => {
+      if (/\/api\/tiles\/\d+\/\d+\/\d+\.mvt$/.test(request.url())) tileRequests.push(request.url());
+    });
+    const centre = [ORIGIN[0] + 30 * STEP[0] + STEP[0] / 4, ORIGIN[1] + 25 * STEP[1] + STEP[1] / 4];
+    await page.goto(`${stack.webUrl}/?center=${centre.join(',')}&zoom=${zoom}`);
+    await expect.poll(() => page.getByRole('status').textContent(), { timeout: 60_000 }).toMatch(/^3\D?000 features loaded$/);
+    return { browserContext, page, tileRequests };
+  }
+
+  /** Clicks the middle of the map, where the feature in row 25, column 30 lies. */
+  async function clickMapCentre(page: Page) {
+    const box = (await page.getByRole('region', { name: 'Map of the features' }).boundingBox())!;
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+  }
+
   for (const cores of [8, 2]) {
     const decoder = cores >= 4 ? 'a worker' : 'the main thread';
     it(`counts every feature of the view once from tiles decoded in ${decoder} (${cores} cores), and a click on one opens it`, async (context) => {
       if (!tilesServed) context.skip();
-      const browserContext = await browser.newContext({ locale: 'en-GB', viewport: { width: 1100, height: 800 } });
-      // The map decodes tiles in a worker only on devices with cores to spare (lib/tile-decoder.ts).
-      await browserContext.addInitScript((count) => Object.defineProperty(navigator, 'hardwareConcurrency', { get: () => count }), cores);
-      const page = await browserContext.newPage();
-      const tileRequests: string[] = [];
-      page.on('request', (request) => {
-        if (/\/api\/tiles\/\d+\/\d+\/\d+\.mvt$/.test(request.url())) tileRequests.push(request.url());
-      });
-      // The feature in row 25, column 30 lies at the map's centre.
-      const centre = [ORIGIN[0] + 30 * STEP[0] + STEP[0] / 4, ORIGIN[1] + 25 * STEP[1] + STEP[1] / 4];
-      await page.goto(`${stack.webUrl}/?center=${centre.join(',')}&zoom=13.5`);
-      // 3 000, written with or without a thousands separator.
-      await expect.poll(() => page.getByRole('status').textContent(), { timeout: 60_000 }).toMatch(/^3\D?000 features loaded$/);
+      const { browserContext, page, tileRequests } = await openGrid(13.5, cores);
       expect(tileRequests.length).toBeGreaterThan(0);
       expect(page.workers().some((worker) => /tile-worker/.test(worker.url()))).toBe(cores >= 4);
 
-      const map = page.getByRole('region', { name: 'Map of the features' });
-      const box = (await map.boundingBox())!;
-      await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+      await clickMapCentre(page);
       const id = `t${String(25 * COLUMNS + 30).padStart(4, '0')}`;
       await expect.poll(() => page.getByRole('link', { name: `Kachel ${25 * COLUMNS + 30}` }).getAttribute('href'), { timeout: 15_000 }).toBe(`/features/${id}`);
       expect(await seriousViolations(page)).toEqual([]);
@@ -77,15 +89,7 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
 
   it('draws the overview below zoom 12 from the same tiles: features crossing a tile edge are counted once, and a click opens a feature under the pointer', async (context) => {
     if (!tilesServed) context.skip();
-    const browserContext = await browser.newContext({ locale: 'en-GB', viewport: { width: 1100, height: 800 } });
-    const page = await browserContext.newPage();
-    const tileRequests: string[] = [];
-    page.on('request', (request) => {
-      if (/\/api\/tiles\/\d+\/\d+\/\d+\.mvt$/.test(request.url())) tileRequests.push(request.url());
-    });
-    const centre = [ORIGIN[0] + 30 * STEP[0] + STEP[0] / 4, ORIGIN[1] + 25 * STEP[1] + STEP[1] / 4];
-    await page.goto(`${stack.webUrl}/?center=${centre.join(',')}&zoom=10`);
-    await expect.poll(() => page.getByRole('status').textContent(), { timeout: 60_000 }).toMatch(/^3\D?000 features loaded$/);
+    const { browserContext, page, tileRequests } = await openGrid(10);
     // The grid's last column straddles the edge of the zoom-10 tiles x 549 and 550 (13.359375°E): those
     // squares are in both tiles, and still counted once.
     expect(tileRequests.some((url) => url.includes('/api/tiles/10/549/'))).toBe(true);
@@ -96,9 +100,7 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
     page.on('request', (request) => {
       if (/\/api\/features\?bbox=/.test(request.url())) lookups.push(request.url());
     });
-    const map = page.getByRole('region', { name: 'Map of the features' });
-    const box = (await map.boundingBox())!;
-    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+    await clickMapCentre(page);
     const link = page.getByRole('link', { name: /^Kachel \d+$/ });
     await expect.poll(() => link.count(), { timeout: 15_000 }).toBe(1);
     // A few pixels around the pointer hold several squares at this zoom; the one opened is among them.
