@@ -1,7 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { can } from '../auth/permissions.js';
-import { simpleRequestCorsHeaders } from '../http/cors.js';
-import type { Authenticator } from '../../../shared/principal.js';
+import { answerReader, type ReaderFastPathOptions } from '../http/reader-fast-path.js';
 import { etagOf, type FeatureService } from './service.js';
 import type { FastPath } from '../../../shared/http-server.js';
 
@@ -26,36 +24,26 @@ import type { FastPath } from '../../../shared/http-server.js';
 const PREFIX = '/api/features/';
 const MAX_ID_LENGTH = 255;
 
-export interface FeatureReadFastPathOptions {
+export interface FeatureReadFastPathOptions extends ReaderFastPathOptions {
   service: FeatureService;
-  /** The same authenticator the /api routes use (recording callers), so a caller is treated alike. */
-  authenticator: Authenticator;
-  /** CORS_ORIGINS, normalised (http/cors.ts allowedOrigins). */
-  allowedOrigins: ReadonlySet<string>;
 }
 
 export function featureReadFastPath(options: FeatureReadFastPathOptions): FastPath {
-  const { service, authenticator, allowedOrigins } = options;
+  const { service } = options;
   return (req, res, fallback) => {
     const id = readableFeatureId(req);
     if (id === undefined) return fallback();
-    authenticator
-      .authenticate(req)
-      .then(async (principal) => {
-        if (!can(principal, 'read')) return fallback();
-        const feature = await service.get(id);
-        res.writeHead(200, {
-          'X-Content-Type-Options': 'nosniff',
-          ...simpleRequestCorsHeaders(allowedOrigins, req.headers.origin),
-          ETag: etagOf(feature.version),
-          'Cache-Control': 'no-cache',
-          'Content-Type': 'application/geo+json; charset=utf-8',
-          'Content-Length': Buffer.byteLength(feature.json),
-        });
-        res.end(feature.json);
-      })
-      // Nothing has been written when anything above fails: Express answers as it always does.
-      .catch(() => fallback());
+    answerReader(options, req, fallback, async (readerHeaders) => {
+      const feature = await service.get(id);
+      res.writeHead(200, {
+        ...readerHeaders,
+        ETag: etagOf(feature.version),
+        'Cache-Control': 'no-cache',
+        'Content-Type': 'application/geo+json; charset=utf-8',
+        'Content-Length': Buffer.byteLength(feature.json),
+      });
+      res.end(feature.json);
+    });
   };
 }
 

@@ -1,7 +1,5 @@
-import type { Authenticator } from '../../../shared/principal.js';
-import { can } from '../auth/permissions.js';
 import type { FastPath } from '../../../shared/http-server.js';
-import { simpleRequestCorsHeaders } from '../http/cors.js';
+import { answerReader, type ReaderFastPathOptions } from '../http/reader-fast-path.js';
 import { acceptsGzip, tileHeaders } from './routes.js';
 import { parseTileAddress, type TileService } from './service.js';
 
@@ -22,16 +20,12 @@ import { parseTileAddress, type TileService } from './service.js';
  */
 const TILE_PATH = /^\/api\/tiles\/(\d{1,2})\/(\d{1,8})\/(\d{1,8}\.mvt)$/;
 
-export interface TileFastPathOptions {
+export interface TileFastPathOptions extends ReaderFastPathOptions {
   tiles: TileService;
-  /** The same authenticator the /api routes use (recording callers), so a caller is treated alike. */
-  authenticator: Authenticator;
-  /** CORS_ORIGINS, normalised (http/cors.ts allowedOrigins). */
-  allowedOrigins: ReadonlySet<string>;
 }
 
 export function tileFastPath(options: TileFastPathOptions): FastPath {
-  const { tiles, authenticator, allowedOrigins } = options;
+  const { tiles } = options;
   return (req, res, fallback) => {
     const match = req.method === 'GET' ? TILE_PATH.exec(req.url ?? '') : null;
     if (!match) return fallback();
@@ -41,24 +35,14 @@ export function tileFastPath(options: TileFastPathOptions): FastPath {
     } catch {
       return fallback();
     }
-    authenticator
-      .authenticate(req)
-      .then(async (principal) => {
-        if (!can(principal, 'read')) return fallback();
-        const tile = await tiles.render(address, req.headers['if-none-match'], acceptsGzip(req.headers['accept-encoding']));
-        const headers = {
-          'X-Content-Type-Options': 'nosniff',
-          ...simpleRequestCorsHeaders(allowedOrigins, req.headers.origin),
-          ...tileHeaders(tile),
-          Vary: 'Origin, Accept-Encoding',
-        };
-        if (tile.bytes === null) {
-          res.writeHead(304, headers).end();
-          return;
-        }
-        res.writeHead(200, headers).end(tile.bytes);
-      })
-      // Nothing has been written when anything above fails: Express answers as it always does.
-      .catch(() => fallback());
+    answerReader(options, req, fallback, async (readerHeaders) => {
+      const tile = await tiles.render(address, req.headers['if-none-match'], acceptsGzip(req.headers['accept-encoding']));
+      const headers = { ...readerHeaders, ...tileHeaders(tile), Vary: 'Origin, Accept-Encoding' };
+      if (tile.bytes === null) {
+        res.writeHead(304, headers).end();
+        return;
+      }
+      res.writeHead(200, headers).end(tile.bytes);
+    });
   };
 }
