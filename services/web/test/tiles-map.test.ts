@@ -71,6 +71,20 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
     await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
   }
 
+  /**
+   * Searches the view for one name, then clears the search: the status line counts what is drawn,
+   * 1 and then all 3 000 again, and the tiles already in the browser serve both (no tile request).
+   */
+  async function searchByName(page: Page, tileRequests: string[]) {
+    const requested = tileRequests.length;
+    const search = page.getByLabel('Search by name');
+    await search.fill('Kachel 1234');
+    await expect.poll(() => page.getByRole('status').textContent(), { timeout: 15_000 }).toBe('1 features loaded');
+    await search.fill('');
+    await expect.poll(() => page.getByRole('status').textContent(), { timeout: 15_000 }).toMatch(/^3\D?000 features loaded$/);
+    expect(tileRequests).toHaveLength(requested);
+  }
+
   for (const cores of [8, 2]) {
     const decoder = cores >= 4 ? 'a worker' : 'the main thread';
     it(`counts every feature of the view once from tiles decoded in ${decoder} (${cores} cores), and a click on one opens it`, async (context) => {
@@ -82,6 +96,7 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
       await clickMapCentre(page);
       const id = `t${String(25 * COLUMNS + 30).padStart(4, '0')}`;
       await expect.poll(() => page.getByRole('link', { name: `Kachel ${25 * COLUMNS + 30}` }).getAttribute('href'), { timeout: 15_000 }).toBe(`/features/${id}`);
+      await searchByName(page, tileRequests);
       expect(await seriousViolations(page)).toEqual([]);
       await browserContext.close();
     });
@@ -94,6 +109,11 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
     // squares are in both tiles, and still counted once.
     expect(tileRequests.some((url) => url.includes('/api/tiles/10/549/'))).toBe(true);
     expect(tileRequests.some((url) => url.includes('/api/tiles/10/550/'))).toBe(true);
+    // The page asked for the first view's tiles while it was parsed (lib/first-view.ts), and
+    // OpenLayers drew from those answers: every tile it drew was a preload, none was fetched twice.
+    expect(new Set(tileRequests).size).toBe(tileRequests.length);
+    const initiators = await page.evaluate(() => (performance.getEntriesByType('resource') as PerformanceResourceTiming[]).filter((entry) => entry.name.includes('/api/tiles/')).map((entry) => entry.initiatorType));
+    expect(initiators).toEqual(tileRequests.map(() => 'link'));
 
     // The overview's canvases hold no features to hit: the click asks the API what lies under it.
     const lookups: string[] = [];
@@ -108,6 +128,8 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
     expect(Math.abs(Math.floor(opened / COLUMNS) - 25)).toBeLessThanOrEqual(6);
     expect(Math.abs((opened % COLUMNS) - 30)).toBeLessThanOrEqual(6);
     expect(lookups).toHaveLength(1);
+    // The overview redraws its tiles from the bytes they came in.
+    await searchByName(page, tileRequests);
     expect(await seriousViolations(page)).toEqual([]);
     await browserContext.close();
   });

@@ -1,3 +1,4 @@
+import { firstView } from '../lib/first-view.js';
 import { createMap, readClientConfig } from '../lib/map.js';
 import { clientTranslator } from './messages.js';
 
@@ -9,14 +10,7 @@ export function mountMapPage(): void {
   const config = readClientConfig();
   const t = clientTranslator();
   const target = document.getElementById('map')!;
-  const params = new URLSearchParams(location.search);
-  const center = params.get('center')?.split(',').map(Number);
-  const zoom = params.has('zoom') ? Number(params.get('zoom')) : undefined;
-  const map = createMap(target, {
-    config,
-    ...(center && center.length === 2 && center.every(Number.isFinite) ? { center: center as [number, number] } : {}),
-    ...(zoom !== undefined && Number.isFinite(zoom) ? { zoom } : {}),
-  });
+  const map = createMap(target, { config, ...firstView(location.search) });
   (window as unknown as { fpMap: unknown }).fpMap = map; // for the benchmark and tests' waits
 
   const status = document.getElementById('map-status')!;

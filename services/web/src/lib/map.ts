@@ -36,18 +36,14 @@ import type VectorTile from 'ol/VectorTile.js';
 import type RenderFeature from 'ol/render/Feature.js';
 import { KATEGORIE_COLOURS } from './colours.js';
 import { createTileDecoder } from './tile-decoder.js';
-import { drawOverviewTile, type OverviewPalette, type OverviewTile } from './overview-tiles.js';
+import { drawOverviewTile, type OverviewFilter, type OverviewPalette, type OverviewTile } from './overview-tiles.js';
+import { DEFAULT_VIEW, GEOJSON_MIN_ZOOM, OVERVIEW_TILE_SIZE } from './first-view.js';
 import { keepFeatures, storedFeaturesIn } from './offline/outbox.js';
 import type { ClientConfig, Feature } from './types.js';
 
 export { KATEGORIE_COLOURS };
 
-/**
- * Below this zoom the map always draws vector tiles, as the overview (lib/overview-tiles.ts). From it
- * on, a view holding at most one list page (PAGE_SIZE) of features is drawn from GeoJSON — features that can be selected, clustered and
- * snapped to while editing — and a denser view from vector tiles (GET /api/tiles/count decides).
- */
-export const GEOJSON_MIN_ZOOM = 12;
+export { GEOJSON_MIN_ZOOM };
 /** Points are clustered below this zoom. */
 const CLUSTER_MAX_ZOOM = 15;
 // One list page: a view holding more is drawn from tiles. Small enough that loading one page (parse and
@@ -55,6 +51,26 @@ const CLUSTER_MAX_ZOOM = 15;
 const PAGE_SIZE = 1000;
 
 const FALLBACK_COLOUR = '#37474f';
+/** The overview tiles' bytes kept for redrawing under a new filter (lib/map.ts overviewHeld). */
+const OVERVIEW_HELD_BYTES = 32 * 1024 * 1024;
+/**
+ * An image tile source whose tiles can all be drawn again (the overview, after a new filter). Not
+ * refresh(): OpenLayers 10.11's tile layer renderer keeps its tiles through a refresh() (it compares
+ * the source's key with one it never records). A new key is a new cache key for every tile, so each
+ * tile in view is loaded, and drawn, again.
+ */
+class RedrawnImageTileSource extends ImageTileSource {
+  private redraws = 0;
+  redraw(): void {
+    this.setKey(`redraw-${++this.redraws}`);
+  }
+}
+
+/** A drawn overview tile: what it holds, its bytes, and the filter it was drawn under. */
+interface HeldOverviewTile extends OverviewTile {
+  bytes: Uint8Array;
+  filter: OverviewFilter;
+}
 /**
  * The features' colours and measures (CSS pixels), read by the OpenLayers styles below and by the
  * overview's canvas drawing (lib/overview-tiles.ts), so both draw a feature alike.
@@ -184,7 +200,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     : undefined;
 
   /** The search and filters; undefined until first set (the overview then decodes no property values). */
-  let filter: ((properties: Record<string, unknown>) => boolean) | undefined;
+  let filter: OverviewFilter;
   const held = new globalThis.Map<string, OlFeature>();
   const shapes = new VectorSource<OlFeature>();
   const points = new VectorSource<OlFeature>();
@@ -238,22 +254,47 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   });
   // The overview, below GEOJSON_MIN_ZOOM: the same vector tiles, each drawn onto one canvas by
   // lib/overview-tiles.ts instead of becoming OpenLayers features (that module says why). What each
-  // drawn tile holds is kept by z/x/y for "features loaded" (overviewCount). The nearest tile zoom
-  // again: the whole city at zoom 6.8 is four dense zoom-7 tiles of about 25 000 features, which the
-  // API builds in parallel, instead of zoom-6 tiles with one of 57 000.
-  const overviewHeld = new globalThis.Map<string, OverviewTile>();
-  const overviewSource = new ImageTileSource({
-    tileSize: 256,
+  // drawn tile holds is kept by z/x/y for "features loaded" (overviewCount), with the tile's bytes and
+  // the filter it was drawn under: a new filter (search, kategorie, status) redraws the view's tiles
+  // from those bytes, with no request (each keystroke of a search used to revalidate every tile of
+  // the view with the API). The nearest tile zoom again: the whole city at zoom 6.8 is four dense
+  // zoom-7 tiles of about 25 000 features, which the API builds in parallel, instead of zoom-6 tiles
+  // with one of 57 000.
+  const overviewHeld = new globalThis.Map<string, HeldOverviewTile>();
+  let overviewHeldBytes = 0;
+  const holdOverviewTile = (key: string, tile: HeldOverviewTile) => {
+    const previous = overviewHeld.get(key);
+    if (previous) overviewHeldBytes -= previous.bytes.length;
+    overviewHeld.delete(key);
+    overviewHeld.set(key, tile);
+    overviewHeldBytes += tile.bytes.length;
+    // Least recently drawn first out; a view needs far less (the whole city is 20 tiles, 6.5 MB).
+    for (const [oldest, held] of overviewHeld) {
+      if (overviewHeldBytes <= OVERVIEW_HELD_BYTES || oldest === key) break;
+      overviewHeld.delete(oldest);
+      overviewHeldBytes -= held.bytes.length;
+    }
+  };
+  const overviewSource = new RedrawnImageTileSource({
+    tileSize: OVERVIEW_TILE_SIZE,
     maxZoom: GEOJSON_MIN_ZOOM,
     zDirection: 0,
     loader: async (z, x, y, { signal }) => {
-      const response = await fetch(`${config.apiUrl}/api/tiles/${z}/${x}/${y}.mvt`, { signal });
-      if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      const bytes = new Uint8Array(await response.arrayBuffer());
+      const key = `${z}/${x}/${y}`;
+      const held = overviewHeld.get(key);
+      let bytes: Uint8Array;
+      if (held && held.filter !== filter) bytes = held.bytes;
+      else {
+        // No credentials and no headers (tiles are the same for everyone): the request mode of the
+        // map page's preload links (lib/first-view.ts), so the first view's tiles come from those.
+        const response = await fetch(`${config.apiUrl}/api/tiles/${z}/${x}/${y}.mvt`, { signal });
+        if (!response.ok) throw new Error(`HTTP ${response.status}`);
+        bytes = new Uint8Array(await response.arrayBuffer());
+      }
       const pixelRatio = Math.min(2, globalThis.devicePixelRatio || 1);
       const canvas = document.createElement('canvas');
-      canvas.width = canvas.height = 256 * pixelRatio;
-      overviewHeld.set(`${z}/${x}/${y}`, drawOverviewTile(bytes, canvas.getContext('2d')!, canvas.width, pixelRatio, FEATURE_STYLE, filter));
+      canvas.width = canvas.height = OVERVIEW_TILE_SIZE * pixelRatio;
+      holdOverviewTile(key, { ...drawOverviewTile(bytes, canvas.getContext('2d')!, canvas.width, pixelRatio, FEATURE_STYLE, filter), bytes, filter });
       return canvas;
     },
   });
@@ -313,7 +354,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     // parses and draws the dense tiles that came first — the whole city's last requests left 1.5 s
     // after its first. Chromium queues what exceeds its six connections per host off the main thread.
     maxTilesLoading: 64,
-    view: new View({ center: fromLonLat(options.center ?? [13.4, 52.52]), zoom: options.zoom ?? 13, maxZoom: 20 }),
+    view: new View({ center: fromLonLat(options.center ?? DEFAULT_VIEW.center), zoom: options.zoom ?? DEFAULT_VIEW.zoom, maxZoom: 20 }),
   });
   // The map's own keyboard interactions (arrows pan, +/- zoom) need a focusable viewport.
   target.tabIndex = 0;
@@ -369,6 +410,8 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     return page.features[0]?.id;
   };
 
+  /** Count the features drawn from tiles after the next complete frame (loadFromApi's status line). */
+  let awaitingTiles = false;
   const place = (feature: OlFeature) => ((feature.getGeometry()?.getType() ?? '') === 'Point' ? points : shapes);
   const rebuild = () => {
     const keepShapes: OlFeature[] = [];
@@ -379,7 +422,9 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     shapes.addFeatures(keepShapes);
     points.addFeatures(keepPoints);
     tiles.changed();
-    overviewSource.refresh();
+    overviewSource.redraw();
+    // What the tiles in view hold under the new filter is counted once they are drawn again.
+    if (tiles.getVisible() || overview.getVisible()) awaitingTiles = true;
   };
 
   const handle: MapHandle = {
@@ -414,7 +459,6 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
       const loaded: number[][] = [];
       let controller: AbortController | undefined;
       /** Set while a view drawn from tiles waits for its tiles; the next complete frame reports it. */
-      let awaitingTiles = false;
       const done = (count: number) => {
         target.dataset.loadedAt = String(performance.now());
         onProgress?.(count, false);
