@@ -26,13 +26,13 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { createApp } from '../services/api/src/app.js';
 import { createAuthenticator } from '../services/api/src/auth/index.js';
-import { createPool } from '../services/api/src/db/pool.js';
+import { API_SESSION_SETTINGS, createPool } from '../services/api/src/db/pool.js';
 import { fingerprintQuery, rawTileQuery } from '../services/api/src/tiles/queries.js';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
 import { GRID_TOTAL } from './feature-grid.js';
 import { openGridDatabase } from './grid-database.js';
 import { median, percentile, printTable, ratio } from './stats.js';
-import { startApiProcess } from './support.js';
+import { baselinePool, startApiProcess } from './support.js';
 
 const quick = process.env.BENCH_QUICK === '1';
 
@@ -63,7 +63,8 @@ async function timeIt(work: () => Promise<unknown>): Promise<number> {
 }
 
 async function startApiInProcess(databaseUrl: string, dataDir: string): Promise<{ base: string; stop(): Promise<void> }> {
-  const db = createPool(databaseUrl, { max: 10 });
+  // The API's session settings, as services/api/src/boot.ts gives them on a PostgreSQL server.
+  const db = createPool(databaseUrl, { max: 10, settings: API_SESSION_SETTINGS });
   const authenticator = await createAuthenticator({ production: false, dataDir });
   const server = createServer(createApp({ db, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }) }));
   const port = await listen(server, 0, '127.0.0.1');
@@ -155,7 +156,7 @@ async function main(): Promise<void> {
   const started = performance.now();
   const database = await openGridDatabase('tiles');
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-tiles-'));
-  const pool = new pg.Pool({ connectionString: database.url, max: 2 });
+  const pool = baselinePool(database);
   let inProcess: Awaited<ReturnType<typeof startApiInProcess>> | undefined;
   let own: Awaited<ReturnType<typeof startApiProcess>> | undefined;
   try {

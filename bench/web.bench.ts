@@ -29,7 +29,7 @@ import { freePort } from '../test/helpers/ports.js';
 import { GRID_TOTAL } from './feature-grid.js';
 import { openGridDatabase } from './grid-database.js';
 import { median, percentile, printTable, ratio } from './stats.js';
-import { openBenchDatabase, startApiProcess } from './support.js';
+import { baselinePool, openBenchDatabase, startApiProcess } from './support.js';
 
 /** What the page functions below touch, typed here because the root tsconfig has no DOM library. */
 interface MapElement {
@@ -80,7 +80,7 @@ function tileAt(lon: number, lat: number, z: number): { z: number; x: number; y:
 async function cityFromTiles(browser: Browser, basemapUrl: string): Promise<void> {
   const started = performance.now();
   const database = await openGridDatabase('webcity');
-  const pool = new pg.Pool({ connectionString: database.url, max: 2 });
+  const pool = baselinePool(database);
   const dataDir = mkdtempSync(join(tmpdir(), 'web-bench-city-'));
   const webPort = await freePort();
   const webOrigin = `http://127.0.0.1:${webPort}`;
