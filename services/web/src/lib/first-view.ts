@@ -12,8 +12,9 @@
  * does not ask for is one wasted request; one it asks for that was not computed here is simply
  * fetched then. Nothing depends on the two agreeing but speed.
  *
- * preloadOverviewTiles and firstView run inline in the page (components/FirstViewPreload.astro
- * renders their source), so they are self-contained: no imports, no module constants.
+ * preloadOverviewTiles and firstView run inline in the page (pages/index.astro renders their source
+ * into a script right after the map's element), so they are self-contained: no imports, no module
+ * constants, no helper functions.
  */
 
 /**
@@ -45,7 +46,7 @@ export interface OverviewPreload {
   apiUrl: string;
   /** The id of the map's element: its box is the view's size. */
   mapId: string;
-  /** The overview's tile size in CSS pixels and its highest tile zoom (lib/map.ts overviewSource). */
+  /** The overview's tile size in CSS pixels (lib/map.ts overviewSource). */
   tileSize: number;
   /** Views at or above this zoom are not the overview: nothing is preloaded. */
   belowZoom: number;
