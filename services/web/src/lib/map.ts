@@ -337,6 +337,8 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     shapeLayer.setVisible(!fromTiles);
     clusterLayer.setVisible(!fromTiles);
   };
+  /** Whether the features are drawn from tiles now (either tile layer), as drawFromTiles last chose. */
+  const drawsFromTiles = () => tiles.getVisible() || overview.getVisible();
   const comparison = new VectorSource<OlFeature>();
   const comparisonLayer = new VectorLayer({
     source: comparison,
@@ -424,7 +426,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     tiles.changed();
     overviewSource.redraw();
     // What the tiles in view hold under the new filter is counted once they are drawn again.
-    if (tiles.getVisible() || overview.getVisible()) awaitingTiles = true;
+    if (drawsFromTiles()) awaitingTiles = true;
   };
 
   const handle: MapHandle = {
@@ -470,7 +472,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
         map.render(); // a frame, so a rendercomplete follows even when every tile is already held
       };
       map.on('rendercomplete', () => {
-        if (!awaitingTiles || !(tiles.getVisible() || overview.getVisible())) return;
+        if (!awaitingTiles || !drawsFromTiles()) return;
         awaitingTiles = false;
         // The features in view, counted once each (a feature crossing tile borders is in several tiles).
         const extent = map.getView().calculateExtent(map.getSize());
