@@ -79,18 +79,26 @@ export function preloadOverviewTiles(view: { center: [number, number]; zoom: num
   const east = Math.min(last, Math.ceil((x + halfWidth + whole / 2) / span) - 1);
   const north = Math.max(0, Math.floor((whole / 2 - y - halfHeight) / span));
   const south = Math.min(last, Math.ceil((whole / 2 - y + halfHeight) / span) - 1);
-  const urls: string[] = [];
+  // Nearest the view's centre first, as OpenLayers' tile queue orders its own requests: over HTTP/1.1
+  // the browser sends six at a time per host, and a city's densest tiles (the slowest to build) are
+  // usually those at its centre, so they start building first.
+  const centreX = (x + whole / 2) / span - 0.5;
+  const centreY = (whole / 2 - y) / span - 0.5;
+  const tiles: [number, number, number][] = [];
   for (let tileX = west; tileX <= east; tileX++) {
-    for (let tileY = north; tileY <= south; tileY++) {
-      const link = document.createElement('link');
-      link.rel = 'preload';
-      link.as = 'fetch';
-      // CORS without credentials: the request mode of OpenLayers' tile fetch, so it is the one reused.
-      link.crossOrigin = 'anonymous';
-      link.href = `${options.apiUrl}/api/tiles/${z}/${tileX}/${tileY}.mvt`;
-      document.head.append(link);
-      urls.push(link.href);
-    }
+    for (let tileY = north; tileY <= south; tileY++) tiles.push([tileX, tileY, (tileX - centreX) ** 2 + (tileY - centreY) ** 2]);
+  }
+  tiles.sort((a, b) => a[2] - b[2]);
+  const urls: string[] = [];
+  for (const [tileX, tileY] of tiles) {
+    const link = document.createElement('link');
+    link.rel = 'preload';
+    link.as = 'fetch';
+    // CORS without credentials: the request mode of OpenLayers' tile fetch, so it is the one reused.
+    link.crossOrigin = 'anonymous';
+    link.href = `${options.apiUrl}/api/tiles/${z}/${tileX}/${tileY}.mvt`;
+    document.head.append(link);
+    urls.push(link.href);
   }
   return urls;
 }

@@ -279,6 +279,9 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     tileSize: OVERVIEW_TILE_SIZE,
     maxZoom: GEOJSON_MIN_ZOOM,
     zDirection: 0,
+    // Drawn fully as it arrives: OpenLayers' default 250 ms fade-in delayed the whole city's last
+    // complete frame by that much, and redraws every layer each frame while a tile fades.
+    transition: 0,
     loader: async (z, x, y, { signal }) => {
       const key = `${z}/${x}/${y}`;
       const held = overviewHeld.get(key);
