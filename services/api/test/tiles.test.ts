@@ -20,6 +20,7 @@ import { tileFastPath } from '../src/tiles/fast-path.js';
 import { createTileService } from '../src/tiles/service.js';
 import { allowedOrigins } from '../src/http/cors.js';
 import type { Authenticator } from '../../shared/principal.js';
+import { TILE_DETAIL_MIN_ZOOM } from '../../shared/tiles.js';
 
 /**
  * GET /api/tiles/:z/:x/:y.mvt over HTTP: the tile's content and properties, the ETag and conditional
@@ -200,9 +201,66 @@ describe('vector tiles on PostGIS', () => {
       body: aFeature({ geometry: { type: 'Polygon', coordinates: [[[10, 80], [20, 80], [20, 89.9], [10, 89.9], [10, 80]]] }, properties: { name: 'Nordpolnah' } }),
     });
     expect(polar.status).toBe(201);
-    const world = await getTile('/api/tiles/0/0/0.mvt');
+    // Zoom 0 is an overview (no names): the polar feature is the one the search by its name finds.
+    const world = await getTile('/api/tiles/0/0/0.mvt?name=nordpolnah');
     expect(world.status).toBe(200);
-    expect(decode(world.bytes).map((f) => f.id)).toContain(polar.json.id);
+    expect(decode(world.bytes)).toEqual([{ kategorie: 'friedhof', status: 'draft' }]);
+  });
+});
+
+/** The features of a tile's `features` layer with their MVT feature ids (undefined when unset). */
+function decodeWithIds(bytes: Buffer): { number: number | undefined; properties: Record<string, string | number | boolean> }[] {
+  const layer = new VectorTile(new PbfReader(bytes)).layers.features;
+  if (!layer) return [];
+  return Array.from({ length: layer.length }, (_, i) => ({ number: layer.feature(i).id, properties: layer.feature(i).properties }));
+}
+
+describe('what tiles carry by zoom, and the search by name', () => {
+  withMvt(`below zoom ${TILE_DETAIL_MIN_ZOOM} a feature carries kategorie and status with an integer feature id, the same in neighbouring tiles; from it on its id and name`, async () => {
+    // A square across the edge between two zoom-11 tiles (x 1101 | 1102 at 13.5352°E).
+    const edge = (1102 / 2 ** 11) * 360 - 180;
+    const square = [[[edge - 0.01, 52.6], [edge + 0.01, 52.6], [edge + 0.01, 52.61], [edge - 0.01, 52.61], [edge - 0.01, 52.6]]];
+    const created = await api.request('POST', '/api/features', { token: contributor, body: aFeature({ geometry: { type: 'Polygon', coordinates: square }, properties: { name: 'Grenzbeet', kategorie: 'blumenbeet' } }) });
+    expect(created.status).toBe(201);
+    const west = tileOf(edge - 0.005, 52.605, 11);
+    const east = tileOf(edge + 0.005, 52.605, 11);
+    expect(east.x).toBe(west.x + 1);
+    const [inWest, inEast] = await Promise.all([west, east].map(async (t) => decodeWithIds((await getTile(`${path(t)}?name=grenzbeet`)).bytes)));
+    expect(inWest).toHaveLength(1);
+    expect(inWest[0]!.properties).toEqual({ kategorie: 'blumenbeet', status: 'draft' });
+    expect(inWest[0]!.number).toEqual(expect.any(Number));
+    expect(inEast.map((f) => f.number)).toEqual([inWest[0]!.number]);
+
+    const detail = decodeWithIds((await getTile(`${path(tileOf(edge - 0.005, 52.605, TILE_DETAIL_MIN_ZOOM))}?name=grenzbeet`)).bytes);
+    expect(detail).toEqual([{ number: undefined, properties: { id: created.json.id, kategorie: 'blumenbeet', status: 'draft', name: 'Grenzbeet' } }]);
+  });
+
+  withMvt('?name= keeps the features whose name holds it, ignoring case, at every zoom; cached apart, and current after an edit', async () => {
+    const friedhof = await create(13.3101, 52.4101, { name: 'Alter Dorfkirchhof Süd', kategorie: 'friedhof' });
+    const beet = await create(13.3102, 52.4102, { name: 'Rosenbeet', kategorie: 'blumenbeet' });
+    for (const z of [8, TILE_DETAIL_MIN_ZOOM + 3]) {
+      const p = path(tileOf(13.3101, 52.4101, z));
+      const all = decodeWithIds((await getTile(p)).bytes);
+      expect(all.length).toBeGreaterThanOrEqual(2);
+      const found = await getTile(`${p}?name=${encodeURIComponent('KIRCHHOF SÜD')}`);
+      expect(found.status).toBe(200);
+      expect(decodeWithIds(found.bytes)).toHaveLength(1);
+      if (z >= TILE_DETAIL_MIN_ZOOM) expect(decode(found.bytes)[0]!.id).toBe(friedhof);
+      expect(found.headers.get('etag')).not.toBe((await getTile(p)).headers.get('etag'));
+      // Served from the cache the second time, under its own key.
+      const again = await getTile(`${p}?name=${encodeURIComponent('KIRCHHOF SÜD')}`);
+      expect(again.headers.get('server-timing')).toContain('cache;desc=hit');
+      expect(again.bytes.equals(found.bytes)).toBe(true);
+      expect(decodeWithIds((await getTile(`${p}?name=nirgends`)).bytes)).toEqual([]);
+    }
+    // A rename into the search is in the next filtered answer (its fingerprint reads the same rows).
+    const p = path(tileOf(13.3101, 52.4101, 8));
+    const before = await getTile(`${p}?name=kirchhof`);
+    expect(decodeWithIds(before.bytes)).toHaveLength(1);
+    await db.pool.query(`UPDATE features.features SET name = 'Kirchhofsbeet' WHERE id = $1`, [beet]);
+    const after = await getTile(`${p}?name=kirchhof`, { 'If-None-Match': before.headers.get('etag')! });
+    expect(after.status).toBe(200);
+    expect(decodeWithIds(after.bytes)).toHaveLength(2);
   });
 });
 
@@ -490,6 +548,11 @@ describe('tile addresses', () => {
     ['/api/tiles/0/0/0.png', 'y'],
     ['/api/tiles/0/0/0', 'y'],
     ['/api/tiles/3/1.5/0.mvt', 'x'],
+    ['/api/tiles/0/0/0.mvt?name=', 'name'],
+    [`/api/tiles/0/0/0.mvt?name=${'x'.repeat(256)}`, 'name'],
+    ['/api/tiles/0/0/0.mvt?name=%00', 'name'],
+    ['/api/tiles/0/0/0.mvt?name=a&name=b', 'name'],
+    ['/api/tiles/0/0/0.mvt?names=a', 'names'],
   ])('answers 400 naming the part for %s', async (p, field) => {
     const response = await api.request('GET', p);
     expect(response.status).toBe(400);

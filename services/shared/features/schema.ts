@@ -30,14 +30,14 @@ export const LONE_SURROGATE = /\p{Surrogate}/u;
  * PostgreSQL text cannot hold U+0000 nor a lone surrogate; refusing them here keeps such input a 400
  * naming the field instead of a database error or a silently replaced character.
  */
-const text = () =>
+export const storableText = () =>
   z
     .string()
     .refine((s) => !s.includes('\u0000'), 'must not contain NUL characters')
     .refine((s) => !LONE_SURROGATE.test(s), 'must not contain a lone surrogate (invalid Unicode)');
 
 /** Length in characters (code points), as PostgreSQL's char_length counts, not UTF-16 units. */
-const codePoints = (s: string): number => [...s].length;
+export const codePoints = (s: string): number => [...s].length;
 
 export const NAME_MAX = 255;
 export const ADRESSE_MAX = 1000;
@@ -128,12 +128,12 @@ const readOnly = <T extends z.ZodType>(schema: T, description: string) => schema
 
 export const FeaturePropertiesSchema = z
   .strictObject({
-    name: text()
+    name: storableText()
       .refine((s) => codePoints(s) >= 1, 'must not be empty')
       .refine((s) => codePoints(s) <= NAME_MAX, `must be at most ${NAME_MAX} characters`)
       .meta({ description: `1 to ${NAME_MAX} characters`, example: 'Alter Friedhof', override: { minLength: 1, maxLength: NAME_MAX } }),
     kategorie: z.enum(KATEGORIEN, { error: `must be one of ${KATEGORIEN.join(', ')}` }),
-    adresse: text()
+    adresse: storableText()
       .refine((s) => codePoints(s) <= ADRESSE_MAX, `must be at most ${ADRESSE_MAX} characters`)
       .meta({ override: { maxLength: ADRESSE_MAX } })
       .nullable()

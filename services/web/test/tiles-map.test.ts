@@ -59,7 +59,7 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
     const page = await browserContext.newPage();
     const tileRequests: string[] = [];
     page.on('request', (request) => {
-      if (/\/api\/tiles\/\d+\/\d+\/\d+\.mvt$/.test(request.url())) tileRequests.push(request.url());
+      if (/\/api\/tiles\/\d+\/\d+\/\d+\.mvt(\?|$)/.test(request.url())) tileRequests.push(request.url());
     });
     await page.goto(`${stack.webUrl}/?center=${CENTRE.join(',')}&zoom=${zoom}`);
     await expect.poll(() => page.getByRole('status').textContent(), { timeout: 60_000 }).toMatch(/^3\D?000 features loaded$/);
@@ -74,16 +74,24 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
 
   /**
    * Searches the view for one name, then clears the search: the status line counts what is drawn,
-   * 1 and then all 3 000 again, and the tiles already in the browser serve both (no tile request).
+   * 1 and then all 3 000 again. Tiles from zoom 12 on hold names, so the tiles already in the browser
+   * serve the search; the overview's hold none, so it asks the API for the view's tiles filtered by
+   * the name, and only for those. Clearing the search redraws from the bytes already held: no request.
    */
-  async function searchByName(page: Page, tileRequests: string[]) {
+  async function searchByName(page: Page, tileRequests: string[], where: 'tiles' | 'overview') {
     const requested = tileRequests.length;
     const search = page.getByLabel('Search by name');
     await search.fill('Kachel 1234');
     await expect.poll(() => page.getByRole('status').textContent(), { timeout: 15_000 }).toBe('1 features loaded');
+    const searched = tileRequests.slice(requested);
+    if (where === 'tiles') expect(searched).toEqual([]);
+    else {
+      expect(searched.length).toBeGreaterThan(0);
+      expect(searched.filter((url) => !url.endsWith('.mvt?name=kachel%201234'))).toEqual([]);
+    }
     await search.fill('');
     await expect.poll(() => page.getByRole('status').textContent(), { timeout: 15_000 }).toMatch(/^3\D?000 features loaded$/);
-    expect(tileRequests).toHaveLength(requested);
+    expect(tileRequests).toHaveLength(requested + searched.length);
   }
 
   for (const cores of [8, 2]) {
@@ -97,7 +105,7 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
       await clickMapCentre(page);
       const id = `t${String(25 * COLUMNS + 30).padStart(4, '0')}`;
       await expect.poll(() => page.getByRole('link', { name: `Kachel ${25 * COLUMNS + 30}` }).getAttribute('href'), { timeout: 15_000 }).toBe(`/features/${id}`);
-      await searchByName(page, tileRequests);
+      await searchByName(page, tileRequests, 'tiles');
       expect(await seriousViolations(page)).toEqual([]);
       await browserContext.close();
     });
@@ -141,8 +149,8 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
     expect(Math.abs(Math.floor(opened / COLUMNS) - 25)).toBeLessThanOrEqual(6);
     expect(Math.abs((opened % COLUMNS) - 30)).toBeLessThanOrEqual(6);
     expect(lookups).toHaveLength(1);
-    // The overview redraws its tiles from the bytes they came in.
-    await searchByName(page, tileRequests);
+    // The overview asks for its tiles filtered by the search, and redraws the whole ones from their bytes.
+    await searchByName(page, tileRequests, 'overview');
     expect(await seriousViolations(page)).toEqual([]);
     await browserContext.close();
   });

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { ZodOpenApiPathsObject } from 'zod-openapi';
 import { ProblemSchema } from '../../../shared/features/schema.js';
-import { DensityQuerySchema } from './routes.js';
+import { TILE_DETAIL_MIN_ZOOM } from '../../../shared/tiles.js';
+import { DensityQuerySchema, TileQuerySchema } from './routes.js';
 import { MAX_COUNT, MAX_ZOOM } from './service.js';
 
 /** GET /api/tiles/{z}/{x}/{y}.mvt in the OpenAPI document (spread into openapi.ts `paths`). */
@@ -12,13 +13,14 @@ export const tilePaths: ZodOpenApiPathsObject = {
     get: {
       summary: 'A Mapbox Vector Tile of the features (Web Mercator, layer "features")',
       description:
-        'Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. Each feature carries id, kategorie, status and name. Built tiles are cached in the API\'s memory under a fingerprint of the rows they were built from, checked against the database on every request, so any write by any writer (API, SQL, GeoServer WFS-T) is in the next answer. The ETag is the MD5 of the tile\'s bytes (with -gzip for the gzip representation): send it in If-None-Match to get 304 while the tile is unchanged. Clients accepting gzip get tiles of 1 KiB or more gzip-encoded.',
+        `Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. From zoom ${TILE_DETAIL_MIN_ZOOM} on, each feature carries id, kategorie, status and name. Below it a tile is an overview: each feature carries kategorie and status, and its MVT feature id is an integer that is the same for the feature in every tile (to count it once), not its id; ?name= filters by name at any zoom. Built tiles are cached in the API's memory under a fingerprint of the rows they were built from, checked against the database on every request, so any write by any writer (API, SQL, GeoServer WFS-T) is in the next answer. The ETag is the MD5 of the tile's bytes (with -gzip for the gzip representation): send it in If-None-Match to get 304 while the tile is unchanged. Clients accepting gzip get tiles of 1 KiB or more gzip-encoded.`,
       requestParams: {
         path: z.object({
           z: z.string().meta({ description: `zoom, 0 to ${MAX_ZOOM}`, example: '12' }),
           x: z.string().meta({ description: 'column, 0 to 2^z − 1', example: '2200' }),
           y: z.string().meta({ description: 'row from the north, 0 to 2^z − 1', example: '1343' }),
         }),
+        query: TileQuerySchema,
         header: z.object({ 'If-None-Match': z.string().optional().meta({ description: 'the ETag of the tile the client holds' }) }),
       },
       responses: {
@@ -34,7 +36,7 @@ export const tilePaths: ZodOpenApiPathsObject = {
           content: { 'application/vnd.mapbox-vector-tile': { schema: z.string().meta({ format: 'binary' }) } },
         },
         '304': { description: 'If-None-Match matches: the tile is unchanged' },
-        '400': problem('z, x or y out of range or malformed (the fields list names which)'),
+        '400': problem('z, x or y out of range or malformed, or name empty, too long or repeated (the fields list names which)'),
         '501': problem('TILES_UNAVAILABLE: the database has no ST_AsMVT (PostGIS without protobuf-c, e.g. the embedded development database)'),
       },
     },

@@ -1,4 +1,5 @@
 import type { Bbox } from '../../../shared/features/schema.js';
+import { TILE_DETAIL_MIN_ZOOM } from '../../../shared/tiles.js';
 import { listConditions, type Query } from '../features/queries.js';
 
 /**
@@ -37,15 +38,15 @@ export function visibleFeatures(_alias: 'f' | 't' = 'f'): string {
  * the bytes (the ETag) is computed by the API, not here: PostgreSQL's md5() is several times slower
  * than Node's, 0.7 ms of a 15 ms street tile.
  */
-export function tileQuery(z: number, x: number, y: number, cached = ''): Query {
+export function tileQuery(z: number, x: number, y: number, cached = '', name?: string): Query {
   return {
     text: `
       WITH ${boundsCte()}
       SELECT f.fingerprint,
              CASE WHEN f.fingerprint IS DISTINCT FROM $5::text
-                  THEN (SELECT coalesce(t.tile, ''::bytea) FROM (${mvtSelect()}) t) END AS tile
-      FROM (${fingerprintSelect()}) f`,
-    values: [z, x, y, TILE_BUFFER / TILE_EXTENT, cached],
+                  THEN (SELECT coalesce(t.tile, ''::bytea) FROM (${mvtSelect(z, name, 6)}) t) END AS tile
+      FROM (${fingerprintSelect(name, 6)}) f`,
+    values: [z, x, y, TILE_BUFFER / TILE_EXTENT, cached, ...(name === undefined ? [] : [name])],
   };
 }
 
@@ -58,20 +59,30 @@ export function tileQuery(z: number, x: number, y: number, cached = ''): Query {
  * a max() of sequence values would not do). Reads the stamps, never the geometries' shapes: a few
  * milliseconds where building the tile takes hundreds.
  */
-export function fingerprintQuery(z: number, x: number, y: number): Query {
+export function fingerprintQuery(z: number, x: number, y: number, name?: string): Query {
   return {
     text: `
       WITH ${boundsCte()}
-      ${fingerprintSelect()}`,
-    values: [z, x, y, TILE_BUFFER / TILE_EXTENT],
+      ${fingerprintSelect(name, 5)}`,
+    values: [z, x, y, TILE_BUFFER / TILE_EXTENT, ...(name === undefined ? [] : [name])],
   };
 }
 
-function fingerprintSelect(): string {
+function fingerprintSelect(name: string | undefined, nameParam: number): string {
   return `
         SELECT count(*) || ':' || coalesce(sum(t.stamp), 0) || ':' || coalesce(bit_xor(t.stamp), 0) AS fingerprint
         FROM features.tile_features t, bounds b
-        WHERE t.geom && b.filter AND ${visibleFeatures('t')}`;
+        WHERE ${tileConditions(name, nameParam)}`;
+}
+
+/**
+ * The rows a tile reads: visible, meeting the tile with its buffer, and with `name` (when given, as
+ * parameter $nameParam) a case-insensitive part of their name — the web map's search by name
+ * (lib/map.ts), so a search of the overview, whose tiles hold no names, gets only what it finds.
+ */
+function tileConditions(name: string | undefined, nameParam: number): string {
+  const named = name === undefined ? '' : ` AND strpos(lower(t.name), lower($${nameParam}::text)) > 0`;
+  return `t.geom && b.filter AND ${visibleFeatures('t')}${named}`;
 }
 
 /** The tile's box and the box with its buffer (what features must meet), both in EPSG:3857. */
@@ -85,28 +96,31 @@ function boundsCte(): string {
 /**
  * The tile alone; expects a CTE `bounds`. It reads features.tile_features (migration 017), where each
  * feature's geometry is already in Web Mercator: no projection per request, and ST_AsMVTGeom clips
- * to the tile and its buffer. Rows go in id order, so the same rows give the same bytes. No "WHERE
- * geom IS NOT NULL": ST_AsMVT skips the rows whose geometry ST_AsMVTGeom dropped, and such a filter
- * would be pushed into the scan and compute every geometry twice.
+ * to the tile and its buffer. What each feature carries depends on the zoom (services/shared/tiles.ts):
+ * from TILE_DETAIL_MIN_ZOOM id, kategorie, status and name; below it kategorie and status, with
+ * `number` (migration 019) as the MVT feature id. Rows go in id (number) order, so the same rows give
+ * the same bytes. No "WHERE geom IS NOT NULL": ST_AsMVT skips the rows whose geometry ST_AsMVTGeom
+ * dropped, and such a filter would be pushed into the scan and compute every geometry twice.
  */
-function mvtSelect(): string {
+function mvtSelect(z: number, name: string | undefined, nameParam: number): string {
+  const detail = z >= TILE_DETAIL_MIN_ZOOM;
   return `
-        SELECT ST_AsMVT(mvt, '${TILE_LAYER}', ${TILE_EXTENT}, 'geom' ORDER BY mvt.id) AS tile
+        SELECT ST_AsMVT(mvt, '${TILE_LAYER}', ${TILE_EXTENT}, 'geom'${detail ? ' ORDER BY mvt.id' : ", 'number' ORDER BY mvt.number"}) AS tile
         FROM (
           SELECT ST_AsMVTGeom(t.geom, b.tile, ${TILE_EXTENT}, ${TILE_BUFFER}, true) AS geom,
-                 t.id, t.kategorie, t.status, t.name
+                 ${detail ? 't.id, t.kategorie, t.status, t.name' : 't.number, t.kategorie, t.status'}
           FROM features.tile_features t, bounds b
-          WHERE t.geom && b.filter AND ${visibleFeatures('t')}
+          WHERE ${tileConditions(name, nameParam)}
         ) mvt`;
 }
 
 /** The same tile straight from ST_AsMVT, without the fingerprint: the benchmark's baseline. */
-export function rawTileQuery(z: number, x: number, y: number): Query {
+export function rawTileQuery(z: number, x: number, y: number, name?: string): Query {
   return {
     text: `
       WITH ${boundsCte()}
-      ${mvtSelect()}`,
-    values: [z, x, y, TILE_BUFFER / TILE_EXTENT],
+      ${mvtSelect(z, name, 5)}`,
+    values: [z, x, y, TILE_BUFFER / TILE_EXTENT, ...(name === undefined ? [] : [name])],
   };
 }
 

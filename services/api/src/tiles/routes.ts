@@ -2,7 +2,8 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { requirePermission } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
-import { BboxSchema } from '../../../shared/features/schema.js';
+import { BboxSchema, codePoints, storableText } from '../../../shared/features/schema.js';
+import { TILE_NAME_FILTER_MAX } from '../../../shared/tiles.js';
 import { parseOrThrow } from '../http/validate.js';
 import { MAX_COUNT, parseTileAddress, type Tile, type TileService } from './service.js';
 
@@ -19,6 +20,22 @@ export const DensityQuerySchema = z.strictObject({
     .meta({ description: `count up to this many (and one more), at most ${MAX_COUNT}`, example: '5000' }),
 });
 
+/** Query of GET /api/tiles/{z}/{x}/{y}.mvt: optionally, a search by name. */
+export const TileQuerySchema = z.strictObject({
+  name: storableText()
+    .min(1, 'must not be empty')
+    .refine((s) => codePoints(s) <= TILE_NAME_FILTER_MAX, `must be at most ${TILE_NAME_FILTER_MAX} characters`)
+    .optional()
+    .meta({ description: 'only the features whose name contains this, ignoring case (the map\'s search by name)', example: 'friedhof' }),
+});
+
+/** Each query parameter once: a repeated one is a 400 naming it, not an array for the schema to misread. */
+function singleValued(query: Record<string, unknown>): void {
+  for (const [key, value] of Object.entries(query)) {
+    if (Array.isArray(value)) throw new AppError('INVALID_QUERY', `invalid query: ${key}: must be given once`, { fields: [{ field: key, message: 'must be given once' }] });
+  }
+}
+
 /**
  * GET /api/tiles/:z/:x/:y.mvt. Cache-Control lets browsers and proxies keep a tile but makes them
  * revalidate it every time (no-cache), so an edit is visible at once; an unchanged tile costs a 304.
@@ -32,16 +49,16 @@ export const DensityQuerySchema = z.strictObject({
 export function tileRoutes(tiles: TileService): Router {
   const router = Router();
   router.get('/count', requirePermission('read', 'read features'), async (req, res) => {
-    for (const [key, value] of Object.entries(req.query)) {
-      if (Array.isArray(value)) throw new AppError('INVALID_QUERY', `invalid query: ${key}: must be given once`, { fields: [{ field: key, message: 'must be given once' }] });
-    }
+    singleValued(req.query);
     const query = parseOrThrow(DensityQuerySchema, req.query, 'INVALID_QUERY', 'query');
     res.setHeader('Cache-Control', 'no-store');
     res.json(await tiles.density(query.bbox, query.atMost));
   });
   router.get('/:z/:x/:file', requirePermission('read', 'read tiles'), async (req, res) => {
     const address = parseTileAddress(req.params.z as string, req.params.x as string, req.params.file as string);
-    const tile = await tiles.render(address, req.get('if-none-match'), acceptsGzip(req.get('accept-encoding')));
+    singleValued(req.query);
+    const { name } = parseOrThrow(TileQuerySchema, req.query, 'INVALID_QUERY', 'query');
+    const tile = await tiles.render(address, req.get('if-none-match'), acceptsGzip(req.get('accept-encoding')), name);
     for (const [name, value] of Object.entries(tileHeaders(tile))) res.setHeader(name, value);
     // Added to cors()' Vary: Origin, not in its place: answers differ by both.
     res.vary('Accept-Encoding');

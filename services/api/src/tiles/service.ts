@@ -52,7 +52,7 @@ export interface Density {
 }
 
 /** Version of the tile encoding; part of the ETag so a change of layer or properties invalidates caches. */
-const ENCODING_VERSION = 'v3';
+const ENCODING_VERSION = 'v4';
 /** A strong ETag per representation (RFC 9110 §8.8.3): the gzip body has its own. */
 const ETAG = new RegExp(`^(?:W/)?"${ENCODING_VERSION}-([0-9a-f]{32})(?:-gzip)?"$`);
 const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
@@ -66,8 +66,8 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
    * One statement: the tile's current fingerprint, and the tile built only if it differs from
    * `cachedFingerprint`. A build is stored under the fingerprint read in its own snapshot.
    */
-  async function lookup(z: number, x: number, y: number, key: string, cachedFingerprint: string): Promise<{ entry: CachedTile | undefined; cached: boolean }> {
-    const row = await run<{ fingerprint: string; tile: Buffer | null }>(tileQuery(z, x, y, cachedFingerprint));
+  async function lookup({ z, x, y }: TileAddress, name: string | undefined, key: string, cachedFingerprint: string): Promise<{ entry: CachedTile | undefined; cached: boolean }> {
+    const row = await run<{ fingerprint: string; tile: Buffer | null }>(tileQuery(z, x, y, cachedFingerprint, name));
     if (row.tile === null) return { entry: cache.get(key, row.fingerprint), cached: true };
     const entry: CachedTile = { fingerprint: row.fingerprint, digest: createHash('md5').update(row.tile).digest('hex'), bytes: row.tile };
     cache.set(key, entry);
@@ -110,18 +110,20 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
   return {
     /**
      * The tile, or only its ETag when `ifNoneMatch` holds the current one (or is `*`); gzip bytes when
-     * `gzip` is accepted and the tile is large enough to gain from it.
+     * `gzip` is accepted and the tile is large enough to gain from it. With `name`, only the features
+     * whose name holds it (case-insensitive), cached apart from the whole tile.
      */
-    async render({ z, x, y }: TileAddress, ifNoneMatch?: string, acceptsGzip = false): Promise<Tile> {
+    async render(address: TileAddress, ifNoneMatch?: string, acceptsGzip = false, name?: string): Promise<Tile> {
       if (unsupported) throw unsupported;
       const started = performance.now();
-      const key = `${VISIBILITY_CLASS}/${z}/${x}/${y}`;
+      const { z, x, y } = address;
+      const key = `${VISIBILITY_CLASS}/${z}/${x}/${y}${name === undefined ? '' : `?name=${name}`}`;
       // A request arriving while this tile is being read waits for that read, then asks for itself:
       // concurrent first visitors cause one build, and the others a fingerprint check each (their
       // own snapshot, so nothing committed before they arrived can be missed).
       const pending = building.get(key);
       if (pending) await pending.catch(() => undefined);
-      let read = lookup(z, x, y, key, cache.peek(key)?.fingerprint ?? '');
+      let read = lookup(address, name, key, cache.peek(key)?.fingerprint ?? '');
       if (!building.has(key)) {
         const settled = read.finally(() => building.delete(key));
         building.set(key, settled);
@@ -130,7 +132,7 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
       let { entry, cached } = await read;
       // The cached build was replaced between the statement and now (another request rebuilt it
       // under a newer fingerprint): build for this request alone.
-      if (!entry) ({ entry, cached } = await lookup(z, x, y, key, ''));
+      if (!entry) ({ entry, cached } = await lookup(address, name, key, ''));
       const dbMs = performance.now() - started;
       if (!entry) throw new Error(`tile ${key} was neither cached nor built`);
       const notModified = ifNoneMatch?.trim() === '*' || matches(ifNoneMatch, entry.digest);

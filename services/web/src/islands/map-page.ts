@@ -24,10 +24,7 @@ export function mountMapPage(): void {
   const form = document.getElementById('map-filters') as HTMLFormElement;
   const apply = () => {
     const data = new FormData(form);
-    const query = String(data.get('q') ?? '').trim().toLowerCase();
-    const kategorie = String(data.get('kategorie') ?? '');
-    const wanted = String(data.get('status') ?? '');
-    map.setFilter((p) => (!query || String(p.name ?? '').toLowerCase().includes(query)) && (!kategorie || p.kategorie === kategorie) && (!wanted || p.status === wanted));
+    map.setFilter({ name: String(data.get('q') ?? ''), kategorie: String(data.get('kategorie') ?? ''), status: String(data.get('status') ?? '') });
   };
   form.addEventListener('input', apply);
   form.addEventListener('submit', (event) => {

@@ -13,17 +13,20 @@
  * fetched then. Nothing depends on the two agreeing but speed.
  *
  * preloadOverviewTiles and firstView run inline in the page (pages/index.astro renders their source
- * into a script right after the map's element), so they are self-contained: no imports, no module
+ * into a script right after the map's element), so they are self-contained: they use no imports, no module
  * constants, no helper functions.
  */
+
+import { TILE_DETAIL_MIN_ZOOM } from '../../../shared/tiles.js';
 
 /**
  * Below this zoom the map always draws vector tiles, as the overview (lib/overview-tiles.ts). From it
  * on, a view holding at most one list page of features is drawn from GeoJSON — features that can be
  * selected, clustered and snapped to while editing — and a denser view from vector tiles (GET
- * /api/tiles/count decides; lib/map.ts).
+ * /api/tiles/count decides; lib/map.ts). It is where the API's tiles start to carry ids and names
+ * (services/shared/tiles.ts): the overview needs neither.
  */
-export const GEOJSON_MIN_ZOOM = 12;
+export const GEOJSON_MIN_ZOOM = TILE_DETAIL_MIN_ZOOM;
 /** The overview's tile size, CSS pixels. */
 export const OVERVIEW_TILE_SIZE = 256;
 

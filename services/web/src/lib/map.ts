@@ -66,11 +66,26 @@ class RedrawnImageTileSource extends ImageTileSource {
   }
 }
 
-/** A drawn overview tile: what it holds, its bytes, and the filter it was drawn under. */
+/** A drawn overview tile: what it holds, its bytes, and the source key it was drawn under. */
 interface HeldOverviewTile extends OverviewTile {
   bytes: Uint8Array;
-  filter: OverviewFilter;
+  /** The overview source's key when drawn: another key means a redraw (RedrawnImageTileSource). */
+  drawnUnder: string;
 }
+
+/** The map page's search and filters: a feature is drawn when it passes each one given. */
+export interface FeatureFilter {
+  /** A part of the name, in any case. */
+  name?: string;
+  kategorie?: string;
+  status?: string;
+}
+/**
+ * How long the search by name waits for the next keystroke: below GEOJSON_MIN_ZOOM each search asks
+ * the API for the view's tiles filtered by name (overview tiles hold no names), and a search of one
+ * letter would have it build nearly the whole view's tiles for nothing.
+ */
+const SEARCH_SETTLE_MS = 250;
 /**
  * The features' colours and measures (CSS pixels), read by the OpenLayers styles below and by the
  * overview's canvas drawing (lib/overview-tiles.ts), so both draw a feature alike.
@@ -101,8 +116,11 @@ export interface MapHandle {
   onSelect(listener: (id: string | undefined) => void): void;
   /** Adds features; one already present (same id) is replaced, never duplicated. Returns how many are held. */
   upsert(features: Feature[]): number;
-  /** Only features passing the predicate are drawn (GeoJSON and tiles). */
-  setFilter(predicate: (properties: Record<string, unknown>) => boolean): void;
+  /**
+   * Only features passing the filter are drawn (GeoJSON and tiles); a new search by name takes
+   * effect once typing pauses (SEARCH_SETTLE_MS), kategorie and status at once.
+   */
+  setFilter(filter: FeatureFilter): void;
   /** Loads the visible bbox from the API on every view change, following next links. */
   loadFromApi(options: { onProgress?: (held: number, loading: boolean) => void }): void;
   /** The features held, for tests and the list beside the map. */
@@ -199,8 +217,15 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     ? new TileLayer({ visible: false, source: new TileWMS({ url: config.wms.url, params: { LAYERS: config.wms.layers, TILED: true }, crossOrigin: 'anonymous' }) })
     : undefined;
 
-  /** The search and filters; undefined until first set (the overview then decodes no property values). */
+  /** The search and filters, for GeoJSON and the dense tiles; undefined while there is none. */
   let filter: OverviewFilter;
+  /**
+   * The overview's share of them: kategorie and status, which its tiles hold (undefined: it decodes
+   * no property values). Its tiles hold no names: a search by name asks the API for tiles filtered
+   * by it (`?name=`, lib/map.ts overviewSource), lower case; '' when none.
+   */
+  let overviewFilter: OverviewFilter;
+  let nameQuery = '';
   const held = new globalThis.Map<string, OlFeature>();
   const shapes = new VectorSource<OlFeature>();
   const points = new VectorSource<OlFeature>();
@@ -261,6 +286,8 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   // zoom-7 tiles of about 25 000 features, which the API builds in parallel, instead of zoom-6 tiles
   // with one of 57 000.
   const overviewHeld = new globalThis.Map<string, HeldOverviewTile>();
+  /** Held tiles by z/x/y and search: a search's tiles are other tiles than the whole ones. */
+  const heldKeyOf = (z: number, x: number, y: number, name = nameQuery) => (name ? `${z}/${x}/${y}?name=${encodeURIComponent(name)}` : `${z}/${x}/${y}`);
   let overviewHeldBytes = 0;
   const holdOverviewTile = (key: string, tile: HeldOverviewTile) => {
     const previous = overviewHeld.get(key);
@@ -283,21 +310,25 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     // complete frame by that much, and redraws every layer each frame while a tile fades.
     transition: 0,
     loader: async (z, x, y, { signal }) => {
-      const key = `${z}/${x}/${y}`;
+      const key = heldKeyOf(z, x, y);
+      const drawnUnder = overviewSource.getKey();
       const held = overviewHeld.get(key);
       let bytes: Uint8Array;
-      if (held && held.filter !== filter) bytes = held.bytes;
+      // Loaded again by a redraw (a new filter): the bytes already here. Otherwise (first view, or the
+      // tile left OpenLayers' cache) from the API, which answers from its cache while it is current.
+      if (held && held.drawnUnder !== drawnUnder) bytes = held.bytes;
       else {
         // No credentials and no headers (tiles are the same for everyone): the request mode of the
         // map page's preload links (lib/first-view.ts), so the first view's tiles come from those.
-        const response = await fetch(`${config.apiUrl}/api/tiles/${z}/${x}/${y}.mvt`, { signal });
+        const search = key.includes('?') ? key.slice(key.indexOf('?')) : '';
+        const response = await fetch(`${config.apiUrl}/api/tiles/${z}/${x}/${y}.mvt${search}`, { signal });
         if (!response.ok) throw new Error(`HTTP ${response.status}`);
         bytes = new Uint8Array(await response.arrayBuffer());
       }
       const pixelRatio = Math.min(2, globalThis.devicePixelRatio || 1);
       const canvas = document.createElement('canvas');
       canvas.width = canvas.height = OVERVIEW_TILE_SIZE * pixelRatio;
-      holdOverviewTile(key, { ...drawOverviewTile(bytes, canvas.getContext('2d')!, canvas.width, pixelRatio, FEATURE_STYLE, filter), bytes, filter });
+      holdOverviewTile(key, { ...drawOverviewTile(bytes, canvas.getContext('2d')!, canvas.width, pixelRatio, FEATURE_STYLE, overviewFilter), bytes, drawnUnder });
       return canvas;
     },
   });
@@ -308,7 +339,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     let own = 0;
     const shared = new Set<string>();
     grid.forEachTileCoord(extent, grid.getZForResolution(resolution, 0), ([z, x, y]) => {
-      const held = overviewHeld.get(`${z}/${x}/${y}`);
+      const held = overviewHeld.get(heldKeyOf(z!, x!, y!));
       if (!held) return;
       own += held.own;
       for (const id of held.shared) shared.add(id);
@@ -417,6 +448,8 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
 
   /** Count the features drawn from tiles after the next complete frame (loadFromApi's status line). */
   let awaitingTiles = false;
+  /** A new search by name waiting for typing to pause (setFilter). */
+  let settling: ReturnType<typeof setTimeout> | undefined;
   const place = (feature: OlFeature) => ((feature.getGeometry()?.getType() ?? '') === 'Point' ? points : shapes);
   const rebuild = () => {
     const keepShapes: OlFeature[] = [];
@@ -453,9 +486,19 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
       if (fresh.length > freshPoints.length) shapes.addFeatures(fresh.filter((f) => place(f) === shapes));
       return held.size;
     },
-    setFilter(predicate) {
-      filter = predicate;
-      rebuild();
+    setFilter(next) {
+      const name = next.name?.trim().toLowerCase() ?? '';
+      const { kategorie, status } = next;
+      const apply = () => {
+        const byProperties: OverviewFilter = kategorie || status ? (p) => (!kategorie || p.kategorie === kategorie) && (!status || p.status === status) : undefined;
+        nameQuery = name;
+        overviewFilter = byProperties;
+        filter = name ? (p) => String(p.name ?? '').toLowerCase().includes(name) && (!byProperties || byProperties(p)) : byProperties;
+        rebuild();
+      };
+      clearTimeout(settling);
+      if (name === nameQuery) apply();
+      else settling = setTimeout(apply, SEARCH_SETTLE_MS);
     },
     size: () => held.size,
     loadFromApi({ onProgress }) {

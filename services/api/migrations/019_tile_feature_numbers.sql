@@ -1,0 +1,13 @@
+-- 019: an integer per row of features.tile_features (migration 017), the MVT feature id of the
+-- overview tiles (the zooms below services/shared/tiles.ts TILE_DETAIL_MIN_ZOOM).
+--
+-- Why: overview tiles leave out the feature's text id and name (ST_AsMVT keeps every distinct
+-- property value in a table, and these two are distinct for every feature: 30 % of the time of the
+-- whole city's tiles), but the map still has to tell one feature in two neighbouring tiles from two
+-- features, to count each once. The MVT feature id field is an integer, encoded without any table.
+--
+-- Invariants: every row has a number, unique (an identity column), assigned when the feature's row is inserted and kept
+-- by its updates (017's trigger updates in place, ON CONFLICT DO UPDATE); a feature deleted and
+-- created again gets a new number. Numbers say nothing else and are not ids: clients open a feature
+-- by its `id` from the detail zooms or GET /api/features.
+ALTER TABLE features.tile_features ADD COLUMN number bigint GENERATED ALWAYS AS IDENTITY;
