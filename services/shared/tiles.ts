@@ -11,8 +11,8 @@
  * distinct, so leaving them out made building the whole city's tiles 0.70× as long and their bytes
  * 3.7 MB instead of 6.5 (see docs/api.md "Vector tiles"). A search by name asks for tiles
  * filtered by the API instead (`?name=`).
+ *
+ * This module imports nothing: the map page's first script (lib/first-view.ts) reads it, and the
+ * feature schema (zod) would add 28 KB gzip to that page.
  */
 export const TILE_DETAIL_MIN_ZOOM = 12;
-
-/** The longest `name` filter a tile request takes: a feature's name is at most this long (features/schema.ts NAME_MAX). */
-export { NAME_MAX as TILE_NAME_FILTER_MAX } from './features/schema.js';

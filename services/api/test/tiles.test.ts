@@ -225,7 +225,8 @@ describe('what tiles carry by zoom, and the search by name', () => {
     const west = tileOf(edge - 0.005, 52.605, 11);
     const east = tileOf(edge + 0.005, 52.605, 11);
     expect(east.x).toBe(west.x + 1);
-    const [inWest, inEast] = await Promise.all([west, east].map(async (t) => decodeWithIds((await getTile(`${path(t)}?name=grenzbeet`)).bytes)));
+    const inWest = decodeWithIds((await getTile(`${path(west)}?name=grenzbeet`)).bytes);
+    const inEast = decodeWithIds((await getTile(`${path(east)}?name=grenzbeet`)).bytes);
     expect(inWest).toHaveLength(1);
     expect(inWest[0]!.properties).toEqual({ kategorie: 'blumenbeet', status: 'draft' });
     expect(inWest[0]!.number).toEqual(expect.any(Number));

@@ -2,8 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { requirePermission } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
-import { BboxSchema, codePoints, storableText } from '../../../shared/features/schema.js';
-import { TILE_NAME_FILTER_MAX } from '../../../shared/tiles.js';
+import { BboxSchema, codePoints, NAME_MAX, storableText } from '../../../shared/features/schema.js';
 import { parseOrThrow } from '../http/validate.js';
 import { MAX_COUNT, parseTileAddress, type Tile, type TileService } from './service.js';
 
@@ -24,7 +23,8 @@ export const DensityQuerySchema = z.strictObject({
 export const TileQuerySchema = z.strictObject({
   name: storableText()
     .min(1, 'must not be empty')
-    .refine((s) => codePoints(s) <= TILE_NAME_FILTER_MAX, `must be at most ${TILE_NAME_FILTER_MAX} characters`)
+    // No feature's name is longer, so a longer search finds nothing.
+    .refine((s) => codePoints(s) <= NAME_MAX, `must be at most ${NAME_MAX} characters`)
     .optional()
     .meta({ description: 'only the features whose name contains this, ignoring case (the map\'s search by name)', example: 'friedhof' }),
 });
