@@ -279,15 +279,19 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   });
   // The overview, below GEOJSON_MIN_ZOOM: the same vector tiles, each drawn onto one canvas by
   // lib/overview-tiles.ts instead of becoming OpenLayers features (that module says why). What each
-  // drawn tile holds is kept by z/x/y for "features loaded" (overviewCount), with the tile's bytes and
-  // the filter it was drawn under: a new filter (search, kategorie, status) redraws the view's tiles
-  // from those bytes, with no request (each keystroke of a search used to revalidate every tile of
-  // the view with the API). The nearest tile zoom again: the whole city at zoom 6.8 is four dense
-  // zoom-7 tiles of about 25 000 features, which the API builds in parallel, instead of zoom-6 tiles
-  // with one of 57 000.
+  // drawn tile holds is kept by its path (z/x/y and the search) for "features loaded"
+  // (overviewCount), with the tile's bytes: a new kategorie or status filter redraws the view's tiles
+  // from those bytes, with no request (each change used to revalidate every tile of the view with the
+  // API); a new search by name asks for the view's tiles filtered by it (overview tiles hold no
+  // names), and clearing it redraws the whole ones from their bytes. The nearest tile zoom again: the
+  // whole city at zoom 6.8 is four dense zoom-7 tiles of about 25 000 features, which the API builds
+  // in parallel, instead of zoom-6 tiles with one of 57 000.
   const overviewHeld = new globalThis.Map<string, HeldOverviewTile>();
-  /** Held tiles by z/x/y and search: a search's tiles are other tiles than the whole ones. */
-  const heldKeyOf = (z: number, x: number, y: number, name = nameQuery) => (name ? `${z}/${x}/${y}?name=${encodeURIComponent(name)}` : `${z}/${x}/${y}`);
+  /**
+   * A tile's path under /api/tiles/ with the current search: also the key it is held under, as a
+   * search's tiles are other tiles than the whole ones.
+   */
+  const overviewTilePath = (z: number, x: number, y: number) => `${z}/${x}/${y}.mvt${nameQuery ? `?name=${encodeURIComponent(nameQuery)}` : ''}`;
   let overviewHeldBytes = 0;
   const holdOverviewTile = (key: string, tile: HeldOverviewTile) => {
     const previous = overviewHeld.get(key);
@@ -310,7 +314,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     // complete frame by that much, and redraws every layer each frame while a tile fades.
     transition: 0,
     loader: async (z, x, y, { signal }) => {
-      const key = heldKeyOf(z, x, y);
+      const key = overviewTilePath(z, x, y);
       const drawnUnder = overviewSource.getKey();
       const held = overviewHeld.get(key);
       let bytes: Uint8Array;
@@ -320,8 +324,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
       else {
         // No credentials and no headers (tiles are the same for everyone): the request mode of the
         // map page's preload links (lib/first-view.ts), so the first view's tiles come from those.
-        const search = key.includes('?') ? key.slice(key.indexOf('?')) : '';
-        const response = await fetch(`${config.apiUrl}/api/tiles/${z}/${x}/${y}.mvt${search}`, { signal });
+        const response = await fetch(`${config.apiUrl}/api/tiles/${key}`, { signal });
         if (!response.ok) throw new Error(`HTTP ${response.status}`);
         bytes = new Uint8Array(await response.arrayBuffer());
       }
@@ -338,8 +341,8 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
     const grid = overviewSource.getTileGrid()!;
     let own = 0;
     const shared = new Set<string>();
-    grid.forEachTileCoord(extent, grid.getZForResolution(resolution, 0), ([z, x, y]) => {
-      const held = overviewHeld.get(heldKeyOf(z!, x!, y!));
+    grid.forEachTileCoord(extent, grid.getZForResolution(resolution, 0), (coord) => {
+      const held = overviewHeld.get(overviewTilePath(...(coord as [number, number, number])));
       if (!held) return;
       own += held.own;
       for (const id of held.shared) shared.add(id);
