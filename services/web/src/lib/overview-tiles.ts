@@ -9,7 +9,7 @@
  * for about two seconds on two cores, most of it on objects that live for one frame. Here the tile's
  * bytes are read once: the geometry commands go straight into paths of a few hundred features per
  * colour and kind, each filled or stroked once, and an area smaller than its outline becomes one
- * rectangle; property values are decoded only when a filter needs them (the
+ * rectangle, painted with the others by arithmetic (lib/rectangle-raster.ts); property values are decoded only when a filter needs them (the
  * values of `name` alone are a quarter of a tile's bytes), and ids only for the features that cross
  * the tile's edge, to count those once (see OverviewTile). Same colours and widths as the map's
  * OpenLayers styles: both read lib/map.ts FEATURE_STYLE.
@@ -17,6 +17,7 @@
  * Mapbox Vector Tile 2.1: https://github.com/mapbox/vector-tile-spec/tree/master/2.1
  */
 import { PbfReader } from 'pbf';
+import { canvasColour, RectangleRaster } from './rectangle-raster.js';
 
 /** The map's feature styles, in CSS pixels (lib/map.ts FEATURE_STYLE, also behind its OpenLayers styles). */
 export interface OverviewPalette {
@@ -123,6 +124,7 @@ const PATH_FEATURES = 256;
 class Batches {
   private readonly paths = new Map<string, { kind: Kind; colour: string; path: Path2D; features: number }>();
   private readonly rectangles = new Map<string, number[]>();
+  private drewPaths = false;
   constructor(
     private readonly context: CanvasRenderingContext2D,
     private readonly palette: OverviewPalette,
@@ -148,7 +150,7 @@ class Batches {
 
   /**
    * An area no wider than its outline: the outline covers all of it (lib/map.ts tileAreaStyle), so
-   * it is drawn as the square the outline covers, the cheapest thing a canvas draws.
+   * it is drawn as the square the outline covers (finish paints them).
    */
   rectangle(colour: string, x: number, y: number, width: number, height: number): void {
     let list = this.rectangles.get(colour);
@@ -157,15 +159,34 @@ class Batches {
     list.push(x - half, y - half, width + 2 * half, height + 2 * half);
   }
 
-  finish(): void {
+  /**
+   * Draws what is left: the paths not yet full, then the rectangles on top, painted by
+   * RectangleRaster (it says why) and put onto the canvas at once: straight onto it when nothing
+   * else was drawn (the canvas is still empty, as a dense tile's usually is), else through a
+   * second canvas, since putImageData replaces pixels rather than drawing over them.
+   */
+  finish(size: number): void {
     for (const batch of this.paths.values()) this.draw(batch.kind, batch.colour, batch.path);
+    if (this.rectangles.size === 0) return;
+    const raster = new RectangleRaster(size);
     for (const [colour, list] of this.rectangles) {
-      this.context.fillStyle = colour;
-      for (let i = 0; i < list.length; i += 4) this.context.fillRect(list[i]!, list[i + 1]!, list[i + 2]!, list[i + 3]!);
+      const rgba = canvasColour(this.context, colour);
+      if (!rgba) continue;
+      const [red, green, blue, alpha] = rgba;
+      for (let i = 0; i < list.length; i += 4) raster.fill(red, green, blue, alpha, list[i]!, list[i + 1]!, list[i + 2]!, list[i + 3]!);
     }
+    if (raster.isEmpty) return;
+    if (!this.drewPaths) {
+      this.context.putImageData(raster.toImageData(), 0, 0);
+      return;
+    }
+    const layer = new OffscreenCanvas(size, size);
+    layer.getContext('2d')!.putImageData(raster.toImageData(), 0, 0);
+    this.context.drawImage(layer, 0, 0);
   }
 
   private draw(kind: Kind, colour: string, path: Path2D): void {
+    this.drewPaths = true;
     const context = this.context;
     if (kind === 'fill') {
       context.fillStyle = this.palette.areaFill(colour);
@@ -238,28 +259,58 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
     }
   };
 
+  // The hot loop reads its varints itself, from a local position: through PbfReader's methods (not
+  // inlined there) they were about a third of drawing the whole city.
+  const buf = bytes;
   for (const offset of layer.features) {
-    pbf.pos = offset;
-    const end = pbf.readVarint() + pbf.pos;
+    let pos = offset;
+    let length = 0;
+    for (let shift = 0, b = 0x80; b >= 0x80; shift += 7) {
+      b = buf[pos++]!;
+      length += (b & 0x7f) * 2 ** shift;
+    }
+    // Every loop below stops at the end of the bytes, however a tile lies about its lengths: a byte
+    // past it reads as undefined, which ends a varint, and no length reaches past `end`.
+    const end = Math.min(pos + length, buf.length);
     let type = 0;
     tags.length = 0;
     let geometryStart = -1;
     let geometryEnd = -1;
     let numericId: number | undefined;
-    while (pbf.pos < end) {
-      const tag = pbf.readVarint();
+    while (pos < end) {
+      const tag = buf[pos++]!;
       const field = tag >> 3;
-      if (field === FEATURE_TYPE) type = pbf.readVarint();
-      else if (field === FEATURE_TAGS) {
-        const tagsEnd = pbf.readVarint() + pbf.pos;
-        while (pbf.pos < tagsEnd) tags.push(pbf.readVarint());
-      } else if (field === FEATURE_GEOMETRY) {
-        const length = pbf.readVarint();
-        geometryStart = pbf.pos;
-        geometryEnd = pbf.pos + length;
-        pbf.pos = geometryEnd;
-      } else if (field === FEATURE_ID) numericId = pbf.readVarint();
-      else pbf.skip(tag);
+      if (tag >= 0x80 || (field !== FEATURE_TYPE && field !== FEATURE_TAGS && field !== FEATURE_GEOMETRY && field !== FEATURE_ID)) {
+        // Anything else (an unknown field, or a field number over 15): PbfReader skips it.
+        pbf.pos = pos - 1;
+        pbf.skip(pbf.readVarint());
+        pos = pbf.pos;
+        continue;
+      }
+      {
+        let number = 0;
+        for (let shift = 0, b = 0x80; b >= 0x80; shift += 7) {
+          b = buf[pos++]!;
+          number += (b & 0x7f) * 2 ** shift;
+        }
+        if (field === FEATURE_TYPE) type = number;
+        else if (field === FEATURE_ID) numericId = number;
+        else if (field === FEATURE_TAGS) {
+          const tagsEnd = Math.min(pos + number, end);
+          while (pos < tagsEnd) {
+            let item = 0;
+            for (let shift = 0, b = 0x80; b >= 0x80; shift += 7) {
+              b = buf[pos++]!;
+              item += (b & 0x7f) * 2 ** shift;
+            }
+            tags.push(item);
+          }
+        } else {
+          geometryStart = pos;
+          geometryEnd = Math.min(pos + number, end);
+          pos = geometryEnd;
+        }
+      }
     }
     if (geometryStart < 0 || type < GEOMETRY_POINT || type > GEOMETRY_POLYGON) continue;
     if (filter) {
@@ -272,7 +323,7 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
     const colour = palette.colour(kategorie);
 
     // The geometry commands (MoveTo 1, LineTo 2, ClosePath 7; zig-zag deltas), in device pixels.
-    pbf.pos = geometryStart;
+    pos = geometryStart;
     let n = 0;
     let cx = 0;
     let cy = 0;
@@ -281,20 +332,42 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
     let minY = Infinity;
     let maxX = -Infinity;
     let maxY = -Infinity;
-    while (pbf.pos < geometryEnd) {
-      const command = pbf.readVarint();
+    while (pos < geometryEnd) {
+      let command = 0;
+      for (let shift = 0, b = 0x80; b >= 0x80; shift += 7) {
+        b = buf[pos++]!;
+        command += (b & 0x7f) * 2 ** shift;
+      }
       const id = command & 7;
-      const count = command >> 3;
+      // At least two bytes a vertex: a count the bytes cannot hold is not believed.
+      const count = Math.min(command >>> 3, (geometryEnd - pos) >> 1);
       if (id === 7) continue;
       if (id === 1) ringStarts.push(n);
+      if (2 * (n + count) > vertices.length) {
+        const grown = new Float64Array(Math.max(vertices.length * 2, 2 * (n + count)));
+        grown.set(vertices);
+        vertices = grown;
+      }
       for (let c = 0; c < count; c++) {
-        cx += pbf.readSVarint();
-        cy += pbf.readSVarint();
-        if (2 * n === vertices.length) {
-          const grown = new Float64Array(vertices.length * 2);
-          grown.set(vertices);
-          vertices = grown;
+        // Zig-zag deltas; a tile's coordinates fit in 32 bits (the extent plus its buffer).
+        let dx = buf[pos++]!;
+        if (dx >= 0x80) {
+          dx &= 0x7f;
+          for (let shift = 7, b = 0x80; b >= 0x80; shift += 7) {
+            b = buf[pos++]!;
+            dx |= (b & 0x7f) << shift;
+          }
         }
+        let dy = buf[pos++]!;
+        if (dy >= 0x80) {
+          dy &= 0x7f;
+          for (let shift = 7, b = 0x80; b >= 0x80; shift += 7) {
+            b = buf[pos++]!;
+            dy |= (b & 0x7f) << shift;
+          }
+        }
+        cx += (dx >>> 1) ^ -(dx & 1);
+        cy += (dy >>> 1) ^ -(dy & 1);
         vertices[2 * n] = cx * scale;
         vertices[2 * n + 1] = cy * scale;
         n++;
@@ -333,6 +406,6 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
     }
   }
 
-  batches.finish();
+  batches.finish(size);
   return result;
 }
