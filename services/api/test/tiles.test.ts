@@ -581,6 +581,16 @@ describe('vector tiles without ST_AsMVT', () => {
     expect(response.json.detail).toMatch(/protobuf/);
   });
 
+  withoutMvt('answers 501 to every one of many first requests at once (each on its own connection, preparing the same named statement)', async () => {
+    // A fresh service, so none of these finds the probe's answer already there.
+    const tiles = createTileService(db.pool);
+    const answers = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => tiles.render({ z: 3, x: i, y: 2 })));
+    for (const answer of answers) {
+      expect(answer.status).toBe('rejected');
+      expect((answer as PromiseRejectedResult).reason).toMatchObject({ statusCode: 501, code: 'TILES_UNAVAILABLE' });
+    }
+  });
+
   withoutMvt('the density answer tells the map to draw GeoJSON instead', async () => {
     const response = await api.request('GET', '/api/tiles/count?bbox=0,0,1,1&atMost=10');
     expect(response.status).toBe(200);
