@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { loadWebConfig } from '../src/config.js';
 import { pickLanguage } from '../src/i18n/index.js';
 import { devTokenClaims, mayEdit, safeReturnPath } from '../src/lib/session.js';
+import { preloadScript } from '../src/lib/first-view.js';
 
 describe('the site’s runtime configuration', () => {
   it('offers the development sign-in in development only: NODE_ENV=production refuses it', () => {
@@ -52,5 +53,32 @@ describe('sign-in helpers', () => {
     expect(mayEdit(user('admin', 'ada'), 'alice')).toBe(true);
     expect(mayEdit(user('guest'), 'alice')).toBe(false);
     expect(mayEdit(undefined, 'alice')).toBe(false);
+  });
+});
+
+describe('the map page’s inline preload script (lib/first-view.ts preloadScript)', () => {
+  /** Runs the script as the page would, against a document with one 800 × 600 map box. */
+  function runPreload(script: string, search: string): string[] {
+    const head: { href: string }[] = [];
+    const document = {
+      getElementById: (id: string) => (id === 'map' ? { clientWidth: 800, clientHeight: 600 } : null),
+      createElement: () => ({ rel: '', as: '', crossOrigin: '', href: '' }),
+      head: { append: (link: { href: string }) => head.push(link) },
+    };
+    new Function('document', 'location', script)(document, { search });
+    return head.map((link) => link.href);
+  }
+
+  it('is written once per map and API URL, preloads the first view’s overview tiles, and cannot close its <script>', () => {
+    const script = preloadScript('map', 'https://api.example.org');
+    expect(preloadScript('map', 'https://api.example.org')).toBe(script);
+    expect(preloadScript('map', 'https://other.example.org')).not.toBe(script);
+    const urls = runPreload(script, '?center=13.4,52.52&zoom=9');
+    expect(urls.length).toBeGreaterThan(0);
+    for (const url of urls) expect(url).toMatch(/^https:\/\/api\.example\.org\/api\/tiles\/9\/\d+\/\d+\.mvt$/);
+    expect(runPreload(script, '?center=13.4,52.52&zoom=16')).toEqual([]); // the detail view: no overview
+    const hostile = preloadScript('map', 'https://x.example.org/</script><script>alert(1)</script>');
+    expect(hostile).not.toContain('</script>');
+    expect(runPreload(hostile, '?zoom=9')[0]).toContain('/</script><script>alert(1)</script>/api/tiles/9/');
   });
 });

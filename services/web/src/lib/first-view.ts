@@ -105,3 +105,22 @@ export function preloadOverviewTiles(view: { center: [number, number]; zoom: num
   }
   return urls;
 }
+
+/** The inline script's source per map element and API URL: the same for every request, so written once. */
+const preloadScripts = new Map<string, string>();
+
+/**
+ * The map page's inline script: the first view from the page's own query string, then its overview
+ * tiles preloaded. Both functions run as their own source text, so they may use nothing outside
+ * themselves; `<` is escaped because the text ends up inside a `<script>` element.
+ */
+export function preloadScript(mapId: string, apiUrl: string): string {
+  const key = JSON.stringify([mapId, apiUrl]);
+  let script = preloadScripts.get(key);
+  if (script === undefined) {
+    const options: OverviewPreload = { apiUrl, mapId, tileSize: OVERVIEW_TILE_SIZE, belowZoom: GEOJSON_MIN_ZOOM };
+    script = `(${preloadOverviewTiles.toString()})((${firstView.toString()})(location.search), ${JSON.stringify(options).replace(/</g, '\\u003c')});`;
+    preloadScripts.set(key, script);
+  }
+  return script;
+}
