@@ -9,9 +9,10 @@
  * for about two seconds on two cores, most of it on objects that live for one frame. Here the tile's
  * bytes are read once: the geometry commands go straight into paths of a few hundred features per
  * colour and kind, each filled or stroked once, and an area smaller than its outline becomes one
- * rectangle, painted with the others by arithmetic (lib/rectangle-raster.ts); property values are decoded only when a filter needs them (the
- * values of `name` alone are a quarter of a tile's bytes), and ids only for the features that cross
- * the tile's edge, to count those once (see OverviewTile). Same colours and widths as the map's
+ * rectangle, painted with the others by arithmetic (lib/rectangle-raster.ts); property values are
+ * decoded only when a filter needs them (the values of `name` alone are a quarter of a tile's
+ * bytes), and ids only for the features that cross the tile's edge, to count those once (see
+ * OverviewTile). Same colours and widths as the map's
  * OpenLayers styles: both read lib/map.ts FEATURE_STYLE.
  *
  * Mapbox Vector Tile 2.1: https://github.com/mapbox/vector-tile-spec/tree/master/2.1
@@ -261,24 +262,23 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
 
   // The hot loop reads its varints itself, from a local position: through PbfReader's methods (not
   // inlined there) they were about a third of drawing the whole city.
-  const buf = bytes;
   for (const offset of layer.features) {
     let pos = offset;
     let length = 0;
     for (let shift = 0, b = 0x80; b >= 0x80; shift += 7) {
-      b = buf[pos++]!;
+      b = bytes[pos++]!;
       length += (b & 0x7f) * 2 ** shift;
     }
     // Every loop below stops at the end of the bytes, however a tile lies about its lengths: a byte
     // past it reads as undefined, which ends a varint, and no length reaches past `end`.
-    const end = Math.min(pos + length, buf.length);
+    const end = Math.min(pos + length, bytes.length);
     let type = 0;
     tags.length = 0;
     let geometryStart = -1;
     let geometryEnd = -1;
     let numericId: number | undefined;
     while (pos < end) {
-      const tag = buf[pos++]!;
+      const tag = bytes[pos++]!;
       const field = tag >> 3;
       if (tag >= 0x80 || (field !== FEATURE_TYPE && field !== FEATURE_TAGS && field !== FEATURE_GEOMETRY && field !== FEATURE_ID)) {
         // Anything else (an unknown field, or a field number over 15): PbfReader skips it.
@@ -287,29 +287,27 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
         pos = pbf.pos;
         continue;
       }
-      {
-        let number = 0;
-        for (let shift = 0, b = 0x80; b >= 0x80; shift += 7) {
-          b = buf[pos++]!;
-          number += (b & 0x7f) * 2 ** shift;
-        }
-        if (field === FEATURE_TYPE) type = number;
-        else if (field === FEATURE_ID) numericId = number;
-        else if (field === FEATURE_TAGS) {
-          const tagsEnd = Math.min(pos + number, end);
-          while (pos < tagsEnd) {
-            let item = 0;
-            for (let shift = 0, b = 0x80; b >= 0x80; shift += 7) {
-              b = buf[pos++]!;
-              item += (b & 0x7f) * 2 ** shift;
-            }
-            tags.push(item);
+      let number = 0;
+      for (let shift = 0, b = 0x80; b >= 0x80; shift += 7) {
+        b = bytes[pos++]!;
+        number += (b & 0x7f) * 2 ** shift;
+      }
+      if (field === FEATURE_TYPE) type = number;
+      else if (field === FEATURE_ID) numericId = number;
+      else if (field === FEATURE_TAGS) {
+        const tagsEnd = Math.min(pos + number, end);
+        while (pos < tagsEnd) {
+          let item = 0;
+          for (let shift = 0, b = 0x80; b >= 0x80; shift += 7) {
+            b = bytes[pos++]!;
+            item += (b & 0x7f) * 2 ** shift;
           }
-        } else {
-          geometryStart = pos;
-          geometryEnd = Math.min(pos + number, end);
-          pos = geometryEnd;
+          tags.push(item);
         }
+      } else {
+        geometryStart = pos;
+        geometryEnd = Math.min(pos + number, end);
+        pos = geometryEnd;
       }
     }
     if (geometryStart < 0 || type < GEOMETRY_POINT || type > GEOMETRY_POLYGON) continue;
@@ -335,7 +333,7 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
     while (pos < geometryEnd) {
       let command = 0;
       for (let shift = 0, b = 0x80; b >= 0x80; shift += 7) {
-        b = buf[pos++]!;
+        b = bytes[pos++]!;
         command += (b & 0x7f) * 2 ** shift;
       }
       const id = command & 7;
@@ -350,19 +348,19 @@ export function drawOverviewTile(bytes: Uint8Array, context: CanvasRenderingCont
       }
       for (let c = 0; c < count; c++) {
         // Zig-zag deltas; a tile's coordinates fit in 32 bits (the extent plus its buffer).
-        let dx = buf[pos++]!;
+        let dx = bytes[pos++]!;
         if (dx >= 0x80) {
           dx &= 0x7f;
           for (let shift = 7, b = 0x80; b >= 0x80; shift += 7) {
-            b = buf[pos++]!;
+            b = bytes[pos++]!;
             dx |= (b & 0x7f) << shift;
           }
         }
-        let dy = buf[pos++]!;
+        let dy = bytes[pos++]!;
         if (dy >= 0x80) {
           dy &= 0x7f;
           for (let shift = 7, b = 0x80; b >= 0x80; shift += 7) {
-            b = buf[pos++]!;
+            b = bytes[pos++]!;
             dy |= (b & 0x7f) << shift;
           }
         }

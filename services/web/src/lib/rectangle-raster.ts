@@ -6,7 +6,7 @@
  * rectangle is a few multiply-adds per pixel it touches, and the tile gets one putImageData.
  *
  * The result is what fillRect draws with anti-aliasing, within a step or two of 255 per channel
- * (test/tiles-map.test.ts compares them in Chromium): a pixel's coverage is the share of its area the
+ * (test/overview-drawing.test.ts compares them in Chromium): a pixel's coverage is the share of its area the
  * rectangle covers (the product of the horizontal and vertical overlaps, exact for an axis-aligned
  * rectangle), and colours are composited source-over in premultiplied floating point, as the canvas
  * does in eight-bit steps.
@@ -39,7 +39,9 @@ export class RectangleRaster {
     const bottom = Math.min(size, y + height);
     if (!(left < right && top < bottom && alpha > 0)) return;
     this.painted = true;
-    const [r, g, b] = [(red / 255) * alpha, (green / 255) * alpha, (blue / 255) * alpha];
+    const r = (red / 255) * alpha;
+    const g = (green / 255) * alpha;
+    const b = (blue / 255) * alpha;
     const pixels = this.pixels;
     const lastColumn = Math.ceil(right) - 1;
     const lastRow = Math.ceil(bottom) - 1;
