@@ -21,10 +21,22 @@
  * Signals: SIGTERM or SIGINT to this process — also while the services are still starting — is passed
  * to each child as SIGTERM; each drains and stops (the API also closes its database and releases the
  * data folder), and this process exits once they all have. A child that does not stop within
- * STOP_TIMEOUT_MS is killed. A child that exits on its own stops the others.
+ * STOP_TIMEOUT_MS is killed.
  *
- * Exit codes: 0 stopped cleanly, 1 failed (a child failed to start, stop or exited by itself), 2 bad
- * configuration (a child's configuration error).
+ * Crashes: a child that exits by itself once the platform is ready (with any code but 2, or killed by
+ * a signal this process did not send) is restarted, and the others keep running — as systemd's
+ * Restart= with RestartSec, or Docker's restart policy, would. The delay doubles per consecutive
+ * crash, 1 s, 2 s, 4 s … up to 30 s, and starts again at 1 s once a restarted child has stayed up for
+ * 60 s. Each crash is logged at error level (service, exit code or signal, the delay), each restart
+ * at warn level (with the new pid). A restarted child gets the port it had (an API started with
+ * PORT=0 comes back on the port it was given), so the web app's API_URL and the printed addresses
+ * stay right. Exit code 2 is a configuration error, which a restart cannot heal: it stops the others
+ * and this process exits 2. A signal during a delay or a restart stops everything as above, and
+ * nothing is restarted once a stop has begun. A child that fails before the platform is ready is not
+ * restarted either: the start fails.
+ *
+ * Exit codes: 0 stopped cleanly (also after restarts), 1 failed (a child failed to start or to stop),
+ * 2 bad configuration (a child's configuration error, also when a restarted child reports one).
  *
  * This file imports no service's src/ (eslint forbids it): a service is a process with an environment,
  * which is also how it runs in production.
@@ -32,6 +44,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { loadTargets as LoadTargets } from '../services/shared/targets.js';
 import { webEntry } from '../services/web/launch.js';
@@ -41,12 +54,25 @@ const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 // Generous: a service stopped while it creates its embedded database finishes that first (cutting
 // initdb short would leave a broken data folder), which takes long on a busy machine.
 const STOP_TIMEOUT_MS = 120_000;
+/** The delay before the first restart after a crash; it doubles per consecutive crash, up to the next. */
+const RESTART_FIRST_DELAY_MS = 1_000;
+const RESTART_MAX_DELAY_MS = 30_000;
+/** A restarted child that stays up this long has healed: its next crash waits the first delay again. */
+const RESTART_RESET_AFTER_MS = 60_000;
 /** The API's embedded-database thread, compiled with the API (see services/api/src/server.ts). */
 const EMBEDDED_DB_THREAD = 'services/api/src/db/embedded-thread.ts';
 
 interface Service {
   name: 'api' | 'webhook' | 'web';
+  /** How it was started, for a restart: node's arguments, the environment, its "listening" line. */
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  listening: RegExp;
   child: ChildProcess;
+  /** performance.now() at the spawn: how long it stayed up decides the delay of its next restart. */
+  startedAt: number;
+  /** It crashed and a restart was scheduled: a stop has nothing to stop here and no failure to count. */
+  crashed?: true;
   /**
    * Resolves with the port the service announces over the IPC channel (`{ listening: port }`, which
    * no LOG_LEVEL hides) or, for the web app, in its "listening" log line; rejects when it exits first.
@@ -87,7 +113,7 @@ function startService(name: Service['name'], args: string[], env: NodeJS.Process
   });
   ready.catch(() => undefined); // observed by the caller; no unhandled rejection when stopped early
   const handlesSignals = Promise.race([told, ready.then(() => undefined, () => undefined)]);
-  return { name, child, ready, handlesSignals, exited };
+  return { name, args, env, listening, child, startedAt: performance.now(), ready, handlesSignals, exited };
 }
 
 /** Runs the web app's build check (services/web/launch.ts) in a child process; resolves with its exit code. */
@@ -136,12 +162,20 @@ runMain(async () => {
   const logger = createLogger('platform', { level: process.env.LOG_LEVEL ?? 'info' });
   const services: Service[] = earlyApi ? [earlyApi] : [];
   let stopping: Promise<number> | undefined;
+  // Aborted when a stop begins: cuts a restart's delay short.
+  const stopBegun = new AbortController();
 
   // Stops the children that exist, webhook first (it may be finishing a deploy), then the API.
   const stopAll = (): Promise<number> =>
     (stopping ??= (async () => {
+      stopBegun.abort();
       let failed = false;
       for (const service of [...services].reverse()) {
+        if (service.crashed) {
+          // Gone already, its crash logged: nothing to stop, and no failure of the stop.
+          logger.info({ service: service.name }, 'service not running (it was waiting for its restart)');
+          continue;
+        }
         const timer = setTimeout(() => service.child.kill('SIGKILL'), STOP_TIMEOUT_MS);
         // A service still loading its modules has no handler yet; a SIGTERM then would kill it.
         await Promise.race([service.handlesSignals, service.exited]);
@@ -241,13 +275,37 @@ runMain(async () => {
   logger.info({ readyMs, api: `http://localhost:${apiPort}/api/features`, docs: `http://localhost:${apiPort}/api/docs/` }, 'platform ready');
   if (withWeb) console.log(`web app: http://localhost:${webPort}/  (development sign-in: http://localhost:${webPort}/login)`);
 
-  // A service that ends by itself (a crash) takes the platform down rather than leaving half of it.
-  for (const service of services) {
-    void service.exited.then(async (code) => {
+  // A service that ends by itself (a crash) is restarted on the port it had; the others keep running.
+  const announcedPort = { api: { PORT: String(apiPort) }, webhook: { WEBHOOK_PORT: String(webhookPort) }, web: {} };
+  const supervise = (service: Service, crashesBefore: number): void => {
+    void service.exited.then(async () => {
       if (stopping) return;
-      logger.error({ service: service.name, code }, 'service exited unexpectedly; stopping the others');
-      await stopAll();
-      process.exit(1);
+      const { exitCode: code, signalCode: signal } = service.child;
+      if (code === 2) {
+        logger.error({ service: service.name, code }, 'service exited with a configuration error; not restarting it, stopping the others');
+        await stopAll();
+        process.exit(2);
+      }
+      const healed = performance.now() - service.startedAt >= RESTART_RESET_AFTER_MS;
+      const crashes = healed ? 1 : crashesBefore + 1;
+      const delayMs = Math.min(RESTART_FIRST_DELAY_MS * 2 ** (crashes - 1), RESTART_MAX_DELAY_MS);
+      service.crashed = true;
+      logger.error({ service: service.name, code, signal, crashes, restartInMs: delayMs }, 'service exited unexpectedly; restarting it');
+      try {
+        await sleep(delayMs, undefined, { signal: stopBegun.signal });
+      } catch {
+        return; // a stop began during the delay
+      }
+      const restarted = startService(service.name, service.args, { ...service.env, ...announcedPort[service.name] }, service.listening);
+      // In its place, so a stop still takes the services in their order.
+      services[services.indexOf(service)] = restarted;
+      logger.warn({ service: service.name, pid: restarted.child.pid, crashes }, 'service restarting');
+      supervise(restarted, crashes);
+      restarted.ready.then(
+        (port) => !stopping && logger.info({ service: service.name, pid: restarted.child.pid, port }, 'service restarted'),
+        () => undefined, // it exited first: supervise has it
+      );
     });
-  }
+  };
+  for (const service of services) supervise(service, 0);
 });

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.
 
 /**
  * `npm start` as a user runs it (F10): the API and the webhook server in child processes, signals
- * passed on, graceful stops, also while starting.
+ * passed on, graceful stops, also while starting; a crashed service restarted with backoff.
  */
 const repoRoot = join(import.meta.dirname, '../../..');
 let db: TestDatabase;
@@ -106,4 +106,108 @@ describe('npm start', () => {
       run.child.kill('SIGKILL');
     }
   }, 300_000);
+
+  describe('when a service crashes after the platform is ready', () => {
+    /** The platform on the test database, without the web app (not what is tested here). */
+    const start = (name: string, env: Record<string, string> = {}): ReturnType<typeof npmStart> =>
+      npmStart({
+        DATABASE_URL: db.url,
+        PORT: '0',
+        DATA_DIR: join(dir, `data-${name}`),
+        START_WEB: 'false',
+        WEBHOOK_PORT: '0',
+        WEBHOOK_STATE_DIR: join(dir, `webhook-state-${name}`),
+        DEPLOY_ROOT: join(dir, `sites-${name}`),
+        ...env,
+      });
+    const apiUrlIn = (output: string): string | undefined => /"api":"(http:\/\/localhost:\d+)\/api\/features"/.exec(output)?.[1];
+    /** The platform's lines about one service's crashes and restarts, parsed. */
+    const crashes = (output: string): Array<{ code: number | null; signal: string | null; crashes: number; restartInMs: number }> =>
+      output
+        .split('\n')
+        .filter((l) => l.includes('"msg":"service exited unexpectedly; restarting it"'))
+        .map((l) => JSON.parse(l) as { code: number | null; signal: string | null; crashes: number; restartInMs: number });
+    const restarts = (output: string): Array<{ pid: number; port?: number }> =>
+      output
+        .split('\n')
+        .filter((l) => l.includes('"msg":"service restarted"'))
+        .map((l) => JSON.parse(l) as { pid: number; port: number });
+    const restarting = (output: string): Array<{ pid: number }> =>
+      output
+        .split('\n')
+        .filter((l) => l.includes('"msg":"service restarting"'))
+        .map((l) => JSON.parse(l) as { pid: number });
+
+    it('restarts the killed API on the port it had while the webhook server keeps running, and still stops cleanly', async () => {
+      const run = start('crash-1');
+      try {
+        const apiUrl = await waitFor(() => apiUrlIn(run.output()), 90_000, 'platform ready');
+        const pids = pidsIn(run.output())!;
+        process.kill(pids.api!, 'SIGKILL');
+
+        const [restarted] = await waitFor(() => (restarts(run.output()).length ? restarts(run.output()) : undefined), 60_000, 'the API to be restarted');
+        expect(run.child.exitCode, run.output()).toBeNull();
+        expect(isAlive(pids.webhook!)).toBe(true);
+        expect(crashes(run.output())).toEqual([expect.objectContaining({ code: null, signal: 'SIGKILL', crashes: 1, restartInMs: 1000 })]);
+        expect(run.output()).toMatch(/"level":50,.*"service":"api","code":null,"signal":"SIGKILL".*"msg":"service exited unexpectedly; restarting it"/);
+        expect(run.output()).toMatch(/"level":40,.*"service":"api","pid":\d+.*"msg":"service restarting"/);
+        expect(restarted!.pid).not.toBe(pids.api);
+        // Started with PORT=0, it comes back on the port it was given the first time.
+        expect(`http://localhost:${restarted!.port}`).toBe(apiUrl);
+        expect((await fetch(`${apiUrl}/healthz`)).status).toBe(200);
+
+        run.child.kill('SIGTERM');
+        expect(await run.exited, run.output()).toBe(0);
+        await waitFor(() => (isAlive(restarted!.pid) || isAlive(pids.webhook!) ? undefined : true), 30_000, 'the services to exit');
+        expect(run.output()).toMatch(/"service":"webhook","code":0,"msg":"service stopped"/);
+        expect(run.output()).toMatch(/"service":"api","code":0,"msg":"service stopped"/);
+      } finally {
+        run.child.kill('SIGKILL');
+      }
+    }, 150_000);
+
+    it('waits twice as long before restarting after a second crash in a row as after the first', async () => {
+      const run = start('crash-2');
+      try {
+        const apiUrl = await waitFor(() => apiUrlIn(run.output()), 90_000, 'platform ready');
+        process.kill(pidsIn(run.output())!.api!, 'SIGKILL');
+        // The restarted API is killed again as soon as it is spawned, before it could heal.
+        const [again] = await waitFor(() => (restarting(run.output()).length ? restarting(run.output()) : undefined), 60_000, 'the first restart');
+        process.kill(again!.pid, 'SIGKILL');
+
+        await waitFor(() => (restarts(run.output()).length ? true : undefined), 60_000, 'the second restart');
+        expect(crashes(run.output()).map((c) => [c.crashes, c.restartInMs])).toEqual([
+          [1, 1000],
+          [2, 2000],
+        ]);
+        expect((await fetch(`${apiUrl}/healthz`)).status).toBe(200);
+        run.child.kill('SIGTERM');
+        expect(await run.exited, run.output()).toBe(0);
+      } finally {
+        run.child.kill('SIGKILL');
+      }
+    }, 150_000);
+
+    it('does not restart a service that exits with a configuration error: it stops the others and exits 2', async () => {
+      // The webhook server reads its targets file at every start: broken after the first, its restart
+      // cannot succeed.
+      const targetsFile = join(dir, 'targets-crash-3.yaml');
+      copyFileSync(join(repoRoot, 'config/targets.yaml'), targetsFile);
+      const run = start('crash-3', { TARGETS_FILE: targetsFile });
+      try {
+        await waitFor(() => apiUrlIn(run.output()), 90_000, 'platform ready');
+        const pids = pidsIn(run.output())!;
+        writeFileSync(targetsFile, 'targets: []\n');
+        process.kill(pids.webhook!, 'SIGKILL');
+
+        expect(await run.exited, run.output()).toBe(2);
+        expect(run.output()).toMatch(/"service":"webhook","code":2,"msg":"service exited with a configuration error; not restarting it, stopping the others"/);
+        expect(restarting(run.output())).toHaveLength(1); // the one after the SIGKILL, which then failed
+        expect(run.output()).toMatch(/"service":"api","code":0,"msg":"service stopped"/);
+        await waitFor(() => (isAlive(pids.api!) ? undefined : true), 30_000, 'the API to exit');
+      } finally {
+        run.child.kill('SIGKILL');
+      }
+    }, 150_000);
+  });
 });
