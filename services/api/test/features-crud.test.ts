@@ -193,11 +193,26 @@ describe('RFC 7946', () => {
     expect(created.status, created.text).toBe(201);
     expect(created.json).not.toHaveProperty('bbox');
     expect(created.json.geometry).toEqual(polygon);
-    const acrossAntimeridian = await api.request('POST', '/api/features', {
-      token: alice,
-      body: { ...aFeature({ geometry: { type: 'LineString', coordinates: [[179.5, 0], [-179.5, 1]] } }), bbox: [179, 0, -179, 1] },
-    });
+    // A bbox with west > east crosses the antimeridian (RFC 7946 §5.2), around a geometry cut at ±180° (§3.1.9).
+    const cut = {
+      type: 'MultiPolygon',
+      coordinates: [
+        [[[179.5, 0], [180, 0], [180, 1], [179.5, 1], [179.5, 0]]],
+        [[[-180, 0], [-179.5, 0], [-179.5, 1], [-180, 1], [-180, 0]]],
+      ],
+    };
+    const acrossAntimeridian = await api.request('POST', '/api/features', { token: alice, body: { ...aFeature({ geometry: cut }), bbox: [179, 0, -179, 1] } });
     expect(acrossAntimeridian.status, acrossAntimeridian.text).toBe(201);
+  });
+
+  it('refuses a geometry with an edge over 180° of longitude, which crosses the antimeridian uncut (RFC 7946 §3.1.9)', async () => {
+    const band = { type: 'Polygon', coordinates: [[[179, 0], [-179, 0], [-179, 1], [179, 1], [179, 0]]] };
+    const line = { type: 'LineString', coordinates: [[179.5, 0], [-179.5, 1]] };
+    for (const geometry of [band, line]) {
+      const refused = await api.request('POST', '/api/features', { token: alice, body: aFeature({ geometry }) });
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.json.fields[0]).toEqual({ field: 'geometry.coordinates' + (geometry === band ? '[0][1]' : '[1]'), message: expect.stringMatching(/crosses the antimeridian.*RFC 7946 §3\.1\.9/) });
+    }
   });
 
   it('refuses a bbox member that does not enclose the geometry or is not [west, south, east, north], naming it', async () => {

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { can } from '../auth/permissions.js';
-import { BODY_LIMIT_BYTES, loneSurrogateError } from '../http/body.js';
+import { BODY_LIMIT_BYTES, parseJsonBody } from '../http/body.js';
 import { simpleRequestCorsHeaders } from '../http/cors.js';
 import { IDEMPOTENCY_HEADER } from '../http/idempotency.js';
 import { toAppError } from '../http/problem.js';
@@ -117,9 +117,9 @@ function creatableLength(req: IncomingMessage): number | undefined {
 }
 
 /**
- * The body as body-parser's strict JSON parser reads it (jsonBody()): UTF-8 with a leading BOM
- * dropped, an object or array only, then no lone surrogate anywhere. Errors are those of
- * body-parser and http/body.ts, so problem.ts renders them alike.
+ * The body as jsonBody() reads it: the bytes of the declared length, then http/body.ts' parseJsonBody.
+ * Every callback here is guarded: whatever the body holds ends as a rejection, which create() answers
+ * as a problem, never as an exception outside the request.
  */
 function readJson(req: IncomingMessage, length: number): Promise<unknown> {
   return new Promise((resolve, reject) => {
@@ -138,20 +138,11 @@ function readJson(req: IncomingMessage, length: number): Promise<unknown> {
     });
     req.once('end', () => {
       if (received !== length) return reject(Object.assign(new Error('request size did not match content length'), { type: 'request.size.invalid', status: 400 }));
-      let text = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, received).toString('utf8');
-      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-      // trimStart removes more than JSON whitespace; what it removes beyond that JSON.parse refuses anyway.
-      const first = text.trimStart()[0];
-      let body: unknown;
       try {
-        if (first !== '{' && first !== '[') throw new SyntaxError('strict violation');
-        body = JSON.parse(text);
+        resolve(parseJsonBody(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)));
       } catch (error) {
-        return reject(Object.assign(error as Error, { type: 'entity.parse.failed', status: 400 }));
+        reject(error);
       }
-      const surrogate = loneSurrogateError(body);
-      if (surrogate) return reject(surrogate);
-      resolve(body);
     });
   });
 }

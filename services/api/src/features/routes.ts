@@ -108,20 +108,29 @@ function featureId(req: Request): string {
 
 /**
  * X-Edit-Note: why this change was made, kept in the history row it makes. One line of printable
- * text (a header cannot carry more), at most EDIT_NOTE_MAX characters; anything else is a 400.
+ * text (a header cannot carry more), at most EDIT_NOTE_MAX characters, in UTF-8: Node hands a header's
+ * bytes over one character per byte (latin1), so they are decoded here, and bytes that are not UTF-8
+ * are a 400 rather than stored as mojibake. Anything else is a 400 too.
  */
 export function editNote(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
-  const note = header.trim();
+  const rule = `must be one line of at most ${EDIT_NOTE_MAX} characters`;
+  const refuse = (message: string) => new AppError('VALIDATION_FAILED', `invalid header: X-Edit-Note: ${message}`, { fields: [{ field: 'X-Edit-Note', message }] });
+  let note: string;
+  try {
+    // eslint-disable-next-line no-control-regex
+    note = /^[\u0000-\u007f]*$/.test(header) ? header : UTF8.decode(Buffer.from(header, 'latin1'));
+  } catch {
+    throw refuse('is not valid UTF-8');
+  }
+  note = note.trim();
   if (note === '') return undefined;
   // eslint-disable-next-line no-control-regex
-  if (note.length > EDIT_NOTE_MAX || /[\u0000-\u001f\u007f]/.test(note)) {
-    throw new AppError('VALIDATION_FAILED', `invalid header: X-Edit-Note: must be one line of at most ${EDIT_NOTE_MAX} characters`, {
-      fields: [{ field: 'X-Edit-Note', message: `must be one line of at most ${EDIT_NOTE_MAX} characters` }],
-    });
-  }
+  if (note.length > EDIT_NOTE_MAX || /[\u0000-\u001f\u007f-\u009f]/.test(note)) throw refuse(rule);
   return note;
 }
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Repeated query parameters (?limit=1&limit=2) are ambiguous: refuse them by name. */
 function singleValued(query: Request['query']): Record<string, unknown> {

@@ -1,63 +1,188 @@
-import express, { type RequestHandler } from 'express';
+import { isUtf8 } from 'node:buffer';
+import express, { type Request, type RequestHandler } from 'express';
 import { AppError } from '../../../shared/errors.js';
 import { LONE_SURROGATE } from '../../../shared/features/schema.js';
 import { fieldName } from './validate.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+/**
+ * Arrays and objects may nest this deep in a request body (docs/api.md, "Limits"). A feature needs 6
+ * (the feature, its geometry, and a MultiPolygon's four levels of arrays); anything deeper is refused
+ * before it is parsed, so no later step (validation, merge patch, CRS transformation) ever walks an
+ * unbounded depth.
+ */
+export const MAX_JSON_DEPTH = 32;
 export const JSON_MEDIA_TYPES = ['application/json', 'application/geo+json'];
 
-/**
- * Body handling for JSON endpoints: the media type is checked before anything is read (415), the
- * body is capped at 1 MiB (413) and parsed strictly (objects and arrays only; malformed → 400).
- * The parser's own errors are translated in http/problem.ts.
- */
-export function jsonBody(): RequestHandler[] {
-  const requireJson: RequestHandler = (req, _res, next) => {
-    if (req.is(JSON_MEDIA_TYPES)) return next();
-    if (!hasBody(req)) return next(new AppError('VALIDATION_FAILED', 'a JSON request body is required', { fields: [{ field: '(body)', message: 'is required' }] }));
-    next(
-      new AppError('UNSUPPORTED_MEDIA_TYPE', `Content-Type must be ${JSON_MEDIA_TYPES.join(' or ')}, not ${req.get('content-type') ?? '(none)'}`, {
-        headers: { 'Accept-Post': JSON_MEDIA_TYPES.join(', ') },
-      }),
-    );
-  };
-  const refuseLoneSurrogates: RequestHandler = (req, _res, next) => next(loneSurrogateError(req.body));
-  return [requireJson, express.json({ limit: BODY_LIMIT_BYTES, type: JSON_MEDIA_TYPES, strict: true }), refuseLoneSurrogates];
+export interface JsonBodyOptions {
+  /** The media types taken (415 for any other); JSON_MEDIA_TYPES by default. */
+  types?: readonly string[];
+  /** Headers of the 415 answer (Accept-Post, Accept-Patch); Accept-Post of JSON_MEDIA_TYPES by default. */
+  acceptHeaders?: Record<string, string>;
+  /** A request without a body passes with req.body undefined (else it is a 400). */
+  optional?: boolean;
 }
 
-/** The 400 for a parsed body holding a lone surrogate, else undefined. */
-export function loneSurrogateError(body: unknown): AppError | undefined {
-  const path = loneSurrogatePath(body, []);
-  if (path === undefined) return undefined;
-  const field = fieldName(path) || '(body)';
-  const message = 'contains a lone surrogate (\\ud800-\\udfff without its pair), which is not valid Unicode';
+/**
+ * Body handling for JSON endpoints, the one reader of every JSON body of the API: the media type and
+ * its charset are checked before anything is read (415), the body is capped at 1 MiB (413) and read
+ * as bytes, then parseJsonBody turns them into a value or a 400. The reader's own errors (size, aborted
+ * request, Content-Encoding) are translated in http/problem.ts.
+ */
+export function jsonBody(options: JsonBodyOptions = {}): RequestHandler[] {
+  const types = [...(options.types ?? JSON_MEDIA_TYPES)];
+  const acceptHeaders = options.acceptHeaders ?? { 'Accept-Post': JSON_MEDIA_TYPES.join(', ') };
+  const requireJson: RequestHandler = (req, _res, next) => {
+    if (!hasBody(req)) {
+      if (options.optional) return next();
+      return next(new AppError('VALIDATION_FAILED', 'a JSON request body is required', { fields: [{ field: '(body)', message: 'is required' }] }));
+    }
+    if (!req.is(types)) {
+      return next(new AppError('UNSUPPORTED_MEDIA_TYPE', `Content-Type must be ${types.join(' or ')}, not ${req.get('content-type') ?? '(none)'}`, { headers: acceptHeaders }));
+    }
+    const charset = charsetOf(req.get('content-type'));
+    if (charset !== undefined && charset !== 'utf-8') {
+      return next(new AppError('UNSUPPORTED_MEDIA_TYPE', `the request body must be UTF-8, not ${charset.slice(0, 40)}`, { headers: acceptHeaders }));
+    }
+    next();
+  };
+  const read = express.raw({ limit: BODY_LIMIT_BYTES, type: types });
+  const parse: RequestHandler = (req, _res, next) => {
+    if (!Buffer.isBuffer(req.body)) return next(); // no body (optional)
+    try {
+      req.body = parseJsonBody(req.body);
+      next();
+    } catch (error) {
+      next(error);
+    }
+  };
+  return [requireJson, read, parse];
+}
+
+/**
+ * A request body's bytes as a JSON value, in work linear in its length whatever it holds:
+ * - UTF-8 only: bytes that are not valid UTF-8 are a 400 naming the member that holds them (they
+ *   would otherwise be stored as U+FFFD, changed without a word); a leading BOM is dropped;
+ * - an object or an array at the top (a bare scalar is malformed, as with body-parser's strict mode);
+ * - at most MAX_JSON_DEPTH levels, counted on the text before anything is parsed;
+ * - no lone UTF-16 surrogate ("\ud800" without its pair) in a string or a member name: it has no UTF-8
+ *   form, and PostgreSQL would store U+FFFD instead.
+ * Throws AppError (400 MALFORMED_JSON or VALIDATION_FAILED).
+ */
+export function parseJsonBody(bytes: Buffer): unknown {
+  const wellFormed = isUtf8(bytes);
+  let text = bytes.toString('utf8');
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const start = firstNonSpace(text);
+  const first = text.charCodeAt(start);
+  if (first !== 0x7b && first !== 0x5b) throw malformed();
+  const tooDeep = depthExceeded(text, start, MAX_JSON_DEPTH);
+  if (tooDeep !== undefined) {
+    const message = `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels (at character ${tooDeep})`;
+    throw new AppError('VALIDATION_FAILED', `invalid request body: ${message}`, { fields: [{ field: '(body)', message }] });
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw malformed(error);
+  }
+  if (!wellFormed) {
+    // Every malformed sequence became U+FFFD: the first string or name holding one is where it was.
+    throw invalidText(findText(value, (s) => s.includes('\ufffd')), 'contains bytes that are not valid UTF-8');
+  }
+  // A lone surrogate can only come from a \ud800–\udfff escape; most bodies have none, and skip the walk.
+  if (SURROGATE_ESCAPE.test(text)) {
+    const path = findText(value, (s) => LONE_SURROGATE.test(s));
+    if (path !== undefined) throw invalidText(path, 'contains a lone surrogate (\\ud800-\\udfff without its pair), which is not valid Unicode');
+  }
+  return value;
+}
+
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+function malformed(cause?: unknown): AppError {
+  return new AppError('MALFORMED_JSON', 'the request body is not valid JSON (an object was expected)', { statusCode: 400, cause });
+}
+
+function invalidText(path: PropertyKey[] | undefined, message: string): AppError {
+  const field = (path && fieldName(path)) || '(body)';
   return new AppError('VALIDATION_FAILED', `invalid request body: ${field}: ${message}`, { fields: [{ field, message }] });
 }
 
-/**
- * Where a JSON value holds a lone UTF-16 surrogate (a "\ud800" escape without its pair), in a string
- * or a member name. It has no UTF-8 form, so it would reach the database as U+FFFD, changed without a
- * word; every JSON body is checked here, whatever the route's schema.
- */
-export function loneSurrogatePath(value: unknown, path: PropertyKey[]): PropertyKey[] | undefined {
-  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? path : undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = loneSurrogatePath(value[i], [...path, i]);
-      if (found) return found;
-    }
-    return undefined;
+function firstNonSpace(text: string): number {
+  let i = 0;
+  for (; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
   }
-  if (value !== null && typeof value === 'object') {
-    for (const [key, member] of Object.entries(value)) {
-      if (LONE_SURROGATE.test(key)) return [...path, key];
-      const found = loneSurrogatePath(member, [...path, key]);
-      if (found) return found;
+  return i;
+}
+
+/**
+ * The index of the first opening bracket that goes deeper than `max`, or undefined. One pass over
+ * the text; strings (with their escapes) are skipped, so brackets in them do not count. Malformed
+ * text is left to JSON.parse.
+ */
+export function depthExceeded(text: string, from: number, max: number): number | undefined {
+  let depth = 0;
+  for (let i = from; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      // Skip the string: to the next quote that no backslash escapes.
+      for (i++; i < text.length; i++) {
+        const s = text.charCodeAt(i);
+        if (s === 0x5c) i++;
+        else if (s === 0x22) break;
+      }
+    } else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return i;
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
     }
   }
   return undefined;
 }
 
-function hasBody(req: express.Request): boolean {
+/**
+ * The path of the first string or member name for which `matches` holds, walking the value with a
+ * stack of its own (never the call stack), or undefined.
+ */
+export function findText(value: unknown, matches: (s: string) => boolean): PropertyKey[] | undefined {
+  interface Frame {
+    value: unknown;
+    key: PropertyKey | undefined;
+    parent: Frame | undefined;
+  }
+  const pathOf = (frame: Frame, last?: PropertyKey): PropertyKey[] => {
+    const path: PropertyKey[] = last === undefined ? [] : [last];
+    for (let f: Frame | undefined = frame; f?.parent; f = f.parent) path.unshift(f.key!);
+    return path;
+  };
+  const stack: Frame[] = [{ value, key: undefined, parent: undefined }];
+  while (stack.length > 0) {
+    const frame = stack.pop()!;
+    const v = frame.value;
+    if (typeof v === 'string') {
+      if (matches(v)) return pathOf(frame);
+    } else if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], key: i, parent: frame });
+    } else if (v !== null && typeof v === 'object') {
+      const keys = Object.keys(v);
+      for (const key of keys) if (matches(key)) return pathOf(frame, key);
+      for (let i = keys.length - 1; i >= 0; i--) stack.push({ value: (v as Record<string, unknown>)[keys[i]!], key: keys[i]!, parent: frame });
+    }
+  }
+  return undefined;
+}
+
+/** The charset parameter of a Content-Type, lower case and unquoted, or undefined. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  if (contentType === undefined) return undefined;
+  const match = /;\s*charset\s*=\s*("?)([^";\s]*)\1/i.exec(contentType.slice(0, 256));
+  return match ? match[2]!.toLowerCase() : undefined;
+}
+
+export function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
 }

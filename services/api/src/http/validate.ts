@@ -11,24 +11,40 @@ export function fieldName(path: readonly PropertyKey[]): string {
   return name;
 }
 
-export function fieldErrors(error: z.ZodError): FieldError[] {
+/** At most this many offending fields are listed in a 400 (docs/api.md, "Limits"); the detail counts the rest. */
+export const MAX_FIELD_ERRORS = 20;
+
+/**
+ * The first MAX_FIELD_ERRORS distinct field errors of a zod error, and how many there were in all. A
+ * union reports the same problem once per member, and those are said once; the work is linear in the
+ * number of issues, whatever their count.
+ */
+export function fieldErrors(error: z.ZodError): { fields: FieldError[]; total: number } {
   const fields: FieldError[] = [];
+  const seen = new Set<string>();
+  let total = 0;
+  const add = (field: string, message: string) => {
+    const key = `${field}\u0000${message}`;
+    if (seen.has(key)) return;
+    seen.add(key);
+    total++;
+    if (fields.length < MAX_FIELD_ERRORS) fields.push({ field, message });
+  };
   for (const issue of error.issues) {
     if (issue.code === 'unrecognized_keys') {
-      for (const key of issue.keys) fields.push({ field: fieldName([...issue.path, key]), message: 'is not a known property' });
+      for (const key of issue.keys) add(fieldName([...issue.path, key]), 'is not a known property');
       continue;
     }
-    fields.push({ field: fieldName(issue.path) || '(body)', message: issue.message });
+    add(fieldName(issue.path) || '(body)', issue.message);
   }
-  // A union reports the same problem once per member; say it once.
-  return fields.filter((f, i) => fields.findIndex((g) => g.field === f.field && g.message === f.message) === i);
+  return { fields, total };
 }
 
-/** Parse or throw a 400 whose message and field list name every offending field. */
+/** Parse or throw a 400 whose message and field list name the offending fields (the first MAX_FIELD_ERRORS). */
 export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown, code: 'VALIDATION_FAILED' | 'INVALID_QUERY', what: string): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const fields = fieldErrors(result.error);
+  const { fields, total } = fieldErrors(result.error);
   const summary = fields.slice(0, 5).map((f) => `${f.field}: ${f.message}`).join('; ');
-  throw new AppError(code, `invalid ${what}: ${summary}${fields.length > 5 ? ` (and ${fields.length - 5} more)` : ''}`, { fields });
+  throw new AppError(code, `invalid ${what}: ${summary}${total > 5 ? ` (and ${total - 5} more${total > fields.length ? `; the first ${fields.length} are listed` : ''})` : ''}`, { fields });
 }

@@ -1,4 +1,4 @@
-import { Router, type Express, type Request, type RequestHandler } from 'express';
+import { Router, type Express } from 'express';
 import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
 import { can } from '../auth/permissions.js';
 import type { Authenticator } from '../../../shared/principal.js';
@@ -61,7 +61,7 @@ export function qcRoutes(service: QcService, decisions?: DecisionService): Route
     res.json({ count });
   });
 
-  router.post('/approve/:id', requirePermission('qc:review', 'approve features'), ...optionalJsonBody(), async (req, res) => {
+  router.post('/approve/:id', requirePermission('qc:review', 'approve features'), ...jsonBody({ optional: true }), async (req, res) => {
     const body = parseOrThrow(ApproveBodySchema, req.body ?? {}, 'VALIDATION_FAILED', 'approval');
     res.json(await service.approve(principalOf(res), featureId(req.params.id as string), blankToNull(body.comment)));
   });
@@ -95,13 +95,6 @@ export function qcRoutes(service: QcService, decisions?: DecisionService): Route
     next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not allowed here; use ${methods}`, { headers: { Allow: methods } }));
   });
   return router;
-}
-
-/** Approval takes an optional body: none at all is `{}`; a body present must be JSON. */
-function optionalJsonBody(): RequestHandler[] {
-  const [requireJson, parse] = jsonBody() as [RequestHandler, RequestHandler];
-  const present = (req: Request) => req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
-  return [(req, res, next) => (present(req) ? requireJson(req, res, next) : next()), (req, res, next) => (present(req) ? parse(req, res, next) : next())];
 }
 
 /** Any string a feature row could hold is looked up; anything else cannot exist. */
