@@ -142,8 +142,17 @@ interface IssueSink {
   full(): boolean;
 }
 
-/** One position: [longitude, latitude], both numbers in range. */
-function checkPosition(value: unknown, path: PropertyKey[], sink: IssueSink): value is Position {
+/**
+ * One position: [longitude, latitude], both numbers in range. `at` is the position's path, or the
+ * path of the array holding it with `index`: paths are built only for a problem, not per position.
+ */
+function checkPosition(value: unknown, at: PropertyKey[], index: number | undefined, sink: IssueSink): value is Position {
+  if (Array.isArray(value) && value.length === 2) {
+    const [lon, lat] = value as unknown[];
+    // The common case first, without a call or an allocation.
+    if (typeof lon === 'number' && typeof lat === 'number' && lon >= -180 && lon <= 180 && lat >= -90 && lat <= 90) return true;
+  }
+  const path = index === undefined ? at : [...at, index];
   if (!Array.isArray(value) || value.length !== 2) {
     sink.add(path, POSITION_MESSAGE);
     return false;
@@ -152,7 +161,7 @@ function checkPosition(value: unknown, path: PropertyKey[], sink: IssueSink): va
   const latProblem = coordinateProblem(value[1], 'latitude', 90);
   if (lonProblem) sink.add([...path, 0], lonProblem);
   if (latProblem) sink.add([...path, 1], latProblem);
-  return lonProblem === undefined && latProblem === undefined;
+  return false;
 }
 
 function coordinateProblem(value: unknown, name: string, max: number): string | undefined {
@@ -172,7 +181,7 @@ function checkPositions(value: unknown[], path: PropertyKey[], level: Level, sin
   let allValid = true;
   for (let i = 0; i < value.length && !sink.full(); i++) {
     const position = value[i];
-    if (!checkPosition(position, [...path, i], sink)) {
+    if (!checkPosition(position, path, i, sink)) {
       allValid = false;
       previous = undefined;
       continue;
@@ -210,7 +219,7 @@ function coordinatesSchema<T>(level: Level | 'position', jsonSchema: Record<stri
         },
         full: () => count > MAX_COORDINATE_ISSUES,
       };
-      if (level === 'position') checkPosition(value, [], sink);
+      if (level === 'position') checkPosition(value, [], undefined, sink);
       else checkLevel(value, [], level, sink);
     });
 }

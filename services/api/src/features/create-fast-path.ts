@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { can } from '../auth/permissions.js';
-import { BODY_LIMIT_BYTES, parseJsonBody } from '../http/body.js';
+import { BODY_LIMIT_BYTES, readJsonValue } from '../http/body.js';
 import { simpleRequestCorsHeaders } from '../http/cors.js';
 import { IDEMPOTENCY_HEADER } from '../http/idempotency.js';
 import { toAppError } from '../http/problem.js';
@@ -117,7 +117,7 @@ function creatableLength(req: IncomingMessage): number | undefined {
 }
 
 /**
- * The body as jsonBody() reads it: the bytes of the declared length, then http/body.ts' parseJsonBody.
+ * The body as jsonBody() reads it: the bytes of the declared length, then http/body.ts' readJsonValue.
  * Every callback here is guarded: whatever the body holds ends as a rejection, which create() answers
  * as a problem, never as an exception outside the request.
  */
@@ -139,7 +139,7 @@ function readJson(req: IncomingMessage, length: number): Promise<unknown> {
     req.once('end', () => {
       if (received !== length) return reject(Object.assign(new Error('request size did not match content length'), { type: 'request.size.invalid', status: 400 }));
       try {
-        resolve(parseJsonBody(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)));
+        readJsonValue(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)).then(resolve, reject);
       } catch (error) {
         reject(error);
       }

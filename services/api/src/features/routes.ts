@@ -3,7 +3,7 @@ import { principalOf, requirePermission } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
 import { parseOrThrow } from '../http/validate.js';
-import { EDIT_NOTE_MAX, FeatureSchema, ListQuerySchema } from '../../../shared/features/schema.js';
+import { EDIT_NOTE_MAX, FeatureSchema, ListQuerySchema, type FeatureInput } from '../../../shared/features/schema.js';
 import { etagOf, parseIfMatch, type FeatureService } from './service.js';
 
 const GEOJSON = 'application/geo+json';
@@ -33,10 +33,14 @@ export function featureRoutes(service: FeatureService, options: { beforeCreate?:
     writeEnvelope(res, head, page.featuresJson, '}');
   });
 
-  // beforeCreate: the Idempotency-Key handling (http/idempotency.ts), between body parsing and the create.
-  router.post('/', requirePermission('create', 'create features'), ...jsonBody(), ...(options.beforeCreate ?? []), async (req, res) => {
-    const input = parseOrThrow(FeatureSchema, req.body, 'VALIDATION_FAILED', 'feature');
-    const created = await service.create(principalOf(res), input);
+  // beforeCreate: the Idempotency-Key handling (http/idempotency.ts), between validation and the create:
+  // a body that is not a feature is refused before a key is reserved (or its body hashed).
+  const validFeature: RequestHandler = (req, _res, next) => {
+    req.body = parseOrThrow(FeatureSchema, req.body, 'VALIDATION_FAILED', 'feature');
+    next();
+  };
+  router.post('/', requirePermission('create', 'create features'), ...jsonBody(), validFeature, ...(options.beforeCreate ?? []), async (req, res) => {
+    const created = await service.create(principalOf(res), req.body as FeatureInput);
     res
       .status(201)
       .location(`${req.baseUrl}/${encodeURIComponent(created.id)}`)

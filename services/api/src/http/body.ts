@@ -12,6 +12,12 @@ export const BODY_LIMIT_BYTES = 1024 * 1024;
  * unbounded depth.
  */
 export const MAX_JSON_DEPTH = 32;
+/**
+ * An object in a request body may have at most this many members (docs/api.md, "Limits"). The largest
+ * object the API reads has 11 (a feature's properties); unknown members are refused anyway, and this
+ * refuses a body of a hundred thousand of them before it is parsed and copied.
+ */
+export const MAX_JSON_MEMBERS = 1000;
 export const JSON_MEDIA_TYPES = ['application/json', 'application/geo+json'];
 
 export interface JsonBodyOptions {
@@ -49,12 +55,10 @@ export function jsonBody(options: JsonBodyOptions = {}): RequestHandler[] {
   const read = express.raw({ limit: BODY_LIMIT_BYTES, type: types });
   const parse: RequestHandler = (req, _res, next) => {
     if (!Buffer.isBuffer(req.body)) return next(); // no body (optional)
-    try {
-      req.body = parseJsonBody(req.body);
+    readJsonValue(req.body).then((value) => {
+      req.body = value;
       next();
-    } catch (error) {
-      next(error);
-    }
+    }, next);
   };
   return [requireJson, read, parse];
 }
@@ -64,7 +68,8 @@ export function jsonBody(options: JsonBodyOptions = {}): RequestHandler[] {
  * - UTF-8 only: bytes that are not valid UTF-8 are a 400 naming the member that holds them (they
  *   would otherwise be stored as U+FFFD, changed without a word); a leading BOM is dropped;
  * - an object or an array at the top (a bare scalar is malformed, as with body-parser's strict mode);
- * - at most MAX_JSON_DEPTH levels, counted on the text before anything is parsed;
+ * - at most MAX_JSON_DEPTH levels and MAX_JSON_MEMBERS members per object, counted on the text before
+ *   anything is parsed;
  * - no lone UTF-16 surrogate ("\ud800" without its pair) in a string or a member name: it has no UTF-8
  *   form, and PostgreSQL would store U+FFFD instead.
  * Throws AppError (400 MALFORMED_JSON or VALIDATION_FAILED).
@@ -76,9 +81,12 @@ export function parseJsonBody(bytes: Buffer): unknown {
   const start = firstNonSpace(text);
   const first = text.charCodeAt(start);
   if (first !== 0x7b && first !== 0x5b) throw malformed();
-  const tooDeep = depthExceeded(text, start, MAX_JSON_DEPTH);
-  if (tooDeep !== undefined) {
-    const message = `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels (at character ${tooDeep})`;
+  const violation = shapeViolation(text, start, { maxDepth: MAX_JSON_DEPTH, maxMembers: MAX_JSON_MEMBERS });
+  if (violation !== undefined) {
+    const message =
+      violation.problem === 'depth'
+        ? `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels (at character ${violation.at})`
+        : `has an object with more than ${MAX_JSON_MEMBERS} members (at character ${violation.at})`;
     throw new AppError('VALIDATION_FAILED', `invalid request body: ${message}`, { fields: [{ field: '(body)', message }] });
   }
   let value: unknown;
@@ -96,6 +104,20 @@ export function parseJsonBody(bytes: Buffer): unknown {
     const path = findText(value, (s) => LONE_SURROGATE.test(s));
     if (path !== undefined) throw invalidText(path, 'contains a lone surrogate (\\ud800-\\udfff without its pair), which is not valid Unicode');
   }
+  return value;
+}
+
+/** Bodies over this size are parsed in a turn of the event loop of their own (readJsonValue). */
+const YIELD_OVER_BYTES = 64 * 1024;
+
+/**
+ * parseJsonBody, and for a large body a turn of the event loop before what comes next (validation):
+ * parsing a body at the size limit takes tens of milliseconds, and so may its validation; apart, no
+ * request holds the loop for others as long as both together would.
+ */
+export async function readJsonValue(bytes: Buffer): Promise<unknown> {
+  const value = parseJsonBody(bytes);
+  if (bytes.length > YIELD_OVER_BYTES) await new Promise<void>((resolve) => setImmediate(resolve));
   return value;
 }
 
@@ -119,12 +141,22 @@ function firstNonSpace(text: string): number {
   return i;
 }
 
+/** What the pre-scan refuses: too deep a nesting, or an object with too many members. */
+export interface ShapeLimits {
+  maxDepth: number;
+  maxMembers: number;
+}
+
 /**
- * The index of the first opening bracket that goes deeper than `max`, or undefined. One pass over
- * the text; strings (with their escapes) are skipped, so brackets in them do not count. Malformed
- * text is left to JSON.parse.
+ * The first place where the text breaks a shape limit, or undefined: an opening bracket deeper than
+ * `maxDepth`, or a member of an object beyond its `maxMembers`th. One pass over the text with a
+ * fixed stack (the depth is bounded first); strings, with their escapes, are skipped, so brackets and
+ * commas in them do not count. Malformed text is left to JSON.parse.
  */
-export function depthExceeded(text: string, from: number, max: number): number | undefined {
+export function shapeViolation(text: string, from: number, limits: ShapeLimits): { at: number; problem: 'depth' | 'members' } | undefined {
+  const { maxDepth, maxMembers } = limits;
+  // Per open container: -1 for an array, else the members of the object seen so far.
+  const members = new Int32Array(maxDepth + 1);
   let depth = 0;
   for (let i = from; i < text.length; i++) {
     const c = text.charCodeAt(i);
@@ -136,9 +168,12 @@ export function depthExceeded(text: string, from: number, max: number): number |
         else if (s === 0x22) break;
       }
     } else if (c === 0x7b || c === 0x5b) {
-      if (++depth > max) return i;
+      if (++depth > maxDepth) return { at: i, problem: 'depth' };
+      members[depth] = c === 0x7b ? 1 : -1;
     } else if (c === 0x7d || c === 0x5d) {
       depth--;
+    } else if (c === 0x2c && depth > 0 && members[depth]! > 0) {
+      if (++members[depth]! > maxMembers) return { at: i, problem: 'members' };
     }
   }
   return undefined;

@@ -180,7 +180,11 @@ export function derivedId(caller: string, key: string, reservationId: string): s
 
 /** JSON with object keys sorted, so the same body with its members in another order counts as the same. */
 export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (Array.isArray(value)) {
+    // Arrays keep their order: one of numbers (a position) is JSON.stringify's, without a call per element.
+    if (value.every((v) => v === null || typeof v !== 'object')) return JSON.stringify(value);
+    return `[${value.map(canonicalJson).join(',')}]`;
+  }
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;

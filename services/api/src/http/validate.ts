@@ -1,12 +1,20 @@
 import type { z } from 'zod';
 import { AppError, type FieldError } from '../../../shared/errors.js';
 
-/** A zod path as a readable field name: properties.name, geometry.coordinates[0][3]. */
+/**
+ * A zod path as a readable field name: properties.name, geometry.coordinates[0][3]. A member name
+ * longer than 64 characters is cut there (with …): an answer never echoes a megabyte of key.
+ */
 export function fieldName(path: readonly PropertyKey[]): string {
   let name = '';
   for (const key of path) {
-    if (typeof key === 'number') name += `[${key}]`;
-    else name += name ? `.${String(key)}` : String(key);
+    if (typeof key === 'number') {
+      name += `[${key}]`;
+      continue;
+    }
+    const text = String(key);
+    const shown = text.length > 64 ? `${text.slice(0, 64)}…` : text;
+    name += name ? `.${shown}` : shown;
   }
   return name;
 }
@@ -32,7 +40,9 @@ export function fieldErrors(error: z.ZodError): { fields: FieldError[]; total: n
   };
   for (const issue of error.issues) {
     if (issue.code === 'unrecognized_keys') {
-      for (const key of issue.keys) add(fieldName([...issue.path, key]), 'is not a known property');
+      // Member names are distinct: those past the cap are counted without being named.
+      for (const key of issue.keys.slice(0, MAX_FIELD_ERRORS)) add(fieldName([...issue.path, key]), 'is not a known property');
+      total += Math.max(0, issue.keys.length - MAX_FIELD_ERRORS);
       continue;
     }
     add(fieldName(issue.path) || '(body)', issue.message);
