@@ -1,10 +1,10 @@
-import express, { Router, type Request, type RequestHandler, type Response } from 'express';
+import { Router, type Request, type RequestHandler, type Response } from 'express';
 import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
 import { can } from '../auth/permissions.js';
 import type { Db } from '../db/pool.js';
 import { writeEnvelope } from '../features/routes.js';
 import { etagOf, parseIfMatch, createFeatureService } from '../features/service.js';
-import { BODY_LIMIT_BYTES } from '../http/body.js';
+import { jsonBody } from '../http/body.js';
 import { cors } from '../http/cors.js';
 import { originCheckForCookieWrites } from '../http/csrf.js';
 import { parseOrThrow } from '../http/validate.js';
@@ -427,15 +427,9 @@ function flipAxes(coordinates: unknown): unknown {
   return coordinates.map(flipAxes);
 }
 
-/** JSON bodies (1 MiB, strict) for the media types given; anything else is 415 before reading. */
+/** JSON bodies (http/body.ts) of the media types given; anything else is 415 before reading. */
 function body(types: string[]): RequestHandler[] {
-  const requireType: RequestHandler = (req, _res, next) => {
-    if (req.is(types)) return next();
-    const hasBody = req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
-    if (!hasBody) return next(new AppError('VALIDATION_FAILED', 'a JSON request body is required', { fields: [{ field: '(body)', message: 'is required' }] }));
-    next(new AppError('UNSUPPORTED_MEDIA_TYPE', `Content-Type must be ${types.join(' or ')}, not ${req.get('content-type') ?? '(none)'}`, { headers: { 'Accept-Patch': MERGE_PATCH, 'Accept-Post': WRITE_TYPES.join(', ') } }));
-  };
-  return [requireType, express.json({ limit: BODY_LIMIT_BYTES, type: types, strict: true })];
+  return jsonBody({ types, acceptHeaders: { 'Accept-Patch': MERGE_PATCH, 'Accept-Post': WRITE_TYPES.join(', ') } });
 }
 
 /**
