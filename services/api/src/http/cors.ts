@@ -19,9 +19,11 @@ export interface CorsOptions {
 // PATCH: /ogcapi items take JSON merge patches (OGC API – Features Part 4).
 const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE';
 // Idempotency-Key (a create the web app's outbox retries) and X-Edit-Note (the history note of a merge)
-// come from the browser too; without them here the preflight refuses those requests.
-const ALLOWED_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match, Idempotency-Key, X-Edit-Note';
-const EXPOSED_HEADERS = 'ETag, Link, Location, Retry-After, Server-Timing, WWW-Authenticate';
+// come from the browser too, and Content-Crs (an /ogcapi write in UTM, OGC API – Features Part 2 with
+// Part 4); without them here the preflight refuses those requests. Content-Crs is exposed so a page can
+// read which CRS the coordinates of an answer are in.
+const ALLOWED_HEADERS = 'Authorization, Content-Type, Content-Crs, If-Match, If-None-Match, Idempotency-Key, X-Edit-Note';
+const EXPOSED_HEADERS = 'Content-Crs, ETag, Link, Location, Retry-After, Server-Timing, WWW-Authenticate';
 
 /** The origin of a URL as browsers send it in the Origin header; throws for anything else. */
 export function normalizeOrigin(value: string): string {
