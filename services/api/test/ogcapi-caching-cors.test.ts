@@ -17,6 +17,8 @@ import { closeGracefully, listen } from '../../shared/http-server.js';
  */
 const APP_ORIGIN = 'https://app.example.org';
 const ITEM = '/ogcapi/collections/features/items/c1';
+const HTML = 'text/html,application/xhtml+xml,*/*;q=0.8';
+const GEOJSON = 'application/geo+json';
 
 let db: TestDatabase;
 let server: Server;
@@ -60,6 +62,55 @@ function send(method: string, path: string, headers: Record<string, string> = {}
 }
 const get = (path: string, headers: Record<string, string> = {}) => send('GET', path, headers);
 const list = (value: string | string[] | undefined) => String(value ?? '').split(',').map((v) => v.trim().toLowerCase()).filter(Boolean);
+const varyOf = (answer: Answer) => list(answer.headers.vary);
+
+describe('an item in GeoJSON and in HTML', () => {
+  it('has one ETag per representation', async () => {
+    const json = await get(ITEM, { accept: GEOJSON });
+    const html = await get(ITEM, { accept: HTML });
+    expect(json.headers['content-type']).toMatch(/^application\/geo\+json/);
+    expect(html.headers['content-type']).toMatch(/^text\/html/);
+    expect(json.headers.etag).toBeTruthy();
+    expect(html.headers.etag).toBeTruthy();
+    expect(html.headers.etag).not.toBe(json.headers.etag);
+  });
+
+  it('answers a browser revalidating with the GeoJSON ETag with the HTML page, not 304', async () => {
+    const jsonTag = (await get(ITEM, { accept: GEOJSON })).headers.etag!;
+    const html = await get(ITEM, { accept: HTML, 'if-none-match': jsonTag });
+    expect(html.status).toBe(200);
+    expect(html.text).toMatch(/^<!doctype html>/);
+  });
+
+  it('answers a GeoJSON client revalidating with the HTML ETag with the GeoJSON, not 304', async () => {
+    const htmlTag = (await get(ITEM, { accept: HTML })).headers.etag!;
+    const json = await get(ITEM, { accept: GEOJSON, 'if-none-match': htmlTag });
+    expect(json.status).toBe(200);
+    expect(JSON.parse(json.text).id).toBe('c1');
+  });
+
+  it('answers 304 to each representation revalidated with its own ETag', async () => {
+    for (const accept of [GEOJSON, HTML]) {
+      const tag = (await get(ITEM, { accept })).headers.etag!;
+      expect((await get(ITEM, { accept, 'if-none-match': tag })).status, accept).toBe(304);
+    }
+  });
+
+  it('sends Vary: Accept (and Origin) where Accept chooses the representation, and not where f= does', async () => {
+    for (const path of [ITEM, '/ogcapi/collections/features/items', '/ogcapi/', '/ogcapi/collections', '/ogcapi/conformance', '/ogcapi/api']) {
+      const negotiated = await get(path, { accept: HTML });
+      expect(varyOf(negotiated), path).toEqual(expect.arrayContaining(['accept', 'origin']));
+      const chosen = await get(`${path}?f=json`, { accept: HTML });
+      expect(varyOf(chosen), path).toContain('origin');
+      expect(varyOf(chosen), path).not.toContain('accept');
+    }
+  });
+
+  it('still takes the GeoJSON ETag as If-Match for a change', async () => {
+    const { rows } = await db.pool.query<{ version: number }>("SELECT version FROM features.features WHERE id = 'c1'");
+    expect((await get(ITEM, { accept: GEOJSON })).headers.etag).toBe(`"${rows[0]!.version}"`);
+  });
+});
 
 describe('CORS for writes in another CRS', () => {
   it('a preflight asking for Content-Crs is allowed for an allowed origin', async () => {

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -7,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { binary, lacks, requirements } from '../../../test/helpers/requirements.js';
+import { closeGracefully, listen } from '../../shared/http-server.js';
 
 /**
  * /ogcapi as GDAL sees it: the OAPIF driver of the real ogrinfo and ogr2ogr (Debian gdal-bin) lists the
@@ -110,6 +112,40 @@ describe.skipIf(missing)('OGC API – Features through GDAL', () => {
     expect(Math.abs(x - rows[0]!.x)).toBeLessThan(0.001);
     expect(Math.abs(y - rows[0]!.y)).toBeLessThan(0.001);
     expect(x).toBeGreaterThan(300_000); // easting in metres, not degrees
+  });
+
+  /**
+   * A proxy in front of the API that writes down every request GDAL makes and the status it got, so a
+   * test can see which documents GDAL fetched (GDAL itself only says that it filters on the client).
+   */
+  async function recordingProxy(): Promise<{ url: string; log: string[]; close(): Promise<void> }> {
+    const log: string[] = [];
+    const proxy: Server = createServer((req, res) => {
+      const upstream = httpRequest(`${api.url}${req.url}`, { method: req.method, headers: req.headers, agent: false }, (answer) => {
+        log.push(`${answer.statusCode} ${req.method} ${req.url}`);
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      upstream.on('error', () => res.destroy());
+      req.pipe(upstream);
+    });
+    const url = `http://127.0.0.1:${await listen(proxy, 0, '127.0.0.1')}`;
+    return { url, log, close: () => closeGracefully(proxy, 1_000) };
+  }
+
+  it('ogrinfo with an attribute and a spatial filter on a URL with a query gets the landing page and the OpenAPI document, and no request is refused', async () => {
+    const proxy = await recordingProxy();
+    try {
+      // The query of the connection URL is appended by GDAL to every request it makes.
+      const source = `OAPIF:${proxy.url}/ogcapi/collections/features?kategorie=denkmal`;
+      const { stdout } = await run('ogrinfo', ['-ro', '-al', '-q', source, '-where', "name = 'Objekt 5'", '-spat', '13', '52', '14', '53']);
+      expect(stdout.match(/^OGRFeature/gm)).toHaveLength(1);
+      expect(stdout).toMatch(/name \(String\) = Objekt 5\n/);
+      expect(proxy.log.filter((line) => !line.startsWith('200 ')), proxy.log.join('\n')).toEqual([]);
+      expect(proxy.log, proxy.log.join('\n')).toContain('200 GET /ogcapi/api?kategorie=denkmal');
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('ogr2ogr with a CQL2 filter gets exactly the features PostGIS selects with the same condition', async () => {

@@ -30,7 +30,9 @@ const OgcFeatureSchema = FeatureSchema.extend({ links: z.array(LinkSchema).optio
 const f = z.enum(['json', 'html']).optional().meta({ description: 'encoding; overrides the Accept header' });
 const collectionId = z.string().meta({ description: 'features (all), friedhof, blumenbeet or denkmal' });
 const featureId = z.string().meta({ description: 'feature identifier' });
-const ifMatch = z.string().optional().meta({ description: 'strong ETag of the version the change is based on; a stale one gets 412' });
+const ifMatch = z.string().optional().meta({ description: 'strong ETag of the version the change is based on (the GeoJSON ETag of the item); a stale one gets 412' });
+/** The metadata resources take f only, and accept (and ignore) the items parameters: GDAL appends them to every request. */
+const metadata = { description: 'Takes f; the query parameters of /collections/{collectionId}/items are accepted and ignored (GDAL appends the query of its connection URL to every request).' };
 
 export function buildOgcOpenApiDocument(base: string) {
   return createDocument({
@@ -43,15 +45,15 @@ export function buildOgcOpenApiDocument(base: string) {
     servers: [{ url: base }],
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
     paths: {
-      '/': { get: { summary: 'Landing page', requestParams: { query: z.object({ f }) }, responses: { '200': { description: 'links to the API definition, conformance and collections', content: json } } } },
-      '/conformance': { get: { summary: 'Conformance classes', requestParams: { query: z.object({ f }) }, responses: { '200': { description: 'conformsTo', content: json } } } },
-      '/api': { get: { summary: 'This OpenAPI definition', responses: { '200': { description: 'OpenAPI 3.0', content: { 'application/vnd.oai.openapi+json;version=3.0': { schema: z.object({}).passthrough() } } } } } },
-      '/collections': { get: { summary: 'Collections', requestParams: { query: z.object({ f }) }, responses: { '200': { description: 'the four collections', content: json } } } },
+      '/': { get: { summary: 'Landing page', ...metadata, requestParams: { query: z.object({ f }) }, responses: { '200': { description: 'links to the API definition, conformance and collections', content: json } } } },
+      '/conformance': { get: { summary: 'Conformance classes', ...metadata, requestParams: { query: z.object({ f }) }, responses: { '200': { description: 'conformsTo', content: json } } } },
+      '/api': { get: { summary: 'This OpenAPI definition', ...metadata, requestParams: { query: z.object({ f }) }, responses: { '200': { description: 'OpenAPI 3.0', content: { 'application/vnd.oai.openapi+json;version=3.0': { schema: z.object({}).passthrough() } } } } } },
+      '/collections': { get: { summary: 'Collections', ...metadata, requestParams: { query: z.object({ f }) }, responses: { '200': { description: 'the four collections', content: json } } } },
       '/collections/{collectionId}': {
-        get: { summary: 'One collection', requestParams: { path: z.object({ collectionId }), query: z.object({ f }) }, responses: { '200': { description: 'collection metadata', content: json }, '404': problem('no such collection') } },
+        get: { summary: 'One collection', ...metadata, requestParams: { path: z.object({ collectionId }), query: z.object({ f }) }, responses: { '200': { description: 'collection metadata', content: json }, '404': problem('no such collection') } },
       },
       '/collections/{collectionId}/queryables': {
-        get: { summary: 'Queryables (JSON Schema)', requestParams: { path: z.object({ collectionId }) }, responses: { '200': { description: 'the properties a filter may use', content: { 'application/schema+json': { schema: z.object({}).passthrough() } } } } },
+        get: { summary: 'Queryables (JSON Schema)', ...metadata, requestParams: { path: z.object({ collectionId }), query: z.object({ f }) }, responses: { '200': { description: 'the properties a filter may use', content: { 'application/schema+json': { schema: z.object({}).passthrough() } } } } },
       },
       '/collections/{collectionId}/items': {
         get: {
@@ -83,7 +85,7 @@ export function buildOgcOpenApiDocument(base: string) {
         },
       },
       '/collections/{collectionId}/items/{featureId}': {
-        get: { summary: 'One feature', requestParams: { path: z.object({ collectionId, featureId }), query: z.object({ f, crs: z.enum(crsUris).optional() }) }, responses: { '200': { description: 'the feature with its ETag', content: geojson(OgcFeatureSchema) }, '404': problem('no such feature in this collection') } },
+        get: { summary: 'One feature', requestParams: { path: z.object({ collectionId, featureId }), query: z.object({ f, crs: z.enum(crsUris).optional() }) }, responses: { '200': { description: 'the feature with its ETag (the HTML page has an ETag of its own)', content: geojson(OgcFeatureSchema) }, '404': problem('no such feature in this collection') } },
         put: {
           summary: 'Replace a feature (its creator, admin)',
           security: [{ bearer: [] }],

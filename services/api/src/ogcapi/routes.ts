@@ -72,7 +72,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
   router.use(cors({ origins: options.origins }), authenticate(options.authenticator), originCheckForCookieWrites({ origins: options.origins }));
 
   router.get('/', requirePermission('read', 'read features'), (req, res) => {
-    const { format } = formatOnly(req);
+    const { format } = formatOnly(req, res);
     const base = baseUrl(req);
     const doc = {
       title: 'OGC API – Features',
@@ -92,13 +92,13 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
   });
 
   router.get('/conformance', requirePermission('read', 'read features'), (req, res) => {
-    const { format } = formatOnly(req);
+    const { format } = formatOnly(req, res);
     if (format === 'html') return sendHtml(res, html.conformanceHtml(CONFORMS_TO, home(baseUrl(req))));
     res.type(JSON_TYPE).send(JSON.stringify({ conformsTo: CONFORMS_TO }));
   });
 
   router.get('/api', requirePermission('read', 'read features'), (req, res) => {
-    const { format } = formatOnly(req);
+    const { format } = formatOnly(req, res);
     const base = baseUrl(req);
     if (format === 'html') {
       return sendHtml(res, html.landingHtml({ title: 'API-Definition', description: 'The OpenAPI 3.0 definition of this service.', links: [{ rel: 'service-desc', href: `${base}/api?f=json`, type: OPENAPI_TYPE, title: 'OpenAPI 3.0 (JSON)' }] }, home(base)));
@@ -107,7 +107,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
   });
 
   router.get('/collections', requirePermission('read', 'read features'), async (req, res) => {
-    const { format } = formatOnly(req);
+    const { format } = formatOnly(req, res);
     const base = baseUrl(req);
     const views = COLLECTIONS.map((c) => collectionView(base, c));
     if (format === 'html') return sendHtml(res, html.collectionsHtml(views, home(base)));
@@ -117,9 +117,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
 
   router.get('/collections/:collectionId', requirePermission('read', 'read features'), async (req, res) => {
     const collection = collectionOf(req);
-    // GDAL's OAPIF driver sends the query of a URL like …/collections/{id}?crs=… to the collection too:
-    // the items parameters are accepted here (and ignored).
-    const { format } = formatOnly(req, ITEMS_PARAMETERS);
+    const { format } = formatOnly(req, res);
     const base = baseUrl(req);
     const view = collectionView(base, collection);
     if (format === 'html') return sendHtml(res, html.collectionHtml(view, home(base), { rel: 'data', href: `${base}/collections?f=html`, title: 'Sammlungen' }));
@@ -128,7 +126,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
 
   router.get('/collections/:collectionId/queryables', requirePermission('read', 'read features'), (req, res) => {
     const collection = collectionOf(req);
-    const { format } = formatOnly(req);
+    const { format } = formatOnly(req, res);
     const base = baseUrl(req);
     const properties = Object.fromEntries(
       Object.entries(QUERYABLES).map(([name, q]) => {
@@ -156,7 +154,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
   router.get('/collections/:collectionId/items', requirePermission('read', 'read features'), async (req, res) => {
     const collection = collectionOf(req);
     const query = parseItemsQuery(req.query as Record<string, unknown>);
-    const format = negotiate(req, query.format);
+    const format = negotiate(req, res, query.format);
     const base = baseUrl(req);
     const itemsUrl = `${base}/collections/${collection.id}/items`;
     // A kategorie parameter on a kategorie's own collection: both must hold.
@@ -201,7 +199,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
   router.get('/collections/:collectionId/items/:featureId', requirePermission('read', 'read features'), async (req, res) => {
     const collection = collectionOf(req);
     const q = singleValues(req.query as Record<string, unknown>, ITEM_PARAMETERS);
-    const format = negotiate(req, parseFormat(q.f));
+    const format = negotiate(req, res, parseFormat(q.f));
     const crs = parseCrs(q.crs, 'crs');
     const id = featureIdOf(req);
     const found = await reads.get(id, crs);
@@ -213,7 +211,9 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
       { rel: 'collection', href: `${base}/collections/${collection.id}`, type: JSON_TYPE, title: collection.title },
     ];
     const feature = JSON.parse(found.json) as { id: string; geometry: { type: string }; properties: Record<string, unknown> };
-    res.setHeader('ETag', etagOf(found.version));
+    // Each representation its own ETag: a cache revalidating the HTML page must not get a 304 for the
+    // GeoJSON (or the reverse). If-Match of a change takes the GeoJSON one, the feature's version.
+    res.setHeader('ETag', format === 'html' ? htmlEtagOf(found.version) : etagOf(found.version));
     res.setHeader('Cache-Control', 'no-cache');
     res.setHeader('Content-Crs', contentCrsHeader(crs));
     if (format === 'html') {
@@ -446,15 +446,31 @@ function home(base: string): Link {
   return { rel: 'home', href: `${base}/?f=html`, title: 'OGC API – Features' };
 }
 
-/** f= wins; otherwise the Accept header (browsers ask for text/html first); machines get JSON. */
-function negotiate(req: Request, format: Format | undefined): Format {
+/**
+ * f= wins; otherwise the Accept header (browsers ask for text/html first); machines get JSON. An
+ * answer chosen by Accept says so (Vary: Accept), so a shared cache keeps the HTML and the JSON of one
+ * URL apart.
+ */
+function negotiate(req: Request, res: Response, format: Format | undefined): Format {
   if (format) return format;
+  res.vary('Accept');
   return req.accepts([GEOJSON, JSON_TYPE, HTML_TYPE]) === HTML_TYPE ? 'html' : 'json';
 }
 
-function formatOnly(req: Request, known: readonly string[] = ['f']): { format: Format } {
-  const q = singleValues(req.query as Record<string, unknown>, known);
-  return { format: negotiate(req, parseFormat(q.f)) };
+/**
+ * The format of a resource that takes no parameter but f. GDAL's OAPIF driver appends the query of its
+ * connection URL (…/collections/features?crs=…) to every request it makes, the landing page and the
+ * API definition included; refused there, GDAL would lose the OpenAPI document and filter on the
+ * client. So the items parameters are accepted here and ignored; anything else is still a 400.
+ */
+function formatOnly(req: Request, res: Response): { format: Format } {
+  const q = singleValues(req.query as Record<string, unknown>, ITEMS_PARAMETERS);
+  return { format: negotiate(req, res, parseFormat(q.f)) };
+}
+
+/** The ETag of an item's HTML page: its own, never equal to the GeoJSON's (the feature's version). */
+function htmlEtagOf(version: number): string {
+  return `"${version}-html"`;
 }
 
 function selfAndAlternate(url: string, format: Format, jsonType: string): Link[] {
