@@ -11,6 +11,8 @@ let db: TestDatabase;
 let api: TestApi;
 
 const OGC = '/ogcapi';
+const ITEMS = `${OGC}/collections/features/items`;
+const EPSG_4326 = 'http://www.opengis.net/def/crs/EPSG/0/4326';
 const UTM_33 = 'http://www.opengis.net/def/crs/EPSG/0/25833';
 
 beforeAll(async () => {
@@ -31,6 +33,95 @@ afterAll(async () => {
 });
 
 const get = (path: string, headers: Record<string, string> = {}) => api.request('GET', path, { headers });
+const ids = (body: { features: Array<{ id: string }> }) => body.features.map((f) => f.id).sort();
+const filtered = (filter: string, extra = '') => get(`${ITEMS}?filter=${encodeURIComponent(filter)}${extra}`);
+
+describe('a box whose west edge lies east of its east edge crosses the antimeridian', () => {
+  it('bbox=179,-90,-179,90 selects the features on both sides of the antimeridian and nothing else', async () => {
+    const response = await get(`${ITEMS}?bbox=179,-90,-179,90`);
+    expect(response.status).toBe(200);
+    expect(ids(response.json)).toEqual(['east', 'west']);
+  });
+
+  it('CQL2 text S_INTERSECTS(geometry, BBOX(179,-90,-179,90)) selects what bbox= selects', async () => {
+    const response = await filtered('S_INTERSECTS(geometry,BBOX(179,-90,-179,90))');
+    expect(response.status).toBe(200);
+    expect(ids(response.json)).toEqual(['east', 'west']);
+  });
+
+  it('CQL2 JSON {"bbox":[179,-90,-179,90]} selects what bbox= selects, also with six numbers', async () => {
+    const four = await filtered(JSON.stringify({ op: 's_intersects', args: [{ property: 'geometry' }, { bbox: [179, -90, -179, 90] }] }), '&filter-lang=cql2-json');
+    expect(four.status).toBe(200);
+    expect(ids(four.json)).toEqual(['east', 'west']);
+    const six = await filtered(JSON.stringify({ op: 's_intersects', args: [{ property: 'geometry' }, { bbox: [179, -90, 0, -179, 90, 10] }] }), '&filter-lang=cql2-json');
+    expect(ids(six.json)).toEqual(['east', 'west']);
+  });
+
+  it('in EPSG:4326 (latitude first) a box crosses the antimeridian when its west longitude exceeds its east one, as a filter and as bbox-crs', async () => {
+    const filter = await filtered('S_INTERSECTS(geometry, BBOX(-90, 179, 90, -179))', `&filter-crs=${encodeURIComponent(EPSG_4326)}`);
+    expect(filter.status).toBe(200);
+    expect(ids(filter.json)).toEqual(['east', 'west']);
+    const bbox = await get(`${ITEMS}?bbox=-90,179,90,-179&bbox-crs=${encodeURIComponent(EPSG_4326)}`);
+    expect(bbox.status).toBe(200);
+    expect(ids(bbox.json)).toEqual(['east', 'west']);
+  });
+
+  it('a box that does not cross still selects only what lies inside it, in any order of its operands', async () => {
+    expect(ids((await filtered('S_INTERSECTS(BBOX(-1, 50, 14, 53), geometry)')).json)).toEqual(['berlin', 'greenwich']);
+  });
+
+  it('refuses a box crossing the antimeridian with a longitude beyond ±180, naming the filter', async () => {
+    const response = await filtered('S_INTERSECTS(geometry, BBOX(190, -90, -179, 90))');
+    expect(response.status).toBe(400);
+    expect(response.json.code).toBe('INVALID_FILTER');
+    expect(response.json.detail).toMatch(/antimeridian/);
+  });
+});
+
+describe('filters nested as deep as the 16 KiB URL allows', () => {
+  // Parentheses and + (a space) go into a query unescaped, so each level costs two or four characters.
+  const cases: Array<[string, string, string]> = [
+    ['7 000 nested parentheses', `${'('.repeat(7000)}name='x'${')'.repeat(7000)}`, ''],
+    ['3 500 NOTs', `${'NOT+'.repeat(3500)}name='x'`, ''],
+    ['CQL2 JSON with 300 nested nots', `${'{"op":"not","args":['.repeat(300)}{"op":"=","args":[{"property":"name"},"x"]}${']}'.repeat(300)}`, '&filter-lang=cql2-json'],
+    ['CQL2 JSON of 7 000 nested arrays', `${'['.repeat(7000)}${']'.repeat(7000)}`, '&filter-lang=cql2-json'],
+  ];
+  for (const [what, filter, extra] of cases) {
+    it(`refuses ${what} with a 400 naming the limit, within a second`, async () => {
+      const started = performance.now();
+      const response = await get(`${ITEMS}?filter=${filter}${extra}`);
+      const elapsed = performance.now() - started;
+      expect(response.status, response.text.slice(0, 300)).toBe(400);
+      expect(response.json.code).toBe('INVALID_FILTER');
+      if (!what.includes('arrays')) expect(response.json.detail).toMatch(/nested deeper than 64 levels/);
+      expect(elapsed).toBeLessThan(1000);
+    });
+  }
+
+  it('takes a filter nested exactly to the limit', async () => {
+    const response = await get(`${ITEMS}?filter=${'('.repeat(63)}name='Berlin'${')'.repeat(63)}`);
+    expect(response.status, response.text.slice(0, 300)).toBe(200);
+    expect(ids(response.json)).toEqual(['berlin']);
+  });
+});
+
+describe('limit', () => {
+  it('caps any all-digit limit above the maximum, however long, instead of refusing it', async () => {
+    for (const limit of ['10001', '99999999999', `1${'0'.repeat(400)}`, '000002']) {
+      const response = await get(`${ITEMS}?limit=${limit}`);
+      expect(response.status, `limit=${limit.slice(0, 20)}`).toBe(200);
+      expect(response.json.features.length).toBe(limit === '000002' ? 2 : 4);
+    }
+  });
+
+  it('still refuses a limit that is zero, negative, fractional or not a number', async () => {
+    for (const limit of ['0', '000', '-1', '-99999999999', '1.5', '1e3', 'x', '', '+5', ' 5']) {
+      const response = await get(`${ITEMS}?limit=${encodeURIComponent(limit)}`);
+      expect(response.status, `limit=${limit}`).toBe(400);
+      expect(response.json.fields).toEqual([{ field: 'limit', message: expect.any(String) }]);
+    }
+  });
+});
 
 describe('the parameters GDAL appends to every request', () => {
   // GDAL's OAPIF driver appends the query of its connection URL (…/collections/features?crs=…) to

@@ -46,9 +46,17 @@ export type Expr =
   | { kind: 'isNull'; value: Scalar }
   | { kind: 's_intersects'; left: SpatialOperand; right: SpatialOperand };
 
-/** Hard limits so a filter cannot make the parser or the database work without bound. */
+/**
+ * Hard limits so a filter cannot make the parser or the database work without bound (documented in
+ * docs/ogcapi.md and the filter parameter of /ogcapi/api). The parser recurses once per level of
+ * parentheses, NOT, AND/OR or JSON "op" object, and counts the levels: the 65th is a 400 naming the
+ * limit, long before the stack could run out (a 16 KiB URL holds about 8 000 parentheses). Every
+ * pattern of the tokenizer is anchored at the current position and matches one way only, so the scan
+ * is linear in the length of the filter, which is checked first.
+ */
 export const MAX_FILTER_LENGTH = 20_000;
-const MAX_DEPTH = 64;
+export const MAX_FILTER_DEPTH = 64;
+const MAX_DEPTH = MAX_FILTER_DEPTH;
 
 /** A refused filter: 400 INVALID_FILTER naming where the problem is (a character offset or a JSON path). */
 export function filterError(message: string, where: { position?: number; path?: string }): AppError {

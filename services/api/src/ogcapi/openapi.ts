@@ -1,6 +1,7 @@
 import { createDocument } from 'zod-openapi';
 import { z } from 'zod';
 import { DEFAULT_LIMIT, FeatureSchema, MAX_LIMIT, ProblemSchema } from '../../../shared/features/schema.js';
+import { MAX_FILTER_DEPTH, MAX_FILTER_LENGTH } from './cql2.js';
 import { SUPPORTED_CRS } from './crs.js';
 import { STATUSES } from './params.js';
 
@@ -62,14 +63,14 @@ export function buildOgcOpenApiDocument(base: string) {
             path: z.object({ collectionId }),
             query: z.object({
               f,
-              limit: z.number().int().min(1).max(MAX_LIMIT).default(DEFAULT_LIMIT).optional(),
-              bbox: z.string().optional().meta({ description: 'minx,miny,maxx,maxy in bbox-crs (default CRS84)' }),
+              limit: z.number().int().min(1).max(MAX_LIMIT).default(DEFAULT_LIMIT).optional().meta({ description: `page size; a larger value (any number of digits) is capped at ${MAX_LIMIT}` }),
+              bbox: z.string().optional().meta({ description: 'minx,miny,maxx,maxy in bbox-crs (default CRS84); in longitude/latitude a west edge greater than the east edge crosses the antimeridian' }),
               'bbox-crs': z.enum(crsUris).optional(),
               crs: z.enum(crsUris).optional(),
               datetime: z.string().optional().meta({ description: 'instant or interval on updatedAt (RFC 3339, .. for open ends)' }),
               kategorie: z.enum(['friedhof', 'blumenbeet', 'denkmal']).optional(),
               status: z.enum(STATUSES).optional(),
-              filter: z.string().optional().meta({ description: 'CQL2 text or JSON' }),
+              filter: z.string().optional().meta({ description: `CQL2 text or JSON, at most ${MAX_FILTER_LENGTH} characters and ${MAX_FILTER_DEPTH} levels of nesting; a BBOX whose west edge is greater than its east edge crosses the antimeridian` }),
               'filter-lang': z.enum(['cql2-text', 'cql2-json']).optional(),
               'filter-crs': z.enum(crsUris).optional(),
               cursor: z.string().optional().meta({ description: 'opaque; copy it from a next or prev link' }),

@@ -1,15 +1,19 @@
 import { z } from 'zod';
 import { AppError } from '../../../shared/errors.js';
-import { BboxSchema, DEFAULT_LIMIT, KATEGORIEN, ListQuerySchema, type Bbox, type Kategorie } from '../../../shared/features/schema.js';
+import { BboxSchema, DEFAULT_LIMIT, KATEGORIEN, MAX_LIMIT, type Bbox, type Kategorie } from '../../../shared/features/schema.js';
 import { parseOrThrow } from '../http/validate.js';
 import { isRealDate, parseCql2Json, parseCql2Text, type Expr } from './cql2.js';
 import { CRS84, parseCrs, type Crs } from './crs.js';
 import type { CrsBox, TimeInterval } from './queries.js';
 
 /**
- * The query parameters of /ogcapi, validated with the feature API's own zod pieces (limit, kategorie,
- * bbox) where the two agree, and the OGC ones (crs, bbox-crs, datetime, filter) here. Unknown
+ * The query parameters of /ogcapi, validated with the feature API's own zod pieces (kategorie, a CRS84
+ * bbox) where the two agree, and the OGC ones (limit, crs, bbox-crs, datetime, filter) here. Unknown
  * parameters are refused (Part 1 /req/core/query-param-unknown), each parameter may appear once.
+ *
+ * Every pattern here is anchored and matches each input one way only (no nested or adjacent
+ * quantifiers over the same characters), so it runs in time linear in its input, which the server's
+ * 16 KiB limit on the request line bounds before any of this runs.
  */
 
 export const ITEMS_PARAMETERS = ['f', 'bbox', 'bbox-crs', 'crs', 'limit', 'datetime', 'kategorie', 'status', 'filter', 'filter-lang', 'filter-crs', 'cursor'] as const;
@@ -56,17 +60,33 @@ export function parseFormat(value: string | undefined): Format | undefined {
   throw invalid('f', 'must be json or html');
 }
 
+/** No query parameter is longer than a request line may be (http/server.ts: 16 KiB for line and headers). */
+const MAX_PARAMETER_LENGTH = 16 * 1024;
+
+/**
+ * limit (Part 1 /req/core/fc-limit-response): a larger value than the maximum is capped, so any run of
+ * digits is a limit, however long (GDAL, QGIS and scripts ask for "everything" with big numbers). The
+ * length is checked before the pattern, though the pattern is linear and the URL capped at 16 KiB anyway.
+ */
+export function parseLimit(value: string | undefined): number {
+  if (value === undefined) return DEFAULT_LIMIT;
+  if (value.length > MAX_PARAMETER_LENGTH || !/^\d+$/.test(value)) throw invalid('limit', 'must be a positive integer');
+  const digits = value.replace(/^0+/, '');
+  if (digits === '') throw invalid('limit', 'must be at least 1');
+  return digits.length > String(MAX_LIMIT).length ? MAX_LIMIT : Math.min(Number(digits), MAX_LIMIT);
+}
+
 const FieldsSchema = z.strictObject({
-  limit: ListQuerySchema.shape.limit,
   kategorie: z.enum(KATEGORIEN, { error: `must be one of ${KATEGORIEN.join(', ')}` }).optional(),
   status: z.enum(STATUSES, { error: `must be one of ${STATUSES.join(', ')}` }).optional(),
 });
 
 export function parseItemsQuery(raw: Record<string, unknown>): ItemsQuery {
   const q = singleValues(raw, ITEMS_PARAMETERS);
-  const fields = parseOrThrow(FieldsSchema, { limit: q.limit, kategorie: q.kategorie, status: q.status }, 'INVALID_QUERY', 'query');
+  const limit = parseLimit(q.limit);
+  const fields = parseOrThrow(FieldsSchema, { kategorie: q.kategorie, status: q.status }, 'INVALID_QUERY', 'query');
   const crs = parseCrs(q.crs, 'crs');
-  const result: ItemsQuery = { format: parseFormat(q.f), limit: fields.limit ?? DEFAULT_LIMIT, crs, kategorie: fields.kategorie, status: fields.status };
+  const result: ItemsQuery = { format: parseFormat(q.f), limit, crs, kategorie: fields.kategorie, status: fields.status };
   if (q.bbox !== undefined) {
     const bboxCrs = parseCrs(q['bbox-crs'], 'bbox-crs');
     const parts = q.bbox.split(',');
@@ -78,7 +98,11 @@ export function parseItemsQuery(raw: Record<string, unknown>): ItemsQuery {
       const numbers = flat.split(',').map((p) => (/^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$/.test(p) ? Number(p) : NaN));
       if (numbers.length !== 4 || !numbers.every(Number.isFinite)) throw invalid('bbox', 'must be four (or six) comma-separated numbers in the axis order of bbox-crs');
       const [a, b, c, d] = numbers as [number, number, number, number];
-      if (a > c || b > d) throw invalid('bbox', 'the lower corner must not exceed the upper corner');
+      // In EPSG:4326 (latitude first) a west longitude greater than the east one crosses the
+      // antimeridian, as in CRS84; in a projected CRS it is a mistake.
+      const crossing = bboxCrs.latitudeFirst && b > d && a <= c;
+      if (crossing && (Math.abs(b) > 180 || Math.abs(d) > 180)) throw invalid('bbox', 'a box crossing the antimeridian needs longitudes within [-180, 180]');
+      if (!crossing && (a > c || b > d)) throw invalid('bbox', 'the lower corner must not exceed the upper corner');
       result.crsBox = { coords: [a, b, c, d], crs: bboxCrs };
     }
   } else if (q['bbox-crs'] !== undefined) {

@@ -1,4 +1,4 @@
-import { listConditions, type Query } from '../features/queries.js';
+import { envelopesOf, listConditions, type Query } from '../features/queries.js';
 
 /**
  * A feature's GeoJSON as /api/features serves it: the text kept on its row at write time (migration
@@ -84,34 +84,41 @@ export function featureJsonIn(crs: Crs, params: Params): string {
 }
 
 /**
- * A box as a geometry in storage coordinates. ST_Envelope of the two corners rather than
- * ST_MakeEnvelope: for a box of zero width or height it is the line or point itself, which intersects
- * what it touches (ST_MakeEnvelope would make a degenerate polygon that does not).
+ * A box as geometries in storage coordinates: one, or two for a box in longitude/latitude (CRS84, or
+ * EPSG:4326 once its axes are swapped) whose west edge lies east of its east edge, which crosses the
+ * antimeridian. The split is the feature API's bbox= split (envelopesOf), so `bbox=`, `bbox-crs` and a
+ * CQL2 BBOX mean the same box.
+ *
+ * Each part is ST_Envelope of its two corners rather than ST_MakeEnvelope: for a box of zero width or
+ * height it is the line or point itself, which intersects what it touches (ST_MakeEnvelope would make
+ * a degenerate polygon that does not).
  */
-function boxGeometry(coords: readonly number[], crs: Crs, params: Params): string {
+function boxGeometries(coords: readonly number[], crs: Crs, params: Params): string[] {
   let [x1, y1, x2, y2] = coords as [number, number, number, number];
   if (crs.latitudeFirst) [x1, y1, x2, y2] = [y1, x1, y2, x2];
   const srid = params.add(crs.srid, 'int');
-  const box = `ST_Envelope(ST_MakeLine(ST_SetSRID(ST_MakePoint(${params.add(x1, 'float8')}, ${params.add(y1, 'float8')}), ${srid}), ST_SetSRID(ST_MakePoint(${params.add(x2, 'float8')}, ${params.add(y2, 'float8')}), ${srid})))`;
-  if (crs.srid === 4326) return box;
+  const envelope = ([a, b, c, d]: readonly number[]) =>
+    `ST_Envelope(ST_MakeLine(ST_SetSRID(ST_MakePoint(${params.add(a, 'float8')}, ${params.add(b, 'float8')}), ${srid}), ST_SetSRID(ST_MakePoint(${params.add(c, 'float8')}, ${params.add(d, 'float8')}), ${srid})))`;
+  if (crs.srid === 4326) return envelopesOf({ minLon: x1, minLat: y1, maxLon: x2, maxLat: y2 }).map(envelope);
   // Densified before the transformation, so the box's edges stay close to straight lines in the source CRS.
-  return `ST_Transform(ST_Segmentize(${box}, greatest(abs(${params.add(x2 - x1, 'float8')}), abs(${params.add(y2 - y1, 'float8')}), 1) / 32), 4326)`;
+  return [`ST_Transform(ST_Segmentize(${envelope([x1, y1, x2, y2])}, greatest(abs(${params.add(x2 - x1, 'float8')}), abs(${params.add(y2 - y1, 'float8')}), 1) / 32), 4326)`];
 }
 
-/** A bbox in CRS84 or another CRS as a condition on f.geom; a CRS84 box may cross the antimeridian. */
-function crsBoxCondition(box: CrsBox, params: Params): string {
-  const [x1, , x2] = box.coords;
-  const lonLat = box.crs.srid === 4326;
-  if (lonLat && !box.crs.latitudeFirst && x1 > x2) {
-    return `(ST_Intersects(f.geom, ${boxGeometry([x1, box.coords[1], 180, box.coords[3]], box.crs, params)}) OR ST_Intersects(f.geom, ${boxGeometry([-180, box.coords[1], x2, box.coords[3]], box.crs, params)}))`;
-  }
-  return `ST_Intersects(f.geom, ${boxGeometry(box.coords, box.crs, params)})`;
+/** The west and east edge of a box in longitude/latitude, read in the axis order of its CRS. */
+function westAndEast(coords: readonly number[], crs: Crs): [number, number] {
+  return crs.latitudeFirst ? [coords[1]!, coords[3]!] : [coords[0]!, coords[2]!];
+}
+
+/** ST_Intersects of two operands, each one geometry or the parts of one (a box across the antimeridian). */
+function intersectsAny(left: string[], right: string[]): string {
+  const pairs = left.flatMap((l) => right.map((r) => `ST_Intersects(${l}, ${r})`));
+  return pairs.length === 1 ? pairs[0]! : `(${pairs.join(' OR ')})`;
 }
 
 export function ogcListConditions(filter: Omit<OgcListFilter, 'limit' | 'crs'>, values: unknown[]): string[] {
   const conditions = listConditions({ bbox: filter.bbox, kategorie: filter.kategorie, after: filter.after }, values);
   const params = new Params(values);
-  if (filter.crsBox) conditions.push(crsBoxCondition(filter.crsBox, params));
+  if (filter.crsBox) conditions.push(intersectsAny(['f.geom'], boxGeometries(filter.crsBox.coords, filter.crsBox.crs, params)));
   if (filter.before !== undefined) conditions.push(`f.id < ${params.add(filter.before, 'text')}`);
   if (filter.status !== undefined) conditions.push(`f.status = ${params.add(filter.status, 'text')}`);
   if (filter.datetime?.start !== undefined) conditions.push(`f.updated_at >= ${params.add(filter.datetime.start, 'timestamptz')}`);
@@ -210,7 +217,7 @@ class FilterTranslator {
       case 'isNull':
         return `(${this.scalar(expr.value)} IS NULL)`;
       case 's_intersects':
-        return `ST_Intersects(${this.spatial(expr.left)}, ${this.spatial(expr.right)})`;
+        return intersectsAny(this.spatial(expr.left), this.spatial(expr.right));
     }
   }
 
@@ -270,19 +277,26 @@ class FilterTranslator {
     }
   }
 
-  private spatial(operand: SpatialOperand): string {
+  /** A spatial operand as SQL geometries: one, or the two halves of a box across the antimeridian. */
+  private spatial(operand: SpatialOperand): string[] {
     switch (operand.kind) {
       case 'property': {
         const queryable = this.queryable(operand.name);
         if (queryable.type !== 'geometry') throw filterError(`S_INTERSECTS needs a geometry, ${operand.name} is a ${queryable.type}`, {});
-        return queryable.column;
+        return [queryable.column];
       }
-      case 'bbox':
-        return boxGeometry(operand.coords, this.crs, this.params);
+      case 'bbox': {
+        const [west, east] = westAndEast(operand.coords, this.crs);
+        // Split at ±180, a box reaching beyond would select around the rest of the globe.
+        if (this.crs.srid === 4326 && west > east && (Math.abs(west) > 180 || Math.abs(east) > 180)) {
+          throw filterError('a BBOX crossing the antimeridian (west greater than east) needs longitudes within [-180, 180]', {});
+        }
+        return boxGeometries(operand.coords, this.crs, this.params);
+      }
       case 'geometry': {
         const geometry = this.crs.latitudeFirst ? flip(operand.geometry) : operand.geometry;
         const literal = `ST_SetSRID(ST_GeomFromGeoJSON(${this.params.add(JSON.stringify(geometry), 'text')}), ${this.params.add(this.crs.srid, 'int')})`;
-        return this.crs.srid === 4326 ? literal : `ST_Transform(${literal}, 4326)`;
+        return [this.crs.srid === 4326 ? literal : `ST_Transform(${literal}, 4326)`];
       }
     }
   }
