@@ -148,3 +148,20 @@ describe('the parameters GDAL appends to every request', () => {
     }
   });
 });
+
+describe('no database wording reaches a client', () => {
+  it('a coordinate outside the domain of filter-crs is a 400 naming the filter, in our words', async () => {
+    const response = await filtered('S_INTERSECTS(geometry,POINT(1e300 1e300))', `&filter-crs=${encodeURIComponent(UTM_33)}`);
+    expect(response.status).toBe(400);
+    expect(response.json.code).toBe('INVALID_FILTER');
+    expect(response.json.fields).toEqual([{ field: 'filter', message: expect.any(String) }]);
+    expect(response.text).not.toMatch(/postgis|transform|projection|lwgeom|\(\d{3,}\)/i);
+  });
+
+  it('a LIKE pattern PostgreSQL cannot read is a 400 naming the filter, in our words', async () => {
+    const response = await filtered("name LIKE 'B\\'");
+    expect(response.status).toBe(400);
+    expect(response.json.code).toBe('INVALID_FILTER');
+    expect(response.text).not.toMatch(/escape character|postgres|SQL/i);
+  });
+});

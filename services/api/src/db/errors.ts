@@ -24,6 +24,18 @@ export function fromDatabaseError(error: unknown): AppError | undefined {
   return undefined;
 }
 
+/**
+ * Whether the database refused a value it was computing with: a data exception (class 22, e.g. a LIKE
+ * pattern ending in its escape character, a number out of range) or PostGIS's XX000 (a geometry it
+ * cannot build, a coordinate outside a projection's domain). For a statement whose values all come
+ * from the request, such as a CQL2 filter, that is the request's fault. The caller answers in its own
+ * words: the database's message names its internals (functions, error numbers) and is never passed on.
+ */
+export function isRefusedValue(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('22') || code === 'XX000');
+}
+
 export const INVALID_GEOMETRY_SQLSTATE = 'GF001';
 
 /** A geometry PostGIS finds invalid (self-intersection, degenerate ring): 400 naming the geometry with the reason. */

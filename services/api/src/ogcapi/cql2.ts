@@ -59,11 +59,12 @@ export const MAX_FILTER_DEPTH = 64;
 const MAX_DEPTH = MAX_FILTER_DEPTH;
 
 /** A refused filter: 400 INVALID_FILTER naming where the problem is (a character offset or a JSON path). */
-export function filterError(message: string, where: { position?: number; path?: string }): AppError {
+export function filterError(message: string, where: { position?: number; path?: string }, cause?: unknown): AppError {
   const at = where.position !== undefined ? ` at position ${where.position}` : where.path !== undefined ? ` at ${where.path || '/'}` : '';
   return new AppError('INVALID_FILTER', `invalid filter${at}: ${message}`, {
     statusCode: 400,
     fields: [{ field: where.path !== undefined ? `filter${where.path}` : where.position !== undefined ? `filter@${where.position}` : 'filter', message }],
+    ...(cause === undefined ? {} : { cause }),
   });
 }
 

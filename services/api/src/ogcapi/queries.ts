@@ -7,6 +7,7 @@ import { envelopesOf, listConditions, type Query } from '../features/queries.js'
 const FEATURE_JSON = 'f.geojson::json';
 import type { Bbox, Kategorie } from '../../../shared/features/schema.js';
 import { AppError } from '../../../shared/errors.js';
+import { isRefusedValue } from '../db/errors.js';
 import type { Expr, Scalar, SpatialOperand } from './cql2.js';
 import { filterError } from './cql2.js';
 import { CRS84, type Crs } from './crs.js';
@@ -308,14 +309,11 @@ function flip<T extends { coordinates: unknown }>(geometry: T): T {
 }
 
 /**
- * Errors PostGIS raises for a filter it cannot evaluate (a geometry outside a projection's domain, a
- * self-intersecting literal) are the caller's, not the server's: 400, not 500.
+ * A filter the database could not evaluate (a coordinate outside the domain of filter-crs, a LIKE
+ * pattern ending in its escape character, a self-intersecting literal) is the caller's, not the
+ * server's: 400 naming the filter, in our words; the database's own message stays in the log (cause).
  */
 export function filterEvaluationError(error: unknown): AppError | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (code === 'XX000' || code === '22023' || code === '22P02' || code === '22000') {
-    const message = error instanceof Error ? error.message : 'the database could not evaluate it';
-    return filterError(`PostGIS could not evaluate it: ${message}`, {});
-  }
-  return undefined;
+  if (!isRefusedValue(error)) return undefined;
+  return filterError('it cannot be evaluated: a geometry in it lies outside the area its CRS (filter-crs) covers, or a value in it is outside what can be compared', {}, error);
 }
