@@ -100,6 +100,30 @@ describe('creating through /ogcapi (POST items)', () => {
   });
 });
 
+describe('what a Part 4 client sends back', () => {
+  it('a fetched item PUT back unchanged with its ETag is a 200: the links GET added are ignored', async () => {
+    const id = (await create()).json.id as string;
+    const fetched = await api.request('GET', `${ITEMS}/${id}`);
+    expect(fetched.json.links.length).toBeGreaterThan(0);
+    const put = await api.request('PUT', `${ITEMS}/${id}`, { token: alice, rawBody: fetched.text, headers: { 'content-type': 'application/geo+json', 'if-match': fetched.headers.get('etag')! } });
+    expect(put.status, put.text).toBe(200);
+    expect(put.json).toMatchObject({ id, geometry: fetched.json.geometry, properties: { name: fetched.json.properties.name } });
+    expect(put.json.links).toBeUndefined();
+  });
+
+  it('links are ignored on POST and in a merge patch too, and nothing else unknown is', async () => {
+    const links = [{ rel: 'self', href: 'http://example.org/x' }];
+    const created = await api.request('POST', ITEMS, { token: alice, body: { ...aFeature(), links } });
+    expect(created.status, created.text).toBe(201);
+    const id = created.json.id as string;
+    const patched = await api.request('PATCH', `${ITEMS}/${id}`, { token: alice, rawBody: JSON.stringify({ links, properties: { name: 'Mit Links' } }), headers: { 'content-type': 'application/merge-patch+json' } });
+    expect(patched.status, patched.text).toBe(200);
+    const unknown = await api.request('POST', ITEMS, { token: alice, body: { ...aFeature(), links, rels: [] } });
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.fields).toEqual([{ field: 'rels', message: 'is not a known property' }]);
+  });
+});
+
 describe('what desktop GIS clients send', () => {
   it('accepts a new feature the way QGIS writes it: every layer field, the server-maintained ones null, an id field', async () => {
     const created = await api.request('POST', ITEMS, {

@@ -360,8 +360,8 @@ function featureIdOf(req: Request): string {
  */
 function featureInput(collection: Collection, body: unknown, pathId?: string): FeatureInput {
   let candidate = asSentByGisClients(body, pathId);
-  if (collection.kategorie !== undefined && isRecord(body) && isRecord(body.properties) && body.properties.kategorie === undefined) {
-    candidate = { ...body, properties: { ...body.properties, kategorie: collection.kategorie } };
+  if (collection.kategorie !== undefined && isRecord(candidate) && isRecord(candidate.properties) && candidate.properties.kategorie === undefined) {
+    candidate = { ...candidate, properties: { ...candidate.properties, kategorie: collection.kategorie } };
   }
   const input = parseOrThrow(FeatureSchema, candidate, 'VALIDATION_FAILED', 'feature');
   if (collection.kategorie !== undefined && input.properties.kategorie !== collection.kategorie) {
@@ -375,17 +375,21 @@ function featureInput(collection: Collection, body: unknown, pathId?: string): F
 const SERVER_MAINTAINED = ['status', 'version', 'createdBy', 'createdAt', 'updatedBy', 'updatedAt'];
 
 /**
- * What desktop GIS clients send, reduced to what the feature schema reads. QGIS writes every field of
- * the layer: the server-maintained ones (null on a new feature, reformatted dates on an edit) and an
- * `id` field it derived from the feature id. Server-maintained members are ignored anyway (the schema
- * accepts them only so a fetched feature can be sent back), so they are dropped here; `properties.id`
- * is the feature id, and must agree with the URL's or the body's.
+ * What clients send, reduced to what the feature schema reads. A Part 4 client writes back the item
+ * it read, with the `links` member GET added: they are ignored (nothing else unknown is). QGIS writes
+ * every field of the layer: the server-maintained ones (null on a new feature, reformatted dates on an
+ * edit) and an `id` field it derived from the feature id. Server-maintained members are ignored anyway
+ * (the schema accepts them only so a fetched feature can be sent back), so they are dropped here;
+ * `properties.id` is the feature id, and must agree with the URL's or the body's.
  */
 function asSentByGisClients(body: unknown, pathId: string | undefined): unknown {
-  if (!isRecord(body) || !isRecord(body.properties)) return body;
-  const properties = { ...body.properties };
+  if (!isRecord(body)) return body;
+  const feature = { ...body };
+  delete feature.links;
+  if (!isRecord(feature.properties)) return feature;
+  const properties = { ...feature.properties };
   for (const key of SERVER_MAINTAINED) delete properties[key];
-  const result: Record<string, unknown> = { ...body, properties };
+  const result: Record<string, unknown> = { ...feature, properties };
   if ('id' in properties) {
     const propertyId = properties.id;
     delete properties.id;
