@@ -100,6 +100,118 @@ describe('creating through /ogcapi (POST items)', () => {
   });
 });
 
+const UTM_33 = '<http://www.opengis.net/def/crs/EPSG/0/25833>';
+const PSEUDO_MERCATOR = '<http://www.opengis.net/def/crs/EPSG/0/3857>';
+const LAT_LON = '<http://www.opengis.net/def/crs/EPSG/0/4326>';
+
+/** Berlin (13.4, 52.5) in UTM 33N, as PostGIS transforms it. */
+async function berlinInUtm(): Promise<[number, number]> {
+  const { rows } = await db.pool.query<{ x: number; y: number }>("SELECT ST_X(g) AS x, ST_Y(g) AS y FROM (SELECT ST_Transform('SRID=4326;POINT(13.4 52.5)'::geometry, 25833) g) t");
+  return [rows[0]!.x, rows[0]!.y];
+}
+
+async function featureCount(): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM features.features');
+  return rows[0]!.n;
+}
+
+describe('coordinates outside the valid domain of the Content-Crs', () => {
+  it.each([
+    ['EPSG:3857, a y far beyond the pole', PSEUDO_MERCATOR, [0, -5e9]],
+    ['EPSG:3857, an x beyond the antimeridian', PSEUDO_MERCATOR, [5e7, 5e6]],
+    ['EPSG:25833, a northing beyond the pole', UTM_33, [0, -5e9]],
+    ['EPSG:25833, a northing twice around the earth', UTM_33, [500000, 2e7]],
+  ])('are refused with a 400 naming the geometry (%s), and nothing is stored', async (_what, crs, coordinates) => {
+    const before = await featureCount();
+    const response = await api.request('POST', ITEMS, { token: alice, body: aFeature({ geometry: { type: 'Point', coordinates } }), headers: { 'content-crs': crs } });
+    expect(response.status, response.text).toBe(400);
+    expect(response.json.fields).toEqual([{ field: 'geometry.coordinates', message: expect.stringMatching(/outside the valid domain/) }]);
+    expect(await featureCount()).toBe(before);
+  });
+
+  it('are refused in a line too, where only one position lies outside', async () => {
+    const [x, y] = await berlinInUtm();
+    const response = await api.request('POST', ITEMS, {
+      token: alice,
+      body: aFeature({ geometry: { type: 'LineString', coordinates: [[x, y], [x + 10, y], [0, -5e9]] } }),
+      headers: { 'content-crs': UTM_33 },
+    });
+    expect(response.status).toBe(400);
+    expect(response.json.fields[0].field).toBe('geometry.coordinates');
+  });
+
+  it('a geometry well inside the domain still goes through, to the millimetre', async () => {
+    const [x, y] = await berlinInUtm();
+    const response = await api.request('POST', ITEMS, { token: alice, body: aFeature({ geometry: { type: 'Point', coordinates: [x, y] } }), headers: { 'content-crs': UTM_33 } });
+    expect(response.status).toBe(201);
+    expect(response.json.geometry.coordinates[0]).toBeCloseTo(13.4, 8);
+  });
+});
+
+describe('a body in another Content-Crs is refused for what a CRS84 body is refused for', () => {
+  const point = (coordinates: number[], extra: Record<string, unknown> = {}) => ({ type: 'Point', coordinates, ...extra });
+
+  it('an unknown geometry member (crs) is "not a known property", in UTM and in EPSG:4326 as in CRS84', async () => {
+    const [x, y] = await berlinInUtm();
+    const crsMember = { crs: { type: 'name', properties: { name: 'EPSG:25833' } } };
+    const cases: Array<[string | undefined, number[]]> = [
+      [undefined, [13.4, 52.5]],
+      [UTM_33, [x, y]],
+      [LAT_LON, [52.5, 13.4]],
+    ];
+    for (const [crs, coordinates] of cases) {
+      const response = await api.request('POST', ITEMS, { token: alice, body: aFeature({ geometry: point(coordinates, crsMember) }), headers: crs ? { 'content-crs': crs } : {} });
+      expect(response.status, `${crs}: ${response.text}`).toBe(400);
+      expect(response.json.fields, crs).toEqual([{ field: 'geometry.crs', message: 'is not a known property' }]);
+    }
+  });
+
+  it('a bbox (feature or geometry) is checked in the coordinates of the Content-Crs: one enclosing the geometry is accepted, one that does not is refused', async () => {
+    const [x, y] = await berlinInUtm();
+    const around = [x - 10, y - 10, x + 10, y + 10];
+    const elsewhere = [x + 100, y + 100, x + 200, y + 200];
+    const headers = { 'content-crs': UTM_33 };
+    const ok = await api.request('POST', ITEMS, { token: alice, body: { ...aFeature({ geometry: point([x, y], { bbox: around }) }), bbox: around }, headers });
+    expect(ok.status, ok.text).toBe(201);
+    expect(ok.json.bbox).toBeUndefined();
+    expect(ok.json.geometry.bbox).toBeUndefined();
+    const feature = await api.request('POST', ITEMS, { token: alice, body: { ...aFeature({ geometry: point([x, y]) }), bbox: elsewhere }, headers });
+    expect(feature.status).toBe(400);
+    expect(feature.json.fields).toEqual([{ field: 'bbox', message: expect.stringMatching(/^does not enclose the geometry/) }]);
+    const geometry = await api.request('POST', ITEMS, { token: alice, body: aFeature({ geometry: point([x, y], { bbox: elsewhere }) }), headers });
+    expect(geometry.status).toBe(400);
+    expect(geometry.json.fields).toEqual([{ field: 'geometry.bbox', message: expect.stringMatching(/^does not enclose the geometry/) }]);
+    const malformed = await api.request('POST', ITEMS, { token: alice, body: { ...aFeature({ geometry: point([x, y]) }), bbox: [x - 10, y - 10, x + 10] }, headers });
+    expect(malformed.status).toBe(400);
+    expect(malformed.json.fields[0].field).toBe('bbox');
+  });
+
+  it('in EPSG:4326 a bbox is read latitude first like the coordinates', async () => {
+    const headers = { 'content-crs': LAT_LON };
+    const around = [52, 13, 53, 14];
+    const ok = await api.request('POST', ITEMS, { token: alice, body: { ...aFeature({ geometry: point([52.5, 13.4], { bbox: around }) }), bbox: around }, headers });
+    expect(ok.status, ok.text).toBe(201);
+    expect(ok.json.geometry.coordinates).toEqual([13.4, 52.5]);
+    // The same numbers read longitude first would be a box in the Arctic Ocean.
+    const lonFirst = [13, 52, 14, 53];
+    const refused = await api.request('POST', ITEMS, { token: alice, body: { ...aFeature({ geometry: point([52.5, 13.4]) }), bbox: lonFirst }, headers });
+    expect(refused.status).toBe(400);
+    expect(refused.json.fields[0].field).toBe('bbox');
+  });
+
+  it('a merge patch in UTM with a bbox is checked against the patched geometry, and the bbox is not stored', async () => {
+    const id = (await create()).json.id as string;
+    const [x, y] = await berlinInUtm();
+    const headers = { 'content-type': 'application/merge-patch+json', 'content-crs': UTM_33 };
+    const refused = await api.request('PATCH', `${ITEMS}/${id}`, { token: alice, rawBody: JSON.stringify({ geometry: point([x, y]), bbox: [x + 100, y + 100, x + 200, y + 200] }), headers });
+    expect(refused.status).toBe(400);
+    expect(refused.json.fields[0].field).toBe('bbox');
+    const ok = await api.request('PATCH', `${ITEMS}/${id}`, { token: alice, rawBody: JSON.stringify({ geometry: point([x, y]), bbox: [x - 1, y - 1, x + 1, y + 1] }), headers });
+    expect(ok.status, ok.text).toBe(200);
+    expect(ok.json.bbox).toBeUndefined();
+  });
+});
+
 describe('what a Part 4 client sends back', () => {
   it('a fetched item PUT back unchanged with its ETag is a 200: the links GET added are ignored', async () => {
     const id = (await create()).json.id as string;

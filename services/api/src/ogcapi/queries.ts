@@ -171,11 +171,41 @@ export function exactGeometry(id: string): Query {
   return { text: `SELECT ST_AsGeoJSON(f.geom, 20) AS "geometryJson" FROM features.features f WHERE f.id = $1::text`, values: [id] };
 }
 
-/** A GeoJSON geometry given in another CRS (a write with Content-Crs), as GeoJSON in storage coordinates. */
+/**
+ * How far (in the units of the CRS: metres for every projected CRS offered) a position may move on its
+ * way to storage coordinates and back before it counts as outside the CRS's valid domain. A position
+ * inside comes back to within a few micrometres (a UTM zone's far edge included); one outside comes
+ * back kilometres or more away, or not at all.
+ */
+export const ROUND_TRIP_TOLERANCE = 0.001;
+
+/**
+ * A GeoJSON geometry given in a projected CRS (a write with Content-Crs), as GeoJSON in storage
+ * coordinates, with the first position outside the CRS's valid domain (or null).
+ *
+ * PROJ transforms many positions outside a projection's domain without an error, into wrong places:
+ * EPSG:3857 [0, -5e9] becomes the South Pole, a UTM northing beyond the pole a point near the equator.
+ * So each position is transformed back and compared with what was sent (positions paired by their order,
+ * which ST_Transform keeps); a position that does not come back, or lands outside longitude/latitude,
+ * is outside the domain. NaN compares greater than every number in PostgreSQL, so a NaN or an infinite
+ * result fails the comparisons too.
+ */
 export function geometryToStorage(geometryJson: string, crs: Crs): Query {
   return {
-    text: `SELECT ST_AsGeoJSON(ST_Transform(ST_SetSRID(ST_GeomFromGeoJSON($1::text), $2::int), 4326), 15) AS "geometryJson"`,
-    values: [geometryJson, crs.srid],
+    text: `
+      WITH given AS (SELECT ST_SetSRID(ST_GeomFromGeoJSON($1::text), $2::int) AS given),
+      stored AS (SELECT given, ST_Transform(given, 4326) AS stored FROM given)
+      SELECT ST_AsGeoJSON(stored, 15) AS "geometryJson",
+        (SELECT ARRAY[ST_X(a.geom), ST_Y(a.geom)]
+           FROM ST_DumpPoints(given) WITH ORDINALITY a (path, geom, n)
+           JOIN ST_DumpPoints(ST_Transform(stored, $2::int)) WITH ORDINALITY b (path, geom, n) USING (n)
+           JOIN ST_DumpPoints(stored) WITH ORDINALITY s (path, geom, n) USING (n)
+          WHERE NOT (abs(ST_X(b.geom) - ST_X(a.geom)) <= $3::float8 AND abs(ST_Y(b.geom) - ST_Y(a.geom)) <= $3::float8
+                     AND ST_X(s.geom) BETWEEN -180 AND 180 AND ST_Y(s.geom) BETWEEN -90 AND 90)
+          ORDER BY n
+          LIMIT 1) AS "outside"
+      FROM stored`,
+    values: [geometryJson, crs.srid, ROUND_TRIP_TOLERANCE],
   };
 }
 

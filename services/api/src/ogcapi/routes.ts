@@ -12,7 +12,8 @@ import { AppError } from '../../../shared/errors.js';
 import { FeatureSchema, KATEGORIEN, type FeatureInput, type Kategorie } from '../../../shared/features/schema.js';
 import type { Authenticator } from '../../../shared/principal.js';
 import { CONFORMS_TO } from './conformance.js';
-import { CRS84, SUPPORTED_CRS, contentCrsHeader, parseCrs, type Crs } from './crs.js';
+import { contentCrsOf, withAxesSwapped, withoutCheckedBoxes } from './content-crs.js';
+import { CRS84, SUPPORTED_CRS, contentCrsHeader, parseCrs } from './crs.js';
 import * as html from './html.js';
 import type { Link } from './html.js';
 import { buildOgcOpenApiDocument } from './openapi.js';
@@ -251,7 +252,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
   router.patch('/collections/:collectionId/items/:featureId', requirePermission('update:own', 'update features'), ...body([MERGE_PATCH, ...WRITE_TYPES]), async (req, res) => {
     const collection = collectionOf(req);
     const id = featureIdOf(req);
-    contentCrsOf(req); // an unsupported Content-Crs is refused before anything is read
+    contentCrsOf(req.get('content-crs')); // an unsupported Content-Crs is refused before anything is read
     if (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
       throw new AppError('VALIDATION_FAILED', 'a merge patch must be a JSON object', { fields: [{ field: '(body)', message: 'must be a JSON object' }] });
     }
@@ -261,12 +262,12 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     if (expected !== undefined && expected !== '*' && !expected.includes(current.version)) {
       throw new AppError('PRECONDITION_FAILED', `the feature is at version ${current.version}; fetch it again and reapply your change`, { headers: { ETag: etagOf(current.version) } });
     }
-    // A patched geometry arrives in the patch's Content-Crs; the current one is in storage coordinates.
-    const patch = isRecord(req.body.geometry) ? ((await inStorageCrs(req, { geometry: req.body.geometry })) as Record<string, unknown>) : {};
+    // A patched geometry (and bbox) arrives in the patch's Content-Crs; the current one is in storage coordinates.
+    const patch = await inStorageCrs(req, req.body);
     const base = JSON.parse(current.json) as Record<string, unknown>;
     const exact = await reads.exactGeometry(id);
     if (exact !== undefined) base.geometry = exact;
-    const merged = mergePatch(base, { ...req.body, ...patch });
+    const merged = mergePatch(base, patch);
     const input = featureInput(collection, merged, id);
     // The patch was applied to this version: a change committed in between makes it stale (412).
     const updated = await features.replace(principalOf(res), id, input, [current.version]);
@@ -314,14 +315,19 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
   return router;
 
   /**
-   * The body in storage coordinates: a geometry sent in EPSG:4326 (latitude first) is flipped, one in
-   * a projected CRS transformed by PostGIS; then the feature API's validation applies as for CRS84.
+   * The body in storage coordinates (content-crs.ts): in EPSG:4326 (latitude first) its axes swapped,
+   * in a projected CRS its bbox members checked and dropped and its geometry transformed by PostGIS;
+   * then the feature API's validation applies as for CRS84.
    */
   async function inStorageCrs(req: Request, body: unknown): Promise<unknown> {
-    const crs = contentCrsOf(req);
-    if (crs === CRS84 || !isRecord(body) || !isRecord(body.geometry)) return body;
-    if (crs.latitudeFirst) return { ...body, geometry: { ...body.geometry, coordinates: flipAxes(body.geometry.coordinates) } };
-    return { ...body, geometry: await reads.geometryToStorage(body.geometry, crs) };
+    const crs = contentCrsOf(req.get('content-crs'));
+    if (crs === CRS84 || !isRecord(body)) return body;
+    if (crs.latitudeFirst) return withAxesSwapped(body);
+    const checked = withoutCheckedBoxes(body, crs);
+    if (!isRecord(checked.geometry)) return checked;
+    const { type, coordinates } = checked.geometry;
+    const transformed = (await reads.geometryToStorage({ type, coordinates }, crs)) as Record<string, unknown>;
+    return { ...checked, geometry: { ...checked.geometry, ...transformed } };
   }
 
   async function assertInCollection(collection: Collection, id: string): Promise<void> {
@@ -416,19 +422,6 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
     else result[key] = mergePatch(result[key], value);
   }
   return result;
-}
-
-/** The CRS of a request body (Part 4 with Part 2): its Content-Crs header, CRS84 without one. */
-function contentCrsOf(req: Request): Crs {
-  const header = req.get('content-crs');
-  return header === undefined ? CRS84 : parseCrs(header.trim().replace(/^<(.*)>$/, '$1'), 'Content-Crs');
-}
-
-/** Swap the two axes of every position (EPSG:4326 is latitude first, storage longitude first). */
-function flipAxes(coordinates: unknown): unknown {
-  if (!Array.isArray(coordinates)) return coordinates;
-  if (coordinates.length === 2 && typeof coordinates[0] === 'number' && typeof coordinates[1] === 'number') return [coordinates[1], coordinates[0]];
-  return coordinates.map(flipAxes);
 }
 
 /** JSON bodies (http/body.ts) of the media types given; anything else is 415 before reading. */

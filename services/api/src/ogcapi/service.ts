@@ -55,12 +55,16 @@ export function createOgcReadService(db: Db) {
       return row && JSON.parse(row.geometryJson);
     },
 
-    /** A geometry in a projected CRS transformed to storage coordinates by PostGIS. */
+    /**
+     * A geometry in a projected CRS transformed to storage coordinates by PostGIS; a position outside
+     * the CRS's valid domain (queries.ts geometryToStorage) is a 400 naming the coordinates.
+     */
     async geometryToStorage(geometry: unknown, crs: Crs): Promise<unknown> {
+      let row: { geometryJson: string; outside: number[] | null };
       try {
         const query = geometryToStorage(JSON.stringify(geometry), crs);
         const { rows } = await db.query(query.text, query.values);
-        return JSON.parse((rows[0] as { geometryJson: string }).geometryJson);
+        row = rows[0] as typeof row;
       } catch (error) {
         const unavailable = fromDatabaseError(error);
         if (unavailable?.statusCode === 503) throw unavailable;
@@ -69,6 +73,11 @@ export function createOgcReadService(db: Db) {
           cause: error,
         });
       }
+      if (row.outside !== null) {
+        const message = `position [${row.outside.join(', ')}] lies outside the valid domain of ${crs.uri}: it does not transform to longitude/latitude and back`;
+        throw new AppError('VALIDATION_FAILED', `invalid feature: geometry.coordinates: ${message}`, { fields: [{ field: 'geometry.coordinates', message }] });
+      }
+      return JSON.parse(row.geometryJson);
     },
   };
 }
