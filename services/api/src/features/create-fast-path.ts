@@ -6,6 +6,7 @@ import { BODY_LIMIT_BYTES, readJsonValue } from '../http/body.js';
 import { simpleRequestCorsHeaders } from '../http/cors.js';
 import { IDEMPOTENCY_HEADER } from '../http/idempotency.js';
 import { toAppError } from '../http/problem.js';
+import { requestIdOf } from '../http/server.js';
 import { parseOrThrow } from '../http/validate.js';
 import { sendProblem } from '../../../shared/errors.js';
 import { FeatureSchema } from '../../../shared/features/schema.js';
@@ -60,7 +61,7 @@ export function featureCreateFastPath(options: FeatureCreateFastPathOptions): Fa
   /** The problem+json answer of http/problem.ts' problemHandler, with the headers set so far. */
   const fail = (req: IncomingMessage, res: ServerResponse, error: unknown): void => {
     const appError = toAppError(error);
-    if (!appError || appError.statusCode >= 500) logger.error({ err: error, method: req.method, url: req.url }, 'request failed');
+    if (!appError || appError.statusCode >= 500) logger.error({ err: error, reqId: requestIdOf(req), method: req.method, url: req.url }, 'request failed');
     if (res.headersSent) {
       res.destroy();
       return;

@@ -3,6 +3,7 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { fromDatabaseError } from '../db/errors.js';
 import { AppError, sendProblem } from '../../../shared/errors.js';
+import { requestIdOf } from './server.js';
 
 /**
  * The one error middleware: every failure leaves as application/problem+json (RFC 9457) with
@@ -42,7 +43,7 @@ export function problemHandler(logger: Logger): ErrorRequestHandler {
   return (error, req, res, _next) => {
     const appError = toAppError(error);
     const status = appError?.statusCode ?? 500;
-    if (!appError || status >= 500) logger.error({ err: error, method: req.method, url: req.originalUrl }, 'request failed');
+    if (!appError || status >= 500) logger.error({ err: error, reqId: requestIdOf(req), method: req.method, url: req.originalUrl }, 'request failed');
     if (res.headersSent) {
       res.destroy();
       return;

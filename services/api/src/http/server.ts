@@ -1,4 +1,5 @@
-import { createServer, STATUS_CODES, type RequestListener, type Server } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { AppError, problemDocument } from '../../../shared/errors.js';
@@ -29,10 +30,29 @@ export function createApiServer(app: RequestListener, options: ApiServerOptions 
       // be cut anywhere between the timeout and the timeout plus 30 s. Once a second keeps it close.
       connectionsCheckingInterval: Math.min(1_000, requestTimeout),
     },
-    app,
+    (req, res) => {
+      // Every request gets its id before anything else sees it: the answer carries it, and every log
+      // line about the request (problem.ts) names it, so a failure a user reports can be found.
+      const id = requestIdFrom(req.headers['x-request-id']);
+      (req as IncomingMessage & { id?: string }).id = id;
+      res.setHeader('X-Request-Id', id);
+      app(req, res);
+    },
   );
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => answerClientError(error, socket, options.logger));
   return server;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** A proxy's X-Request-Id when it is a plain token of at most 128 characters, else a new UUID. */
+function requestIdFrom(header: string | string[] | undefined): string {
+  return typeof header === 'string' && header.length <= 128 && REQUEST_ID.test(header) ? header : randomUUID();
+}
+
+/** The id createApiServer gave the request (undefined for an app served some other way). */
+export function requestIdOf(req: IncomingMessage): string | undefined {
+  return (req as IncomingMessage & { id?: string }).id;
 }
 
 /** Node's parser and timeout errors as the status Node would answer with, and our code. */
