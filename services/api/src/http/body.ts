@@ -2,16 +2,11 @@ import { isUtf8 } from 'node:buffer';
 import express, { type Request, type RequestHandler } from 'express';
 import { AppError } from '../../../shared/errors.js';
 import { LONE_SURROGATE } from '../../../shared/features/schema.js';
+import { MAX_JSON_DEPTH, shapeViolation } from '../../../shared/json-shape.js';
 import { fieldName } from './validate.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
-/**
- * Arrays and objects may nest this deep in a request body (docs/api.md, "Limits"). A feature needs 6
- * (the feature, its geometry, and a MultiPolygon's four levels of arrays); anything deeper is refused
- * before it is parsed, so no later step (validation, merge patch, CRS transformation) ever walks an
- * unbounded depth.
- */
-export const MAX_JSON_DEPTH = 32;
+export { MAX_JSON_DEPTH };
 /**
  * An object in a request body may have at most this many members (docs/api.md, "Limits"). The largest
  * object the API reads has 11 (a feature's properties); unknown members are refused anyway, and this
@@ -139,44 +134,6 @@ function firstNonSpace(text: string): number {
     if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
   }
   return i;
-}
-
-/** What the pre-scan refuses: too deep a nesting, or an object with too many members. */
-export interface ShapeLimits {
-  maxDepth: number;
-  maxMembers: number;
-}
-
-/**
- * The first place where the text breaks a shape limit, or undefined: an opening bracket deeper than
- * `maxDepth`, or a member of an object beyond its `maxMembers`th. One pass over the text with a
- * fixed stack (the depth is bounded first); strings, with their escapes, are skipped, so brackets and
- * commas in them do not count. Malformed text is left to JSON.parse.
- */
-export function shapeViolation(text: string, from: number, limits: ShapeLimits): { at: number; problem: 'depth' | 'members' } | undefined {
-  const { maxDepth, maxMembers } = limits;
-  // Per open container: -1 for an array, else the members of the object seen so far.
-  const members = new Int32Array(maxDepth + 1);
-  let depth = 0;
-  for (let i = from; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22) {
-      // Skip the string: to the next quote that no backslash escapes.
-      for (i++; i < text.length; i++) {
-        const s = text.charCodeAt(i);
-        if (s === 0x5c) i++;
-        else if (s === 0x22) break;
-      }
-    } else if (c === 0x7b || c === 0x5b) {
-      if (++depth > maxDepth) return { at: i, problem: 'depth' };
-      members[depth] = c === 0x7b ? 1 : -1;
-    } else if (c === 0x7d || c === 0x5d) {
-      depth--;
-    } else if (c === 0x2c && depth > 0 && members[depth]! > 0) {
-      if (++members[depth]! > maxMembers) return { at: i, problem: 'members' };
-    }
-  }
-  return undefined;
 }
 
 /**

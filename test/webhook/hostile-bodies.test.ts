@@ -1,0 +1,113 @@
+/**
+ * Hostile push bodies at the webhook's size limit (25 MiB), correctly signed, as a team member who
+ * knows the team's secret could send them: deep nesting, long arrays of wrong types, many members,
+ * pathological strings in the routed fields, huge numbers. Each is a 4xx within a second, and
+ * /health, asked meanwhile, is answered within 100 ms. Forged ones are refused as well.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { makeTempDir, recordDeployScript, repoRoot, waitFor } from './support/helpers.js';
+import { githubSignature, seedTargets } from './support/webhook-harness.js';
+
+const LIMIT = 25 * 1024 * 1024;
+const SIZE = LIMIT - 64 * 1024;
+const REQUEST_BUDGET_MS = 1_000;
+const HEALTH_BUDGET_MS = 100;
+
+// The server runs as its own process, as deployed: the 25 MiB this test sends are not written on the
+// event loop being measured.
+let child: ChildProcess;
+let url: string;
+let secret: string;
+let recordFile: string;
+beforeAll(async () => {
+  const dir = makeTempDir('webhook-hostile');
+  const targets = seedTargets();
+  const secrets = Object.fromEntries(targets.map((t) => [t.secret, randomBytes(32).toString('hex')]));
+  secret = secrets[targets.find((t) => t.provider === 'github')!.secret]!;
+  recordFile = join(dir, 'recorded-deploys.jsonl');
+  child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook/src/server.ts'], {
+    cwd: repoRoot,
+    env: {
+      PATH: process.env.PATH,
+      ...secrets,
+      WEBHOOK_PORT: '0',
+      WEBHOOK_STATE_DIR: join(dir, 'state'),
+      DEPLOY_ROOT: join(dir, 'sites'),
+      DEPLOY_SCRIPT: recordDeployScript,
+      RECORD_DEPLOY_FILE: recordFile,
+      DEPLOY_ENV_PASS: 'RECORD_DEPLOY_FILE',
+      WEBHOOK_AUTH_FAILURES_PER_MINUTE: '1000',
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const port = Number(await waitFor(() => /"port":(\d+)/.exec(output)?.[1], 20_000, 'the server to listen'));
+  url = `http://127.0.0.1:${port}`;
+});
+afterAll(async () => {
+  if (child && child.exitCode === null) {
+    child.kill('SIGTERM');
+    await new Promise((resolve) => child.once('exit', resolve));
+  }
+});
+
+const repeatTo = (unit: string, size: number): string => unit.repeat(Math.floor(size / unit.length));
+
+/** Bodies of about SIZE bytes; `ref` and `after` stand where routing reads them. */
+function hostileBodies(): Array<[string, Buffer]> {
+  const wrap = (inner: string) => Buffer.from(`{"ref":"refs/heads/feature/team-de1/hostile","after":"${'a'.repeat(40)}","x":${inner}}`);
+  return [
+    ['deep arrays', Buffer.from('['.repeat(SIZE / 2) + ']'.repeat(SIZE / 2))],
+    ['deep arrays in a member', wrap('['.repeat(SIZE / 2) + ']'.repeat(SIZE / 2))],
+    ['deep objects in a member', wrap('{"a":'.repeat(Math.floor(SIZE / 6)) + '1' + '}'.repeat(Math.floor(SIZE / 6)))],
+    ['a ref of a long array of wrong types', Buffer.from(`{"ref":[${repeatTo('[1,true],', SIZE - 2)}0],"after":"${'a'.repeat(40)}"}`)],
+    ['many members', Buffer.from(`{${Array.from({ length: Math.floor(SIZE / 16) }, (_, i) => `"k${i}":1`).join(',')},"ref":"refs/heads/feature/team-de1/hostile"}`)],
+    ['the ref repeated a million times', Buffer.from(`{${repeatTo('"ref":"x",', SIZE)}"after":"${'a'.repeat(40)}"}`)],
+    ['a ref of digits then a letter', Buffer.from(`{"ref":"${'1'.repeat(SIZE)}x","after":"${'a'.repeat(40)}"}`)],
+    ['an after of 25 MiB', Buffer.from(`{"ref":"refs/heads/feature/team-de1/hostile","after":"${'a'.repeat(SIZE)}!"}`)],
+    ['a number of 25 million digits', Buffer.from(`{"ref":"refs/heads/feature/team-de1/hostile","after":${'1'.repeat(SIZE)}}`)],
+    ['lone surrogate escapes in ref', Buffer.from(`{"ref":"${'\\ud800'.repeat(Math.floor(SIZE / 6))}","after":"${'a'.repeat(40)}"}`)],
+  ];
+}
+
+async function measure(body: Buffer, headers: Record<string, string>): Promise<{ status: number; ms: number; healthMs: number }> {
+  let done = false;
+  let healthMs = 0;
+  const probe = (async () => {
+    while (!done) {
+      const started = performance.now();
+      await (await fetch(`${url}/health`)).arrayBuffer();
+      healthMs = Math.max(healthMs, performance.now() - started);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  })();
+  const started = performance.now();
+  const response = await fetch(`${url}/webhook`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  await response.arrayBuffer();
+  const ms = performance.now() - started;
+  done = true;
+  await probe;
+  return { status: response.status, ms, healthMs };
+}
+
+it('signed hostile bodies at the size limit are each a 4xx within a second, /health within 100 ms', async () => {
+  let slowest = { ms: 0, healthMs: 0 };
+  for (const [name, body] of hostileBodies()) {
+    expect(body.length).toBeLessThanOrEqual(LIMIT);
+    const result = await measure(body, { 'x-github-event': 'push', 'x-hub-signature-256': githubSignature(body, secret) });
+    const shown = `${name}: ${result.status} in ${result.ms.toFixed(0)} ms, /health ${result.healthMs.toFixed(0)} ms`;
+    expect(result.status, shown).toBeGreaterThanOrEqual(400);
+    expect(result.status, shown).toBeLessThan(500);
+    expect(result.ms, shown).toBeLessThan(REQUEST_BUDGET_MS);
+    expect(result.healthMs, shown).toBeLessThan(HEALTH_BUDGET_MS);
+    slowest = { ms: Math.max(slowest.ms, result.ms), healthMs: Math.max(slowest.healthMs, result.healthMs) };
+  }
+  console.log(`webhook: slowest hostile push ${slowest.ms.toFixed(0)} ms, slowest /health meanwhile ${slowest.healthMs.toFixed(0)} ms`);
+  expect(existsSync(recordFile)).toBe(false); // nothing was deployed
+  expect(child.exitCode).toBeNull();
+});
