@@ -30,7 +30,8 @@ export function sendRaw(base: string, sent: RawRequest): Promise<RawAnswer> {
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
       res.on('end', () => {
-        const { date: _date, connection: _connection, 'keep-alive': _keepAlive, ...rest } = res.headers;
+        // Left out: what differs per answer (the date, the request's own id) and per connection.
+        const { date: _date, 'x-request-id': _requestId, connection: _connection, 'keep-alive': _keepAlive, ...rest } = res.headers;
         resolve({ status: res.statusCode ?? 0, headers: rest, body });
       });
     });

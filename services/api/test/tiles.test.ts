@@ -628,7 +628,7 @@ describe('tiles answered before Express (tiles/fast-path.ts)', () => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
         res.on('end', () => {
-          const { date: _date, connection: _connection, 'keep-alive': _keepAlive, 'server-timing': timing, ...rest } = res.headers;
+          const { date: _date, 'x-request-id': _requestId, connection: _connection, 'keep-alive': _keepAlive, 'server-timing': timing, ...rest } = res.headers;
           resolve({ status: res.statusCode ?? 0, headers: { ...rest, cache: /cache;desc=(\w+)/.exec(String(timing))?.[1] }, body: Buffer.concat(chunks).toString('base64') });
         });
       });

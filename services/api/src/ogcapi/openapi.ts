@@ -36,7 +36,7 @@ const ifMatch = z.string().optional().meta({ description: 'strong ETag of the ve
 const metadata = { description: 'Takes f; the query parameters of /collections/{collectionId}/items are accepted and ignored (GDAL appends the query of its connection URL to every request).' };
 
 export function buildOgcOpenApiDocument(base: string) {
-  return createDocument({
+  return withOpenApi30Tuples(createDocument({
     openapi: '3.0.3',
     info: {
       title: 'OGC API – Features',
@@ -109,5 +109,30 @@ export function buildOgcOpenApiDocument(base: string) {
         },
       },
     },
-  });
+  }));
+}
+
+/**
+ * OpenAPI 3.0 has no prefixItems. The shared schemas write a position, a tuple, in JSON Schema 2020-12
+ * (services/shared/features/schema.ts, for /api/openapi.json, OpenAPI 3.1); in this 3.0 document a tuple
+ * is what zod itself writes for 3.0: an array of its items' union, of exactly their number. Walked with
+ * a stack of its own.
+ */
+function withOpenApi30Tuples<T>(document: T): T {
+  const stack: unknown[] = [document];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (Array.isArray(node)) {
+      stack.push(...node);
+      continue;
+    }
+    if (node === null || typeof node !== 'object') continue;
+    const schema = node as Record<string, unknown>;
+    if (Array.isArray(schema.prefixItems)) {
+      schema.items = { anyOf: schema.prefixItems };
+      delete schema.prefixItems;
+    }
+    stack.push(...Object.values(schema));
+  }
+  return document;
 }
