@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { makeTempDir, recordDeployScript, repoRoot, waitFor } from './support/helpers.js';
@@ -75,6 +76,27 @@ function hostileBodies(): Array<[string, Buffer]> {
   ];
 }
 
+/**
+ * POSTs a body over a plain socket: one write that libuv drains in the background, so the sending
+ * costs this process's event loop (where /health is timed) next to nothing, unlike fetch's.
+ */
+function post(body: Buffer, headers: Record<string, string>): Promise<{ status: number; ms: number }> {
+  const { port } = new URL(url);
+  const head = [`POST /webhook HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Content-Type: application/json', `Content-Length: ${body.length}`, 'Connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', ''].join('\r\n');
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    let answer = '';
+    const socket = connect(Number(port), '127.0.0.1', () => {
+      socket.write(head);
+      socket.write(body); // not end(): a half-closed socket loses its answer; the server closes (Connection: close)
+    });
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (answer += chunk));
+    socket.on('error', reject);
+    socket.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 0), ms: performance.now() - started }));
+  });
+}
+
 async function measure(body: Buffer, headers: Record<string, string>): Promise<{ status: number; ms: number; healthMs: number }> {
   let done = false;
   let healthMs = 0;
@@ -86,16 +108,19 @@ async function measure(body: Buffer, headers: Record<string, string>): Promise<{
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
   })();
-  const started = performance.now();
-  const response = await fetch(`${url}/webhook`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
-  await response.arrayBuffer();
-  const ms = performance.now() - started;
-  done = true;
-  await probe;
-  return { status: response.status, ms, healthMs };
+  try {
+    const { status, ms } = await post(body, headers);
+    return { status, ms, healthMs };
+  } finally {
+    done = true;
+    await probe;
+  }
 }
 
 it('signed hostile bodies at the size limit are each a 4xx within a second, /health within 100 ms', async () => {
+  // Warm the route (modules loaded on first use) with a small signed body that is refused.
+  const small = Buffer.from('[]');
+  expect((await measure(small, { 'x-github-event': 'push', 'x-hub-signature-256': githubSignature(small, secret) })).status).toBe(400);
   let slowest = { ms: 0, healthMs: 0 };
   for (const [name, body] of hostileBodies()) {
     expect(body.length).toBeLessThanOrEqual(LIMIT);

@@ -8,7 +8,7 @@
  * A target only ever looks at its own provider's header: a valid GitLab token does not count for
  * a GitHub-style target and vice versa. Every comparison is constant-time.
  */
-import { createHmac } from 'node:crypto';
+import { createHmac, webcrypto } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { safeEqual } from '../../shared/safe-compare.js';
 import type { Target } from '../../shared/targets.js';
@@ -39,18 +39,18 @@ export function hasWellFormedSignature(headers: IncomingHttpHeaders): boolean {
  * they are.
  */
 export class RequestAuthenticator {
-  private readonly hmacs: Map<string, string>;
+  private readonly hmacs: Map<string, Promise<string>>;
 
   constructor(
     private readonly headers: IncomingHttpHeaders,
     private readonly rawBody: Buffer,
     computedWhileReading: ReadonlyMap<string, string> = new Map(),
   ) {
-    this.hmacs = new Map(computedWhileReading);
+    this.hmacs = new Map([...computedWhileReading].map(([secret, digest]) => [secret, Promise.resolve(digest)]));
   }
 
   /** Does the request authenticate for a target of `provider` holding one of `secrets`? */
-  authenticates(provider: Provider, secrets: readonly string[]): boolean {
+  async authenticates(provider: Provider, secrets: readonly string[]): Promise<boolean> {
     let ok = false;
     if (provider === 'gitlab') {
       const token = header(this.headers, 'x-gitlab-token');
@@ -61,18 +61,30 @@ export class RequestAuthenticator {
     const signature = SIGNATURE_PATTERN.exec(header(this.headers, 'x-hub-signature-256') ?? '');
     if (!signature) return false;
     const presented = signature[1]!.toLowerCase();
-    for (const secret of secrets) ok = safeEqual(presented, this.hmacOf(secret)) || ok;
+    for (const secret of secrets) ok = safeEqual(presented, await this.hmacOf(secret)) || ok;
     return ok;
   }
 
-  private hmacOf(secret: string): string {
+  /**
+   * The body's HMAC-SHA256 under `secret`, once per secret. A large body's is computed by WebCrypto,
+   * which runs it on libuv's thread pool: an HMAC of a body at the 25 MiB limit takes tens of
+   * milliseconds, which the event loop does not wait for. A small body's is computed at once.
+   */
+  private hmacOf(secret: string): Promise<string> {
     let digest = this.hmacs.get(secret);
     if (!digest) {
-      digest = createHmac('sha256', secret).update(this.rawBody).digest('hex');
+      digest = this.rawBody.length <= OFF_THREAD_HMAC_OVER_BYTES ? Promise.resolve(createHmac('sha256', secret).update(this.rawBody).digest('hex')) : hmacOffThread(secret, this.rawBody);
       this.hmacs.set(secret, digest);
     }
     return digest;
   }
+}
+
+const OFF_THREAD_HMAC_OVER_BYTES = 256 * 1024;
+
+async function hmacOffThread(secret: string, body: Buffer): Promise<string> {
+  const key = await webcrypto.subtle.importKey('raw', Buffer.from(secret, 'utf8'), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+  return Buffer.from(await webcrypto.subtle.sign('HMAC', key, body)).toString('hex');
 }
 
 export type EventKind = 'push' | 'ping' | 'other' | 'unknown';
