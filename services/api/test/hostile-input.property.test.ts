@@ -164,3 +164,69 @@ describe('hostile input never causes a 5xx', () => {
     );
   });
 });
+
+/**
+ * Property: bodies built from the shapes that cost a parser or a validator the most — nesting of any
+ * depth, long arrays of one repeated (often wrong) unit, many members, long patterned strings, long
+ * numbers — put at any member of a feature or as the whole body, at any size up to the 1 MiB limit,
+ * are answered within a second with a capped answer that is never a 5xx.
+ */
+describe('hostile bodies of any shape and size up to the limit', () => {
+  const LIMIT = 1024 * 1024 - 512;
+  const unit = fc.constantFrom('[1,true]', '[]', '{}', '"x"', '1e400', 'null', '[[[[1]]]]', '"\\ud800"', '{"a":1}', '[13.4,52.5]', '[200,100]');
+  const fragment = fc.oneof(
+    fc.record({ kind: fc.constant('nest' as const), depth: fc.integer({ min: 1, max: LIMIT / 2 }), open: fc.constantFrom('[', '{"a":') }),
+    fc.record({ kind: fc.constant('array' as const), unit, count: fc.integer({ min: 1, max: 200_000 }) }),
+    fc.record({ kind: fc.constant('members' as const), count: fc.integer({ min: 1, max: 90_000 }) }),
+    fc.record({ kind: fc.constant('string' as const), head: fc.constantFrom('1', 'a', ' ', '-', '\\ud800', '\\u0000', '1 '), tail: fc.constantFrom('x', '', '!', ' '), length: fc.integer({ min: 1, max: LIMIT }) }),
+    fc.record({ kind: fc.constant('number' as const), digits: fc.integer({ min: 1, max: LIMIT }) }),
+  );
+  type Fragment = typeof fragment extends fc.Arbitrary<infer T> ? T : never;
+
+  /** The fragment's JSON text, cut to about `room` characters. */
+  function render(f: Fragment, room: number): string {
+    switch (f.kind) {
+      case 'nest': {
+        const depth = Math.min(f.depth, Math.floor(room / (f.open.length + 1)));
+        return f.open.repeat(depth) + '1' + (f.open === '[' ? ']' : '}').repeat(depth);
+      }
+      case 'array':
+        return `[${Array.from({ length: Math.min(f.count, Math.floor(room / (f.unit.length + 1))) }, () => f.unit).join(',')}]`;
+      case 'members':
+        return `{${Array.from({ length: Math.min(f.count, Math.floor(room / 12)) }, (_, i) => `"k${i}":1`).join(',')}}`;
+      case 'string':
+        return `"${f.head.repeat(Math.max(1, Math.floor(Math.min(f.length, room) / f.head.length)))}${f.tail}"`;
+      case 'number':
+        return '9'.repeat(Math.min(f.digits, room));
+    }
+  }
+
+  const where = fc.constantFrom('(body)', 'geometry', 'geometry.coordinates', 'properties', 'properties.name', 'properties.telefon', 'properties.kategorie', 'id', 'bbox');
+
+  it('POST /api/features', async () => {
+    await fc.assert(
+      fc.asyncProperty(fragment, where, async (f, at) => {
+        const marker = '"@@HOSTILE@@"';
+        const template = JSON.stringify(aFeature());
+        let text: string;
+        if (at === '(body)') text = render(f, LIMIT);
+        else {
+          const document = JSON.parse(template) as Record<string, Record<string, unknown>>;
+          const [first, second] = at.split('.') as [string, string | undefined];
+          if (second === undefined) (document as Record<string, unknown>)[first] = '@@HOSTILE@@';
+          else document[first]![second] = '@@HOSTILE@@';
+          const shell = JSON.stringify(document);
+          text = shell.replace(marker, () => render(f, LIMIT - shell.length));
+        }
+        const started = performance.now();
+        const response = await api.request('POST', '/api/features', { token, rawBody: text, headers: { 'content-type': 'application/json' } });
+        const ms = performance.now() - started;
+        const shown = `${f.kind} at ${at} (${text.length} characters): ${response.status} in ${ms.toFixed(0)} ms`;
+        expectNoServerError(response, shown);
+        expect(ms, shown).toBeLessThan(1_000);
+        expect(response.text.length, shown).toBeLessThan(64 * 1024);
+      }),
+      { numRuns: Math.max(20, Math.floor(RUNS / 10)) },
+    );
+  });
+});
