@@ -100,6 +100,35 @@ describe('systemd units and privilege rules', () => {
     expect(result.status).toBe(0);
   });
 
+  it('sandboxes every site unit: its own port only, loopback only, bounded resources, and an exposure of at most 2.0', () => {
+    const units = readdirSync(out).filter((f) => f.startsWith('astro-') && f.endsWith('.service')).sort();
+    expect(units.length).toBe(seedTargets().length);
+    for (const target of seedTargets()) {
+      const unit = readFileSync(join(out, `astro-${target.key.replace(/\//g, '-')}.service`), 'utf8');
+      // A site cannot bind another target's port or the webhook's (9321), nor reach beyond loopback.
+      expect(unit).toContain(`SocketBindAllow=tcp:${target.port}\nSocketBindDeny=any`);
+      expect(unit).toMatch(/^IPAddressDeny=any$/m);
+      expect(unit).toMatch(/^IPAddressAllow=localhost$/m);
+      for (const line of ['NoNewPrivileges=yes', 'ProtectSystem=strict', 'PrivateTmp=yes', 'PrivateDevices=yes', 'RestrictNamespaces=yes', 'CapabilityBoundingSet=']) expect(unit).toMatch(new RegExp(`^${line}$`, 'm'));
+      expect(unit).toMatch(/^MemoryMax=\d+[KMG]$/m);
+      expect(unit).toMatch(/^TasksMax=\d+$/m);
+      expect(unit).toMatch(/^CPUQuota=\d+%$/m);
+    }
+    if (!hasBinary('systemd-analyze')) {
+      console.warn('skipping systemd-analyze security: the binary is not installed');
+      return;
+    }
+    const exposures: Record<string, number> = {};
+    for (const unit of units) {
+      const result = spawnSync('systemd-analyze', ['security', '--offline=true', join(out, unit)], { encoding: 'utf8' });
+      const level = /Overall exposure level for \S+: (\d+\.\d)/.exec(result.stdout + result.stderr);
+      expect(level, result.stdout + result.stderr).not.toBeNull();
+      exposures[unit] = Number(level![1]);
+    }
+    console.log(`systemd-analyze security: ${Object.entries(exposures).map(([u, e]) => `${u} ${e}`).join(', ')}`);
+    for (const [unit, exposure] of Object.entries(exposures)) expect(exposure, unit).toBeLessThanOrEqual(2.0);
+  });
+
   it('lets the service user restart exactly the site units through sudo, nothing else', () => {
     const sudoers = readFileSync(join(out, 'webhook-deploy.sudoers'), 'utf8');
     const commands = [...sudoers.matchAll(/\/usr\/bin\/systemctl [^,\\\n]+/g)].map((m) => m[0].trim());

@@ -7,7 +7,9 @@
  *   secrets rotate <NAME|key> [--file F]  new current secret, old one kept as <NAME>_PREVIOUS
  *   secrets finish <NAME|key> [--file F]  drop <NAME>_PREVIOUS once the Git host sends the new secret
  *   users [--apply] [--webhook-user U]    the Unix users of privilege separation (printed, or created as root)
- *   systemd --out DIR [layout options]    webhook-server.service, astro-*.service, sudoers, polkit rule
+ *   systemd --out DIR [layout options]    webhook-server.service, astro-*.service, sudoers, polkit rule;
+ *                                         --site-allow A,B (addresses a site may reach besides loopback),
+ *                                         --site-memory-max 512M, --site-tasks-max 64, --site-cpu-quota 100%
  *   caddy [--out F] [--webhook-domain D] [--email E]
  *   deploy <key> [<branch>]               run scripts/deploy-branch.sh for a target (the branch head)
  *   rollback <key> [<release>]            put the previous (or the named) release back live; the only
@@ -123,6 +125,10 @@ function systemd(args: string[], env: NodeJS.ProcessEnv, out: (line: string) => 
       'site-exec': { type: 'string' },
       'secrets-file': { type: 'string' },
       'shutdown-grace': { type: 'string' },
+      'site-allow': { type: 'string' },
+      'site-memory-max': { type: 'string' },
+      'site-tasks-max': { type: 'string' },
+      'site-cpu-quota': { type: 'string' },
     },
   });
   if (!values.out) usage('systemd --out DIR');
@@ -136,7 +142,18 @@ function systemd(args: string[], env: NodeJS.ProcessEnv, out: (line: string) => 
     siteExec: values['site-exec'] ?? defaultLayout.siteExec,
     secretsFile: values['secrets-file'] ?? defaultLayout.secretsFile,
     shutdownGraceSeconds: values['shutdown-grace'] ? Number(values['shutdown-grace']) : defaultLayout.shutdownGraceSeconds,
+    siteAllowedAddresses: values['site-allow'] ? values['site-allow'].split(',').map((a) => a.trim()) : defaultLayout.siteAllowedAddresses,
+    siteMemoryMax: values['site-memory-max'] ?? defaultLayout.siteMemoryMax,
+    siteTasksMax: values['site-tasks-max'] ? Number(values['site-tasks-max']) : defaultLayout.siteTasksMax,
+    siteCpuQuota: values['site-cpu-quota'] ?? defaultLayout.siteCpuQuota,
   };
+  // What a site may reach besides loopback: IPv4 or IPv6 addresses or CIDR blocks only.
+  for (const address of layout.siteAllowedAddresses) {
+    if (!/^[0-9a-fA-F:.]{2,45}(\/\d{1,3})?$/.test(address)) usage(`--site-allow takes addresses or CIDR blocks, comma-separated: ${address}`);
+  }
+  if (!/^\d+[KMG]$/.test(layout.siteMemoryMax)) usage('--site-memory-max takes a size such as 512M');
+  if (!Number.isInteger(layout.siteTasksMax) || layout.siteTasksMax <= 0) usage('--site-tasks-max takes a number of tasks');
+  if (!/^\d{1,4}%$/.test(layout.siteCpuQuota)) usage('--site-cpu-quota takes a percentage such as 100%');
   for (const [name, path] of Object.entries({ user: layout.user, group: layout.group })) {
     if (!/^[a-z_][a-z0-9_-]*$/.test(path)) usage(`--${name} must be a plain user or group name`);
   }

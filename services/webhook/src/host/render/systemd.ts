@@ -27,6 +27,11 @@ export interface HostLayout {
   siteExec: string;
   webhookPort: number;
   shutdownGraceSeconds: number;
+  /** Addresses (CIDR) a site may connect to besides loopback, e.g. the API's when it runs elsewhere. */
+  siteAllowedAddresses: readonly string[];
+  siteMemoryMax: string;
+  siteTasksMax: number;
+  siteCpuQuota: string;
 }
 
 export const defaultLayout: HostLayout = {
@@ -41,6 +46,10 @@ export const defaultLayout: HostLayout = {
   siteExec: '/usr/bin/node dist/server/entry.mjs',
   webhookPort: 9321,
   shutdownGraceSeconds: 120,
+  siteAllowedAddresses: [],
+  siteMemoryMax: '512M',
+  siteTasksMax: 64,
+  siteCpuQuota: '100%',
 };
 
 export function renderWebhookUnit(targets: readonly Target[], layout: HostLayout): string {
@@ -92,6 +101,46 @@ WantedBy=multi-user.target
 `;
 }
 
+/**
+ * The sandbox a unit that runs a team's code gets (today the sites): it may not gain privileges,
+ * see other processes, devices, the kernel's knobs or other users' files, create namespaces, or keep
+ * anything but its own writable paths; the syscall filter is systemd's @system-service set minus
+ * privileged, mount, debug and other system calls a web server never makes (resource limits stay:
+ * Node raises its file descriptor limit at start). Node's JIT needs writable-executable memory, so
+ * MemoryDenyWriteExecute stays off. Checked by `systemd-analyze security` (test/webhook/host.test.ts:
+ * exposure at most 2.0).
+ */
+const TEAM_CODE_SANDBOX = `NoNewPrivileges=yes
+CapabilityBoundingSet=
+AmbientCapabilities=
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+PrivateDevices=yes
+DevicePolicy=closed
+PrivateMounts=yes
+PrivateIPC=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+ProcSubset=pid
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+RemoveIPC=yes
+KeyringMode=private
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged @mount @swap @reboot @raw-io @module @clock @cpu-emulation @debug @obsolete
+SystemCallErrorNumber=EPERM
+UMask=0077`;
+
 export function renderSiteUnit(target: Target, layout: HostLayout): string {
   const deployDir = join(layout.deployRoot, target.deployPath);
   return `# Rendered by \`npm run host -- systemd\`. Site of ${target.key} (${target.domain}).
@@ -113,10 +162,16 @@ Environment=PORT=${target.port}
 ExecStart=${layout.siteExec}
 Restart=on-failure
 RestartSec=2
-NoNewPrivileges=yes
-ProtectSystem=strict
-ProtectHome=yes
-PrivateTmp=yes
+# The site's sandbox: it binds its own port and no other (not another target's, not the webhook's),
+# talks to loopback and the addresses in layout.siteAllowedAddresses only, and has bounded resources.
+${TEAM_CODE_SANDBOX}
+SocketBindAllow=tcp:${target.port}
+SocketBindDeny=any
+IPAddressDeny=any
+IPAddressAllow=localhost${layout.siteAllowedAddresses.length ? ` ${layout.siteAllowedAddresses.join(' ')}` : ''}
+MemoryMax=${layout.siteMemoryMax}
+TasksMax=${layout.siteTasksMax}
+CPUQuota=${layout.siteCpuQuota}
 
 [Install]
 WantedBy=multi-user.target
