@@ -72,6 +72,27 @@ export const TargetsFileSchema = z
     });
   });
 
+/**
+ * Targets whose pushes only the git host's branch permissions keep apart: a prefix target that shares
+ * its repository with another target. A git host signs every push with every hook's secret of the
+ * repository (one hook per team, each with its own secret), so whoever may push `<key>/…` to that
+ * repository deploys to that target, whichever team they are in. One warning per such target, saying
+ * what the git host must enforce (docs/webhook.md, "What the git host must enforce").
+ */
+export function sharedRepositoryWarnings(targets: readonly Pick<Target, 'key' | 'repo' | 'matchPattern'>[]): string[] {
+  const byRepo = new Map<string, string[]>();
+  for (const t of targets) byRepo.set(t.repo, [...(byRepo.get(t.repo) ?? []), t.key]);
+  return targets
+    .filter((t) => t.matchPattern === 'prefix' && byRepo.get(t.repo)!.length > 1)
+    .map(
+      (t) =>
+        `${t.key} shares the repository ${t.repo} with ${byRepo
+          .get(t.repo)!
+          .filter((k) => k !== t.key)
+          .join(', ')}: whoever may push ${t.key}/… there deploys to ${t.key}. Protect ${t.key}/* on the git host so that only its team may push it, or give the team a repository of its own`,
+    );
+}
+
 export function loadTargets(path: string): Target[] {
   return loadYamlFile(path, TargetsFileSchema).targets;
 }

@@ -10,6 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { Logger } from 'pino';
 import { ConfigError } from '../../shared/config.js';
+import { sharedRepositoryWarnings } from '../../shared/targets.js';
 import { closeGracefully, listen } from '../../shared/http-server.js';
 import { createLogger } from '../../shared/logger.js';
 import { createApp } from './app.js';
@@ -80,6 +81,7 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
     throw new ConfigError('NODE_ENV=production as root: set WEBHOOK_USER, the user the server runs as once the deploy launcher is started');
   }
   if (config.deploy.isolation === 'none') logger.warn('DEPLOY_ISOLATION=none: builds run as the launcher\'s user and can read what it can');
+  for (const warning of sharedRepositoryWarnings(config.targets)) logger.warn({ check: 'shared-repository' }, warning);
 
   const launcher = new DeployLauncher(logger, launcherPlan(config.deploy, config.targets));
   launcher.start();
