@@ -8,7 +8,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Logger } from 'pino';
 import { AppError, sendProblem } from '../../shared/errors.js';
 import { AuthFailureLimiter, authFailureLimiter } from './auth-failure-limiter.js';
-import { BodyReader, InflateBudget } from './body.js';
+import { BodyBudget, BodyReader, InflateBudget } from './body.js';
 import type { WebhookConfig } from './config.js';
 import type { Deployer } from './deployments/deployer.js';
 import type { DeploymentStore } from './deployments/store.js';
@@ -21,7 +21,7 @@ import { speculativeDigests } from './streaming-digest.js';
 export interface WebhookAppDeps {
   config: Pick<
     WebhookConfig,
-    'targets' | 'unmatchedBranchStatus' | 'maxBodyBytes' | 'inflateBudgetBytes' | 'adminToken' | 'authFailuresPerMinute' | 'trustProxy'
+    'targets' | 'unmatchedBranchStatus' | 'maxBodyBytes' | 'inflateBudgetBytes' | 'bodyBudgetBytes' | 'adminToken' | 'authFailuresPerMinute' | 'trustProxy'
   >;
   secrets: SecretBook;
   deployer: Pick<Deployer, 'submit'>;
@@ -46,7 +46,13 @@ export function createApp(deps: WebhookAppDeps): express.Express {
     res.json({ status: 'ok' });
   });
 
-  const bodies = new BodyReader(config.maxBodyBytes, new InflateBudget(config.inflateBudgetBytes), speculativeDigests(config.targets, deps.secrets));
+  // One body budget per server, shared by every request (the fast path's and Express' alike).
+  const bodies = new BodyReader(
+    config.maxBodyBytes,
+    new InflateBudget(config.inflateBudgetBytes),
+    speculativeDigests(config.targets, deps.secrets),
+    new BodyBudget(config.bodyBudgetBytes),
+  );
   const acknowledge = webhookAcknowledger({ ...deps, bodies });
   app.post('/webhook', async (req, res) => {
     const answer = await acknowledge(req, res, () => req.ip);

@@ -32,7 +32,7 @@ export class AuthFailureLimiter {
 
   /**
    * The error to answer with: a failure that is not a 401 unchanged; a 401 counted against the
-   * client's address and turned into 429 (with Retry-After) beyond the limit.
+   * client's address and turned into 429 (with Retry-After, and the 401's headers) beyond the limit.
    */
   judge(error: unknown, clientAddress: string | undefined): unknown {
     if (!(error instanceof AppError) || error.statusCode !== 401) return error;
@@ -46,8 +46,9 @@ export class AuthFailureLimiter {
     }
     entry.count++;
     if (entry.count <= this.limit) return error;
+    // The 401's own headers stay: one refused before its body was read still closes the connection.
     return new AppError('TOO_MANY_REQUESTS', 'too many failed authentication attempts; try again later', {
-      headers: { 'Retry-After': String(Math.ceil((entry.resetAt - time) / 1000)) },
+      headers: { ...error.headers, 'Retry-After': String(Math.ceil((entry.resetAt - time) / 1000)) },
     });
   }
 

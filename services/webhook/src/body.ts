@@ -1,16 +1,23 @@
 /**
  * Reads the raw webhook body into one Buffer, with fewer copies than express.raw: with a
- * Content-Length (what GitHub, GitLab, Gitea and Forgejo send) of up to 4 MiB the buffer is
- * allocated once at its final size and every chunk is copied into it as it arrives, so nothing is
- * concatenated at the end. Bodies without a length (chunked) or larger ones are collected and
- * joined once. Over the limit → 413 (before reading, when the announced length says so); a body
- * shorter or longer than announced, or an aborted upload → 400.
+ * Content-Length (what GitHub, GitLab, Gitea and Forgejo send) the buffer is allocated once at its
+ * final size and every chunk is copied into it as it arrives, so nothing is concatenated at the end.
+ * Bodies without a length (chunked) are collected and joined once. Over the limit → 413 (before
+ * reading, when the announced length says so); a body shorter or longer than announced, or an
+ * aborted upload → 400.
+ *
+ * All bodies in memory at once, over all requests, compressed or not, are paid for from one budget
+ * (BodyBudget, WEBHOOK_BODY_BUDGET_BYTES): a body with a Content-Length reserves its whole length
+ * before its first byte is read, a chunked one pays chunk by chunk. A request that does not fit is
+ * answered 503 with Retry-After and its connection closed, without reading (or, for a chunked one,
+ * without reading further): the budget is never exceeded, whatever the number of slow senders.
  *
  * Content-Encoding: gzip (x-gzip), deflate and br are inflated while streaming, before any
  * signature is checked, and the inflated size is capped at the same limit as it grows (a 24 KiB
  * bomb stops at the limit, not at 24 MiB). Inflated bytes held by all requests together are capped
  * too (InflateBudget): beyond it a compressed request gets 429 with Retry-After, so memory stays
- * bounded under many concurrent hostile bodies. Any other encoding → 415, unread.
+ * bounded under many concurrent hostile bodies. Inflated bytes are paid from the body budget as
+ * well. Any other encoding → 415, unread.
  *
  * Only Node's request and response API is used: the acknowledgement answers without Express
  * (fast-path.ts) and through it alike.
@@ -30,9 +37,9 @@ export interface ReadBody {
   /** HMACs computed while reading, by secret (empty when none were). */
   digests: ReadonlyMap<string, string>;
   /**
-   * The reader is done with the body: return a pooled buffer now rather than when the response
-   * closes, so fewer buffers are held at once. `bytes` must not be read after this (the buffer may
-   * already hold another request's body).
+   * The reader is done with the body: return a pooled buffer and the body's share of the budgets now
+   * rather than when the response closes, so fewer buffers are held at once. `bytes` must not be
+   * read after this (the buffer may already hold another request's body).
    */
   release(): void;
 }
@@ -61,6 +68,64 @@ export class InflateBudget {
   }
 }
 
+/** Bodies of at most this many bytes (announced by their Content-Length) count as small. */
+export const SMALL_BODY_BYTES = 1024 * 1024;
+
+/** What bodies that are not small may hold of a budget: three quarters; the rest is kept for small ones. */
+export const largeBodyShare = (capacity: number): number => Math.floor((capacity * 3) / 4);
+
+/**
+ * Bytes of request bodies held in memory at once, over all requests: what a flood of slow bodies
+ * can make the server hold is this, not their number times their size.
+ *
+ * A push is nearly always a few KiB, and an attacker's slow body is as large as it may be: so only
+ * bodies that announce at most SMALL_BODY_BYTES may use the whole budget, every other one (larger,
+ * chunked or compressed) only largeBodyShare of it. Large slow bodies that fill their share leave a
+ * quarter of the budget to the pushes.
+ */
+export class BodyBudget {
+  private used = 0;
+  private readonly largeCapacity: number;
+
+  constructor(readonly capacity: number) {
+    this.largeCapacity = largeBodyShare(capacity);
+  }
+
+  /** Room for a body that announced `bytes`; false (and nothing taken) when it does not fit. */
+  reserve(bytes: number): boolean {
+    return this.takeUpTo(bytes, bytes <= SMALL_BODY_BYTES ? this.capacity : this.largeCapacity);
+  }
+
+  /** Room for a piece of a body whose size was not announced (chunked, or being inflated). */
+  take(bytes: number): boolean {
+    return this.takeUpTo(bytes, this.largeCapacity);
+  }
+
+  give(bytes: number): void {
+    this.used = Math.max(0, this.used - bytes);
+  }
+
+  get inUse(): number {
+    return this.used;
+  }
+
+  private takeUpTo(bytes: number, capacity: number): boolean {
+    if (this.used + bytes > capacity) return false;
+    this.used += bytes;
+    return true;
+  }
+}
+
+/** How long a sender refused for lack of budget is asked to wait before it tries again. */
+const BUDGET_RETRY_AFTER_SECONDS = '5';
+
+/**
+ * The body budget is spent: 503 with Retry-After, and the connection is closed after the answer so
+ * the rest of the body is not read either (keeping the connection would mean reading it to the end).
+ */
+const budgetExhausted = (): AppError =>
+  new AppError('SERVICE_UNAVAILABLE', 'too many request bodies in flight; retry later', { headers: { 'Retry-After': BUDGET_RETRY_AFTER_SECONDS, Connection: 'close' } });
+
 const INFLATERS: Record<string, () => Transform> = {
   gzip: createGunzip,
   'x-gzip': createGunzip,
@@ -68,17 +133,22 @@ const INFLATERS: Record<string, () => Transform> = {
   br: createBrotliDecompress,
 };
 
-/** Reads request bodies under the webhook's limits; one per server (the inflate budget is shared). */
+/** Reads request bodies under the webhook's limits; one per server (the budgets are shared). */
 export class BodyReader {
   constructor(
     private readonly limit: number,
     private readonly budget: InflateBudget,
     private readonly digestWhileReading?: DigestWhileReading,
+    /** All bodies in memory at once; without one, only each body's own limit bounds them. */
+    private readonly bodies: BodyBudget = new BodyBudget(Number.POSITIVE_INFINITY),
   ) {}
 
-  /** The whole body, or an AppError (413, 415, 400, 429) once the upload is drained. */
+  /**
+   * The whole body, or an AppError: 413, 415 or 400 once the upload is drained; 429 or 503 (the
+   * budgets) at once, with the connection to be closed after the answer.
+   */
   read(req: IncomingMessage, res: ServerResponse): Promise<ReadBody> {
-    const { limit, budget } = this;
+    const { limit, budget, bodies } = this;
     const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
     const announced = req.headers['content-length'];
     const hasBody = announced !== undefined || req.headers['transfer-encoding'] !== undefined;
@@ -93,8 +163,10 @@ export class BodyReader {
       // clients (fetch, curl) only read an answer after they have sent their whole body.
       return drainThenFail(req, new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit'));
     }
-    if (encoding === 'identity') return readInto(req, res, length, limit, this.digestWhileReading);
-    return inflateInto(req, res, INFLATERS[encoding]!(), length, limit, budget).then((bytes) => ({ bytes, digests: NO_DIGESTS, release: () => undefined }));
+    // Nothing is read before the body has its room: a sender that does not fit is refused unread.
+    if (length !== null && encoding === 'identity' && !bodies.reserve(length)) return Promise.reject(budgetExhausted());
+    if (encoding === 'identity') return readInto(req, res, length, limit, bodies, this.digestWhileReading);
+    return inflateInto(req, res, INFLATERS[encoding]!(), length, limit, budget, bodies);
   }
 }
 
@@ -116,12 +188,11 @@ function drainThen(req: IncomingMessage, then: () => void): void {
   req.resume();
 }
 
-/** Bodies up to this size are read into a buffer allocated once from Content-Length. */
-const PRESIZE_MAX_BYTES = 4 * 1024 * 1024;
+/** Buffers up to this size come from (and go back to) the pool; larger ones are allocated for the body. */
+const POOLED_MAX_BYTES = 4 * 1024 * 1024;
 
 const unreadable = (): AppError => new AppError('VALIDATION_FAILED', 'the request body could not be read');
 
-/** Copy the body into one buffer; on a problem stop keeping data, drain the rest, then reject. */
 /**
  * Body buffers are reused: every byte of a Buffer counts towards V8's old-generation allocation
  * limit until a collection frees it, and a body buffer is held from its first chunk to the answer,
@@ -131,15 +202,15 @@ const unreadable = (): AppError => new AppError('VALIDATION_FAILED', 'the reques
  *
  * A buffer goes back to the pool as soon as the handler has decided the answer (ReadBody.release), or
  * when the response is closed if it never got that far (errors, aborted uploads); the handler
- * keeps no reference (the scanner copies what it decodes). Sizes are powers of two from 64 KiB;
- * the pool holds at most POOL_MAX_BYTES of idle buffers.
+ * keeps no reference (the scanner copies what it decodes). Sizes are powers of two from 64 KiB up
+ * to POOLED_MAX_BYTES; the pool holds at most POOL_MAX_BYTES of idle buffers.
  */
 const POOL_MAX_BYTES = 32 * 1024 * 1024;
 const pool = new Map<number, Buffer[]>();
 let pooledBytes = 0;
 
 function release(backing: Buffer): void {
-  if (pooledBytes + backing.length > POOL_MAX_BYTES) return;
+  if (backing.length > POOLED_MAX_BYTES || pooledBytes + backing.length > POOL_MAX_BYTES) return;
   let free = pool.get(backing.length);
   if (!free) pool.set(backing.length, (free = []));
   free.push(backing);
@@ -152,24 +223,40 @@ function takeFromPool(size: number): Buffer | undefined {
   return buffer;
 }
 
-function readInto(req: IncomingMessage, res: ServerResponse, length: number | null, limit: number, digestWhileReading?: DigestWhileReading): Promise<ReadBody> {
+/** A buffer for a body of `length` bytes: pooled when small, else of exactly that size. */
+function bufferFor(length: number): Buffer {
+  if (length > POOLED_MAX_BYTES) return Buffer.allocUnsafeSlow(length);
+  const size = Math.max(64 * 1024, 2 ** Math.ceil(Math.log2(Math.max(length, 1))));
+  return takeFromPool(size) ?? Buffer.allocUnsafeSlow(size);
+}
+
+/**
+ * Copy the body into one buffer; on a problem stop keeping data, drain the rest, then reject (or,
+ * when the budget is spent, reject at once: the connection is closed rather than drained).
+ *
+ * A body with a Content-Length has reserved its length from `bodies` (BodyReader.read) and is read
+ * into a buffer of that size, allocated once: the budget has already paid for it, and the pages of
+ * a large one only become resident as the body arrives. A chunked body pays chunk by chunk. Either
+ * way the budget gets its bytes back when the handler releases the body or the response closes.
+ */
+function readInto(req: IncomingMessage, res: ServerResponse, length: number | null, limit: number, bodies: BodyBudget, digestWhileReading?: DigestWhileReading): Promise<ReadBody> {
   return new Promise((resolve, reject) => {
-    // Presized only up to PRESIZE_MAX_BYTES: a client announcing 25 MB and sending nothing must
-    // not make the server reserve 25 MB up front. Larger bodies (rare) are joined once at the end.
+    let paid = length ?? 0;
     let sized: Buffer | null = null;
-    let giveBack = (): void => undefined;
-    if (length !== null && length <= PRESIZE_MAX_BYTES) {
-      const size = Math.max(64 * 1024, 2 ** Math.ceil(Math.log2(Math.max(length, 1))));
-      const backing = takeFromPool(size) ?? Buffer.allocUnsafeSlow(size);
+    let backing: Buffer | null = null;
+    if (length !== null) {
+      backing = bufferFor(length);
       sized = backing.subarray(0, length);
-      let released = false;
-      giveBack = (): void => {
-        if (released) return;
-        released = true;
-        release(backing);
-      };
-      res.once('close', giveBack);
     }
+    let released = false;
+    const giveBack = (): void => {
+      if (released) return;
+      released = true;
+      bodies.give(paid);
+      paid = 0;
+      if (backing) release(backing);
+    };
+    res.once('close', giveBack);
     const chunks: Buffer[] = [];
     let received = 0;
     let failure: AppError | null = null;
@@ -180,7 +267,12 @@ function readInto(req: IncomingMessage, res: ServerResponse, length: number | nu
       const end = received + chunk.length;
       if (end > limit) failure = new AppError('PAYLOAD_TOO_LARGE', 'request body is larger than the limit');
       else if (length !== null && end > length) failure = unreadable();
-      else {
+      else if (!sized && !bodies.take(chunk.length)) {
+        failure = budgetExhausted();
+        chunks.length = 0;
+        return finish();
+      } else {
+        if (!sized) paid += chunk.length;
         if (received === 0 && digestWhileReading) digests = digestWhileReading(req.headers, chunk);
         digests?.update(chunk);
         if (sized) chunk.copy(sized, received);
@@ -193,9 +285,17 @@ function readInto(req: IncomingMessage, res: ServerResponse, length: number | nu
       if (finished) return;
       finished = true;
       req.off('data', onData);
+      // Out of budget: answer now and close; draining would read the rest of a body refused anyway.
+      if (failure?.statusCode === 503) {
+        giveBack();
+        return reject(failure);
+      }
       drainThen(req, () => {
         if (!failure && (!req.complete || (length !== null && received !== length))) failure = unreadable();
-        if (failure) return reject(failure);
+        if (failure) {
+          giveBack();
+          return reject(failure);
+        }
         resolve({
           bytes: sized ?? (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)),
           digests: digests ? (digests as BodyDigests).finish() : NO_DIGESTS,
@@ -212,26 +312,33 @@ function readInto(req: IncomingMessage, res: ServerResponse, length: number | nu
 
 /**
  * Inflate a compressed body as it arrives. The wire bytes and the inflated bytes are both capped
- * at `limit`, and every inflated chunk is paid for from the shared budget (given back when the
- * response is done), so nothing grows beyond the limits whatever the compression ratio.
+ * at `limit`, and every inflated chunk is paid for from the shared inflate budget and from the body
+ * budget (given back when the handler releases the body or the response is done), so nothing grows
+ * beyond the limits whatever the compression ratio.
  */
-function inflateInto(req: IncomingMessage, res: ServerResponse, inflater: Transform, length: number | null, limit: number, budget: InflateBudget): Promise<Buffer> {
+function inflateInto(req: IncomingMessage, res: ServerResponse, inflater: Transform, length: number | null, limit: number, budget: InflateBudget, bodies: BodyBudget): Promise<ReadBody> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let wire = 0;
     let inflated = 0;
     let held = 0;
     let settled = false;
-    res.once('close', () => budget.give(held));
+    const giveBack = (): void => {
+      budget.give(held);
+      bodies.give(held);
+      held = 0;
+    };
+    res.once('close', giveBack);
     const fail = (error: AppError): void => {
       if (settled) return;
       settled = true;
       chunks.length = 0;
-      budget.give(held);
-      held = 0;
+      giveBack();
       req.unpipe(inflater);
       inflater.destroy();
-      drainThen(req, () => reject(error));
+      // Out of body budget: answer now and close (budgetExhausted), rather than read the rest.
+      if (error.statusCode === 503) reject(error);
+      else drainThen(req, () => reject(error));
     };
     req.on('data', (chunk: Buffer) => {
       wire += chunk.length;
@@ -245,6 +352,10 @@ function inflateInto(req: IncomingMessage, res: ServerResponse, inflater: Transf
       if (!budget.take(chunk.length)) {
         return fail(new AppError('TOO_MANY_REQUESTS', 'too many compressed deliveries at once; retry later', { headers: { 'Retry-After': '5' } }));
       }
+      if (!bodies.take(chunk.length)) {
+        budget.give(chunk.length);
+        return fail(budgetExhausted());
+      }
       held += chunk.length;
       chunks.push(chunk);
     });
@@ -253,7 +364,7 @@ function inflateInto(req: IncomingMessage, res: ServerResponse, inflater: Transf
       if (settled) return;
       if (!req.complete || (length !== null && wire !== length)) return fail(unreadable());
       settled = true;
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, inflated));
+      resolve({ bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, inflated), digests: NO_DIGESTS, release: giveBack });
     });
     req.once('aborted', () => fail(unreadable()));
     req.once('error', () => fail(unreadable()));

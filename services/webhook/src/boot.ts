@@ -7,7 +7,6 @@
  * then, with WEBHOOK_USER, this process gives up root before it reads a secret or opens a socket.
  */
 import { execFileSync } from 'node:child_process';
-import { createServer } from 'node:http';
 import type { Logger } from 'pino';
 import { ConfigError } from '../../shared/config.js';
 import { sharedRepositoryWarnings } from '../../shared/targets.js';
@@ -19,6 +18,7 @@ import { Deployer } from './deployments/deployer.js';
 import { launcherPlan } from './deployments/invocation.js';
 import { DeployLauncher } from './deployments/launcher.js';
 import { DeploymentStore } from './deployments/store.js';
+import { createWebhookHttpServer } from './http-limits.js';
 import { SecretBook } from './secret-book.js';
 import { loadTargetSecrets, resolveTargetSecrets } from './secrets.js';
 
@@ -111,9 +111,7 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
   const deployer = new Deployer({ launcher, store, logger, targets: config.targets, deployTimeoutMs: config.deployTimeoutMs });
   await deployer.resume();
 
-  const server = createServer(createApp({ config, secrets, deployer, store, logger, fastPath: options.fastPath ?? true }));
-  server.requestTimeout = 120_000; // a 25 MB body on a slow link, not forever
-  server.headersTimeout = 20_000;
+  const server = createWebhookHttpServer(createApp({ config, secrets, deployer, store, logger, fastPath: options.fastPath ?? true }), config, logger);
   let port: number;
   try {
     port = await listen(server, config.port, config.host);

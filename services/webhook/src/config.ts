@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigError, parseEnv } from '../../shared/config.js';
 import { loadTargets, resolveTarget, type ResolvedTarget } from '../../shared/targets.js';
+import { largeBodyShare } from './body.js';
 import { scriptEnvironment, type DeploySettings } from './deployments/invocation.js';
 
 /** The repository root, so the defaults work whatever the working directory is. */
@@ -32,6 +33,12 @@ export const WebhookEnvSchema = z.object({
   WEBHOOK_TRUST_PROXY: z.string().default('loopback'),
   /** Memory for inflating compressed bodies, summed over all requests in flight. */
   WEBHOOK_INFLATE_BUDGET_BYTES: z.coerce.number().int().positive().default(32 * 1024 * 1024),
+  /** Memory for request bodies, compressed or not, summed over all requests in flight (body.ts BodyBudget). */
+  WEBHOOK_BODY_BUDGET_BYTES: z.coerce.number().int().positive().default(48 * 1024 * 1024),
+  /** Open connections at once; the next one is closed as soon as it is accepted. */
+  WEBHOOK_MAX_CONNECTIONS: z.coerce.number().int().positive().default(256),
+  /** Time for a whole request, head and body; then 408 and the connection is closed. */
+  WEBHOOK_REQUEST_TIMEOUT_SECONDS: seconds.default(30),
   /** Started as root: the server gives up root for this user once the launcher runs. */
   WEBHOOK_USER: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a Unix user name').optional(),
   DEPLOY_ISOLATION: z.enum(['users', 'none']).optional(),
@@ -67,6 +74,10 @@ export interface WebhookConfig {
   unmatchedBranchStatus: 404 | 202;
   maxBodyBytes: number;
   inflateBudgetBytes: number;
+  /** Bytes of bodies all requests together may hold at once (body.ts BodyBudget). */
+  bodyBudgetBytes: number;
+  maxConnections: number;
+  requestTimeoutMs: number;
   authFailuresPerMinute: number;
   shutdownGraceMs: number;
   /** Express `trust proxy`: which proxies may set X-Forwarded-For (client address for the rate limit). */
@@ -82,6 +93,12 @@ export function loadWebhookConfig(env: NodeJS.ProcessEnv = process.env): Webhook
   const passThrough = parsed.DEPLOY_ENV_PASS?.split(/[ ,]+/).filter(Boolean) ?? [];
   const forbidden = passThrough.filter((name) => name.startsWith('WEBHOOK_') || targets.some((t) => name === t.secret || name === `${t.secret}_PREVIOUS`));
   if (forbidden.length) throw new ConfigError(`DEPLOY_ENV_PASS: ${forbidden.join(', ')} may not reach the deploy script (secrets and server settings stay behind)`);
+  if (largeBodyShare(parsed.WEBHOOK_BODY_BUDGET_BYTES) < parsed.WEBHOOK_MAX_BODY_BYTES) {
+    throw new ConfigError(
+      `WEBHOOK_BODY_BUDGET_BYTES: ${parsed.WEBHOOK_BODY_BUDGET_BYTES} leaves bodies over 1 MiB less than WEBHOOK_MAX_BODY_BYTES (${parsed.WEBHOOK_MAX_BODY_BYTES}); ` +
+        `a quarter of the budget is kept for small bodies, so it must be at least ${Math.ceil((parsed.WEBHOOK_MAX_BODY_BYTES * 4) / 3)}`,
+    );
+  }
   return {
     port: parsed.WEBHOOK_PORT,
     host: parsed.WEBHOOK_HOST,
@@ -102,6 +119,9 @@ export function loadWebhookConfig(env: NodeJS.ProcessEnv = process.env): Webhook
     unmatchedBranchStatus: parsed.WEBHOOK_UNMATCHED_BRANCH === '202' ? 202 : 404,
     maxBodyBytes: parsed.WEBHOOK_MAX_BODY_BYTES,
     inflateBudgetBytes: parsed.WEBHOOK_INFLATE_BUDGET_BYTES,
+    bodyBudgetBytes: parsed.WEBHOOK_BODY_BUDGET_BYTES,
+    maxConnections: parsed.WEBHOOK_MAX_CONNECTIONS,
+    requestTimeoutMs: parsed.WEBHOOK_REQUEST_TIMEOUT_SECONDS * 1000,
     authFailuresPerMinute: parsed.WEBHOOK_AUTH_FAILURES_PER_MINUTE,
     shutdownGraceMs: parsed.WEBHOOK_SHUTDOWN_GRACE_SECONDS * 1000,
     trustProxy: parseTrustProxy(parsed.WEBHOOK_TRUST_PROXY),

@@ -11,7 +11,11 @@
  *    branch matching no target → 404 or 202 ignored (WEBHOOK_UNMATCHED_BRANCH) · a branch name git
  *    would refuse → 400 · duplicate (redelivery, commit live/queued/running/deployed before) → 200
  *    naming that deployment · otherwise → 202 with the new deployment's id.
- * A request without any credential header is refused before its body is decoded.
+ * Before any of that, on the headers alone, a request that cannot authenticate is refused (401) and
+ * its connection closed without a byte of its body read: one without a GitLab token equal to some
+ * GitLab target's secret and without a well-formed GitHub-style signature header (which can only be
+ * checked against the whole body). So only a sender with a valid token, or one willing to present a
+ * signature, gets its body read, and then within the body budget (body.ts).
  *
  * The acknowledgement is decided here on Node's own request and response, and only written by its
  * caller: Express (app.ts, as `res.status().json()`) or the listener in front of it (fast-path.ts),
@@ -25,7 +29,7 @@ import type { BodyReader } from '../body.js';
 import type { WebhookConfig } from '../config.js';
 import type { Deployer } from '../deployments/deployer.js';
 import { isDeletionCommit, MalformedPayload, parsePush, readPushFields } from '../payload.js';
-import { deliveryIdOf, eventOf, hasCredentials, RequestAuthenticator } from '../providers.js';
+import { deliveryIdOf, eventOf, hasWellFormedSignature, RequestAuthenticator } from '../providers.js';
 import { branchOfRef, isValidBranchName, matchTarget } from '../routing.js';
 import type { SecretBook } from '../secret-book.js';
 
@@ -59,6 +63,13 @@ type Resolution =
   | { kind: 'push'; target: ResolvedTarget; branch: string; commit: string };
 
 const unauthenticated = (): AppError => new AppError('UNAUTHENTICATED', 'missing or invalid webhook token or signature');
+/**
+ * Refused on its headers: the body is not read, so the connection cannot be kept for another request
+ * (that would mean reading the body to its end); it is closed after the answer.
+ */
+const unauthenticatedUnread = (): AppError =>
+  new AppError('UNAUTHENTICATED', 'missing or invalid webhook token or signature', { headers: { Connection: 'close' } });
+const NO_BODY = Buffer.alloc(0);
 
 async function resolveRequest(rawBody: Buffer, headers: IncomingHttpHeaders, targets: readonly ResolvedTarget[]): Promise<Resolution> {
   const event = eventOf(headers);
@@ -87,13 +98,25 @@ async function resolveRequest(rawBody: Buffer, headers: IncomingHttpHeaders, tar
 
 export function webhookAcknowledger({ config, secrets, deployer, logger, bodies }: WebhookRouteDeps): Acknowledge {
   const githubTargets = config.targets.filter((t) => t.provider === 'github');
+  const gitlabTargets = config.targets.filter((t) => t.provider === 'gitlab');
+
+  /**
+   * Can the request authenticate for any target, judged before its body is read? A GitLab token is
+   * the secret itself, so it is checked here already (constant time, against every GitLab target's
+   * secrets; which target the push is for is still checked after the body); a GitHub-style signature
+   * can only be checked against the body, so here only its shape counts.
+   */
+  const mayAuthenticate = async (headers: IncomingHttpHeaders, clientAddress: () => string | undefined): Promise<boolean> => {
+    if (githubTargets.length > 0 && hasWellFormedSignature(headers)) return true;
+    if (headers['x-gitlab-token'] === undefined) return false;
+    const ok = await new RequestAuthenticator(headers, NO_BODY).authenticates('gitlab', gitlabTargets.flatMap((t) => secrets.secretsOf(t)));
+    if (!ok) logger.warn({ ip: clientAddress() }, 'webhook rejected: the GitLab token is no GitLab target\'s secret');
+    return ok;
+  };
 
   return async (req, res, clientAddress) => {
+    if (!(await mayAuthenticate(req.headers, clientAddress))) throw unauthenticatedUnread();
     const read = await bodies.read(req, res);
-    if (!hasCredentials(req.headers)) {
-      read.release();
-      throw unauthenticated();
-    }
 
     const resolution = await resolveRequest(read.bytes, req.headers, config.targets);
 
