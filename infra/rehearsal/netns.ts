@@ -1,0 +1,80 @@
+/**
+ * Network namespaces for the rehearsal: what Docker gives every container that does not share
+ * another's, for the containers where it matters here (the branch sites and their builders, which
+ * run code from team pushes).
+ *
+ * A process started with `spawnInOwnNetns` has a network of its own holding only a loopback
+ * interface: whatever it binds (another target's port, the webhook's port) exists in its namespace
+ * alone, and it reaches nothing of the host's loopback. The proxy reaches one of its ports through
+ * `relayPort`: a small relay (relay.mjs) started inside the namespace (nsenter) that listens on a Unix
+ * socket and forwards to 127.0.0.1:<port> there, so Caddy's upstream is `unix//<socket>`.
+ *
+ * Needs root (unshare --net, nsenter) and util-linux's unshare/nsenter/setpriv plus iproute2's ip.
+ */
+import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+const RELAY = join(import.meta.dirname, 'relay.mjs');
+
+/** Why namespaces cannot be made here, or undefined when they can. */
+export function netnsUnavailable(): string | undefined {
+  if (process.getuid?.() !== 0) return 'not running as root (unshare --net and nsenter need it)';
+  for (const [tool, args] of [['unshare', ['--version']], ['nsenter', ['--version']], ['setpriv', ['--version']], ['ip', ['-V']]] as const) {
+    if (spawnSync(tool, args, { stdio: 'ignore' }).status !== 0) return `${tool} not found (apt-get install ${tool === 'ip' ? 'iproute2' : 'util-linux'})`;
+  }
+  const probe = spawnSync('unshare', ['--net', '--', 'ip', 'link', 'set', 'lo', 'up'], { encoding: 'utf8' });
+  if (probe.status !== 0) return `unshare --net does not work here: ${probe.stderr.trim()}`;
+  return undefined;
+}
+
+export interface RunAs {
+  uid: number;
+  gid: number;
+}
+
+/** setpriv words that make the rest of the command line run as `user`, with no groups and no new privileges. */
+function dropTo(user: RunAs | undefined): string[] {
+  return user ? ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--no-new-privs', '--'] : [];
+}
+
+/**
+ * `program args…` in a new network namespace with its loopback up (unshare execs, so the child's
+ * pid is the program's and /proc/<pid>/ns/net names the namespace), as `user` when given.
+ */
+export function spawnInOwnNetns(program: string, args: readonly string[], options: SpawnOptions & { user?: RunAs } = {}): ChildProcess {
+  const { user, ...spawnOptions } = options;
+  return spawn('unshare', ['--net', '--', '/bin/sh', '-c', 'ip link set lo up && exec "$@"', 'netns', ...dropTo(user), program, ...args], spawnOptions);
+}
+
+/** `program args…` inside the network namespace of process `pid` (and nothing else of it), as `user` when given. */
+export function spawnInNetnsOf(pid: number, program: string, args: readonly string[], options: SpawnOptions & { user?: RunAs } = {}): ChildProcess {
+  const { user, ...spawnOptions } = options;
+  return spawn('nsenter', [`--net=/proc/${pid}/ns/net`, '--', ...dropTo(user), program, ...args], spawnOptions);
+}
+
+/** The argv that runs a command inside the network namespace of `pid` (for health checks). */
+export function inNetnsOf(pid: number, argv: readonly string[]): string[] {
+  return ['nsenter', `--net=/proc/${pid}/ns/net`, '--', ...argv];
+}
+
+/**
+ * Hands port `port` of the namespace of `pid` to the file system as `socketPath`; resolves once the
+ * socket exists. The relay keeps the namespace alive while it runs (a site restarting inside keeps
+ * its namespace and its socket).
+ */
+export async function relayPort(pid: number, port: number, socketPath: string, timeoutMs = 10_000): Promise<ChildProcess> {
+  const relay = spawnInNetnsOf(pid, process.execPath, [RELAY, socketPath, String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  relay.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const deadline = Date.now() + timeoutMs;
+  while (!existsSync(socketPath)) {
+    if (relay.exitCode !== null || relay.signalCode !== null) throw new Error(`the relay for port ${port} of pid ${pid} exited: ${stderr.trim()}`);
+    if (Date.now() > deadline) {
+      relay.kill('SIGKILL');
+      throw new Error(`the relay for port ${port} of pid ${pid} did not create ${socketPath} within ${timeoutMs} ms`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return relay;
+}
