@@ -139,7 +139,10 @@ fi
 previous=$(live_release_name "$deploy_dir")
 previous_dir=${previous:+$deploy_dir/deploys/$previous}
 live_commit=
-[[ -z $previous_dir || ! -f $previous_dir/REVISION ]] || live_commit=$(<"$previous_dir/REVISION")
+if [[ -n $previous_dir ]] && ! live_commit=$(read_release_file "$previous_dir/REVISION" "$COMMIT_PATTERN"); then
+  live_commit=
+  log "the live release deploys/$previous records no commit id (a release sealed before REVISION was written after sealing); the older-than-live check is skipped"
+fi
 
 # Debris of a deploy that was killed without running its trap: unfinished and not live.
 for dir in "$deploy_dir"/deploys/*/; do
@@ -224,10 +227,22 @@ as_builder() {
 }
 
 if [[ -n $build_user ]]; then
-  mkdir -p -- "$build_home" "$deploy_dir/cache/npm"
-  chown -- "$build_user:$build_group" "$deploy_dir/cache" "$build_home" "$deploy_dir/cache/npm"
+  # cache/ is the build's own for good: root changes the owner of that folder (in root's target
+  # folder) and of nothing inside it. A link or a file the build left as cache/home or cache/npm is
+  # removed (unlinking never follows it; no build process runs now, so nothing swaps it meanwhile),
+  # and a missing one is made fresh by root, the only thing there root ever hands to the build.
+  chown -h -- "$build_user:$build_group" "$deploy_dir/cache" "$release_dir"
   chmod 0700 -- "$deploy_dir/cache"
-  chown -- "$build_user:$build_group" "$release_dir"
+  for dir in "$build_home" "$deploy_dir/cache/npm"; do
+    if [[ -L $dir || (-e $dir && ! -d $dir) ]]; then
+      rm -f -- "$dir"
+      log "${dir#"$deploy_dir"/} was not a folder; made a new one"
+    fi
+    if [[ ! -e $dir ]]; then
+      mkdir -m 0700 -- "$dir"
+      chown -h -- "$build_user:$build_group" "$dir"
+    fi
+  done
 else
   mkdir -p -- "$build_home"
 fi
@@ -258,12 +273,10 @@ if [[ -n $wanted_commit && $commit == "$live_commit" ]]; then
   exit 0
 fi
 
-# The release is the commit's tree, without .git; REVISION records the commit.
+# The release is the commit's tree, without .git. REVISION (the commit) and .deploy-log (the
+# server's log of this deploy) are written by root once the release is sealed, out of the build's reach.
 git -C "$deploy_dir/repo.git" archive --format=tar "$commit" | as_builder tar -x --no-same-owner -f - >>"$build_log" 2>&1 ||
   { fail "git archive failed"; exit 4; }
-# Root writes into the release never follow links the repository put there (write_release_file).
-write_release_file "$release_dir/REVISION" "$commit"
-[[ -z ${DEPLOY_LOG:-} ]] || write_release_file "$release_dir/.deploy-log" "${DEPLOY_LOG##*/}"
 log "checked out $commit"
 step export
 
@@ -275,15 +288,14 @@ if [[ ! $site_dir =~ ^[A-Za-z0-9._/-]+$ || $site_dir == /* || /$site_dir/ == */.
   fail "SITE_DIR must be a relative path inside the repository: $site_dir"
   exit 2
 fi
+if ! is_plain_folder "$release_dir" "$site_dir"; then
+  fail "SITE_DIR $site_dir is not a folder of the repository"
+  exit 2
+fi
 site_root=$release_dir
 IFS='/' read -r -a site_parts <<<"$site_dir"
 for part in "${site_parts[@]}"; do
-  [[ -z $part || $part == . ]] && continue
-  site_root="$site_root/$part"
-  if [[ -L $site_root || ! -d $site_root ]]; then
-    fail "SITE_DIR $site_dir is not a folder of the repository"
-    exit 2
-  fi
+  [[ -z $part || $part == . ]] || site_root="$site_root/$part"
 done
 # First the link check, then the removal: rm -rf through a planted src link would delete outside.
 if [[ -L $site_root/src || (-e $site_root/src && ! -d $site_root/src) ]]; then
@@ -308,14 +320,15 @@ fi
 # build can replace a linked file but never write into it: no release can change another. The
 # directories are the new release's own (the build may add caches). Build caches are dropped,
 # because tools rewrite them in place. Otherwise `npm ci`, served from the target's npm cache.
-# One node start, as the build user (root never opens what the repository may have made a link),
-# answers two questions: the dependency key (the lockfile's hash, the Node version and the
-# dependency fields; `none` without a lockfile), and how to run the build. A package whose `build`
-# is a plain script without prebuild/postbuild hooks is built the way `npm run build` would run it
-# (sh -c with node_modules/.bin first on PATH, in the release), without starting npm itself, which
-# costs ~0.6 s of a 2 s deploy; anything else goes through `npm run build`.
+# One node start, as the build user (root never opens what the repository may have made a link)
+# and within a time limit (package.json may be a FIFO), answers two questions: the dependency key
+# (the lockfile's hash, the Node version and the dependency fields; `none` without a lockfile), and
+# how to run the build. A package whose `build` is a plain script without prebuild/postbuild hooks
+# is built the way `npm run build` would run it (sh -c with node_modules/.bin first on PATH, in the
+# release), without starting npm itself, which costs ~0.6 s of a 2 s deploy; anything else goes
+# through `npm run build`.
 # shellcheck disable=SC2016 # the single quotes keep a JavaScript template literal from bash
-probe=$(as_builder node -e '
+probe=$(as_builder timeout --foreground 60 node -e '
   const { createHash } = require("node:crypto");
   const { existsSync, readFileSync } = require("node:fs");
   let p = {};
@@ -334,12 +347,27 @@ deps_key=${probe%%$'\n'*}
 probe=${probe#*$'\n'}
 build_mode=${probe%%$'\n'*}
 build_script=${probe#*$'\n'}
-if [[ $deps_key != none && -n $previous_dir && -f $previous_dir/.deps-key &&
-  $(<"$previous_dir/.deps-key") == "$deps_key" ]]; then
-  if [[ -d $previous_dir$deps_rel/node_modules ]]; then
-    cp -al -- "$previous_dir$deps_rel/node_modules" "$build_dir/node_modules"
+# The live release is sealed, but a build may have made its node_modules (or a folder on the way
+# to it) a link before sealing: only a plain folder is copied, and always into a fresh target
+# (-T; whatever the repository has as node_modules, a link to another team's release included, is
+# removed first), so root's copy and its removal of the caches stay inside this release.
+reuse=
+previous_key=
+[[ -z $previous_dir ]] || previous_key=$(read_release_file "$previous_dir/.deps-key" "$DEPS_KEY_PATTERN") || previous_key=
+if [[ $deps_key != none && $previous_key == "$deps_key" ]]; then
+  previous_modules=$previous_dir$deps_rel/node_modules
+  if is_plain_folder "$previous_dir" "$deps_rel/node_modules"; then
+    reuse=copy
+  elif is_plain_folder "$previous_dir" "$deps_rel" && [[ ! -e $previous_modules && ! -L $previous_modules ]]; then
+    reuse=nothing # the live release has no node_modules: nothing to install either
+  fi
+fi
+if [[ -n $reuse ]]; then
+  if [[ $reuse == copy ]]; then
+    rm -rf -- "$build_dir/node_modules"
+    cp -alT -- "$previous_modules" "$build_dir/node_modules"
     rm -rf -- "$build_dir/node_modules/.cache" "$build_dir/node_modules/.vite" "$build_dir/node_modules/.astro"
-    [[ -z $build_user ]] || find "$build_dir/node_modules" -type d -exec chown -- "$build_user:$build_group" {} +
+    [[ -z $build_user ]] || find "$build_dir/node_modules" -type d -exec chown -h -- "$build_user:$build_group" {} +
   fi
   log "lockfile unchanged: reused dependencies of $previous"
 else
@@ -347,7 +375,6 @@ else
   as_builder npm ci --prefer-offline --no-audit --no-fund >>"$build_log" 2>&1 || { fail "npm ci failed"; exit 5; }
   [[ -z $build_user ]] || kill_processes_of "$build_user"
 fi
-write_release_file "$release_dir/.deps-key" "$deps_key"
 step dependencies
 
 log "building"
@@ -359,7 +386,14 @@ else
 fi
 step build
 [[ -z $build_user ]] || kill_processes_of "$build_user"
+# The names root records go first, whatever the build made of them (a link, a FIFO, a folder), so a
+# deploy killed while sealing never leaves them (a planted .release-built above all) behind. Once
+# sealed, the release is root's and no build process runs: root creates them afresh (O_EXCL).
+rm -rf -- "$release_dir/.release-built" "$release_dir/REVISION" "$release_dir/.deps-key" "$release_dir/.deploy-log"
 seal_release "$release_dir" "$build_user"
+create_release_file "$release_dir/REVISION" "$commit"
+create_release_file "$release_dir/.deps-key" "$deps_key"
+[[ -z ${DEPLOY_LOG:-} ]] || create_release_file "$release_dir/.deploy-log" "${DEPLOY_LOG##*/}"
 mark_release_built "$release_dir"
 step seal
 

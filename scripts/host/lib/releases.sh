@@ -17,17 +17,71 @@
 #
 # Invariants: `live` only ever points at a release whose build finished (marker .release-built);
 # a release is only deleted when it is not live; a built release is never written again.
+#
+# Trust boundary (isolation): a build owns its release until it is sealed and owns cache/ for good,
+# so anything there may be a link, a FIFO, a folder, a hard link or gigabytes where a file is
+# expected. Root never follows a path the build can change: it writes REVISION, .deps-key,
+# .deploy-log and .release-built only after sealing (no build process runs then, and the release is
+# root's), reads them with read_release_file, checks each folder on a path it copies from with
+# is_plain_folder, copies into fresh targets only (cp -T), and changes the owner of cache/ itself and
+# of folders it has just made, never of anything else there (chown -h).
 
-# Marker written into a release once its build succeeded; releases without it are debris of an
-# interrupted deploy and may be removed by the next deploy.
-mark_release_built() { write_release_file "$1/.release-built" built; }
-is_built_release() { [[ -e $1/.release-built ]]; }
+# The values root records in a release, as extended regular expressions of the whole content.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+COMMIT_PATTERN='[0-9a-f]{40}|[0-9a-f]{64}'
+DEPS_KEY_PATTERN='[0-9a-f]{64}|none'
+DEPLOY_LOG_PATTERN='deploy-[0-9]{14}-[A-Za-z0-9-]{1,100}[.]log'
 
-# Write a file into a release (as root) without following a link the repository or the build put
-# there: whatever has the name is removed, and the file is created exclusively (O_EXCL).
+# Marker written into a release once it is built and sealed; releases without it are debris of an
+# interrupted deploy and may be removed by the next deploy. Only root's marker in root's release
+# counts: a build can plant a file of that name in the release it owns, and a deploy killed before
+# sealing must not leave that release looking built (and unsealed) for a rollback to put live.
+mark_release_built() { create_release_file "$1/.release-built" built; }
+is_built_release() {
+  local dir=${1%/}
+  [[ -d $dir && ! -L $dir && -O $dir && -f $dir/.release-built && ! -L $dir/.release-built && -O $dir/.release-built ]]
+}
+
+# Create a file in a root-owned folder where the name does not exist (noclobber: O_EXCL, so never
+# through a link); no process of its own.
+create_release_file() {
+  local status=0
+  set -o noclobber
+  printf '%s\n' "$2" >"$1" || status=$?
+  set +o noclobber
+  return "$status"
+}
+
+# Write a file without following a link at its name: whatever has the name is removed first.
 write_release_file() {
   rm -rf -- "$1"
-  (set -o noclobber && printf '%s\n' "$2" >"$1")
+  create_release_file "$@"
+}
+
+# Print a value root wrote into a release (REVISION, .deps-key, .deploy-log) without trusting the
+# release, which may be one sealed before these files were written after sealing: only a regular
+# file, opened without following a link (O_NOFOLLOW) or waiting for a FIFO's writer (O_NONBLOCK),
+# at most 257 bytes of it, within 5 seconds; printed only when the whole content matches the
+# extended regular expression <pattern>. Status 1 (nothing printed) otherwise.
+read_release_file() {
+  local file=$1 pattern=$2 value
+  [[ -f $file && ! -L $file ]] || return 1
+  value=$(timeout --foreground 5 dd "if=$file" iflag=nofollow,nonblock bs=257 count=1 status=none 2>/dev/null) || return 1
+  [[ $value =~ ^($pattern)$ ]] || return 1
+  printf '%s\n' "$value"
+}
+
+# True when <base>/<relative> is a folder reached without any link: each part of <relative> is a
+# folder of its own, not a link a build left to lead root elsewhere.
+is_plain_folder() {
+  local path=$1 part
+  local -a parts
+  IFS='/' read -r -a parts <<<"$2"
+  for part in "${parts[@]}"; do
+    [[ -z $part || $part == . ]] && continue
+    path="$path/$part"
+    [[ -d $path && ! -L $path ]] || return 1
+  done
 }
 
 # printf's own clock: no `date` process per log line.
@@ -96,14 +150,17 @@ fetch_branch() {
 
 # Under isolation: the built release becomes root's and read-only for everyone else, so neither a
 # later build (which shares its dependency files through hard links) nor the site can change it.
+# Call it when no process of the build user runs any more.
 seal_release() {
   local release_dir=$1 build_user=$2
   [[ -n $build_user ]] || return 0
-  # One walk (GNU find's comma operator): the build user's files become root's, then nothing is
-  # writable by group or others and nothing is set-id. chown first: it may clear set-id bits.
-  find "$release_dir" \( -user "$build_user" -exec chown -h 0:0 {} + \) , \
-    \( ! -type l -perm /6022 -exec chmod go-w,ug-s {} + \)
-  chown 0:0 "$release_dir"
+  # One walk over what the build owns (GNU find's comma operator): nothing writable by group or
+  # others and nothing set-id, and owned by root (-h: a link itself, never what it points at).
+  # Only the build's own files: anything else in the release is root's already (hard links to the
+  # sealed live release), or a file of someone else the build hard-linked into it — which a kernel
+  # without fs.protected_hardlinks allows, e.g. a set-uid program — and that stays as it is.
+  find "$release_dir" -user "$build_user" \( \( ! -type l -perm /6022 -exec chmod go-w,ug-s {} + \) , -exec chown -h 0:0 {} + \)
+  chown -h 0:0 "$release_dir"
   chmod 0700 "$release_dir"
 }
 
@@ -178,11 +235,12 @@ prune_releases() {
       rm -f -- "$file"
     fi
   done
-  # Deploy logs are named deploy-<start stamp>-<id>.log; the oldest kept release names its own.
+  # Deploy logs are named deploy-<start stamp>-<id>.log; the oldest kept release names its own
+  # (written by root after sealing; a name that is not a deploy log's leaves the release's own stamp).
   cutoff=$oldest_kept
-  if [[ -f $deploy_dir/deploys/$oldest_kept/.deploy-log ]]; then
-    name=$(<"$deploy_dir/deploys/$oldest_kept/.deploy-log")
-    [[ $name =~ ^deploy-([0-9]{14})- ]] && cutoff=${BASH_REMATCH[1]}
+  if name=$(read_release_file "$deploy_dir/deploys/$oldest_kept/.deploy-log" "$DEPLOY_LOG_PATTERN") &&
+    [[ $name =~ ^deploy-([0-9]{14})- && ${BASH_REMATCH[1]} < $oldest_kept ]]; then
+    cutoff=${BASH_REMATCH[1]}
   fi
   for file in "$deploy_dir"/logs/deploy-*.log; do
     [[ -e $file ]] || continue
