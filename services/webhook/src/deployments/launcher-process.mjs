@@ -31,10 +31,16 @@
 // (SIGTERM to its process group, so the script's trap puts the previous release back and frees the
 // lock; SIGKILL after ORPHAN_GRACE_MS), and the record is removed.
 // The live commit is read here because under isolation only root (and the site) may read a
-// target's directory; the server may not.
+// target's directory; the server may not. REVISION is written by the deploy script as root after
+// sealing, but a release sealed by an older script may hold what its build left there (a FIFO, a
+// link to a root-only file, gigabytes): it is opened without following a link or waiting for a
+// writer, read only when it is a small regular file, within a time limit, off the event loop, and
+// reported only when it is a commit id — so nothing of a target can stall this process or reach the
+// server's journal.
 // `args` is the argument template: '{branch}' and '{commit}' are replaced, everything else is fixed.
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, constants, mkdirSync, openSync, readFileSync, readlinkSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 
 const reply = (message) => {
@@ -47,6 +53,11 @@ const running = new Map();
 
 const BRANCH = /^[^\0-\x20\x7f~^:?*[\\]{1,255}$/;
 const COMMIT = /^([0-9a-f]{40}|[0-9a-f]{64})$/;
+const RELEASE = /^\d{14}$/;
+/** The most REVISION may hold: a 64-digit commit id and a newline. */
+const REVISION_MAX_BYTES = 65;
+/** How long reading REVISION may take before it counts as unreadable. */
+const REVISION_READ_MS = 2_000;
 
 function signalGroup(pid, signal) {
   try {
@@ -189,17 +200,43 @@ function start(request) {
   child.once('exit', (exitCode, signal) => exited({ exitCode, signal, spawnError: null }));
 }
 
-function live({ id, key }) {
+/** The commit id in a release's REVISION, or null (see the header: never blocks, never follows a link). */
+async function commitOf(revision) {
+  let handle;
+  try {
+    handle = await open(revision, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    const stat = await handle.stat();
+    if (!stat.isFile() || stat.size > REVISION_MAX_BYTES) return null;
+    const buffer = Buffer.alloc(REVISION_MAX_BYTES + 1);
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+    const text = buffer.toString('latin1', 0, bytesRead);
+    const commit = text.endsWith('\n') ? text.slice(0, -1) : text;
+    return COMMIT.test(commit) ? commit : null;
+  } catch {
+    return null;
+  } finally {
+    await handle?.close().catch(() => undefined);
+  }
+}
+
+async function live({ id, key }) {
   const target = plan && Object.hasOwn(plan.targets, key) ? plan.targets[key] : undefined;
   let commit = null;
   let release = null;
   if (target) {
     try {
-      release = readlinkSync(join(target.deployDir, 'live')).split('/').pop() || null;
-      commit = readFileSync(join(target.deployDir, 'live', 'REVISION'), 'utf8').trim().toLowerCase() || null;
+      // `live` and deploys/ are root's; the name is checked all the same before it becomes a path.
+      const name = readlinkSync(join(target.deployDir, 'live')).split('/').pop();
+      if (RELEASE.test(name)) release = name;
     } catch {
       // nothing live (yet)
     }
+  }
+  if (release) {
+    let timer;
+    const late = new Promise((resolve) => (timer = setTimeout(() => resolve(null), REVISION_READ_MS)));
+    commit = await Promise.race([commitOf(join(target.deployDir, 'deploys', release, 'REVISION')), late]);
+    clearTimeout(timer);
   }
   reply({ type: 'live', id, commit, release });
 }
@@ -211,7 +248,7 @@ process.on('message', (message) => {
     endOrphans();
   }
   else if (message.type === 'start') start(message);
-  else if (message.type === 'live') live(message);
+  else if (message.type === 'live') void live(message);
   else if (message.type === 'signal' && (message.signal === 'SIGTERM' || message.signal === 'SIGKILL')) {
     const pid = running.get(message.id);
     if (pid !== undefined) signalGroup(pid, message.signal);

@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { LauncherPlan } from './invocation.js';
 import type { DeployOutcome, LaunchedProcess, ProcessLauncher, StartRequest } from './runner.js';
+import { commitIdOrNull, releaseNameOrNull } from './types.js';
 
 const HELPER = fileURLToPath(new URL('./launcher-process.mjs', import.meta.url));
 
@@ -31,7 +32,9 @@ interface Pending {
 }
 
 export interface LiveRelease {
+  /** A commit id, or null (nothing live, or its REVISION is not one). */
   commit: string | null;
+  /** A release name (14 digits), or null. */
   release: string | null;
 }
 
@@ -134,7 +137,8 @@ export class DeployLauncher implements ProcessLauncher {
       return;
     }
     if (message.type === 'live') {
-      this.answerLive(message.id, { commit: message.commit, release: message.release });
+      // Checked here too: this is what reaches the journal and GET /deployments.
+      this.answerLive(message.id, { commit: commitIdOrNull(message.commit), release: releaseNameOrNull(message.release) });
       return;
     }
     const entry = this.pending.get(message.id);

@@ -6,11 +6,14 @@
  * delivery id). Lines are appended in batches with O_APPEND; a torn last line after a crash is
  * skipped on load. When the journal grows past twice what is kept, it is rewritten atomically
  * (temporary file, then rename) with only the current state.
+ *
+ * `deployedCommit` and `release` come from a target's directory (through the launcher): only a
+ * commit id and a release name are kept, whatever a journal written before that rule holds.
  */
 import { mkdir, open, readFile, rename, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { FINAL_STATES, type Deployment } from './types.js';
+import { commitIdOrNull, FINAL_STATES, releaseNameOrNull, type Deployment } from './types.js';
 
 type JournalLine =
   | { type: 'deployment'; deployment: Deployment }
@@ -74,7 +77,7 @@ export class DeploymentStore {
         skipped++;
         continue;
       }
-      if (entry.type === 'deployment' && entry.deployment?.id) this.remember(entry.deployment);
+      if (entry.type === 'deployment' && entry.deployment?.id) this.remember(checked(entry.deployment));
       else if (entry.type === 'delivery' && entry.id) this.rememberDelivery(entry.id, entry.deploymentId, entry.at);
     }
     if (skipped) this.logger.warn({ skipped, file: this.file }, 'skipped unreadable lines in the deployment journal');
@@ -112,8 +115,9 @@ export class DeploymentStore {
 
   /** Store a deployment snapshot; resolves once it is written to the journal. */
   save(deployment: Deployment): Promise<void> {
-    this.remember({ ...deployment });
-    return this.append({ type: 'deployment', deployment });
+    const snapshot = checked(deployment);
+    this.remember(snapshot);
+    return this.append({ type: 'deployment', deployment: snapshot });
   }
 
   recordDelivery(deliveryId: string, deploymentId: string): Promise<void> {
@@ -208,4 +212,9 @@ export class DeploymentStore {
     await this.closeJournal(); // it still points at the replaced file
     this.journalLines = lines.length;
   }
+}
+
+/** A copy whose deployedCommit is a commit id and whose release is a release name, or null. */
+function checked(deployment: Deployment): Deployment {
+  return { ...deployment, deployedCommit: commitIdOrNull(deployment.deployedCommit), release: releaseNameOrNull(deployment.release) };
 }

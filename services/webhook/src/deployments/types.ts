@@ -6,7 +6,8 @@
  *   a newer push replaces the waiting one, which becomes `superseded`.
  * - delivery id: the provider's id of one webhook delivery, kept on redelivery; a seen id is never
  *   deployed again.
- * - live commit: the commit in `<deployDir>/live/REVISION`, written by the deploy script.
+ * - live commit: the commit in `<deployDir>/live/REVISION`, written by the deploy script as root
+ *   after sealing; the launcher reports it only when it is a commit id (commitIdOrNull).
  * - refused: the deploy script would not deploy the commit (exit 9): it is not on the branch, or it
  *   is older than the live commit. Pushes never roll a target back; `npm run host -- rollback` does.
  */
@@ -22,6 +23,16 @@ export type DeploymentState =
   | 'interrupted'
   | 'superseded';
 
+/** A commit id as git writes it: 40 (SHA-1) or 64 (SHA-256) lower-case hex digits. */
+export const COMMIT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+/** A release directory's name: a 14-digit UTC timestamp. */
+export const RELEASE_NAME = /^\d{14}$/;
+
+/** The value when it is a commit id, else null: what a target's directory says is never more. */
+export const commitIdOrNull = (value: unknown): string | null => (typeof value === 'string' && COMMIT_ID.test(value) ? value : null);
+/** The value when it is a release name, else null. */
+export const releaseNameOrNull = (value: unknown): string | null => (typeof value === 'string' && RELEASE_NAME.test(value) ? value : null);
+
 export const FINAL_STATES: ReadonlySet<DeploymentState> = new Set(['succeeded', 'failed', 'refused', 'timed-out', 'interrupted', 'superseded']);
 
 export interface Deployment {
@@ -31,7 +42,7 @@ export interface Deployment {
   branch: string;
   /** The commit the push announced (`after`): exactly this commit is deployed. */
   commit: string;
-  /** The commit live after the deploy succeeded (the pushed one). */
+  /** The commit live after the deploy succeeded (the pushed one); only ever a commit id. */
   deployedCommit: string | null;
   /** The release directory name (14-digit timestamp) the script created. */
   release: string | null;
