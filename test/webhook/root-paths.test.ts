@@ -8,7 +8,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureUsers, removeUsers, usersOf } from '../../services/webhook/src/host/users.js';
@@ -238,14 +238,18 @@ describe.skipIf(missing)('root never follows a path the build can change (deploy
     chmodSync(join(release, 'own'), 0o4775);
     execFileSync('chown', [`${user!.buildUser}:`, join(release, 'own'), release]);
 
-    const result = spawnSync('bash', ['-c', `source ${join(repoRoot, 'scripts/host/lib/releases.sh')} && seal_release "$1" "$2"`, 'seal', release, user!.buildUser], { encoding: 'utf8' });
+    try {
+      const result = spawnSync('bash', ['-c', `source ${join(repoRoot, 'scripts/host/lib/releases.sh')} && seal_release "$1" "$2"`, 'seal', release, user!.buildUser], { encoding: 'utf8' });
 
-    expect(result.status, result.stderr).toBe(0);
-    expect(statSync(setuid).mode & 0o7777).toBe(0o4755);
-    expect(statSync(shared).mode & 0o7777).toBe(0o666);
-    expect(statSync(join(release, 'own'))).toMatchObject({ uid: 0 });
-    expect(statSync(join(release, 'own')).mode & 0o7777).toBe(0o755);
-    expect(readdirSync(release).sort()).toEqual(['linked-setuid', 'linked-shared', 'own']);
+      expect(result.status, result.stderr).toBe(0);
+      expect(statSync(setuid).mode & 0o7777).toBe(0o4755);
+      expect(statSync(shared).mode & 0o7777).toBe(0o666);
+      expect(statSync(join(release, 'own'))).toMatchObject({ uid: 0 });
+      expect(statSync(join(release, 'own')).mode & 0o7777).toBe(0o755);
+      expect(readdirSync(release).sort()).toEqual(['linked-setuid', 'linked-shared', 'own']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true }); // a set-uid file does not stay behind
+    }
   });
 });
 
