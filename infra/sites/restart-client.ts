@@ -2,9 +2,10 @@ import { createConnection } from 'node:net';
 import { DEFAULT_SOCKET, MAX_LINE_BYTES, type ControlRequest, type ControlResponse } from './protocol.js';
 
 /**
- * `sites-restart <service>`: the RESTART_COMMAND of the webhook container. Asks the sites container,
- * over the control socket, to restart one branch site and waits for its answer (the site accepts
- * connections, or the reason it does not). `sites-restart --ping` is the sites container's health check.
+ * `sites-restart <service>`: the deploy script's RESTART_COMMAND in a target's builder. Asks the
+ * target's site container, over the control socket, to restart its site and waits for its answer (the
+ * site accepts connections, or the reason it does not). `sites-restart --ping` is the site container's
+ * health check.
  *
  * Environment: SITES_CONTROL_SOCKET (default /run/sites/control.sock), SITES_CONTROL_TIMEOUT_SECONDS (90).
  * Exit codes: 0 restarted (or pong), 1 refused or failed, 2 usage.
@@ -32,7 +33,7 @@ export function sendControlRequest(socketPath: string, request: ControlRequest, 
         done({ ok: false, error: 'malformed answer' });
       }
     });
-    socket.on('error', (error) => done({ ok: false, error: `cannot reach the sites container: ${error.message}` }));
+    socket.on('error', (error) => done({ ok: false, error: `cannot reach the site container: ${error.message}` }));
   });
 }
 

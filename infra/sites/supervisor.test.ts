@@ -155,7 +155,19 @@ describe('what the channel refuses', () => {
     expect(() => statSync(marker)).toThrow();
   });
 
-  it('any action other than restart and ping', async () => {
+  it('a probe answers the status the site gives a path, never its content', async () => {
+    const response = await sendControlRequest(socketPath, { action: 'probe', service: 'astro-main', path: '/' }, 2_000);
+    expect(response).toEqual({ ok: true, service: 'astro-main', status: 200 });
+  });
+
+  it('a probe path that could end the request line early (a space, a line break)', async () => {
+    for (const path of ['/ HTTP/1.1\r\nHost: x', '/a b', 'relative']) {
+      const response = await sendControlRequest(socketPath, { action: 'probe', service: 'astro-main', path }, 2_000);
+      expect(response, path).toEqual({ ok: false, error: 'malformed request' });
+    }
+  });
+
+  it('any action other than restart, probe and ping', async () => {
     const response = await sendControlRequest(socketPath, { action: 'exec', command: 'id' } as never, 2_000);
     expect(response).toEqual({ ok: false, error: 'malformed request' });
   });

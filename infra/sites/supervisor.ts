@@ -1,12 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, realpathSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { createConnection, createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ControlRequestSchema, MAX_LINE_BYTES, type ControlResponse } from './protocol.js';
 
 /**
- * The process supervisor of the sites container: one child process per deploy target, each serving
+ * The process supervisor of a site container (the stack runs one per deploy target; it can hold
+ * several, as the tests do): one child process per site, each serving
  * the target's `live` release on the target's port. It restarts a crashed site (with back-off) and
  * restarts a site on request over the control socket (see protocol.ts), answering only after the new
  * process accepts connections on its port, so the deploy script's own health check and rollback work
@@ -111,6 +113,22 @@ export class Supervisor {
     return child.pid as number;
   }
 
+  /** The status the site answers to GET <path> on its port (what the deploy script's health check asks). */
+  probe(service: string, path: string, timeoutMs = 2_000): Promise<number> {
+    const site = this.byName.get(service);
+    if (!site) return Promise.reject(new Error(`unknown service ${service}`));
+    const host = this.options.host === '0.0.0.0' ? '127.0.0.1' : this.options.host;
+    return new Promise((resolve, reject) => {
+      const req = httpRequest({ host, port: site.port, path, method: 'GET', headers: { host: `127.0.0.1:${site.port}`, connection: 'close' }, timeout: timeoutMs }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+      req.on('error', (error) => reject(new Error(`${service} did not answer: ${error.message}`)));
+      req.end();
+    });
+  }
+
   async stop(service: string): Promise<void> {
     const entry = this.running.get(service);
     if (!entry) return;
@@ -195,6 +213,13 @@ export async function startControlServer(socketPath: string, supervisor: Supervi
       const service = request.service;
       if (!supervisor.knows(service)) return reply({ ok: false, error: `unknown service ${service}` });
       handled = true;
+      if (request.action === 'probe') {
+        supervisor.probe(service, request.path).then(
+          (status) => reply({ ok: true, service, status }),
+          (error: Error) => reply({ ok: false, error: error.message }),
+        );
+        return;
+      }
       logger.info({ service }, 'restart requested');
       supervisor.restart(service).then(
         (pid) => reply({ ok: true, service, pid }),
@@ -207,7 +232,8 @@ export async function startControlServer(socketPath: string, supervisor: Supervi
     server.once('error', reject);
     server.listen(socketPath, () => resolve());
   });
-  // Owner and group only: the webhook container runs as the same user (uid 1000, node).
+  // Owner and group only. In the stack the socket's directory is the site user's (0700): only the
+  // site and its builder's root reach it, never the target's build user.
   chmodSync(socketPath, 0o660);
   return server;
 }
