@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadTargets } from '../services/shared/targets.js';
 import { checkPreviewDomains, checkSitesSubnet } from './config.js';
 import { checkSecretValue, SECRET_SPECS } from './secrets.js';
+import { MAX_TARGETS, stackTargets, targetUids } from './stack/targets.js';
 
 const workDir = mkdtempSync(join(tmpdir(), 'infra-config-'));
 afterAll(() => rmSync(workDir, { recursive: true, force: true }));
@@ -76,5 +77,31 @@ describe('rotatable Ory secrets', () => {
 
   it('a non-rotatable secret is one value, commas included', () => {
     expect(() => checkSecretValue('loginCookieSecret', SECRET_SPECS.loginCookieSecret, `${'x'.repeat(20)},${'y'.repeat(20)}`)).not.toThrow();
+  });
+});
+
+describe('the per-target boundaries', () => {
+  it('give each target a /28 of sitesSubnet and uids of its own, derived from its deploy path, not its position', () => {
+    const targets = shippedTargets();
+    const declared = stackTargets(targets, '172.30.1.0/24');
+    expect(declared.map((t) => t.siteSubnet)).toEqual(['172.30.1.0/28', '172.30.1.16/28', '172.30.1.32/28', '172.30.1.48/28', '172.30.1.64/28']);
+    const reordered = stackTargets([...targets].reverse(), '172.30.1.0/24');
+    for (const t of declared) expect(reordered.find((r) => r.target.key === t.target.key)).toMatchObject({ siteUid: t.siteUid, buildUid: t.buildUid });
+    expect(targetUids('main')).toEqual({ siteUid: declared[0]!.siteUid, buildUid: declared[0]!.siteUid + 1 });
+  });
+
+  it(`refuse more than ${MAX_TARGETS} targets (a /24 holds ${MAX_TARGETS} site networks)`, () => {
+    const one = shippedTargets()[0]!;
+    const many = Array.from({ length: MAX_TARGETS + 1 }, (_, i) => ({ ...one, key: `t${i}`, deployPath: `t${i}`, port: 4000 + i, domain: `t${i}.example.org` }));
+    expect(() => stackTargets(many, '172.30.1.0/24')).toThrow(/17 deploy targets; sitesSubnet \(a \/24\) holds the networks of at most 16/);
+  });
+
+  it('refuse two deploy paths whose uids collide, naming both', () => {
+    const one = shippedTargets()[0]!;
+    // Find a second path that lands on the same uid as "main" (the space is 15 000 slots).
+    let other = '';
+    for (let i = 0; i < 1_000_000 && !other; i++) if (targetUids(`p${i}`).siteUid === targetUids('main').siteUid) other = `p${i}`;
+    expect(other).not.toBe('');
+    expect(() => stackTargets([one, { ...one, key: 'x', deployPath: other, port: 4999, domain: 'x.example.org' }], '172.30.1.0/24')).toThrow(`deploy paths main and ${other} map to the same uids`);
   });
 });

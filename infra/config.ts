@@ -64,8 +64,13 @@ export const StackConfigSchema = z.object({
   adminSubnet: z.string().regex(/^(\d{1,3}\.){3}0\/24$/, 'an IPv4 /24 such as 10.213.0.0/24'),
   /** Subnet of the public edge network (the proxy's). Must not overlap internalCidrs, see checkEdgeSubnet. */
   edgeSubnet: z.string().regex(/^(\d{1,3}\.){3}0\/24$/, 'an IPv4 /24 such as 172.30.0.0/24'),
-  /** Subnet of the sites network (branch sites + proxy). Must lie outside internalCidrs, see checkSitesSubnet. */
+  /**
+   * Split into one /28 per deploy target: each target's site network (its site + the proxy). Must lie
+   * outside internalCidrs, see checkSitesSubnet.
+   */
   sitesSubnet: z.string().regex(/^(\d{1,3}\.){3}0\/24$/, 'an IPv4 /24 such as 172.30.1.0/24'),
+  /** The package registry builds may reach through the egress proxy (https only). */
+  npmRegistry: z.string().url().startsWith('https://'),
 });
 
 export type StackConfig = z.infer<typeof StackConfigSchema> & {
@@ -108,6 +113,7 @@ export function loadStackConfig(config: pulumi.Config = new pulumi.Config()): St
     adminSubnet: config.get('adminSubnet') ?? '10.213.0.0/24',
     edgeSubnet: config.get('edgeSubnet') ?? '172.30.0.0/24',
     sitesSubnet: config.get('sitesSubnet') ?? '172.30.1.0/24',
+    npmRegistry: config.get('npmRegistry') ?? 'https://registry.npmjs.org/',
   };
   const parsed = StackConfigSchema.safeParse(raw);
   if (!parsed.success) {

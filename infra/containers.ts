@@ -24,6 +24,16 @@ export interface Limits {
   cpuShares?: number;
   /** Writable-layer size limit (needs a storage driver with quotas, e.g. overlay2 on xfs with pquota). */
   diskSize?: string;
+  /**
+   * Processes and threads of the container's user (RLIMIT_NPROC, soft = hard). @pulumi/docker 5 has no
+   * `pids_limit`; this is the stack's pids limit. It binds every non-root uid, counted per uid, which is
+   * why each target's site and build users have uids of their own (infra/stack/targets.ts).
+   */
+  processes?: number;
+  /** Largest file a process may write, in MiB (RLIMIT_FSIZE; a larger write gets SIGXFSZ/EFBIG). */
+  fileSizeMb?: number;
+  /** Size of the container's own /dev/shm in MiB (IPC namespace private: nothing shares it). */
+  shmMb?: number;
 }
 
 export interface HealthCheck {
@@ -56,6 +66,8 @@ export interface CommonSpec {
   volumes?: docker.types.input.ContainerVolume[];
   tmpfs?: Record<string, string>;
   readOnly?: boolean;
+  /** Drop every Linux capability but these (e.g. [] for none): Docker's `cap_drop: ALL` + `cap_add`. */
+  capabilities?: { keep: readonly string[] };
   labels?: Record<string, pulumi.Input<string>>;
   dependsOn?: pulumi.Resource[];
 }
@@ -77,6 +89,15 @@ function limitArgs(limits: Limits): Partial<docker.ContainerArgs> {
     cpus: String(limits.cpus),
     cpuShares: limits.cpuShares ?? 1024,
     ...(limits.diskSize ? { storageOpts: { size: limits.diskSize } } : {}),
+    ...(limits.shmMb ? { shmSize: limits.shmMb, ipcMode: 'private' } : {}),
+    ...(limits.processes || limits.fileSizeMb
+      ? {
+          ulimits: [
+            ...(limits.processes ? [{ name: 'nproc', soft: limits.processes, hard: limits.processes }] : []),
+            ...(limits.fileSizeMb ? [{ name: 'fsize', soft: limits.fileSizeMb * 1024 * 1024, hard: limits.fileSizeMb * 1024 * 1024 }] : []),
+          ],
+        }
+      : {}),
   };
 }
 
@@ -97,6 +118,7 @@ function commonArgs(containerName: string, spec: CommonSpec): docker.ContainerAr
     volumes: spec.volumes,
     tmpfs: spec.tmpfs,
     readOnly: spec.readOnly,
+    ...(spec.capabilities ? { capabilities: { drops: ['ALL'], adds: [...spec.capabilities.keep] } } : {}),
     ...(spec.shareNetworkWith
       ? { networkMode: pulumi.interpolate`container:${spec.shareNetworkWith.name}` }
       : {

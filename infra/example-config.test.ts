@@ -43,6 +43,8 @@ describe('Pulumi.example.yaml', () => {
 
   it('is a working configuration: the whole stack is declared from it', () => {
     const containers = registered.filter((r) => r.type === 'docker:index/container:Container').map((r) => r.name);
-    expect(containers).toEqual(expect.arrayContaining(['proxy', 'api', 'geoserver', 'kratos', 'hydra', 'login', 'accounts-ui', 'webhook', 'sites', 'backup']));
+    expect(containers).toEqual(
+      expect.arrayContaining(['proxy', 'api', 'geoserver', 'kratos', 'hydra', 'login', 'accounts-ui', 'webhook', 'egress', 'site-main', 'builder-main', 'site-feature-de1', 'builder-feature-de1', 'backup']),
+    );
   });
 });

@@ -128,9 +128,21 @@ export const ENTRY_POINTS = {
   apiMigrate: ['node', 'services/api/src/db/migrate-cli.js'],
   geoserverProvision: ['node', 'infra/geoserver/cli.js'],
   clientsSync: ['node', 'identity/src/clients/sync-cli.js'],
-  sites: ['node', 'infra/sites/main.js'],
-  /** The image's CMD (webhook.Dockerfile), named here because the stack wraps it in a start script. */
+  /** One target's site under the supervisor (infra/sites), in the site container. */
+  site: ['node', 'infra/sites/main.js'],
+  /** One target's builder (infra/builder), and its health check. */
+  builder: ['node', 'infra/builder/main.js'],
+  builderHealth: ['node', 'infra/builder/main.js', '--health'],
+  /** The builds' egress proxy (infra/egress). */
+  egress: ['node', 'infra/egress/main.js'],
+  /** The image's CMD (webhook.Dockerfile). */
   webhook: ['node', 'services/webhook/src/server.js'],
-  /** Creates the per-target build and site users of TARGETS_FILE (idempotent; needs root). */
-  usersApply: ['node', 'services/webhook/src/host/cli.js', 'users', '--apply'],
+} as const;
+
+/** Commands the webhook image installs in /usr/local/bin (webhook.Dockerfile). */
+export const IMAGE_COMMANDS = {
+  /** Asks a site container to restart its site (infra/sites/restart-client.ts); the site's health check with --ping. */
+  sitesRestart: '/usr/local/bin/sites-restart',
+  /** The webhook's DEPLOY_SCRIPT: hands a deploy to the target's builder (infra/builder/submit.ts). */
+  buildSubmit: '/usr/local/bin/build-submit',
 } as const;

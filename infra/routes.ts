@@ -1,9 +1,10 @@
 import type { Target } from '../services/shared/targets.js';
 import type { ProxyRoute } from './caddy.js';
 import { isPreviewTarget, isWithinDomain, type Domains } from './config.js';
+import { siteHostOf } from './stack/targets.js';
 
 /**
- * Upstream names and ports on the application network, in one place: the containers' aliases, the
+ * Upstream names and ports on the stack's networks, in one place: the containers' aliases, the
  * proxy routes and the services' URLs all come from here.
  */
 export const UPSTREAMS = {
@@ -14,8 +15,11 @@ export const UPSTREAMS = {
   accountsUi: { host: 'accounts-ui', port: 4455 },
   kratosPublic: { host: 'kratos', port: 4433 },
   hydraPublic: { host: 'hydra', port: 4444 },
-  /** The per-branch sites container; each target listens on its own port there. */
-  sites: { host: 'sites', port: 0 },
+  /**
+   * The builds' only way out (infra/egress): an HTTP CONNECT proxy on the build networks that lets
+   * through the package registry, and the git hosts for the builders' own fetch.
+   */
+  egress: { host: 'egress', port: 3128 },
 } as const;
 
 /** Admin listeners: reachable only on the internal admin network, under these aliases. */
@@ -68,7 +72,8 @@ export function proxyRoutes(domains: Domains, targets: Target[], options: { self
   for (const target of targets) {
     routes.push({
       domain: target.domain,
-      upstream: `${UPSTREAMS.sites.host}:${target.port}`,
+      // Each target's site container, on its own network, on the target's port and nothing else.
+      upstream: `${siteHostOf(target)}:${target.port}`,
       description: `Branch site ${target.key} (deploy target, port ${target.port})`,
     });
   }

@@ -41,6 +41,8 @@ export const SECRET_SPECS = {
   accountsUiSecret: { length: 48, alphanumeric: true },
   geoserverAdminPassword: { length: 32, alphanumeric: true },
   webhookAdminToken: { length: 48, alphanumeric: true },
+  /** The builders' credential at the egress proxy: lets their git fetch (never a build) reach the git hosts. */
+  egressGitToken: { length: 48, alphanumeric: true },
 } as const satisfies Record<string, SecretSpec>;
 
 export type SecretName = keyof typeof SECRET_SPECS;

@@ -6,7 +6,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTargets } from '../services/shared/targets.js';
 import { parse as parseYaml } from 'yaml';
-import { ipv4InCidr, isPreviewTarget } from './config.js';
+import { isPreviewTarget } from './config.js';
 import { isPinnedImage } from './images.js';
 import { exampleConfig, installMocks, isSecretEnvelope, plainStrings, resolved, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 
@@ -104,11 +104,11 @@ describe('every container', () => {
     const entries = [...new Set(unquoted.filter((a) => a.endsWith('.js') && !a.includes('/node_modules/')))];
     expect(entries.sort()).toEqual([
       'identity/src/clients/sync-cli.js',
+      'infra/builder/main.js',
+      'infra/egress/main.js',
       'infra/geoserver/cli.js',
       'infra/sites/main.js',
       'services/api/src/db/migrate-cli.js',
-      'services/webhook/src/host/cli.js',
-      'services/webhook/src/server.js',
     ]);
     for (const entry of entries) expect(existsSync(join(import.meta.dirname, '..', entry.replace(/\.js$/, '.ts'))), entry).toBe(true);
   });
@@ -139,13 +139,16 @@ describe('the identity containers', () => {
 describe('networks and ports', () => {
   const network = (name: string) => registered.find((r) => r.type === 'docker:index/network:Network' && r.name === name)?.inputs;
 
-  it('the admin network and the application network are internal; only the edge and egress route out', () => {
+  it('the admin network and the application network are internal; only the edge, egress and outbound route out', () => {
     expect(network('admin')?.internal).toBe(true);
     expect(network('app')?.internal).toBe(true);
     expect(network('geo')?.internal).toBe(true);
-    expect(network('sites')?.internal).toBe(true);
+    expect(network('hooks')?.internal).toBe(true);
     expect(network('edge')?.internal).toBe(false);
     expect(network('egress')?.internal).toBe(false);
+    expect(network('outbound')?.internal).toBe(false);
+    const routingOut = registered.filter((r) => r.type === 'docker:index/network:Network' && r.inputs.internal !== true).map((r) => r.name);
+    expect(routingOut.sort()).toEqual(['edge', 'egress', 'outbound']);
   });
 
   it('only the proxy publishes ports, and only 80 and 443', () => {
@@ -277,11 +280,11 @@ describe('the proxy', () => {
     expect(output).toContain('Valid configuration');
   });
 
-  it('routes every deploy target domain to its port on the sites container', () => {
+  it("routes every deploy target domain to its port on that target's own site container", () => {
     const routes = routeTable(adapted());
     const targets = loadTargets(join(import.meta.dirname, '..', 'config', 'targets.yaml'));
     expect(targets.length).toBe(5);
-    for (const target of targets) expect(routes.get(target.domain), target.domain).toEqual([`sites:${target.port}`]);
+    for (const target of targets) expect(routes.get(target.domain), target.domain).toEqual([`site-${target.deployPath}:${target.port}`]);
   });
 
   it('routes the API, GeoServer and the auth domains, each over automatic TLS (port 443)', () => {
@@ -349,21 +352,28 @@ describe('order of creation', () => {
 });
 
 describe('branch sites', () => {
-  it('the webhook restarts sites through the control socket shared with the sites container, not Docker', () => {
-    const webhookEnv = envOf(container('webhook'));
-    expect(webhookEnv.RESTART_COMMAND).toBe('/usr/local/bin/sites-restart');
-    const shared = (name: string) => (reveal(container(name).inputs.volumes) as { volumeName: string; containerPath: string; readOnly?: boolean }[]);
-    expect(shared('sites').find((v) => v.containerPath === '/run/sites')?.volumeName).toBe('geodata-sites-control');
-    expect(shared('webhook').find((v) => v.containerPath === '/run/sites')?.volumeName).toBe('geodata-sites-control');
-    expect(shared('sites').find((v) => v.containerPath === '/srv/sites')?.readOnly).toBe(true);
+  it("a builder restarts its target's site through a control socket on a volume shared with that site alone, not Docker", () => {
+    const mounts = (name: string) => (reveal(container(name).inputs.volumes) as { volumeName: string; containerPath: string; readOnly?: boolean }[] | undefined) ?? [];
+    for (const dp of ['main', 'feature-de1']) {
+      expect(envOf(container(`builder-${dp}`)).RESTART_COMMAND).toBe('/usr/local/bin/sites-restart');
+      const control = `geodata-site-control-${dp}`;
+      const holders = containers().filter((c) => mounts(c.name).some((v) => v.volumeName === control)).map((c) => c.name);
+      expect(holders.sort()).toEqual([`builder-${dp}`, `site-${dp}`]);
+      expect(mounts(`site-${dp}`).find((v) => v.containerPath === '/srv/site')).toMatchObject({ volumeName: `geodata-site-${dp}`, readOnly: true });
+    }
   });
 
-  it('the webhook joins the sites network namespace, so the deploy health check on 127.0.0.1 reaches the site', () => {
-    expect(container('webhook').inputs.networkMode).toBe('container:geodata-sites');
-    expect(container('webhook').inputs.networksAdvanced).toBeUndefined();
-    const sitesAliases = networksOf(container('sites')).flatMap((n) => n.aliases ?? []);
-    expect(sitesAliases).toEqual(expect.arrayContaining(['sites', 'webhook']));
-    expect(envOf(container('webhook')).WEBHOOK_HOST).toBe('0.0.0.0');
+  it("the webhook hands a deploy to the target's builder through a spool shared with that builder alone", () => {
+    const webhookEnv = envOf(container('webhook'));
+    expect(webhookEnv.DEPLOY_SCRIPT).toBe('/usr/local/bin/build-submit');
+    expect(webhookEnv.DEPLOY_ROOT).toBe('/srv/spool');
+    const spools = (reveal(container('webhook').inputs.volumes) as { volumeName: string; containerPath: string }[]).filter((v) => v.containerPath.startsWith('/srv/spool/'));
+    const targets = loadTargets(join(import.meta.dirname, '..', 'config', 'targets.yaml'));
+    expect(spools.map((v) => v.containerPath).sort()).toEqual(targets.map((t) => `/srv/spool/${t.deployPath}`).sort());
+    for (const { volumeName } of spools) {
+      const holders = containers().filter((c) => ((reveal(c.inputs.volumes) as { volumeName: string }[] | undefined) ?? []).some((v) => v.volumeName === volumeName)).map((c) => c.name);
+      expect(holders.sort(), volumeName).toEqual([volumeName.replace('geodata-build-spool-', 'builder-'), 'webhook']);
+    }
   });
 
   it('every deploy target has its webhook secret in the webhook environment', () => {
@@ -378,6 +388,12 @@ describe('branch sites', () => {
     const webhookEnv = envOf(container('webhook'));
     expect(webhookEnv.SECRET_MAIN_PREVIOUS).toBe('MARK-webhook-main-previous');
     expect(webhookEnv.UNRELATED_PREVIOUS).toBeUndefined();
+  });
+
+  it('no webhook secret reaches a builder or a site', () => {
+    for (const c of containers().filter((x) => /^(builder|site)-/.test(x.name))) {
+      expect(Object.keys(envOf(c)).filter((n) => /^SECRET_|WEBHOOK_/.test(n)), c.name).toEqual([]);
+    }
   });
 });
 
@@ -449,33 +465,6 @@ describe('API authentication in the stack', () => {
     expect(sync?.registeredAt).toBeGreaterThanOrEqual(migration?.resolvedAt as number);
     expect(labelsOf(container('clients-sync'))['platform.after']).toBe('succeeded');
     expect(isJob(container('clients-sync'))).toBe(true);
-  });
-});
-
-describe('the sites container (code from team pushes)', () => {
-  const membersOf = (network: string) => containers().filter((c) => networksOf(c).some((n) => n.name === network)).map((c) => c.name);
-
-  it('shares every network it joins with the proxy at most: no path to a database, GeoServer or Ory', () => {
-    const sitesNetworks = networksOf(container('sites')).map((n) => n.name);
-    expect(sitesNetworks.sort()).toEqual(['geodata-sites', 'geodata-sites-egress']);
-    for (const network of sitesNetworks) {
-      const others = membersOf(network).filter((name) => name !== 'sites');
-      expect(others, network).toEqual(network === 'geodata-sites' ? ['proxy'] : []);
-    }
-    // The only container in its network namespace is the webhook, which holds no database or Ory credential.
-    const sharing = containers().filter((c) => c.inputs.networkMode === 'container:geodata-sites').map((c) => c.name);
-    expect(sharing).toEqual(['webhook']);
-    expect(Object.keys(envOf(container('webhook'))).filter((n) => /DATABASE|DSN|PGPASSWORD|KRATOS|HYDRA|GEOSERVER/.test(n))).toEqual([]);
-  });
-
-  it('its network lies outside the internal ranges, so the guarded paths answer it 403 like any outsider', () => {
-    const sitesNetwork = registered.find((r) => r.type === 'docker:index/network:Network' && r.name === 'sites');
-    expect(sitesNetwork?.inputs.internal).toBe(true);
-    const subnet = (sitesNetwork?.inputs.ipamConfigs as { subnet: string }[])[0]?.subnet as string;
-    for (const host of ['1', '100', '254']) {
-      const address = subnet.replace(/0\/24$/, host);
-      for (const range of ['10.0.0.0/8', '192.168.0.0/16']) expect(ipv4InCidr(address, range), `${address} in ${range}`).toBe(false);
-    }
   });
 });
 

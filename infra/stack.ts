@@ -19,7 +19,8 @@ import { declareSites } from './stack/sites.js';
  *   images    pinned third-party images, project builds  (infra/stack/images.ts)
  *   identity  identity-db, Kratos, Hydra, login app, self-service UI, clients-sync job
  *   features  features-db, api-migrate job, API, GeoServer, geoserver-provision job
- *   sites     branch sites and the deployment webhook (untrusted code, own network)
+ *   sites     per deploy target a site and a builder (own containers, networks, volumes), the builds'
+ *             egress proxy, the deployment webhook
  *   backups   pg_dump of every database
  *   edge      the proxy, last, the only published ports
  */
@@ -45,8 +46,8 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
     identityServices.login,
     identityServices.kratos,
     identityServices.hydra,
-    sites.containers.webhook,
-    sites.containers.sites,
+    sites.webhook,
+    ...sites.sites,
     ...(accountsUi ? [accountsUi] : []),
   ]);
 

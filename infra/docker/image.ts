@@ -53,6 +53,12 @@ export interface AssembledImage {
   healthcheck: string[] | 'NONE' | undefined;
   /** Debian packages the image installs (not installed by the assembly; the host's must stand in). */
   aptPackages: string[];
+  /**
+   * Owners the Dockerfile gives directories (`RUN mkdir -p … && chown user:group …`), by path in the
+   * image. The assembly creates the directories as the assembling user; a new named volume mounted
+   * there takes this owner under Docker, which the rehearsal repeats.
+   */
+  owners: Record<string, string>;
   /** The host path of a path inside the image. */
   hostPath(containerPath: string): string;
 }
@@ -215,6 +221,7 @@ interface Stage {
   root: string;
   workdir: string;
   env: Record<string, string>;
+  owners: Record<string, string>;
 }
 
 function splitWords(args: string): string[] {
@@ -265,7 +272,7 @@ export function assembleImage(dockerfile: string, options: { repoRoot: string; i
         const parent = stages.get(image);
         if (parent) cpSync(parent.root, root, { recursive: true, verbatimSymlinks: true });
         else mkdirSync(root, { recursive: true });
-        stage = { name: stageName, root, workdir: parent?.workdir ?? '/', env: { ...(parent?.env ?? {}) } };
+        stage = { name: stageName, root, workdir: parent?.workdir ?? '/', env: { ...(parent?.env ?? {}) }, owners: { ...(parent?.owners ?? {}) } };
         stages.set(stageName, stage);
         cmd = [];
         user = undefined;
@@ -346,6 +353,10 @@ export function assembleImage(dockerfile: string, options: { repoRoot: string; i
           const [mkdir, ...rest] = command.split('&&').map((part) => part.trim());
           if (rest.some((part) => !/^chown [\w:]+ [\s/\w-]+$/.test(part))) throw new Error(`${basename(dockerfile)}: RUN ${command}: only mkdir -p … && chown … is understood`);
           for (const dir of splitWords(mkdir!).slice(2)) mkdirSync(host(s, dir), { recursive: true });
+          for (const part of rest) {
+            const [, owner, ...dirs] = splitWords(part);
+            for (const dir of dirs) s.owners[posix.resolve(s.workdir, dir)] = owner!;
+          }
         } else {
           throw new Error(`${basename(dockerfile)}: RUN ${command}: the assembly does not know this step (see infra/docker/image.ts)`);
         }
@@ -379,6 +390,7 @@ export function assembleImage(dockerfile: string, options: { repoRoot: string; i
     user,
     healthcheck,
     aptPackages,
+    owners: last.owners,
     hostPath: (containerPath: string) => join(last.root, posix.resolve(workdir, containerPath)),
   };
 }

@@ -1,11 +1,15 @@
 # syntax=docker/dockerfile:1
-# The deployment webhook server (services/webhook) and, with another command, the branch-sites
-# supervisor (infra/sites). Build from the repository root:
+# The deployment path of the stack, one image with four commands (infra/images.ts ENTRY_POINTS):
+# the webhook server (services/webhook, the CMD), a target's builder (infra/builder), a target's site
+# supervisor (infra/sites) and the builds' egress proxy (infra/egress). Build from the repository root:
 #   docker build -f infra/docker/webhook.Dockerfile -t geodata/webhook:0.1.0 .
 # Same layout as api.Dockerfile (compiled JavaScript).
 #
-# The deploy script (scripts/deploy-branch.sh) clones, builds and health-checks sites, hence git,
-# curl and ssh. Restarts go through /usr/local/bin/sites-restart (the control socket), never Docker.
+# The builder runs the deploy script (scripts/deploy-branch.sh), which clones and builds sites as the
+# target's build user (setpriv, util-linux) and ends its leftovers (pkill, procps), hence git, curl and
+# ssh. The webhook hands deploys to the builders through /usr/local/bin/build-submit (a request in the
+# target's spool); the builders restart sites through /usr/local/bin/sites-restart (the site's control
+# socket). Nothing in this image talks to Docker.
 
 ARG NODE_IMAGE=node:20.20.2-bookworm-slim
 
@@ -23,7 +27,9 @@ COPY scripts/deploy-branch.sh ./scripts/deploy-branch.sh
 COPY scripts/host/lib ./scripts/host/lib
 COPY config ./config
 COPY infra/sites ./infra/sites
-RUN node --import tsx infra/docker/build.ts --out dist services/shared services/webhook scripts/deploy-branch.sh scripts/host/lib config infra/sites
+COPY infra/builder ./infra/builder
+COPY infra/egress ./infra/egress
+RUN node --import tsx infra/docker/build.ts --out dist services/shared services/webhook scripts/deploy-branch.sh scripts/host/lib config infra/sites infra/builder infra/egress
 
 FROM deps AS runtime-deps
 RUN npm prune --omit=dev --no-audit --no-fund
@@ -39,20 +45,16 @@ WORKDIR /app
 COPY --from=runtime-deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY --from=build /app/dist ./
-# The restart command of the deploy script (a request on the sites control socket).
+# The builders' restart command (a request on a site's control socket) and the webhook's deploy
+# script (a request in a target's build spool).
 COPY --chmod=755 infra/docker/sites-restart.sh /usr/local/bin/sites-restart
-# The mount points (a new named volume copies their ownership, so the service user can write the
-# deploy root, the control socket and its state).
-RUN mkdir -p /srv/sites /run/sites /var/lib/webhook \
- && chown node:node /srv/sites /run/sites /var/lib/webhook
-# Privilege separation: one build and one site user per target
-# (services/webhook/src/host/users.ts); the same image runs the sites container, so both agree on
-# the uids. The stack starts both containers as root (user "0") with WEBHOOK_USER=node: the deploy
-# launcher stays root (it runs each build as its target's build user; procps' pkill ends
-# leftovers), the server gives up root for node before it reads a secret, and the sites
-# supervisor starts each site as its site user. Run as node (this default), production refuses
-# to start unless DEPLOY_ISOLATION=none is set explicitly.
-RUN node services/webhook/src/host/cli.js users --apply
+COPY --chmod=755 infra/docker/build-submit.sh /usr/local/bin/build-submit
+# Mount points: the webhook's state (a new named volume copies this ownership) and its spool root; a
+# builder's or a site's target directory and control directory (the builder sets their owners).
+RUN mkdir -p /var/lib/webhook /srv/spool /srv/site /run/site \
+ && chown node:node /var/lib/webhook /srv/spool
+# The webhook server and the egress proxy run as node (this default); a site runs as its target's
+# uid and a builder starts as root and creates its target's users itself (infra/builder/main.ts).
 USER node
 EXPOSE 9321
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

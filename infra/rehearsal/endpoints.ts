@@ -17,6 +17,11 @@ interface Endpoint {
   host: string;
   port: number;
   loopbackPort: number;
+  /**
+   * For a container with a network namespace of its own (netns.ts): the Unix socket its port is
+   * relayed to. The proxy dials `unix/<socket>`; nothing else has a way in.
+   */
+  socket?: string;
   owner: string;
   networks: string[];
 }
@@ -59,6 +64,15 @@ export class EndpointMap {
     return chosen;
   }
 
+  /** A port of a container in its own network namespace, reachable as the Unix socket its relay listens on. */
+  declareSocket(owner: string, names: { alias: string; networks: string[] }[], port: number, socket: string): void {
+    for (const { alias, networks } of names) {
+      const existing = this.endpoints.get(this.key(alias, port));
+      const merged = [...new Set([...(existing?.owner === owner ? existing.networks : []), ...networks])];
+      this.endpoints.set(this.key(alias, port), { host: alias.toLowerCase(), port, loopbackPort: 0, socket, owner, networks: merged });
+    }
+  }
+
   lookup(host: string, port: number): Endpoint | undefined {
     return this.endpoints.get(this.key(host, port));
   }
@@ -74,7 +88,8 @@ export class EndpointMap {
     const mine = this.networks(from);
     const reachable = endpoint.owner === from || endpoint.networks.some((n) => mine.includes(n));
     this.references.push({ from, to: `${host}:${port}`, reachable });
-    return reachable ? `127.0.0.1:${endpoint.loopbackPort}` : UNREACHABLE;
+    if (!reachable) return UNREACHABLE;
+    return endpoint.socket ? `unix/${endpoint.socket}` : `127.0.0.1:${endpoint.loopbackPort}`;
   }
 
   /** Rewrites every `alias:port` of a declared endpoint inside a text (URLs, DSNs, host:port specs). */
@@ -99,7 +114,7 @@ export class EndpointMap {
     return out;
   }
 
-  table(): { host: string; port: number; loopback: number; owner: string; networks: string }[] {
-    return [...this.endpoints.values()].map((e) => ({ host: e.host, port: e.port, loopback: e.loopbackPort, owner: e.owner, networks: e.networks.join(',') }));
+  table(): { host: string; port: number; loopback: number | string; owner: string; networks: string }[] {
+    return [...this.endpoints.values()].map((e) => ({ host: e.host, port: e.port, loopback: e.socket ? `unix/${e.socket}` : e.loopbackPort, owner: e.owner, networks: e.networks.join(',') }));
   }
 }

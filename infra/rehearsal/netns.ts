@@ -12,7 +12,7 @@
  * Needs root (unshare --net, nsenter) and util-linux's unshare/nsenter/setpriv plus iproute2's ip.
  */
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 
 const RELAY = join(import.meta.dirname, 'relay.mjs');
@@ -58,12 +58,31 @@ export function inNetnsOf(pid: number, argv: readonly string[]): string[] {
   return ['nsenter', `--net=/proc/${pid}/ns/net`, '--', ...argv];
 }
 
+/** Resolves once process `pid` is in a network namespace other than this process's (unshare has run). */
+export async function ownNetnsReady(pid: number, timeoutMs = 10_000): Promise<void> {
+  const mine = readlinkSync('/proc/self/ns/net');
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let theirs: string | undefined;
+    try {
+      theirs = readlinkSync(`/proc/${pid}/ns/net`);
+    } catch {
+      throw new Error(`process ${pid} exited before it had a network namespace of its own`);
+    }
+    if (theirs !== mine) return;
+    if (Date.now() > deadline) throw new Error(`process ${pid} has no network namespace of its own after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 /**
  * Hands port `port` of the namespace of `pid` to the file system as `socketPath`; resolves once the
  * socket exists. The relay keeps the namespace alive while it runs (a site restarting inside keeps
  * its namespace and its socket).
  */
 export async function relayPort(pid: number, port: number, socketPath: string, timeoutMs = 10_000): Promise<ChildProcess> {
+  // Entered too early, nsenter would join this (the host's) namespace.
+  await ownNetnsReady(pid, timeoutMs);
   const relay = spawnInNetnsOf(pid, process.execPath, [RELAY, socketPath, String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   relay.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));

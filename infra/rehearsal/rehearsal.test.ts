@@ -20,8 +20,9 @@ const STEPS = [
   '4 a feature is created, submitted, and approved by a second user',
   '5 GeoServer provisioning ran against the GeoServer double',
   '5b a WFS-T insert through the proxy as a signed-in contributor is recorded under that user; anonymous WFS-T gets 401',
-  '6 a signed push reaches the webhook through the proxy and a fixture site goes live in the sites container',
+  "6 a signed push reaches the webhook through the proxy; the target's builder builds it and the target's own site container serves it",
   '6b the branch site (code from team pushes) never receives the session cookie',
+  "6c a site's code cannot take another target's port or the webhook's: it binds them in its own namespace and receives nothing",
   '7 the backup job writes a dump that restores into an empty cluster',
 ];
 

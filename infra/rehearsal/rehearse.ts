@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import { locateContracts } from '../../services/shared/contracts.js';
+import { UPSTREAMS } from '../routes.js';
 import { exampleConfig } from '../testing/pulumi-mocks.js';
 import { clusterUnavailable } from './postgres.js';
 import { rehearseStack } from './runner.js';
@@ -64,7 +65,9 @@ async function main(): Promise<number> {
   // the repository's targets file with every repository URL pointing at a local fixture repository.
   const fixtureRepo = createFixtureRepo(join(scratch, 'site-repo'));
   const targetsFile = join(scratch, 'targets.yaml');
-  const targets = parseYaml(readFileSync(join(REPO, 'config/targets.yaml'), 'utf8')) as { targets: { key: string; domain: string; repo: string; secret: string; provider: 'github' | 'gitlab'; matchPattern: string }[] };
+  const targets = parseYaml(readFileSync(join(REPO, 'config/targets.yaml'), 'utf8')) as {
+    targets: { key: string; domain: string; repo: string; secret: string; provider: 'github' | 'gitlab'; matchPattern: string; deployPath: string; port: number }[];
+  };
   for (const target of targets.targets) target.repo = `file://${fixtureRepo}`;
   writeFileSync(targetsFile, toYaml(targets));
   const base = exampleConfig();
@@ -77,7 +80,10 @@ async function main(): Promise<number> {
     domain: pushTo.domain,
     secretName: pushTo.secret,
     provider: pushTo.provider,
+    deployPath: pushTo.deployPath,
+    port: pushTo.port,
   };
+  const other = targets.targets.find((t) => t.key !== pushTo.key)!;
   const stack = await rehearseStack({ scratch, config, say });
   try {
     console.log(`stack up after ${elapsed()}:`);
@@ -94,6 +100,8 @@ async function main(): Promise<number> {
       parentDomain: String(base.parentDomain),
       fixtureRepo,
       pushTarget,
+      otherTarget: { key: other.key, deployPath: other.deployPath, port: other.port },
+      webhookPort: UPSTREAMS.webhook.port,
       say,
     });
     for (const r of results) {

@@ -9,7 +9,7 @@
 import * as pulumi from '@pulumi/pulumi';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { assembleImage, type AssembledImage } from '../docker/image.js';
@@ -20,6 +20,7 @@ import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
 import { freePort } from '../../test/helpers/ports.js';
 import { startAccountsUi } from './accounts-ui-standin.js';
 import { EndpointMap } from './endpoints.js';
+import { inNetnsOf, ownNetnsReady, relayPort, spawnInOwnNetns, type RunAs } from './netns.js';
 import { PG_BIN, startCluster, type Cluster } from './postgres.js';
 
 export interface ContainerRecord {
@@ -33,6 +34,12 @@ export interface ContainerRecord {
   log: string[];
   startedMs: number;
   readyMs?: number;
+  /** Its main process; for a container with a network namespace of its own, /proc/<pid>/ns/net is that namespace. */
+  pid?: number;
+  /** Started in a network namespace of its own (the containers that run team code: sites, builders). */
+  ownNetns?: boolean;
+  /** The uid and gid it runs as (its declared `user`), when not root. */
+  runAs?: RunAs;
 }
 
 export interface RehearsalStack {
@@ -67,6 +74,7 @@ interface Inputs {
   healthcheck?: { tests?: string[] };
   attach?: boolean;
   user?: string;
+  labels?: { label: string; value: string }[];
 }
 
 function reveal(value: unknown): unknown {
@@ -74,6 +82,30 @@ function reveal(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(reveal);
   if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, reveal(v)]));
   return value;
+}
+
+/**
+ * A Docker `user` (`name`, `uid`, `name:group`, `uid:gid`) as ids on this host, where the rehearsal's
+ * containers run: numeric ids as they are, names looked up here (the image's users exist here too,
+ * see ensureImageUsers). Undefined when a name is unknown.
+ */
+function userIds(user: string): RunAs | undefined {
+  const [name, group] = user.split(':') as [string, string | undefined];
+  const id = (flag: '-u' | '-g', who: string) => {
+    if (/^\d+$/.test(who)) return Number(who);
+    const result = spawnSync('id', [flag, who], { encoding: 'utf8' });
+    return result.status === 0 ? Number(result.stdout.trim()) : undefined;
+  };
+  const uid = id('-u', name);
+  if (uid === undefined) return undefined;
+  let gid: number | undefined;
+  if (group === undefined) gid = /^\d+$/.test(name) ? uid : id('-g', name);
+  else if (/^\d+$/.test(group)) gid = Number(group);
+  else {
+    const entry = spawnSync('getent', ['group', group], { encoding: 'utf8' });
+    gid = entry.status === 0 ? Number(entry.stdout.split(':')[2]) : undefined;
+  }
+  return gid === undefined ? undefined : { uid, gid };
 }
 
 function parseEnvList(list: string[] = []): Record<string, string> {
@@ -123,6 +155,19 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
       files.set(upload.file, host);
     }
     const mounts = (inputs.volumes ?? []).map((v) => ({ containerPath: v.containerPath, host: volumeDir(v.volumeName) }));
+    for (const mount of mounts) {
+      if (!image) break;
+      // A new named volume takes the owner of the image's directory it is mounted on (webhook.Dockerfile's chown).
+      const owner = image.owners[mount.containerPath];
+      if (owner && readdirSync(mount.host).length === 0) {
+        const ids = userIds(owner);
+        if (ids) chownSync(mount.host, ids.uid, ids.gid);
+      }
+      // A mount below a directory of the image (the webhook's spools under its DEPLOY_ROOT) is a link
+      // there, so a path the process builds at run time (DEPLOY_ROOT/<deployPath>) reaches the volume.
+      const inImage = image.hostPath(mount.containerPath);
+      if (!existsSync(inImage) && existsSync(dirname(inImage))) symlinkSync(mount.host, inImage);
+    }
     return (containerPath: string): string | undefined => {
       if (!containerPath.startsWith('/')) return undefined;
       const file = files.get(containerPath);
@@ -142,6 +187,13 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
       const host = map(path);
       return host && (existsSync(host) || existsSync(dirname(host))) ? `${lead}${host}` : whole;
     });
+
+  /** Where a relayed port of a container in its own namespace appears (short: Unix socket paths are limited to 108 bytes). */
+  const socketPath = (name: string, port: number) => {
+    const dir = join(scratch, 'sockets');
+    mkdirSync(dir, { recursive: true });
+    return join(dir, `${name}-${port}.sock`);
+  };
 
   const record = (name: string, kind: ContainerRecord['kind'], as: string): ContainerRecord => {
     const entry: ContainerRecord = { name, kind, as, status: 'not started', log: [], startedMs: Date.now() - started };
@@ -171,7 +223,14 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   };
 
   const spawnProcess = (entry: ContainerRecord, program: string, args: string[], cwd: string, env: Record<string, string>) => {
-    const child = spawn(program, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const options = { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'] };
+    const dropped = entry.runAs ? ['setpriv', `--reuid=${entry.runAs.uid}`, `--regid=${entry.runAs.gid}`, '--clear-groups', '--no-new-privs', '--'] : [];
+    const child = entry.ownNetns
+      ? spawnInOwnNetns(program, args, { ...options, ...(entry.runAs ? { user: entry.runAs } : {}) })
+      : dropped.length
+        ? spawn(dropped[0]!, [...dropped.slice(1), program, ...args], options)
+        : spawn(program, args, options);
+    entry.pid = child.pid;
     children.push(child);
     const collect = (chunk: Buffer) => {
       for (const line of chunk.toString().split('\n')) if (line.trim()) entry.log.push(line);
@@ -200,11 +259,13 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     throw new Error(`${entry.name} not healthy after ${timeoutMs / 1000} s: ${entry.log.slice(-5).join(' | ')}`);
   };
 
-  const runCheckCommand = async (test: string[], cwd: string, env: Record<string, string>, rewrite: (s: string) => string): Promise<boolean> => {
+  const runCheckCommand = async (test: string[], cwd: string, env: Record<string, string>, rewrite: (s: string) => string, netnsOf?: number): Promise<boolean> => {
     const [form, ...rest] = test;
     const argv = form === 'CMD-SHELL' ? ['/bin/sh', '-c', rewrite(rest.join(' '))] : rest.map(rewrite);
-    const program = argv[0] === 'node' ? process.execPath : argv[0]!;
-    const child = spawn(program, argv.slice(1), { cwd, env, stdio: 'ignore' });
+    if (argv[0] === 'node') argv[0] = process.execPath;
+    // Docker runs a health check inside the container: here, inside its network namespace.
+    const run = netnsOf === undefined ? argv : inNetnsOf(netnsOf, argv);
+    const child = spawn(run[0]!, run.slice(1), { cwd, env, stdio: 'ignore' });
     return new Promise((resolve) => child.once('exit', (code) => resolve(code === 0)));
   };
 
@@ -230,46 +291,69 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     ensureImageUsers();
     const { owner, attachments } = networkAttachments(name, inputs);
     const map = pathMapper(name, inputs, image);
-    let env: Record<string, string> = { ...image.env, ...parseEnvList(inputs.envs) };
-    // The ports it listens on: every *PORT variable with a number (PORT, IDENTITY_PORT, WEBHOOK_PORT).
+    const labels = Object.fromEntries((inputs.labels ?? []).map((l) => [l.label, l.value]));
+    // Containers that run team code (the sites and their builders) get a network namespace of their
+    // own, as under Docker: what they bind exists there alone, and they reach nothing of this host.
+    entry.ownNetns = labels['platform.runs'] === 'team-code';
+    if (inputs.user) {
+      const ids = userIds(inputs.user);
+      if (!ids) findings.push(`${name}: its user ${inputs.user} does not exist on this host; it ran as root`);
+      else if (ids.uid !== 0) entry.runAs = ids;
+    }
+    const declaredEnv = parseEnvList(inputs.envs);
+    let env: Record<string, string> = { ...image.env, ...declaredEnv };
+    // The ports it listens on: every *PORT variable with a number (PORT, IDENTITY_PORT, WEBHOOK_PORT),
+    // the image's own ENV ones only when it runs the image's command (they belong to that command).
+    // A container on this host's loopback gets a loopback port of its own; one in its own namespace
+    // keeps its port, which its relay hands to the proxy as a Unix socket.
     const ownPorts = new Map<number, number>();
-    for (const [key, value] of Object.entries(env)) {
+    const relayed: number[] = [];
+    const listening = inputs.command?.length ? declaredEnv : env;
+    for (const [key, value] of Object.entries(listening)) {
       if (!isJob && /(^|_)PORT$/.test(key) && /^\d+$/.test(value) && !/^(PG|GEOSERVER_DB_)/.test(key)) {
-        const loopback = await endpoints.declare(owner, attachments.length ? attachments : [{ alias: owner, networks: endpoints.networks(owner) }], Number(value));
+        const names = attachments.length ? attachments : [{ alias: owner, networks: endpoints.networks(owner) }];
+        if (entry.ownNetns) {
+          endpoints.declareSocket(owner, names, Number(value), socketPath(name, Number(value)));
+          relayed.push(Number(value));
+          continue;
+        }
+        const loopback = await endpoints.declare(owner, names, Number(value));
         ownPorts.set(Number(value), loopback);
         env[key] = String(loopback);
       }
-    }
-    // The branch sites listen on the ports of the targets file (uploaded at TARGETS_FILE).
-    const targetsPath = env.TARGETS_FILE;
-    if (targetsPath && map(targetsPath)) {
-      const host = map(targetsPath)!;
-      let text = readFileSync(host, 'utf8');
-      const ports = (parseYaml(text) as { targets: { port: number }[] }).targets.map((t) => t.port);
-      for (const port of ports) {
-        const loopback = endpoints.lookup(owner, port)?.loopbackPort ?? (await endpoints.declare(owner, attachments, port));
-        ownPorts.set(port, loopback);
-        text = text.replace(new RegExp(`(\\bport:\\s*)${port}\\b`, 'g'), `$1${loopback}`);
-      }
-      writeFileSync(host, text);
     }
     env = endpoints.rewriteHostPortPairs(name, env);
     for (const [key, value] of Object.entries(env)) env[key] = rewritePaths(endpoints.rewrite(name, value), map);
     // Under Docker the proxy reaches the services from a bridge address (unique-local); here from
     // loopback. A trust-proxy setting that trusts unique-local peers trusts loopback here, no more.
     for (const [key, value] of Object.entries(env)) if (/TRUST_PROXY$/.test(key) && /\buniquelocal\b/.test(value)) env[key] = `${value},loopback`;
-    // Only the rehearsal sets APP_ROOT: /usr/local/bin/sites-restart runs the image's files from its folder.
+    // Only the rehearsal sets APP_ROOT: the image's /usr/local/bin scripts run its files from its folder.
     env.APP_ROOT = image.hostWorkdir;
-    // The deploy script calls sites-restart with the launcher's environment (PATH only, by design), so
-    // the image's folder is written into the rehearsal's copy of the script instead of passed along.
-    const restartScript = join(image.root, 'usr/local/bin/sites-restart');
-    if (existsSync(restartScript)) writeFileSync(restartScript, readFileSync(restartScript, 'utf8').replace('${APP_ROOT:-/app}', image.hostWorkdir));
-    env.PATH = `${join(image.root, 'usr/local/bin')}:${process.env.PATH ?? ''}`;
+    // The webhook's launcher runs build-submit, and the deploy script runs sites-restart, with an
+    // environment of PATH only (by design), so the image's folder is written into the rehearsal's
+    // copies of those scripts instead of passed along.
+    const bin = join(image.root, 'usr/local/bin');
+    for (const script of existsSync(bin) ? readdirSync(bin) : []) {
+      const path = join(bin, script);
+      const text = readFileSync(path, 'utf8');
+      if (text.includes('${APP_ROOT:-/app}')) writeFileSync(path, text.replace('${APP_ROOT:-/app}', image.hostWorkdir));
+    }
+    env.PATH = `${bin}:${process.env.PATH ?? ''}`;
+    // Its own HOME, writable by the user it runs as (a HOME it declares is a path of its own, e.g. /tmp).
     env.HOME = join(scratch, 'containers', name, 'home');
     mkdirSync(env.HOME, { recursive: true });
+    if (entry.runAs) chownSync(env.HOME, entry.runAs.uid, entry.runAs.gid);
     const command = (inputs.command?.length ? inputs.command : image.cmd).map((a) => rewritePaths(endpoints.rewrite(name, a), map));
     const program = command[0] === 'node' ? process.execPath : command[0]!;
     const { exited } = spawnProcess(entry, program, command.slice(1), image.hostWorkdir, env);
+    if (entry.ownNetns && entry.pid !== undefined) {
+      await ownNetnsReady(entry.pid);
+      entry.detail = `network namespace of its own${entry.runAs ? `, uid ${entry.runAs.uid}` : ''}${relayed.length ? `; port ${relayed.join(', ')} reachable only through a Unix-socket relay` : ''}`;
+      for (const port of relayed) {
+        const relay = await relayPort(entry.pid, port, socketPath(name, port));
+        children.push(relay);
+      }
+    }
     if (isJob) {
       const code = await exited;
       entry.status = code === 0 ? 'exited' : 'failed';
@@ -278,7 +362,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     }
     const test = inputs.healthcheck?.tests ?? [];
     const rewriteCheck = (s: string) => rewritePaths(s.replace(/127\.0\.0\.1:(\d+)/g, (whole, p: string) => (ownPorts.has(Number(p)) ? `127.0.0.1:${ownPorts.get(Number(p))}` : whole)), map);
-    await waitHealthy(entry, () => runCheckCommand(test, image.hostWorkdir, env, rewriteCheck), exited);
+    await waitHealthy(entry, () => runCheckCommand(test, image.hostWorkdir, env, rewriteCheck, entry.ownNetns ? entry.pid : undefined), exited);
     return undefined;
   };
 
@@ -421,6 +505,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     // Its data directory is the declared volume; its store reaches the database over its own networks.
     const dataVolume = (inputs.volumes ?? []).find((v) => v.containerPath === '/opt/geoserver_data');
     if (!dataVolume) throw new Error(`${name} is declared without a data directory volume at /opt/geoserver_data`);
+
     const geoserver = await startFakeGeoServer({
       user: env.GEOSERVER_ADMIN_USER ?? 'admin',
       password: env.GEOSERVER_ADMIN_PASSWORD ?? '',
@@ -440,6 +525,11 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     });
     closers.push(() => geoserver.close());
     stack.geoserver = geoserver;
+    // The image's start script hands its data directory to RUN_WITH_USER_UID (CHANGE_OWNERSHIP_ON_FOLDERS,
+    // chown -R), so the provisioning job, which runs as that user, may write into it.
+    if (env.RUN_WITH_USER_UID && (env.CHANGE_OWNERSHIP_ON_FOLDERS ?? '').split(/\s+/).includes('/opt/geoserver_data')) {
+      spawnSync('chown', ['-R', `${env.RUN_WITH_USER_UID}:${env.RUN_WITH_USER_GID ?? env.RUN_WITH_USER_UID}`, volumeDir(dataVolume.volumeName)]);
+    }
     await endpoints.declare(owner, attachments, 8080, Number(new URL(geoserver.url).port));
     entry.status = 'healthy';
     entry.readyMs = Date.now() - started;

@@ -6,15 +6,32 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext } from 'playwright-core';
 import { freePort } from '../../test/helpers/ports.js';
+import { spawnInNetnsOf } from './netns.js';
 import { startCluster } from './postgres.js';
 import type { RehearsalStack } from './runner.js';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+/** Code a team could push: binds the ports of SQUAT as soon as it can and reports every connection it gets. */
+const SQUATTER = `
+import { createServer } from 'node:net';
+for (const { name, port } of JSON.parse(process.env.SQUAT)) {
+  const take = () => {
+    const server = createServer((socket) => {
+      console.log('connection ' + name);
+      socket.end('HTTP/1.1 200 OK\\r\\nContent-Length: 8\\r\\n\\r\\nsquatter');
+    });
+    server.once('error', () => setTimeout(take, 50));
+    server.listen(port, '0.0.0.0', () => console.log('bound ' + name));
+  };
+  take();
+}
+`;
 
 export interface StepResult {
   step: string;
@@ -29,7 +46,11 @@ export interface StepContext {
   parentDomain: string;
   /** The fixture repository the targets file points at, and the target to push to. */
   fixtureRepo: string;
-  pushTarget: { key: string; branch: string; domain: string; secretName: string; provider: 'github' | 'gitlab' };
+  pushTarget: { key: string; branch: string; domain: string; secretName: string; provider: 'github' | 'gitlab'; deployPath: string; port: number };
+  /** Another target, whose site container plays the squatter in step 6c. */
+  otherTarget: { key: string; deployPath: string; port: number };
+  /** The webhook's port as the stack declares it (the port a squatter would wait for). */
+  webhookPort: number;
   say(line: string): void;
 }
 
@@ -320,7 +341,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     });
 
     // 6 ------------------------------------------------------------------------------------------
-    await step(results, '6 a signed push reaches the webhook through the proxy and a fixture site goes live in the sites container', async () => {
+    await step(results, "6 a signed push reaches the webhook through the proxy; the target's builder builds it and the target's own site container serves it", async () => {
       const secrets = await new Promise<Record<string, string>>((resolve) => (stack.program.webhookSecrets as { apply(f: (v: Record<string, string>) => void): void }).apply(resolve));
       const secret = secrets[ctx.pushTarget.secretName];
       assert(secret, `no webhook secret ${ctx.pushTarget.secretName} among the stack outputs`);
@@ -351,9 +372,15 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
         180_000,
       ).catch((error: Error) => {
         const webhookLog = stack.containers.get('webhook')?.log.slice(-6).join(' | ');
-        throw new Error(`${error.message}; webhook log: ${webhookLog}`);
+        const builderLog = stack.containers.get(`builder-${ctx.pushTarget.deployPath}`)?.log.slice(-6).join(' | ');
+        throw new Error(`${error.message}; webhook log: ${webhookLog}; builder log: ${builderLog}`);
       });
-      return `push of ${after.slice(0, 8)} to ${ctx.pushTarget.branch}: 202, ${ctx.pushTarget.domain} serves it through the proxy`;
+      // The site container's processes run as its declared uid, in a network namespace of its own.
+      const site = stack.containers.get(`site-${ctx.pushTarget.deployPath}`);
+      assert(site?.pid !== undefined && site.ownNetns, `site-${ctx.pushTarget.deployPath} was not started in a network namespace of its own`);
+      const uid = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${site.pid}/status`, 'utf8'))?.[1];
+      assert(site.runAs && uid === String(site.runAs.uid), `site-${ctx.pushTarget.deployPath} runs as uid ${uid ?? '?'}, not its declared ${site.runAs?.uid ?? '(none)'}`);
+      return `push of ${after.slice(0, 8)} to ${ctx.pushTarget.branch}: 202, built by builder-${ctx.pushTarget.deployPath}, ${ctx.pushTarget.domain} serves it from site-${ctx.pushTarget.deployPath} (uid ${uid}, own network namespace) through the proxy`;
     });
 
     await step(results, '6b the branch site (code from team pushes) never receives the session cookie', async () => {
@@ -363,6 +390,37 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       const sent = (await me.context.cookies(https(ctx.pushTarget.domain))).map((c) => c.name);
       assert(!sent.includes('ory_kratos_session'), `the browser sends ory_kratos_session to ${ctx.pushTarget.domain} (cookie domain .${ctx.parentDomain})`);
       return `${ctx.pushTarget.domain} gets ${sent.length ? sent.join(', ') : 'no cookies'} from a signed-in browser`;
+    });
+
+    await step(results, "6c a site's code cannot take another target's port or the webhook's: it binds them in its own namespace and receives nothing", async () => {
+      const squatterSite = stack.containers.get(`site-${ctx.otherTarget.deployPath}`);
+      assert(squatterSite?.pid !== undefined && squatterSite.ownNetns, `site-${ctx.otherTarget.deployPath} was not started in a network namespace of its own`);
+      const file = join(stack.scratch, 'squatter.mjs');
+      writeFileSync(file, SQUATTER);
+      const squat = [
+        { name: ctx.pushTarget.key, port: ctx.pushTarget.port },
+        { name: 'webhook', port: ctx.webhookPort },
+      ];
+      const squatter = spawnInNetnsOf(squatterSite.pid, process.execPath, [file], {
+        env: { PATH: process.env.PATH ?? '', SQUAT: JSON.stringify(squat) },
+        stdio: ['ignore', 'pipe', 'ignore'],
+        ...(squatterSite.runAs ? { user: squatterSite.runAs } : {}),
+      });
+      let output = '';
+      squatter.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+      try {
+        await until('the squatter holds both ports', async () => (squat.every((p) => output.includes(`bound ${p.name}`)) ? true : undefined), 10_000);
+        for (let i = 0; i < 3; i++) {
+          const site = await viaProxy(stack, https(ctx.pushTarget.domain, '/'));
+          assert(site.status === 200 && !site.body.includes('squatter'), `${ctx.pushTarget.domain} answered ${site.status}: ${site.body.slice(0, 80)}`);
+          const hook = await viaProxy(stack, https(domains.webhook!, '/health'));
+          assert(hook.status === 200 && !hook.body.includes('squatter'), `the webhook domain answered ${hook.status}: ${hook.body.slice(0, 80)}`);
+        }
+        assert(!output.includes('connection'), `the squatter received: ${output.trim()}`);
+      } finally {
+        squatter.kill('SIGKILL');
+      }
+      return `site-${ctx.otherTarget.deployPath}'s code bound ${squat.map((p) => p.port).join(' and ')} in its own namespace; ${ctx.pushTarget.domain} and the webhook were answered by themselves, the squatter got no connection`;
     });
 
     // 7 ------------------------------------------------------------------------------------------

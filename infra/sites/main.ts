@@ -1,63 +1,46 @@
-import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
 import { z } from 'zod';
 import { parseEnv, runMain } from '../../services/shared/config.js';
 import { createLogger } from '../../services/shared/logger.js';
-import { ConfigError } from '../../services/shared/config.js';
-import { loadTargets, serviceNameOf, siteUserOf } from '../../services/shared/targets.js';
 import { DEFAULT_SOCKET } from './protocol.js';
 import { startControlServer, Supervisor } from './supervisor.js';
 
 /**
- * Entry point of the sites container: every deploy target's site under one supervisor, restartable by
- * the webhook container through the control socket (protocol.ts). Exit codes: 0 stopped by a signal,
- * 1 failure, 2 bad environment.
+ * Entry point of a site container: one deploy target's site under the supervisor, restartable by that
+ * target's builder through the control socket (protocol.ts). The container runs as the target's site
+ * user with no capabilities, so nothing here switches users: the site runs as the supervisor does.
+ * Configured by environment alone (a read-only container takes no uploaded files).
+ * Exit codes: 0 stopped by a signal, 1 failure, 2 bad environment.
  */
 const Env = z.object({
-  TARGETS_FILE: z.string().min(1),
-  DEPLOY_ROOT: z.string().min(1),
+  /** The target's service name (serviceNameOf in services/shared/targets.ts), e.g. astro-main. */
+  SITE_SERVICE: z.string().regex(/^astro-[a-z0-9._-]+$/i, 'a site service name such as astro-main'),
+  SITE_PORT: z.coerce.number().int().min(1024).max(65535),
+  /** The target's deploy directory; the site runs in <SITE_DEPLOY_DIR>/live[/<SITE_DIR>]. */
+  SITE_DEPLOY_DIR: z.string().min(1),
+  SITE_DIR: z.string().regex(/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/, 'a relative folder such as services/web').optional(),
   SITES_CONTROL_SOCKET: z.string().min(1).default(DEFAULT_SOCKET),
   SITES_HOST: z.string().default('0.0.0.0'),
   SITE_START_COMMAND: z.string().min(1).default('npm start'),
   SITE_READY_TIMEOUT_SECONDS: z.coerce.number().int().positive().default(30),
-  /** users: every site as its target's site user (the supervisor runs as root); none: as the supervisor. */
-  SITES_ISOLATION: z.enum(['users', 'none']).optional(),
   LOG_LEVEL: z.string().default('info'),
 });
 
-function unixUser(name: string): { name: string; uid: number; gid: number } {
-  try {
-    const id = (flag: string) => Number(execFileSync('id', [flag, name], { encoding: 'utf8' }).trim());
-    return { name, uid: id('-u'), gid: id('-g') };
-  } catch {
-    throw new ConfigError(`site user ${name} does not exist; create it with npm run host -- users --apply`);
-  }
-}
-
 runMain(async () => {
   const env = parseEnv(Env);
-  const logger = createLogger('sites', { level: env.LOG_LEVEL });
-  const isolation = env.SITES_ISOLATION ?? (process.getuid?.() === 0 ? 'users' : 'none');
-  if (isolation === 'users' && process.getuid?.() !== 0) throw new ConfigError('SITES_ISOLATION=users: the supervisor must run as root to start each site as its own user');
-  const sites = loadTargets(env.TARGETS_FILE).map((t) => ({
-    service: serviceNameOf(t),
-    port: t.port,
-    deployDir: join(env.DEPLOY_ROOT, t.deployPath),
-    ...(t.siteDir ? { siteDir: t.siteDir } : {}),
-    ...(isolation === 'users' ? { user: unixUser(siteUserOf(t)) } : {}),
-  }));
+  const logger = createLogger('site', { level: env.LOG_LEVEL });
+  const site = { service: env.SITE_SERVICE, port: env.SITE_PORT, deployDir: env.SITE_DEPLOY_DIR, ...(env.SITE_DIR ? { siteDir: env.SITE_DIR } : {}) };
   const supervisor = new Supervisor({
-    sites,
+    sites: [site],
     startCommand: env.SITE_START_COMMAND.split(' ').filter(Boolean),
     host: env.SITES_HOST,
     logger,
     readyTimeoutMs: env.SITE_READY_TIMEOUT_SECONDS * 1000,
-    // No HOME of the supervisor's: a site reads nothing of it.
-    env: { PATH: process.env.PATH, NODE_ENV: 'production' },
+    // The site's whole environment: nothing of the supervisor's. HOME on the container's tmpfs (npm writes logs there).
+    env: { PATH: process.env.PATH, NODE_ENV: 'production', HOME: process.env.HOME ?? '/tmp' },
   });
   const server = await startControlServer(env.SITES_CONTROL_SOCKET, supervisor, logger);
   await supervisor.startAll();
-  logger.info({ sites: sites.map((s) => s.service), socket: env.SITES_CONTROL_SOCKET }, 'sites supervisor ready');
+  logger.info({ site: site.service, port: site.port, socket: env.SITES_CONTROL_SOCKET }, 'site supervisor ready');
   await new Promise<void>((resolve) => {
     const stop = () => resolve();
     process.once('SIGTERM', stop);

@@ -27,8 +27,12 @@ export const LIMITS = {
   postgres: { memoryMb: 1024, cpus: 1 },
   geoserver: { memoryMb: 2048, cpus: 1.5 },
   node: { memoryMb: 512, cpus: 1 },
-  sites: { memoryMb: 1536, cpus: 1.5 },
-  webhook: { memoryMb: 1536, cpus: 1.5 },
+  // One target's site: its own memory, CPU, processes (RLIMIT_NPROC of its own uid) and /dev/shm.
+  site: { memoryMb: 512, cpus: 1, processes: 256, shmMb: 64 },
+  // One target's builder: what its builds may use (npm ci and an Astro build), one build at a time.
+  builder: { memoryMb: 2048, cpus: 1.5, processes: 512, fileSizeMb: 2048, shmMb: 64 },
+  webhook: { memoryMb: 512, cpus: 1 },
+  egress: { memoryMb: 128, cpus: 0.5 },
   proxy: { memoryMb: 256, cpus: 0.5 },
   job: { memoryMb: 256, cpus: 0.5 },
   backup: { memoryMb: 512, cpus: 0.5, cpuShares: 256 },

@@ -7,7 +7,7 @@ import type { StackImages } from './images.js';
 import type { StackNetwork } from './network.js';
 
 /** The reverse proxy: the only container that publishes ports (80, 443), created last. */
-export function declareEdge(ctx: StackContext, { networks, volumes }: StackNetwork, images: StackImages, upstreams: docker.Container[]) {
+export function declareEdge(ctx: StackContext, { networks, volumes, targets }: StackNetwork, images: StackImages, upstreams: docker.Container[]) {
   const { cfg, n } = ctx;
   const routes = proxyRoutes(cfg.domains, cfg.targets, { selfServiceUi: cfg.selfServiceUi });
   const caddyfile = renderCaddyfile({ acmeEmail: cfg.acmeEmail, internalCidrs: cfg.internalCidrs, routes });
@@ -18,7 +18,9 @@ export function declareEdge(ctx: StackContext, { networks, volumes }: StackNetwo
       { network: networks.edge, aliases: ['proxy'] },
       { network: networks.app },
       { network: networks.geo },
-      { network: networks.sites },
+      { network: networks.hooks },
+      // Each target's site network: the proxy is the only other member.
+      ...targets.map((t) => ({ network: t.networks.site })),
     ],
     ports: [
       { internal: 80, external: 80, protocol: 'tcp' },

@@ -1,128 +1,202 @@
+import type * as docker from '@pulumi/docker';
 import * as pulumi from '@pulumi/pulumi';
 import { readFileSync } from 'node:fs';
 import { service } from '../containers.js';
-import { ENTRY_POINTS } from '../images.js';
+import { destinationOf } from '../egress/proxy.js';
+import { ENTRY_POINTS, IMAGE_COMMANDS } from '../images.js';
 import { UPSTREAMS } from '../routes.js';
 import { env, fileUpload, LIMITS, nodeHttpCheck, type StackContext } from './common.js';
 import type { StackImages } from './images.js';
 import type { StackNetwork } from './network.js';
 
 /**
- * The branch sites and the deployment webhook.
+ * The branch sites, their builders, the builds' egress proxy and the deployment webhook: one trust
+ * boundary per deploy target (docs/infra.md, "Trust boundaries").
  *
- * The sites run code from team pushes: untrusted. Their container joins only the `sites` network
- * (shared with the proxy and nothing else) and `sites-egress` (alone), never `app` or `admin`: no path
- * to the databases, GeoServer or Ory except through the proxy, like any browser on the internet.
+ * Per target (infra/stack/targets.ts):
+ *   site-<dp>     runs the target's live release, and nothing else: its own container, network
+ *                 namespace, network (shared with the proxy alone) and volume (read-only here); read-only
+ *                 root, no capabilities, no new privileges, its own uid; memory, CPU, processes, /dev/shm.
+ *   builder-<dp>  takes the target's deploy requests from its spool and runs the deploy script
+ *                 (scripts/deploy-branch.sh): each build as the target's build user, in a process group
+ *                 of its own with a deadline and a disk budget, reaching only the egress proxy; writes
+ *                 the release into the site volume and restarts the site over the site's control
+ *                 socket. It starts as root with the six capabilities that needs and no others.
+ * Shared:
+ *   egress        the builds' only way out: CONNECT to the package registry (and, with the builders'
+ *                 credential, to the git hosts for the deploy script's fetch).
+ *   webhook       verifies pushes and queues deploys; a deploy is a request in the target's spool
+ *                 (build-submit), so it runs no build, holds no Docker socket, shares no namespace and
+ *                 no network with any site. It runs as node with no capabilities.
  *
- * The sites container owns the network namespace the webhook server joins: the deploy script's health
- * check (http://127.0.0.1:<port>) then reaches the site it just restarted, while process control stays
- * with the sites container (separate PID namespaces; the control socket is the only way in).
- *
- * Privilege separation (docs/webhook.md, "Users and modes"): both containers start as root (user "0")
- * with Docker's default capabilities (setuid, setgid, chown, kill and dac_override are needed; no
- * cap_drop ALL). The webhook's deploy launcher stays root and runs each build as its target's build
- * user; the server gives up root for WEBHOOK_USER=node before it reads a secret. The supervisor starts
- * each site as its target's site user. Both first create the users of the uploaded targets file
- * (`users --apply`, idempotent): the operator's targets may differ from the image's
- * config/targets.yaml, and both containers start from the same image and add the same users in the
- * same order, so they agree on the uids of the files they share.
+ * Nothing here joins app, admin, geo, egress (Kratos' SMTP) or any network holding a database,
+ * GeoServer or Ory, and nothing mounts the Docker socket; the policies are infra/stack.boundaries.test.ts.
  */
 
-const DEPLOY_ROOT = '/srv/sites';
-const STATE_DIR = '/var/lib/webhook';
 const TARGETS_FILE = '/etc/geodata/targets.yaml';
+const STATE_DIR = '/var/lib/webhook';
+/** The webhook's DEPLOY_ROOT: each target's spool is mounted at <SPOOL_ROOT>/<deployPath>. */
+const SPOOL_ROOT = '/srv/spool';
+/** Paths inside a builder and a site container (one target each). */
+const SITE_DIR = '/srv/site';
+const CONTROL_DIR = '/run/site';
+const CONTROL_SOCKET = `${CONTROL_DIR}/control.sock`;
+const DEPLOY_SCRIPT = '/app/scripts/deploy-branch.sh';
 
-const shellWord = (word: string): string => `'${word.replace(/'/g, `'\\''`)}'`;
-const shellCommand = (words: readonly string[]): string => words.map(shellWord).join(' ');
+/** A builder's capabilities: switching to the build user, owning and sealing releases, ending the build user's processes. */
+export const BUILDER_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'SETUID', 'SETGID', 'KILL'] as const;
+/** The webhook's deploy deadline, and the builder's, shorter, so the builder's own stop (and rollback) comes first. */
+const DEPLOY_TIMEOUT_SECONDS = 900;
+const BUILD_TIMEOUT_SECONDS = 840;
+/** How much a deploy may grow its target's directory (the release, its node_modules, the npm cache). */
+const BUILD_DISK_LIMIT_MB = 4096;
 
-/**
- * `sh -c` running the preparation steps as root, then exec'ing the service (so it is PID 1 and gets
- * Docker's SIGTERM). The service's words are passed as arguments, never spliced into the script.
- */
-function startCommand(steps: readonly string[], serviceCommand: readonly string[]): string[] {
-  return ['/bin/sh', '-c', ['set -eu', ...steps, 'exec "$@"'].join('; '), 'container-start', ...serviceCommand];
-}
-export function declareSites(ctx: StackContext, { networks, volumes }: StackNetwork, images: StackImages) {
+const tmpfs = (sizeMb: number) => ({ '/tmp': `rw,nosuid,nodev,size=${sizeMb}m,mode=1777` });
+
+export function declareSites(ctx: StackContext, { networks, volumes, targets }: StackNetwork, images: StackImages) {
   const { cfg, secrets, n } = ctx;
-  const targetsYaml = readFileSync(cfg.targetsFile, 'utf8');
-  const webhookSecretEnv = Object.fromEntries(Object.entries(secrets.webhookTargetSecrets));
-  const sitesSocket = '/run/sites/control.sock';
+  const image = images.built.webhook.imageName;
+  const egressUrl = `http://${UPSTREAMS.egress.host}:${UPSTREAMS.egress.port}`;
 
-  const sites = service('sites', n('sites'), {
-    image: images.built.webhook.imageName,
-    limits: LIMITS.sites,
-    networks: [
-      { network: networks.sites, aliases: [UPSTREAMS.sites.host, UPSTREAMS.webhook.host] },
-      { network: networks.sitesEgress },
-    ],
-    command: startCommand([shellCommand(ENTRY_POINTS.usersApply)], ENTRY_POINTS.sites),
-    user: '0',
+  const gitHosts = [...new Set(cfg.targets.map((t) => destinationOf(t.repo)).filter((d): d is string => d !== undefined))];
+  const egress = service('egress', n('egress'), {
+    image,
+    limits: LIMITS.egress,
+    networks: [...targets.map((t) => ({ network: t.networks.build, aliases: [UPSTREAMS.egress.host] })), { network: networks.outbound }],
+    command: [...ENTRY_POINTS.egress],
+    user: 'node',
+    readOnly: true,
+    tmpfs: tmpfs(16),
+    capabilities: { keep: [] },
     envs: env({
       NODE_ENV: 'production',
-      TARGETS_FILE,
-      DEPLOY_ROOT,
-      SITES_ISOLATION: 'users',
-      SITES_CONTROL_SOCKET: sitesSocket,
-      SITES_HOST: '0.0.0.0',
+      EGRESS_PORT: String(UPSTREAMS.egress.port),
+      EGRESS_OPEN: destinationOf(cfg.npmRegistry) as string,
+      EGRESS_WITH_CREDENTIAL: gitHosts.join(','),
+      EGRESS_GIT_TOKEN: secrets.egressGitToken,
       LOG_LEVEL: cfg.logLevel,
     }),
-    uploads: [fileUpload(TARGETS_FILE, targetsYaml)],
-    volumes: [
-      // The sites only read releases; building and switching `live` happens in the webhook container.
-      { volumeName: volumes.deployRoot.name, containerPath: DEPLOY_ROOT, readOnly: true },
-      { volumeName: volumes.sitesControl.name, containerPath: '/run/sites' },
-    ],
-    healthcheck: { test: ['CMD', '/usr/local/bin/sites-restart', '--ping'], interval: '30s' },
+    healthcheck: { test: nodeHttpCheck(UPSTREAMS.egress.port, '/health'), interval: '30s' },
   });
-  const webhook = service('webhook', n('webhook'), {
-    image: images.built.webhook.imageName,
-    limits: LIMITS.webhook,
-    networks: [],
-    shareNetworkWith: sites,
-    // A volume keeps the owner and mode it was first created with (from the image's mount point), so
-    // they are set here on every start: the deploy root belongs to root (the launcher) and only its
-    // top is traversable by the per-target users (0711); the state directory belongs to node.
-    command: startCommand(
-      [
-        `chown 0:0 ${shellWord(DEPLOY_ROOT)}`,
-        `chmod 0711 ${shellWord(DEPLOY_ROOT)}`,
-        `chown node:node ${shellWord(STATE_DIR)}`,
-        shellCommand(ENTRY_POINTS.usersApply),
+
+  const perTarget = targets.map((t) => {
+    const labels = { 'platform.target': t.target.key, 'platform.runs': 'team-code' };
+    const builder = service(t.builder, n(t.builder), {
+      image,
+      limits: LIMITS.builder,
+      networks: [{ network: t.networks.build }],
+      command: [...ENTRY_POINTS.builder],
+      user: '0',
+      capabilities: { keep: BUILDER_CAPABILITIES },
+      tmpfs: tmpfs(512),
+      envs: env({
+        NODE_ENV: 'production',
+        BUILDER_TARGET: t.target.key,
+        BUILDER_MATCH: t.target.matchPattern,
+        BUILDER_REPO: t.target.repo,
+        BUILDER_PORT: String(t.target.port),
+        BUILDER_SERVICE: t.service,
+        ...(t.target.siteDir ? { BUILDER_SITE_DIR: t.target.siteDir } : {}),
+        BUILDER_DEPLOY_DIR: SITE_DIR,
+        BUILDER_SPOOL: SPOOL_ROOT,
+        BUILDER_SPOOL_OWNER: 'node',
+        BUILDER_CONTROL_DIR: CONTROL_DIR,
+        BUILDER_SITE_USER: t.siteUser,
+        BUILDER_SITE_UID: String(t.siteUid),
+        BUILDER_BUILD_USER: t.buildUser,
+        BUILDER_BUILD_UID: String(t.buildUid),
+        DEPLOY_SCRIPT,
+        RESTART_COMMAND: IMAGE_COMMANDS.sitesRestart,
+        BUILD_TIMEOUT_SECONDS: String(BUILD_TIMEOUT_SECONDS),
+        BUILD_DISK_LIMIT_MB: String(BUILD_DISK_LIMIT_MB),
+        EGRESS_PROXY_URL: egressUrl,
+        EGRESS_GIT_TOKEN: secrets.egressGitToken,
+        NPM_REGISTRY: cfg.npmRegistry,
+        LOG_LEVEL: cfg.logLevel,
+      }),
+      volumes: [
+        { volumeName: t.volumes.site.name, containerPath: SITE_DIR },
+        { volumeName: t.volumes.control.name, containerPath: CONTROL_DIR },
+        { volumeName: t.volumes.spool.name, containerPath: SPOOL_ROOT },
       ],
-      ENTRY_POINTS.webhook,
-    ),
-    user: '0',
+      labels,
+      healthcheck: { test: ['CMD', ...ENTRY_POINTS.builderHealth], interval: '30s' },
+      // The site's control directory and the spool get their owners when the builder starts.
+      waitHealthy: true,
+    });
+    const site = service(t.site, n(t.site), {
+      image,
+      limits: LIMITS.site,
+      networks: [{ network: t.networks.site, aliases: [t.siteHost] }],
+      command: [...ENTRY_POINTS.site],
+      user: `${t.siteUid}:${t.siteUid}`,
+      readOnly: true,
+      tmpfs: tmpfs(64),
+      capabilities: { keep: [] },
+      envs: env({
+        NODE_ENV: 'production',
+        SITE_SERVICE: t.service,
+        SITE_PORT: String(t.target.port),
+        SITE_DEPLOY_DIR: SITE_DIR,
+        ...(t.target.siteDir ? { SITE_DIR: t.target.siteDir } : {}),
+        SITES_CONTROL_SOCKET: CONTROL_SOCKET,
+        SITES_HOST: '0.0.0.0',
+        HOME: '/tmp',
+        LOG_LEVEL: cfg.logLevel,
+      }),
+      volumes: [
+        { volumeName: t.volumes.site.name, containerPath: SITE_DIR, readOnly: true },
+        { volumeName: t.volumes.control.name, containerPath: CONTROL_DIR },
+      ],
+      labels,
+      healthcheck: { test: ['CMD', IMAGE_COMMANDS.sitesRestart, '--ping'], interval: '30s' },
+      dependsOn: [builder],
+    });
+    return { t, builder, site };
+  });
+
+  const targetsYaml = readFileSync(cfg.targetsFile, 'utf8');
+  const webhookSecretEnv = Object.fromEntries(Object.entries(secrets.webhookTargetSecrets));
+  const webhook = service('webhook', n('webhook'), {
+    image,
+    limits: LIMITS.webhook,
+    networks: [{ network: networks.hooks, aliases: [UPSTREAMS.webhook.host] }],
+    user: 'node',
+    // Not read-only: Docker copies no upload (the operator's targets file) into a read-only root.
+    tmpfs: tmpfs(64),
+    capabilities: { keep: [] },
     envs: pulumi.all([secrets.webhookPreviousSecrets, env({
       NODE_ENV: 'production',
-      WEBHOOK_USER: 'node',
-      DEPLOY_ISOLATION: 'users',
+      // No build runs here: a deploy is a request to the target's builder, which isolates the build.
+      DEPLOY_ISOLATION: 'none',
+      DEPLOY_SCRIPT: IMAGE_COMMANDS.buildSubmit,
+      DEPLOY_TIMEOUT_SECONDS: String(DEPLOY_TIMEOUT_SECONDS),
       WEBHOOK_PORT: String(UPSTREAMS.webhook.port),
       WEBHOOK_HOST: '0.0.0.0',
       // Only the proxy reaches it (internal network): its X-Forwarded-For is the client address.
       WEBHOOK_TRUST_PROXY: 'uniquelocal',
       TARGETS_FILE,
-      DEPLOY_ROOT,
+      DEPLOY_ROOT: SPOOL_ROOT,
       WEBHOOK_STATE_DIR: STATE_DIR,
       WEBHOOK_ADMIN_TOKEN: secrets.webhookAdminToken,
-      // No Docker socket: a restart is a request on the sites container's control socket (infra/sites).
-      RESTART_COMMAND: '/usr/local/bin/sites-restart',
-      SITES_CONTROL_SOCKET: sitesSocket,
-      // The deploy script runs the restart command with an allow-listed environment: the socket's path
-      // must be passed on, or sites-restart falls back to its built-in default.
-      DEPLOY_ENV_PASS: 'SITES_CONTROL_SOCKET',
       LOG_LEVEL: cfg.logLevel,
       ...webhookSecretEnv,
     })]).apply(([previous, current]) => [...current, ...Object.entries(previous).map(([k, v]) => `${k}=${v}`)]),
     uploads: [fileUpload(TARGETS_FILE, targetsYaml)],
     volumes: [
-      { volumeName: volumes.deployRoot.name, containerPath: DEPLOY_ROOT },
-      { volumeName: volumes.sitesControl.name, containerPath: '/run/sites' },
       { volumeName: volumes.webhookState.name, containerPath: STATE_DIR },
+      ...perTarget.map(({ t }) => ({ volumeName: t.volumes.spool.name, containerPath: `${SPOOL_ROOT}/${t.target.deployPath}` })),
     ],
     healthcheck: { test: nodeHttpCheck(UPSTREAMS.webhook.port, '/health'), interval: '15s' },
-    dependsOn: [sites],
+    dependsOn: perTarget.map(({ builder }) => builder),
   });
-  return { containers: { sites, webhook } };
+
+  const containers: { webhook: docker.Container; egress: docker.Container } & Record<string, docker.Container> = {
+    webhook,
+    egress,
+    ...Object.fromEntries(perTarget.flatMap(({ t, builder, site }) => [[t.builder, builder], [t.site, site]])),
+  };
+  return { containers, webhook, egress, sites: perTarget.map(({ site }) => site), builders: perTarget.map(({ builder }) => builder) };
 }
 
 export type StackSites = ReturnType<typeof declareSites>;
