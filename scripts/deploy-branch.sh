@@ -406,7 +406,7 @@ switch_live "$deploy_dir" "$stamp" "$site_group"
 log "live -> deploys/$stamp; restarting $service"
 restart_service "$service" "$deploy_dir" "$port" >>"$build_log" 2>&1 || { fail "restart of $service failed"; exit 7; }
 step restart
-health_check "$port" || { fail "site on port $port did not answer after the restart"; exit 8; }
+health_check "$port" "$site_user" || { fail "the site did not answer as $service on port $port after the restart"; exit 8; }
 step health
 stage=confirmed
 rm -f -- "$deploy_dir/.switch-pending"

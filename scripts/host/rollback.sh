@@ -67,7 +67,7 @@ restore() {
   fi
 }
 restart_service "$service" "$deploy_dir" "$port" || { fail "restart failed"; restore; exit 7; }
-health_check "$port" || { fail "site on port $port did not answer"; restore; exit 8; }
+health_check "$port" "${SITE_USER:-}" || { fail "the site did not answer as $service on port $port"; restore; exit 8; }
 close_other_releases "$deploy_dir" "$site_group"
 # The operator's choice is what is live now: an earlier interrupted deploy's note of what to put
 # back (deploy-branch.sh, .switch-pending) no longer applies.

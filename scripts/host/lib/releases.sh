@@ -264,16 +264,49 @@ restart_service() {
 # Wait until the site answers HTTP on 127.0.0.1:<port> with a status below 500. Each try is bash's
 # own /dev/tcp connection (no curl process per poll), in a subshell so a site that accepts but
 # never answers cannot hold the check past its 2 s per try.
+# With <site user> (isolation) an answer counts only from the site: every listener on the port must
+# be that user's (listeners_owned_by); a listener of anyone else (another team's site that took the
+# port while this one restarted) fails the check at once, whatever it answers. Status 1 otherwise.
 health_check() {
-  local port=$1 timeout=${HEALTH_TIMEOUT_SECONDS:-30} path=${HEALTH_PATH:-/}
+  local port=$1 site_user=${2:-} timeout=${HEALTH_TIMEOUT_SECONDS:-30} path=${HEALTH_PATH:-/} site_uid=
   local deadline=$((SECONDS + timeout))
+  if [[ -n $site_user ]]; then
+    site_uid=$(id -u -- "$site_user") || { fail "site user $site_user does not exist"; return 1; }
+  fi
   while ((SECONDS < deadline)); do
     if http_status_below_500 "$port" "$path" 9>&-; then
-      return 0
+      [[ -z $site_uid ]] && return 0
+      listeners_owned_by "$port" "$site_uid" "$site_user" && return 0
+      return 1
     fi
     sleep 0.02
   done
+  fail "site on port $port did not answer within ${timeout} s"
   return 1
+}
+
+# True when every TCP socket listening on <port> (IPv4 and IPv6, any address) belongs to <uid> or
+# to root, and there is one. A socket's owner is the effective user that created it, as the kernel
+# records it (the uid column of /proc/net/tcp{,6}); no other user can make a socket look like the
+# site user's. Root is accepted because a root process answering for a site is the platform's own
+# (infra/builder answers the check for a site container it reaches over a control socket); another
+# team's site never runs as root. Reads this network namespace's tables with one grep.
+listeners_owned_by() {
+  local port=$1 uid=$2 name=$3 hex line owner found=0
+  local -a fields
+  printf -v hex '%04X' "$port"
+  # sl local_address rem_address st …: LISTEN is state 0A.
+  while IFS= read -r line; do
+    IFS=' ' read -r -a fields <<<"$line"
+    [[ ${fields[1]:-} == *:"$hex" && ${fields[3]:-} == 0A ]] || continue
+    owner=${fields[7]:-}
+    if [[ $owner != "$uid" && $owner != 0 ]]; then
+      fail "port $port is held by uid $owner ($(id -nu -- "$owner" 2>/dev/null || echo unknown user)), not by the site user $name: another site answered in its place"
+      return 1
+    fi
+    found=1
+  done < <(grep -hE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+  ((found)) || { fail "nothing listens on port $port in this network namespace, yet it answered"; return 1; }
 }
 
 # One HTTP/1.0 GET of <path> on 127.0.0.1:<port>: succeeds when the status line says 1xx–4xx.
