@@ -136,12 +136,83 @@ describe('production checklist', () => {
     expect(byName(await runChecklist({ env: ENV, repoRoot: REPO, declared }), 'preview')).toMatchObject({ ok: false, detail: 'api allows the preview site de1.example-preview.net as a CORS origin' });
   });
 
-  it('a sites container on the application network fails the isolation item', async () => {
-    const declared = broken((stack) => (stack.containers.find((c) => c.name === 'sites') as DeclaredContainer).networks.push({ name: 'geodata-app', aliases: [] }));
+  /** The isolation item's problems for a declared stack. */
+  async function isolation(declared: DeclaredResult): Promise<string[]> {
     const item = byName(await runChecklist({ env: ENV, repoRoot: REPO, declared }), 'isolated');
-    expect(item.ok).toBe(false);
-    expect(item.detail).toMatch(/^the sites container shares geodata-app with /);
-    for (const name of ['features-db', 'identity-db', 'api', 'kratos']) expect(item.detail.split(' with ')[1]?.split(', '), name).toContain(name);
+    return item.ok ? [] : item.detail.split('; ');
+  }
+  const site = (stack: DeclaredStack, name: string) => {
+    const found = stack.containers.find((c) => c.name === name);
+    if (!found) throw new Error(`the declared stack has no container ${name}`);
+    return found;
+  };
+
+  it('the declared stack has one site container per target, each alone with the proxy on a network of its own', () => {
+    const sites = STACK.containers.filter((c) => c.name.startsWith('site-'));
+    expect(sites).toHaveLength(STACK.targets.length);
+    expect(STACK.containers.find((c) => c.name === 'sites')).toBeUndefined();
+    for (const s of sites) {
+      expect(s.networks, s.name).toHaveLength(1);
+      const members = STACK.containers.filter((c) => c.networks.some((n) => n.name === s.networks[0]?.name)).map((c) => c.name).sort();
+      expect(members, s.name).toEqual(['proxy', s.name]);
+    }
+  });
+
+  it('a site on the application network fails the isolation item, naming what it would reach', async () => {
+    const problems = await isolation(broken((stack) => site(stack, 'site-feature-de1').networks.push({ name: 'geodata-app', aliases: [] })));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^site-feature-de1 shares geodata-app with .*: geodata-app holds /);
+    const shared = problems[0]?.split(' with ')[1]?.split(': ')[0]?.split(', ');
+    for (const name of ['features-db', 'identity-db', 'api', 'kratos']) expect(shared, name).toContain(name);
+  });
+
+  it('a site on the admin network, or on GeoServer\'s, fails the isolation item', async () => {
+    const admin = await isolation(broken((stack) => site(stack, 'site-main').networks.push({ name: 'geodata-admin', aliases: [] })));
+    expect(admin).toHaveLength(1);
+    expect(admin[0]).toMatch(/^site-main shares geodata-admin with .*: geodata-admin holds (hydra, kratos|kratos, hydra), the admin network$/);
+    const geo = await isolation(broken((stack) => site(stack, 'site-develop').networks.push({ name: 'geodata-geo', aliases: [] })));
+    expect(geo).toHaveLength(1);
+    expect(geo[0]).toMatch(/^site-develop shares geodata-geo with .*geoserver.*: geodata-geo holds features-db, geoserver$/);
+  });
+
+  it('two sites on one network fail the isolation item: each could reach the other', async () => {
+    const joined = await isolation(broken((stack) => site(stack, 'site-feature-de2').networks.push({ name: 'geodata-site-feature-de1', aliases: [] })));
+    expect(joined).toEqual(['site-feature-de1 shares geodata-site-feature-de1 with site-feature-de2', 'site-feature-de2 shares geodata-site-feature-de1 with site-feature-de1']);
+    const moved = await isolation(broken((stack) => (site(stack, 'site-feature-de2').networks = [{ name: 'geodata-site-feature-de1', aliases: ['site-feature-de2'] }])));
+    expect(moved).toEqual(['site-feature-de1 shares geodata-site-feature-de1 with site-feature-de2', 'site-feature-de2 shares geodata-site-feature-de1 with site-feature-de1']);
+  });
+
+  it('the webhook (or a builder) on a site\'s network, or in its network namespace, fails the isolation item', async () => {
+    const network = await isolation(broken((stack) => site(stack, 'webhook').networks.push({ name: 'geodata-site-main', aliases: [] })));
+    expect(network).toEqual(['site-main shares geodata-site-main with webhook']);
+    const namespace = await isolation(broken((stack) => (site(stack, 'webhook').networkMode = `container:${site(stack, 'site-main').dockerName}`)));
+    expect(namespace).toEqual(['webhook run in site-main\'s network namespace']);
+    const inside = await isolation(broken((stack) => (site(stack, 'site-develop').networkMode = `container:${site(stack, 'builder-develop').dockerName}`)));
+    expect(inside).toEqual([`site-develop runs in the network namespace of ${STACK.containers.find((c) => c.name === 'builder-develop')?.dockerName}`]);
+  });
+
+  it('two targets served by one site container, the former shared layout, fail the isolation item', async () => {
+    const problems = await isolation(
+      broken((stack) => {
+        stack.caddyfile = stack.caddyfile.replace('reverse_proxy site-feature-de2:', 'reverse_proxy site-feature-de1:');
+        stack.containers = stack.containers.filter((c) => c.name !== 'site-feature-de2');
+      }),
+    );
+    expect(problems).toEqual(['targets feature/team-de1, feature/team-de2 run in one site container, site-feature-de1']);
+    const shared = await isolation(broken((stack) => (stack.caddyfile = stack.caddyfile.replace('reverse_proxy site-main:', 'reverse_proxy sites:'))));
+    expect(shared).toEqual(['target main (main.sites.example.org) is served by sites, not by a site container of its own (site-<deploy path>)']);
+  });
+
+  it('a site network inside the internal ranges, or without a declared subnet, fails the isolation item', async () => {
+    const inside = await isolation(broken((stack) => ((stack.networks.find((n) => n.name === 'geodata-site-main') as { subnet?: string }).subnet = '192.168.7.0/28')));
+    expect(inside).toEqual(['geodata-site-main (192.168.7.0/28) lies inside the internal ranges: site-main\'s code could reach the guarded paths']);
+    const undeclared = await isolation(broken((stack) => delete (stack.networks.find((n) => n.name === 'geodata-site-main') as { subnet?: string }).subnet));
+    expect(undeclared).toEqual(['site-main\'s network geodata-site-main has no declared subnet: Docker may pick one inside the internal ranges']);
+  });
+
+  it('two sites sharing a volume fail the isolation item', async () => {
+    const problems = await isolation(broken((stack) => site(stack, 'site-develop').volumes.push({ volumeName: 'geodata-site-main', containerPath: '/srv/other', readOnly: true })));
+    expect(problems).toEqual(['site-main shares volume geodata-site-main with site-develop']);
   });
 
   it('a GeoServer site that does not strip client identity headers, or sends writes without forward_auth, fails naming the site', async () => {

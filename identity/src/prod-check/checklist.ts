@@ -197,7 +197,7 @@ export async function runChecklist(options: ChecklistOptions): Promise<Checklist
     await smtp(options),
     fromDeclared('database backup job present', declared, checkBackups, 'a backup service dumps the features, kratos and hydra databases with pg_dump'),
     fromDeclared('preview sites outside the session cookie domain', declared, checkPreviewSites, 'every preview site lives on a registrable domain of its own and is no CORS origin'),
-    fromDeclared('branch sites isolated from databases, GeoServer and Ory', declared, checkSitesIsolated, 'the sites container shares its networks with the proxy only'),
+    fromDeclared('branch sites isolated from databases, GeoServer and Ory', declared, checkSitesIsolated, 'each target\'s site runs in a container of its own, on networks it shares with the proxy alone, outside the internal ranges'),
     fromDeclared('GeoServer writes tied to platform users', declared, checkGeoServerWriters, 'the proxy strips client identity headers, asks the API (forward_auth) and copies its answer; only the proxy reaches GeoServer'),
     ...devNote,
   ];

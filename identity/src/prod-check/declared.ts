@@ -142,22 +142,82 @@ export function checkPreviewSites(stack: DeclaredStack): Verdict {
   return verdict(problems);
 }
 
-/** The branch sites container shares its networks (and its network namespace) with the proxy and the webhook only. */
-export function checkSitesIsolated(stack: DeclaredStack): Verdict {
-  const sites = stack.containers.find((c) => c.name === 'sites');
-  if (!sites) return verdict(['no sites container declared']);
-  const problems: string[] = [];
-  const members = (network: string): DeclaredContainer[] => stack.containers.filter((c) => c.networks.some((n) => n.name === network));
-  for (const attachment of sites.networks) {
-    const others = members(attachment.name).filter((c) => c.name !== 'sites' && c.name !== 'proxy');
-    if (others.length > 0) problems.push(`the sites container shares ${attachment.name} with ${others.map((c) => c.name).join(', ')}`);
+/** The containers that hold a database, Ory or GeoServer (by their Pulumi names). */
+const GUARDED_CONTAINERS = ['features-db', 'identity-db', 'kratos', 'hydra', 'geoserver'];
+
+/**
+ * Networks a branch site must never join, each with what makes it one: the networks of a database,
+ * Ory or GeoServer, and the admin network (where Kratos and Hydra bind their admin APIs).
+ */
+function guardedNetworks(stack: DeclaredStack): Map<string, string[]> {
+  const guarded = new Map<string, string[]>();
+  const mark = (network: string, why: string) => guarded.set(network, [...(guarded.get(network) ?? []), why]);
+  for (const c of stack.containers.filter((x) => GUARDED_CONTAINERS.includes(x.name))) for (const n of c.networks) mark(n.name, c.name);
+  for (const name of ['kratos', 'hydra']) {
+    const c = stack.containers.find((x) => x.name === name);
+    const admin = c?.networks.find((n) => n.ipv4Address !== undefined && n.ipv4Address === c.env.SERVE_ADMIN_HOST);
+    if (admin && !guarded.get(admin.name)?.includes('the admin network')) mark(admin.name, 'the admin network');
   }
-  const namespace = stack.containers.filter((c) => c.networkMode === `container:${sites.dockerName}` && c.name !== 'webhook');
-  if (namespace.length > 0) problems.push(`${namespace.map((c) => c.name).join(', ')} run in the sites container's network namespace`);
+  return guarded;
+}
+
+/**
+ * Every deploy target's branch site runs in a container of its own (`site-<deploy path>`), the one the
+ * proxy routes the target's domain to; each site container joins only networks it shares with the
+ * proxy alone (not another site, not the webhook, never a network holding a database, Ory or GeoServer,
+ * nor the admin network), each with a declared subnet outside the internal ranges (so the proxy answers
+ * its code 403 on every guarded path; an undeclared subnet is whatever Docker picks, 192.168.0.0/16
+ * included); no container shares a site's network namespace, a site shares none, and no two sites
+ * share a volume.
+ */
+export function checkSitesIsolated(stack: DeclaredStack): Verdict {
+  const problems: string[] = [];
+  const sites = stack.containers.filter((c) => c.name.startsWith('site-'));
+  const proxy = stack.containers.find((c) => c.name === 'proxy');
+  const members = (network: string): DeclaredContainer[] => stack.containers.filter((c) => c.networks.some((n) => n.name === network));
+  const guarded = guardedNetworks(stack);
   const cidrs = stack.internalCidrs;
-  for (const attachment of sites.networks) {
-    const subnet = stack.networks.find((n) => n.name === attachment.name)?.subnet;
-    if (subnet && cidrs.some((range) => overlaps(subnet, range))) problems.push(`${attachment.name} (${subnet}) lies inside the internal ranges: its code could reach the guarded paths`);
+
+  // One site container per target: the one the proxy routes the target's domain to.
+  const routes = new Map(caddySites(stack.caddyfile).map((s) => [s.address, s.body.map((l) => /^reverse_proxy\s+([^\s:]+):\d+$/.exec(l)?.[1]).find(Boolean)]));
+  const targetsOf = new Map<string, string[]>();
+  for (const target of stack.targets) {
+    const upstream = routes.get(target.domain);
+    if (upstream === undefined) {
+      problems.push(`the proxy does not route ${target.domain} (target ${target.key}) to a site`);
+      continue;
+    }
+    const site = sites.find((c) => c.name === upstream || c.dockerName === upstream || c.networks.some((n) => n.aliases.includes(upstream)));
+    if (!site) {
+      problems.push(`target ${target.key} (${target.domain}) is served by ${upstream}, not by a site container of its own (site-<deploy path>)`);
+      continue;
+    }
+    targetsOf.set(site.name, [...(targetsOf.get(site.name) ?? []), target.key]);
+    if (!proxy || !site.networks.some((n) => proxy.networks.some((p) => p.name === n.name))) problems.push(`${site.name} (target ${target.key}) shares no network with the proxy: nothing reaches it`);
+  }
+  for (const [site, keys] of targetsOf) if (keys.length > 1) problems.push(`targets ${keys.join(', ')} run in one site container, ${site}`);
+
+  for (const site of sites) {
+    if (site.networks.length === 0) problems.push(`${site.name} joins no network of its own`);
+    for (const attachment of site.networks) {
+      const others = members(attachment.name).filter((c) => c.name !== site.name && c.name !== 'proxy');
+      const holds = guarded.get(attachment.name);
+      if (others.length > 0 || holds) {
+        const what = holds ? `: ${attachment.name} holds ${holds.join(', ')}` : '';
+        problems.push(`${site.name} shares ${attachment.name} with ${others.map((c) => c.name).join(', ') || 'the proxy'}${what}`);
+        continue;
+      }
+      const subnet = stack.networks.find((n) => n.name === attachment.name)?.subnet;
+      if (!subnet) problems.push(`${site.name}'s network ${attachment.name} has no declared subnet: Docker may pick one inside the internal ranges`);
+      else if (cidrs.some((range) => overlaps(subnet, range))) problems.push(`${attachment.name} (${subnet}) lies inside the internal ranges: ${site.name}'s code could reach the guarded paths`);
+    }
+    if (site.networkMode?.startsWith('container:')) problems.push(`${site.name} runs in the network namespace of ${site.networkMode.slice('container:'.length)}`);
+    const guests = stack.containers.filter((c) => c.networkMode === `container:${site.dockerName}`);
+    if (guests.length > 0) problems.push(`${guests.map((c) => c.name).join(', ')} run in ${site.name}'s network namespace`);
+    for (const volume of site.volumes) {
+      const later = sites.slice(sites.indexOf(site) + 1).filter((c) => c.volumes.some((v) => v.volumeName === volume.volumeName));
+      if (later.length > 0) problems.push(`${site.name} shares volume ${volume.volumeName} with ${later.map((c) => c.name).join(', ')}`);
+    }
   }
   return verdict(problems);
 }
