@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -18,6 +18,8 @@ import { spoolPaths } from './spool.js';
 
 const REPO = join(import.meta.dirname, '..', '..');
 const COMMIT = 'a'.repeat(40);
+/** A release name as deploy-branch.sh makes them (a 14-digit UTC timestamp). */
+const STAMP = '20260101000000';
 let root: string;
 let spool: string;
 let deployDir: string;
@@ -34,7 +36,8 @@ echo "args: $*"
 echo "env: SERVICE_NAME=$SERVICE_NAME BUILD_USER=\${BUILD_USER:-} SITE_DIR=\${SITE_DIR:-}"
 mode=$(cat "$2/MODE" 2>/dev/null || echo ok)
 case $mode in
-  ok) mkdir -p "$2/deploys/r1"; echo "$5" > "$2/deploys/r1/REVISION"; ln -sfn deploys/r1 "$2/live"; echo "release=r1 commit=$5"; exit 0 ;;
+  ok) mkdir -p "$2/deploys/${STAMP}"; echo "$5" > "$2/deploys/${STAMP}/REVISION"; ln -sfn deploys/${STAMP} "$2/live"; echo "release=${STAMP} commit=$5"; exit 0 ;;
+  keep) echo "the target's directory as the test left it"; exit 0 ;;
   fail) echo "npm ci failed" >&2; exit 5 ;;
   slow) trap 'echo "got SIGTERM, restoring"; exit 143' TERM; sleep 30 & wait; exit 0 ;;
   grow) trap 'echo "stopped while growing"; exit 143' TERM; head -c 3000000 /dev/zero > "$2/big"; sleep 30 & wait ;;
@@ -142,6 +145,7 @@ describe('a deploy through the spool', () => {
     mkdirSync(spool);
     mkdirSync(deployDir);
   };
+  const mkdir = (dir: string) => mkdirSync(dir, { recursive: true });
 
   it("runs the deploy script with the target's own repository, directory and port, whatever the webhook passed; the client gets its output and exit code", async () => {
     fresh();
@@ -150,7 +154,7 @@ describe('a deploy through the spool', () => {
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toContain(`args: feature/team-de1/map ${deployDir} ${sitePort} https://git.example.org/site.git ${COMMIT}`);
     expect(result.stdout).toContain('env: SERVICE_NAME=astro-feature-team-de1 BUILD_USER=builduser-feature-de1 SITE_DIR=web');
-    expect(result.stdout).toContain(`release=r1 commit=${COMMIT}`);
+    expect(result.stdout).toContain(`release=${STAMP} commit=${COMMIT}`);
   });
 
   it('mirrors what is live into the spool, so the webhook reads the live commit without seeing a release', async () => {
@@ -158,8 +162,75 @@ describe('a deploy through the spool', () => {
     startBuilder();
     expect((await deploy()).code).toBe(0);
     const paths = spoolPaths(spool);
-    expect(readlinkSync(paths.live)).toBe('deploys/r1');
+    expect(readlinkSync(paths.live)).toBe(`deploys/${STAMP}`);
     expect(readFileSync(join(paths.live, 'REVISION'), 'utf8').trim()).toBe(COMMIT);
+  });
+
+  /** The target's directory as a build may leave it: `live` -> deploys/<STAMP>, whose REVISION `make` creates. */
+  const liveRevision = (make: (revision: string) => void) => {
+    mkdir(join(deployDir, 'deploys', STAMP));
+    symlinkSync(`deploys/${STAMP}`, join(deployDir, 'live'));
+    make(join(deployDir, 'deploys', STAMP, 'REVISION'));
+    mode('keep');
+  };
+  const mirroredRevision = () => readFileSync(join(spoolPaths(spool).deploys, STAMP, 'REVISION'), 'utf8');
+
+  it('mirrors a REVISION that is a FIFO without waiting for a writer: the deploy is answered, the next one taken', async () => {
+    fresh();
+    startBuilder();
+    // After the builder's start, so that a reader that waits blocks this deploy (and this test) for 5 s, not for ever.
+    liveRevision((revision) => execFileSync('mkfifo', [revision]));
+    // A writer that would answer a reader waiting on the FIFO, but only after 5 s.
+    const revision = join(deployDir, 'deploys', STAMP, 'REVISION');
+    const writer = spawn('sh', ['-c', `sleep 5; printf '%s\\n' ${'d'.repeat(40)} > "$0" && touch "$0.written"`, revision], { stdio: 'ignore' });
+    try {
+      const started = Date.now();
+      const result = await deploy();
+      expect(result.code, result.stdout).toBe(0);
+      expect(existsSync(`${revision}.written`), 'the builder waited for the FIFO\'s writer').toBe(false);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(readlinkSync(spoolPaths(spool).live)).toBe(`deploys/${STAMP}`);
+      expect(mirroredRevision()).toBe('');
+      rmSync(revision);
+      mode('ok');
+      expect((await deploy()).code).toBe(0);
+      expect(mirroredRevision()).toBe(`${COMMIT}\n`);
+    } finally {
+      writer.kill('SIGKILL');
+    }
+  }, 30_000);
+
+  it('mirrors a REVISION that is a link without following it: a root-only file it points to stays where it is', async () => {
+    fresh();
+    // Shaped like a commit id, so only the link itself gives it away.
+    const secret = join(root, `root-only-${Math.random().toString(36).slice(2)}`);
+    writeFileSync(secret, `${'e'.repeat(40)}\n`, { mode: 0o600 });
+    liveRevision((revision) => symlinkSync(secret, revision));
+    startBuilder();
+    expect((await deploy()).code).toBe(0);
+    expect(mirroredRevision()).toBe('');
+    const spooled = spawnSync('grep', ['-r', 'e'.repeat(40), spool], { encoding: 'utf8' });
+    expect(spooled.stdout).toBe('');
+  });
+
+  it('mirrors neither a REVISION larger than a commit id nor one that is not a commit id, nor a release not named as one', async () => {
+    fresh();
+    liveRevision((revision) => writeFileSync(revision, `${COMMIT}\n`.repeat(200_000)));
+    startBuilder();
+    expect((await deploy()).code).toBe(0);
+    expect(mirroredRevision()).toBe('');
+    await builder?.stop();
+    rmSync(join(deployDir, 'deploys', STAMP, 'REVISION'));
+    writeFileSync(join(deployDir, 'deploys', STAMP, 'REVISION'), 'not a commit\n');
+    startBuilder();
+    expect((await deploy()).code).toBe(0);
+    expect(mirroredRevision()).toBe('');
+    await builder?.stop();
+    rmSync(join(deployDir, 'live'));
+    symlinkSync('deploys/..', join(deployDir, 'live'));
+    startBuilder();
+    expect((await deploy()).code).toBe(0);
+    expect(existsSync(spoolPaths(spool).live)).toBe(false);
   });
 
   it("passes the deploy script's failure on unchanged (exit 5: npm ci failed)", async () => {

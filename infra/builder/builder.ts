@@ -18,6 +18,7 @@ import {
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { readRevisionFile, releaseNameOrNull } from '../../services/shared/revision-file.mjs';
 import { sendControlRequest } from '../sites/restart-client.js';
 import { JobSchema, MAX_JOB_BYTES, spoolPaths, writeAtomically, type Job } from './spool.js';
 
@@ -36,7 +37,11 @@ import { JobSchema, MAX_JOB_BYTES, spoolPaths, writeAtomically, type Job } from 
  * - the site is restarted through its control socket (sites-restart), and the script's health check
  *   on 127.0.0.1:<port> is answered here by asking the site container over that socket for the
  *   status of the page (`probe`): the builder shares no network with the site;
- * - what is live is mirrored into the spool for the webhook, then the exit code is written.
+ * - what is live is mirrored into the spool for the webhook, then the exit code is written. The
+ *   release's REVISION may be whatever a build left there (a FIFO, a link to a root-only file, a huge
+ *   file): it is read as the webhook's launcher reads it (services/shared/revision-file.mjs: no link
+ *   followed, no writer waited for, a small regular file only, within a time limit) and mirrored only
+ *   when it is a commit id; the release only when its name is a release name.
  */
 
 export interface BuilderTarget {
@@ -105,10 +110,9 @@ export class Builder {
         writeAtomically(paths.exit(id), '1\n');
       }
     }
-    this.mirrorLive();
     this.beat();
     this.heartbeat = setInterval(() => this.beat(), 10_000);
-    this.schedule();
+    this.idle = this.mirrorLive().finally(() => this.schedule());
   }
 
   /** Stop taking requests and stop the running deploy (its script puts the previous release back). */
@@ -154,7 +158,7 @@ export class Builder {
         continue; // withdrawn meanwhile
       }
       const code = await this.run(id, taken);
-      this.mirrorLive();
+      await this.mirrorLive();
       this.prune();
       writeAtomically(this.paths.exit(id), `${code}\n`);
       return;
@@ -284,28 +288,38 @@ export class Builder {
     });
   }
 
-  /** spool/live -> deploys/<release> with its REVISION, as the target's directory has it. */
-  private mirrorLive(): void {
+  /**
+   * spool/live -> deploys/<release> with its REVISION, as the target's directory has it: the release
+   * only when `live` names a release, its REVISION only when it is a commit id (empty otherwise), read
+   * without following a link or waiting for a writer (readRevisionFile). Never rejects: a spool it
+   * cannot write is logged, and the request's exit code is written all the same.
+   */
+  private async mirrorLive(): Promise<void> {
     const { paths } = this;
-    let release: string | undefined;
-    let revision = '';
+    const { deployDir, logger } = this.options;
     try {
-      release = readlinkSync(join(this.options.deployDir, 'live')).split('/').pop();
-      revision = readFileSync(join(this.options.deployDir, 'live', 'REVISION'), 'utf8');
-    } catch {
-      release = undefined;
+      let release: string | null = null;
+      try {
+        // `live` and deploys/ are root's; the name is checked all the same before it becomes a path.
+        release = releaseNameOrNull(readlinkSync(join(deployDir, 'live')).split('/').pop());
+      } catch {
+        // nothing live (yet)
+      }
+      if (!release) {
+        rmSync(paths.live, { force: true });
+        return;
+      }
+      const commit = await readRevisionFile(join(deployDir, 'deploys', release, 'REVISION'));
+      mkdirSync(join(paths.deploys, release), { recursive: true });
+      writeAtomically(join(paths.deploys, release, 'REVISION'), commit ? `${commit}\n` : '');
+      const temp = `${paths.live}.tmp-${process.pid}`;
+      rmSync(temp, { force: true });
+      symlinkSync(`deploys/${release}`, temp);
+      renameSync(temp, paths.live);
+      for (const other of readdirSync(paths.deploys)) if (other !== release) rmSync(join(paths.deploys, other), { recursive: true, force: true });
+    } catch (error) {
+      logger.error({ err: (error as Error).message }, 'cannot mirror what is live into the spool');
     }
-    if (!release || !/^[\w.-]+$/.test(release)) {
-      rmSync(paths.live, { force: true });
-      return;
-    }
-    mkdirSync(join(paths.deploys, release), { recursive: true });
-    writeAtomically(join(paths.deploys, release, 'REVISION'), revision);
-    const temp = `${paths.live}.tmp-${process.pid}`;
-    rmSync(temp, { force: true });
-    symlinkSync(`deploys/${release}`, temp);
-    renameSync(temp, paths.live);
-    for (const other of readdirSync(paths.deploys)) if (other !== release) rmSync(join(paths.deploys, other), { recursive: true, force: true });
   }
 
   /** Finished requests older than a week, and all but the newest 100 webhook deploy logs. */
