@@ -39,9 +39,9 @@
 // server's journal.
 // `args` is the argument template: '{branch}' and '{commit}' are replaced, everything else is fixed.
 import { spawn } from 'node:child_process';
-import { closeSync, constants, mkdirSync, openSync, readFileSync, readlinkSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
+import { COMMIT_ID, RELEASE_NAME, readRevisionFile } from '../../../shared/revision-file.mjs';
 
 const reply = (message) => {
   if (process.connected) process.send(message);
@@ -52,12 +52,6 @@ let plan = null;
 const running = new Map();
 
 const BRANCH = /^[^\0-\x20\x7f~^:?*[\\]{1,255}$/;
-const COMMIT = /^([0-9a-f]{40}|[0-9a-f]{64})$/;
-const RELEASE = /^\d{14}$/;
-/** The most REVISION may hold: a 64-digit commit id and a newline. */
-const REVISION_MAX_BYTES = 65;
-/** How long reading REVISION may take before it counts as unreadable. */
-const REVISION_READ_MS = 2_000;
 
 function signalGroup(pid, signal) {
   try {
@@ -147,7 +141,7 @@ function invocationOf({ key, branch, commit, logPath }) {
   const target = plan && Object.hasOwn(plan.targets, key) ? plan.targets[key] : undefined;
   if (!target) throw new Error(`unknown target ${String(key)}`);
   if (typeof branch !== 'string' || !BRANCH.test(branch)) throw new Error('invalid branch');
-  if (typeof commit !== 'string' || !COMMIT.test(commit)) throw new Error('invalid commit');
+  if (typeof commit !== 'string' || !COMMIT_ID.test(commit)) throw new Error('invalid commit');
   if (typeof logPath !== 'string' || dirname(resolve(logPath)) + sep !== resolve(target.logDir) + sep) throw new Error('log outside the target log directory');
   const args = target.args.map((arg) => (arg === '{branch}' ? branch : arg === '{commit}' ? commit : arg));
   return { args, env: { ...target.env, DEPLOY_LOG: logPath } };
@@ -200,25 +194,6 @@ function start(request) {
   child.once('exit', (exitCode, signal) => exited({ exitCode, signal, spawnError: null }));
 }
 
-/** The commit id in a release's REVISION, or null (see the header: never blocks, never follows a link). */
-async function commitOf(revision) {
-  let handle;
-  try {
-    handle = await open(revision, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-    const stat = await handle.stat();
-    if (!stat.isFile() || stat.size > REVISION_MAX_BYTES) return null;
-    const buffer = Buffer.alloc(REVISION_MAX_BYTES + 1);
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
-    const text = buffer.toString('latin1', 0, bytesRead);
-    const commit = text.endsWith('\n') ? text.slice(0, -1) : text;
-    return COMMIT.test(commit) ? commit : null;
-  } catch {
-    return null;
-  } finally {
-    await handle?.close().catch(() => undefined);
-  }
-}
-
 async function live({ id, key }) {
   const target = plan && Object.hasOwn(plan.targets, key) ? plan.targets[key] : undefined;
   let commit = null;
@@ -227,17 +202,12 @@ async function live({ id, key }) {
     try {
       // `live` and deploys/ are root's; the name is checked all the same before it becomes a path.
       const name = readlinkSync(join(target.deployDir, 'live')).split('/').pop();
-      if (RELEASE.test(name)) release = name;
+      if (RELEASE_NAME.test(name)) release = name;
     } catch {
       // nothing live (yet)
     }
   }
-  if (release) {
-    let timer;
-    const late = new Promise((resolve) => (timer = setTimeout(() => resolve(null), REVISION_READ_MS)));
-    commit = await Promise.race([commitOf(join(target.deployDir, 'deploys', release, 'REVISION')), late]);
-    clearTimeout(timer);
-  }
+  if (release) commit = await readRevisionFile(join(target.deployDir, 'deploys', release, 'REVISION'));
   reply({ type: 'live', id, commit, release });
 }
 

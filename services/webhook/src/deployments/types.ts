@@ -23,15 +23,8 @@ export type DeploymentState =
   | 'interrupted'
   | 'superseded';
 
-/** A commit id as git writes it: 40 (SHA-1) or 64 (SHA-256) lower-case hex digits. */
-export const COMMIT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
-/** A release directory's name: a 14-digit UTC timestamp. */
-export const RELEASE_NAME = /^\d{14}$/;
-
-/** The value when it is a commit id, else null: what a target's directory says is never more. */
-export const commitIdOrNull = (value: unknown): string | null => (typeof value === 'string' && COMMIT_ID.test(value) ? value : null);
-/** The value when it is a release name, else null. */
-export const releaseNameOrNull = (value: unknown): string | null => (typeof value === 'string' && RELEASE_NAME.test(value) ? value : null);
+// What a target's directory says is never more than a commit id and a release name (services/shared/revision-file.mjs).
+export { COMMIT_ID, RELEASE_NAME, commitIdOrNull, releaseNameOrNull } from '../../../shared/revision-file.mjs';
 
 export const FINAL_STATES: ReadonlySet<DeploymentState> = new Set(['succeeded', 'failed', 'refused', 'timed-out', 'interrupted', 'superseded']);
 
