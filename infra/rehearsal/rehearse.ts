@@ -26,6 +26,11 @@ export function missingTools(): string | undefined {
   if (spawnSync('caddy', ['version']).status !== 0) return 'caddy not found (apt-get install caddy)';
   if (!existsSync(CHROMIUM)) return `no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`;
   if (spawnSync('git', ['--version']).status !== 0) return 'git not found (apt-get install git)';
+  // Sites and builders start in network namespaces of their own, as their own users.
+  if (process.getuid?.() !== 0) return 'not root: the sites and builders start in network namespaces of their own, as their own users';
+  for (const [tool, args, pkg] of [['unshare', ['--version'], 'util-linux'], ['nsenter', ['--version'], 'util-linux'], ['setpriv', ['--version'], 'util-linux'], ['ip', ['-V'], 'iproute2']] as const) {
+    if (spawnSync(tool, [...args]).status !== 0) return `${tool} not found (apt-get install ${pkg})`;
+  }
   // The Ory and GeoServer doubles answer from the vendored upstream contracts.
   const contracts = locateContracts();
   if (!contracts.ok) return contracts.reason;
