@@ -31,6 +31,10 @@
 #                          one replaced by the shared collection (services/web for the platform's own site).
 #                          When that folder has its own package-lock.json, dependencies are installed and
 #                          the site is built there (`npm ci`, `npm run build` in SITE_DIR), not at the root
+#   DEPLOY_BUILD_SANDBOX   the sandbox of every build step: auto, systemd, bwrap or none (none); with
+#                          DEPLOY_BUILD_TIMEOUT_SECONDS, _MEMORY_MAX, _TASKS_MAX, _CPU_QUOTA, _FILE_SIZE_MAX
+#                          (limits) and _PROXY_SOCKET, _NETNS, _ALLOWED_ADDRESSES (the way to the
+#                          registry), see scripts/host/lib/build-sandbox.sh and docs/webhook.md
 #
 # Exit codes:
 #   0 deployed and live          1 unexpected error             2 usage (bad arguments or setup)
@@ -38,6 +42,7 @@
 #   6 build failed               7 restart failed, previous release restored
 #   8 health check failed, previous release restored
 #   9 refused: the commit is not on the branch, or is older than the live commit
+#   (a build step that runs past DEPLOY_BUILD_TIMEOUT_SECONDS fails like any other: 4, 5 or 6)
 #   130/143 interrupted (SIGINT/SIGTERM); the previous release stays or is put back live
 set -euo pipefail
 IFS=$'\n\t'
@@ -45,6 +50,8 @@ IFS=$'\n\t'
 here=$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")
 # shellcheck source-path=SCRIPTDIR
 source "$here/host/lib/releases.sh"
+# shellcheck source-path=SCRIPTDIR
+source "$here/host/lib/build-sandbox.sh"
 
 usage() {
   cat >&2 <<'EOF'
@@ -179,6 +186,7 @@ on_exit() {
   fi
   # Nothing a build started outlives the deploy (a build may have left the process group).
   [[ -z $build_user ]] || kill_processes_of "$build_user"
+  sandbox_cleanup
   [[ $stage == switched || $stage == confirmed ]] || rm -f -- "$deploy_dir/.switch-pending"
   if [[ $stage != confirmed ]]; then
     rm -rf -- "$release_dir"
@@ -215,15 +223,33 @@ IFS=' ' read -r -a extra_names <<<"$extra_allowed"
 for name in "${extra_names[@]}"; do
   [[ -v $name ]] && build_env+=("$name=${!name}")
 done
+# The sandbox's one way out, if the operator gave one: the proxy relay on the sandbox's own loopback.
+if [[ -n ${DEPLOY_BUILD_PROXY_SOCKET:-} && ${DEPLOY_BUILD_SANDBOX:-none} != none ]]; then
+  for name in npm_config_proxy npm_config_https_proxy http_proxy https_proxy; do
+    build_env+=("$name=http://127.0.0.1:$SANDBOX_PROXY_PORT")
+  done
+fi
 
 # Run a build step in the release directory as the build user, with the allow-listed environment
-# only and without the lock descriptor (a build that outlives the script must not hold the lock).
+# only and without the lock descriptor (a build that outlives the script must not hold the lock),
+# in the build sandbox (build-sandbox.sh; DEPLOY_BUILD_SANDBOX=none: setpriv alone).
 # It runs in $build_dir: the release, or the site's folder when that has its own lockfile.
+#   as_builder <step> [--online] <command>…   <step> names the step (export, probe, dependencies,
+#   build); --online: it may reach the registry through DEPLOY_BUILD_PROXY_SOCKET.
 build_dir=$release_dir
 as_builder() {
-  local -a drop=()
-  [[ -z $build_user ]] || drop=(setpriv "--reuid=$build_user" "--regid=$build_group" --init-groups --no-new-privs --)
-  (cd -- "$build_dir" && exec "${drop[@]}" env -i "${build_env[@]}" "$@") 9>&-
+  local step=$1 online=0 status=0
+  shift
+  if [[ $1 == --online ]]; then
+    online=1
+    shift
+  fi
+  sandbox_prefix "$build_dir" "$step" "$online"
+  (cd -- "$build_dir" && sandbox_enter && exec "${sandbox_cmd[@]}" env -i "${build_env[@]}" "$@") 9>&- || status=$?
+  if ((status == 124)) && [[ $sandbox_kind == bwrap ]]; then
+    fail "the $step step timed out after $sandbox_timeout s (DEPLOY_BUILD_TIMEOUT_SECONDS)"
+  fi
+  return "$status"
 }
 
 if [[ -n $build_user ]]; then
@@ -246,6 +272,7 @@ if [[ -n $build_user ]]; then
 else
   mkdir -p -- "$build_home"
 fi
+sandbox_init "$deploy_dir" "$release_dir" "$service" "$build_user" "$build_group"
 
 # The target's own mirror of the repository (never inside a release): fetching is incremental, and
 # it answers whether the pushed commit is on the branch and whether it is older than live.
@@ -275,7 +302,7 @@ fi
 
 # The release is the commit's tree, without .git. REVISION (the commit) and .deploy-log (the
 # server's log of this deploy) are written by root once the release is sealed, out of the build's reach.
-git -C "$deploy_dir/repo.git" archive --format=tar "$commit" | as_builder tar -x --no-same-owner -f - >>"$build_log" 2>&1 ||
+git -C "$deploy_dir/repo.git" archive --format=tar "$commit" | as_builder export tar -x --no-same-owner -f - >>"$build_log" 2>&1 ||
   { fail "git archive failed"; exit 4; }
 log "checked out $commit"
 step export
@@ -328,7 +355,7 @@ fi
 # release), without starting npm itself, which costs ~0.6 s of a 2 s deploy; anything else goes
 # through `npm run build`.
 # shellcheck disable=SC2016 # the single quotes keep a JavaScript template literal from bash
-probe=$(as_builder timeout --foreground 60 node -e '
+probe=$(as_builder probe timeout --foreground 60 node -e '
   const { createHash } = require("node:crypto");
   const { existsSync, readFileSync } = require("node:fs");
   let p = {};
@@ -372,17 +399,17 @@ if [[ -n $reuse ]]; then
   log "lockfile unchanged: reused dependencies of $previous"
 else
   log "installing dependencies (npm ci)"
-  as_builder npm ci --prefer-offline --no-audit --no-fund >>"$build_log" 2>&1 || { fail "npm ci failed"; exit 5; }
+  as_builder dependencies --online npm ci --prefer-offline --no-audit --no-fund >>"$build_log" 2>&1 || { fail "npm ci failed"; exit 5; }
   [[ -z $build_user ]] || kill_processes_of "$build_user"
 fi
 step dependencies
 
 log "building"
 if [[ $build_mode == direct ]]; then
-  as_builder env "PATH=$build_dir/node_modules/.bin:${PATH:-/usr/local/bin:/usr/bin:/bin}" npm_lifecycle_event=build \
+  as_builder build --online env "PATH=$build_dir/node_modules/.bin:${PATH:-/usr/local/bin:/usr/bin:/bin}" npm_lifecycle_event=build \
     "npm_lifecycle_script=$build_script" sh -c "$build_script" >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }
 else
-  as_builder npm run build >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }
+  as_builder build --online npm run build >>"$build_log" 2>&1 || { fail "build failed"; exit 6; }
 fi
 step build
 [[ -z $build_user ]] || kill_processes_of "$build_user"

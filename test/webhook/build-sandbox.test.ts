@@ -8,7 +8,7 @@
  * behind and building forever. Each attempt must fail while the build itself succeeds. Needs root
  * and bubblewrap; skipped with one printed line otherwise.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
@@ -198,14 +198,30 @@ describe.skipIf(missing)('each build in a sandbox of its own (DEPLOY_BUILD_SANDB
     repo.commit(branch, { SLOW_BUILD: '40\n', VERSION: 'a-never\n' });
     const started = Date.now();
 
-    const result = await deploy('a', branch, { DEPLOY_BUILD_TIMEOUT_SECONDS: '3' });
+    const result = await deploy('a', branch, { DEPLOY_BUILD_TIMEOUT_SECONDS: '2' });
 
     expect(result.code, result.stderr).toBe(6);
     expect(Date.now() - started).toBeLessThan(30_000);
-    expect(result.stderr).toMatch(/timed out after 3 s/);
+    expect(result.stderr).toMatch(/the build step timed out after 2 s/);
     expect(liveRelease(dirOf('a'))).toBe(live);
     expect(spawnSync('pgrep', ['-U', users.a.buildUser]).status).toBe(1);
   }, 150_000);
+
+  it('a build that allocates past DEPLOY_BUILD_MEMORY_MAX is killed (where the deploy may make a memory cgroup): the deploy fails (exit 6) and live stays', async () => {
+    const live = liveRelease(dirOf('a'));
+    const branch = branchOf('a', 'memory');
+    // At most 512 MiB in any case, so that without a limit the build ends by itself.
+    repo.commit(branch, { 'build.mjs': hostileBuild({ before: 'const kept = []; for (let i = 0; i < 32; i++) kept.push(Buffer.alloc(16 << 20, 1));' }), VERSION: 'a-memory\n' });
+
+    const result = await deploy('a', branch, { DEPLOY_BUILD_MEMORY_MAX: '128M' });
+
+    if (/no cgroup limits/.test(result.stdout)) {
+      console.warn(`skipping the memory limit case: ${/no cgroup limits[^\n]*/.exec(result.stdout)![0]}`);
+      return;
+    }
+    expect(result.code, result.stderr).toBe(6);
+    expect(liveRelease(dirOf('a'))).toBe(live);
+  }, 60_000);
 
   it('the registry is reached through the proxy socket the operator names (DEPLOY_BUILD_PROXY_SOCKET), and nothing else is', async () => {
     const proxyDir = join(root, 'proxy');
@@ -243,6 +259,40 @@ describe.skipIf(missing)('each build in a sandbox of its own (DEPLOY_BUILD_SANDB
       expect(report['platform loopback port']).toMatchObject({ ok: false, code: 'ECONNREFUSED' });
     } finally {
       await new Promise((resolve) => proxy.close(resolve));
+    }
+  }, 60_000);
+
+  it('a network namespace the operator made (DEPLOY_BUILD_NETNS) is joined instead: a registry mirror in it is reachable, the platform\'s loopback still is not', async () => {
+    if (spawnSync('sh', ['-c', 'command -v ip']).status !== 0) {
+      console.warn('skipping the DEPLOY_BUILD_NETNS case: ip is not installed (apt-get install iproute2)');
+      return;
+    }
+    const netns = `bs-${marker.slice(-8)}`;
+    const add = spawnSync('sh', ['-c', `ip netns add ${netns} && ip -n ${netns} link set lo up`], { encoding: 'utf8' });
+    if (add.status !== 0) {
+      console.warn(`skipping the DEPLOY_BUILD_NETNS case: cannot make a network namespace here: ${add.stderr.trim()}`);
+      return;
+    }
+    const mirror = spawn('ip', ['netns', 'exec', netns, process.execPath, '-e', "require('node:http').createServer((q, r) => r.end('mirror')).listen(4873, '127.0.0.1', () => console.log('listening'))"], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await new Promise<void>((resolve) => mirror.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('listening') && resolve()));
+      const branch = branchOf('a', 'netns');
+      repo.commit(branch, {
+        'attack-plan.json': JSON.stringify({ port: platformPort }),
+        'build.mjs': build(`
+          await attempt('mirror in the namespace', () => connect(4873));
+          await attempt('platform loopback port', () => connect(plan.port));`),
+        VERSION: 'a-netns\n',
+      });
+
+      await deployed('a', branch, { DEPLOY_BUILD_NETNS: `/run/netns/${netns}` });
+
+      const report = reportOf('a');
+      expect(report['mirror in the namespace']).toEqual({ ok: true, value: 'connected' });
+      expect(report['platform loopback port']).toMatchObject({ ok: false, code: 'ECONNREFUSED' });
+    } finally {
+      mirror.kill('SIGKILL');
+      spawnSync('ip', ['netns', 'del', netns]);
     }
   }, 60_000);
 

@@ -42,6 +42,8 @@ export const WebhookEnvSchema = z.object({
   /** Started as root: the server gives up root for this user once the launcher runs. */
   WEBHOOK_USER: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a Unix user name').optional(),
   DEPLOY_ISOLATION: z.enum(['users', 'none']).optional(),
+  /** The sandbox of every build step (scripts/host/lib/build-sandbox.sh); production: auto, never none. */
+  DEPLOY_BUILD_SANDBOX: z.enum(['auto', 'systemd', 'bwrap', 'none']).optional(),
   /** Extra variables (names, space- or comma-separated) passed on to the deploy script. */
   DEPLOY_ENV_PASS: z
     .string()
@@ -93,6 +95,10 @@ export function loadWebhookConfig(env: NodeJS.ProcessEnv = process.env): Webhook
   const passThrough = parsed.DEPLOY_ENV_PASS?.split(/[ ,]+/).filter(Boolean) ?? [];
   const forbidden = passThrough.filter((name) => name.startsWith('WEBHOOK_') || targets.some((t) => name === t.secret || name === `${t.secret}_PREVIOUS`));
   if (forbidden.length) throw new ConfigError(`DEPLOY_ENV_PASS: ${forbidden.join(', ')} may not reach the deploy script (secrets and server settings stay behind)`);
+  if (production && parsed.DEPLOY_BUILD_SANDBOX === 'none') {
+    throw new ConfigError('DEPLOY_BUILD_SANDBOX: none is refused with NODE_ENV=production: every build runs in a sandbox (auto, systemd or bwrap)');
+  }
+  const buildSandbox = parsed.DEPLOY_BUILD_SANDBOX ?? (production ? 'auto' : undefined);
   if (largeBodyShare(parsed.WEBHOOK_BODY_BUDGET_BYTES) < parsed.WEBHOOK_MAX_BODY_BYTES) {
     throw new ConfigError(
       `WEBHOOK_BODY_BUDGET_BYTES: ${parsed.WEBHOOK_BODY_BUDGET_BYTES} leaves bodies over 1 MiB less than WEBHOOK_MAX_BODY_BYTES (${parsed.WEBHOOK_MAX_BODY_BYTES}); ` +
@@ -110,7 +116,7 @@ export function loadWebhookConfig(env: NodeJS.ProcessEnv = process.env): Webhook
       script: parsed.DEPLOY_SCRIPT,
       rollbackScript: join(repoRoot, 'scripts/host/rollback.sh'),
       isolation: parsed.DEPLOY_ISOLATION ?? (production ? 'users' : 'none'),
-      env: scriptEnvironment(env, passThrough),
+      env: { ...scriptEnvironment(env, passThrough), ...(buildSandbox ? { DEPLOY_BUILD_SANDBOX: buildSandbox } : {}) },
     },
     runAs: parsed.WEBHOOK_USER,
     stateDir: parsed.WEBHOOK_STATE_DIR,

@@ -27,7 +27,11 @@ export interface DeploySettings {
 /** Taken from the server's environment when set: what any process needs to run at all. */
 const BASE_VARIABLES = ['PATH', 'LANG', 'LC_ALL', 'TZ', 'HOME', 'TMPDIR', 'npm_config_cache', 'npm_config_registry'] as const;
 
-/** The deploy script's own settings (see the header of scripts/deploy-branch.sh). */
+/**
+ * The deploy script's own settings (see the header of scripts/deploy-branch.sh), the build sandbox's
+ * among them (scripts/host/lib/build-sandbox.sh; DEPLOY_BUILD_SANDBOX itself is checked by the
+ * server's config, which refuses `none` in production).
+ */
 export const SCRIPT_VARIABLES = [
   'RESTART_COMMAND',
   'KEEP_RELEASES',
@@ -35,6 +39,15 @@ export const SCRIPT_VARIABLES = [
   'HEALTH_PATH',
   'LOCK_WAIT_SECONDS',
   'BUILD_ENV_ALLOW',
+  'DEPLOY_BUILD_SANDBOX',
+  'DEPLOY_BUILD_TIMEOUT_SECONDS',
+  'DEPLOY_BUILD_MEMORY_MAX',
+  'DEPLOY_BUILD_TASKS_MAX',
+  'DEPLOY_BUILD_CPU_QUOTA',
+  'DEPLOY_BUILD_FILE_SIZE_MAX',
+  'DEPLOY_BUILD_PROXY_SOCKET',
+  'DEPLOY_BUILD_NETNS',
+  'DEPLOY_BUILD_ALLOWED_ADDRESSES',
 ] as const;
 
 /**

@@ -6,9 +6,12 @@
  *
  * Privilege separation (docs/webhook.md): the webhook unit starts as root, forks the deploy
  * launcher, and the server gives up root for `user` (WEBHOOK_USER) before it reads a secret or
- * listens. Builds run as each target's `wb-…` user, each site unit as its `ws-…` user.
+ * listens. Builds run as each target's `wb-…` user, each step in a transient unit with the site
+ * units' sandbox (DEPLOY_BUILD_SANDBOX=systemd); each site unit runs as its `ws-…` user.
  */
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { serviceNameOf, siteUserOf, type Target } from '../../../../shared/targets.js';
 
 export interface HostLayout {
@@ -68,6 +71,8 @@ EnvironmentFile=-${layout.envFile}
 Environment=NODE_ENV=production
 Environment=WEBHOOK_USER=${layout.user}
 Environment=DEPLOY_ISOLATION=users
+# Every build step a transient unit with the site units' sandbox (scripts/host/lib/build-sandbox.sh).
+Environment=DEPLOY_BUILD_SANDBOX=systemd
 Environment="RESTART_COMMAND=/usr/bin/systemctl restart"
 Environment=WEBHOOK_PORT=${layout.webhookPort}
 Environment=WEBHOOK_SECRETS_FILE=${layout.secretsFile}
@@ -102,44 +107,18 @@ WantedBy=multi-user.target
 }
 
 /**
- * The sandbox a unit that runs a team's code gets (today the sites): it may not gain privileges,
- * see other processes, devices, the kernel's knobs or other users' files, create namespaces, or keep
- * anything but its own writable paths; the syscall filter is systemd's @system-service set minus
- * privileged, mount, debug and other system calls a web server never makes (resource limits stay:
- * Node raises its file descriptor limit at start). Node's JIT needs writable-executable memory, so
- * MemoryDenyWriteExecute stays off. Checked by `systemd-analyze security` (test/webhook/host.test.ts:
- * exposure at most 2.0).
+ * The sandbox of a unit that runs a team's code (the sites here; the builds through systemd-run in
+ * scripts/deploy-branch.sh): one property per line of scripts/host/lib/team-code-sandbox.conf, the
+ * one list both read (why each line is there is said in that file). Read when a unit is rendered.
  */
-const TEAM_CODE_SANDBOX = `NoNewPrivileges=yes
-CapabilityBoundingSet=
-AmbientCapabilities=
-ProtectSystem=strict
-ProtectHome=yes
-PrivateTmp=yes
-PrivateDevices=yes
-DevicePolicy=closed
-PrivateMounts=yes
-PrivateIPC=yes
-ProtectKernelTunables=yes
-ProtectKernelModules=yes
-ProtectKernelLogs=yes
-ProtectControlGroups=yes
-ProtectClock=yes
-ProtectHostname=yes
-ProtectProc=invisible
-ProcSubset=pid
-RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
-RestrictNamespaces=yes
-RestrictRealtime=yes
-RestrictSUIDSGID=yes
-LockPersonality=yes
-RemoveIPC=yes
-KeyringMode=private
-SystemCallArchitectures=native
-SystemCallFilter=@system-service
-SystemCallFilter=~@privileged @mount @swap @reboot @raw-io @module @clock @cpu-emulation @debug @obsolete
-SystemCallErrorNumber=EPERM
-UMask=0077`;
+export const teamCodeSandboxFile = fileURLToPath(new URL('../../../../../scripts/host/lib/team-code-sandbox.conf', import.meta.url));
+
+export function teamCodeSandbox(file = teamCodeSandboxFile): string[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+}
 
 export function renderSiteUnit(target: Target, layout: HostLayout): string {
   const deployDir = join(layout.deployRoot, target.deployPath);
@@ -164,7 +143,7 @@ Restart=on-failure
 RestartSec=2
 # The site's sandbox: it binds its own port and no other (not another target's, not the webhook's),
 # talks to loopback and the addresses in layout.siteAllowedAddresses only, and has bounded resources.
-${TEAM_CODE_SANDBOX}
+${teamCodeSandbox().join('\n')}
 SocketBindAllow=tcp:${target.port}
 SocketBindDeny=any
 IPAddressDeny=any
