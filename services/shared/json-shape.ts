@@ -12,20 +12,24 @@
  */
 export const MAX_JSON_DEPTH = 32;
 
-/** What the pre-scan refuses: too deep a nesting, or an object with too many members. */
+/** What the pre-scan refuses: too deep a nesting, an object with too many members, too many containers. */
 export interface ShapeLimits {
   maxDepth: number;
   maxMembers: number;
+  /** Arrays and objects in all (a position is an array); unbounded when left out. */
+  maxContainers?: number;
 }
 
 /**
  * The first place where the text breaks a shape limit, or undefined: an opening bracket deeper than
- * `maxDepth`, or a member of an object beyond its `maxMembers`th. One pass over the text with a
+ * `maxDepth` or beyond the `maxContainers`th, or a member of an object beyond its `maxMembers`th. One pass over the text with a
  * fixed stack (the depth is bounded first); strings, with their escapes, are skipped, so brackets and
  * commas in them do not count. Malformed text is left to JSON.parse.
  */
-export function shapeViolation(text: string, from: number, limits: ShapeLimits): { at: number; problem: 'depth' | 'members' } | undefined {
+export function shapeViolation(text: string, from: number, limits: ShapeLimits): { at: number; problem: 'depth' | 'members' | 'containers' } | undefined {
   const { maxDepth, maxMembers } = limits;
+  const maxContainers = limits.maxContainers ?? Number.MAX_SAFE_INTEGER;
+  let containers = 0;
   // Per open container: -1 for an array, else the members of the object seen so far.
   const members = new Int32Array(maxDepth + 1);
   let depth = 0;
@@ -40,6 +44,7 @@ export function shapeViolation(text: string, from: number, limits: ShapeLimits):
       }
     } else if (c === 0x7b || c === 0x5b) {
       if (++depth > maxDepth) return { at: i, problem: 'depth' };
+      if (++containers > maxContainers) return { at: i, problem: 'containers' };
       members[depth] = c === 0x7b ? 1 : -1;
     } else if (c === 0x7d || c === 0x5d) {
       depth--;

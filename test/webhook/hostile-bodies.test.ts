@@ -4,13 +4,10 @@
  * pathological strings in the routed fields, huge numbers. Each is a 4xx within a second, and
  * /health, asked meanwhile, is answered within 100 ms. Forged ones are refused as well.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
-import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { makeTempDir, recordDeployScript, repoRoot, waitFor } from './support/helpers.js';
+import { startWebhookProcess, type ServerProcess } from './support/server-process.js';
 import { githubSignature, seedTargets } from './support/webhook-harness.js';
 
 const LIMIT = 25 * 1024 * 1024;
@@ -20,47 +17,25 @@ const HEALTH_BUDGET_MS = 100;
 
 // The server runs as its own process, as deployed: the 25 MiB this test sends are not written on the
 // event loop being measured.
-let child: ChildProcess;
+let server: ServerProcess;
 let url: string;
 let secret: string;
-let recordFile: string;
 beforeAll(async () => {
-  const dir = makeTempDir('webhook-hostile');
-  const targets = seedTargets();
-  const secrets = Object.fromEntries(targets.map((t) => [t.secret, randomBytes(32).toString('hex')]));
-  secret = secrets[targets.find((t) => t.provider === 'github')!.secret]!;
-  recordFile = join(dir, 'recorded-deploys.jsonl');
-  child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook/src/server.ts'], {
-    cwd: repoRoot,
-    env: {
-      PATH: process.env.PATH,
-      ...secrets,
-      WEBHOOK_PORT: '0',
-      WEBHOOK_STATE_DIR: join(dir, 'state'),
-      DEPLOY_ROOT: join(dir, 'sites'),
-      DEPLOY_SCRIPT: recordDeployScript,
-      RECORD_DEPLOY_FILE: recordFile,
-      DEPLOY_ENV_PASS: 'RECORD_DEPLOY_FILE',
-      WEBHOOK_AUTH_FAILURES_PER_MINUTE: '1000',
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const port = Number(await waitFor(() => /"port":(\d+)/.exec(output)?.[1], 20_000, 'the server to listen'));
-  url = `http://127.0.0.1:${port}`;
+  server = await startWebhookProcess('webhook-hostile');
+  url = server.url;
+  secret = server.secrets[seedTargets().find((t) => t.provider === 'github')!.secret]!;
 });
 afterAll(async () => {
-  if (child && child.exitCode === null) {
-    child.kill('SIGTERM');
-    await new Promise((resolve) => child.once('exit', resolve));
+  if (server && server.child.exitCode === null) {
+    server.child.kill('SIGTERM');
+    await new Promise((resolve) => server.child.once('exit', resolve));
   }
 });
 
 const repeatTo = (unit: string, size: number): string => unit.repeat(Math.floor(size / unit.length));
 
 /** Bodies of about SIZE bytes; `ref` and `after` stand where routing reads them. */
-function hostileBodies(): Array<[string, Buffer]> {
+function hostileBodies(): Array<[string, Buffer, string?]> {
   const wrap = (inner: string) => Buffer.from(`{"ref":"refs/heads/feature/team-de1/hostile","after":"${'a'.repeat(40)}","x":${inner}}`);
   return [
     ['deep arrays', Buffer.from('['.repeat(SIZE / 2) + ']'.repeat(SIZE / 2))],
@@ -72,6 +47,8 @@ function hostileBodies(): Array<[string, Buffer]> {
     ['a ref of digits then a letter', Buffer.from(`{"ref":"${'1'.repeat(SIZE)}x","after":"${'a'.repeat(40)}"}`)],
     ['an after of 25 MiB', Buffer.from(`{"ref":"refs/heads/feature/team-de1/hostile","after":"${'a'.repeat(SIZE)}!"}`)],
     ['a number of 25 million digits', Buffer.from(`{"ref":"refs/heads/feature/team-de1/hostile","after":${'1'.repeat(SIZE)}}`)],
+    ['a form-encoded body of 25 MiB', Buffer.from(`payload=${'%5B'.repeat(Math.floor(SIZE / 6))}${'%5D'.repeat(Math.floor(SIZE / 6))}`), 'application/x-www-form-urlencoded'],
+    ['a form-encoded megabyte of nested arrays', Buffer.from(`payload=${'%5B%5D%2C'.repeat(Math.floor((1024 * 1024 - 64) / 9))}`), 'application/x-www-form-urlencoded'],
     ['lone surrogate escapes in ref', Buffer.from(`{"ref":"${'\\ud800'.repeat(Math.floor(SIZE / 6))}","after":"${'a'.repeat(40)}"}`)],
   ];
 }
@@ -82,7 +59,8 @@ function hostileBodies(): Array<[string, Buffer]> {
  */
 function post(body: Buffer, headers: Record<string, string>): Promise<{ status: number; ms: number }> {
   const { port } = new URL(url);
-  const head = [`POST /webhook HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Content-Type: application/json', `Content-Length: ${body.length}`, 'Connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', ''].join('\r\n');
+  const { 'content-type': type = 'application/json', ...rest } = headers;
+  const head = [`POST /webhook HTTP/1.1`, `Host: 127.0.0.1:${port}`, `Content-Type: ${type}`, `Content-Length: ${body.length}`, 'Connection: close', ...Object.entries(rest).map(([k, v]) => `${k}: ${v}`), '', ''].join('\r\n');
   return new Promise((resolve, reject) => {
     const started = performance.now();
     let answer = '';
@@ -139,9 +117,9 @@ it('signed hostile bodies at the size limit are each a 4xx within a second, /hea
   const small = Buffer.from('[]');
   expect((await measure(small, { 'x-github-event': 'push', 'x-hub-signature-256': githubSignature(small, secret) })).status).toBe(400);
   let slowest = { ms: 0, healthMs: 0 };
-  for (const [name, body] of hostileBodies()) {
+  for (const [name, body, type] of hostileBodies()) {
     expect(body.length).toBeLessThanOrEqual(LIMIT);
-    const result = await measureBest(body, { 'x-github-event': 'push', 'x-hub-signature-256': githubSignature(body, secret) });
+    const result = await measureBest(body, { 'x-github-event': 'push', 'x-hub-signature-256': githubSignature(body, secret), ...(type ? { 'content-type': type } : {}) });
     const shown = `${name}: ${result.status} in ${result.ms.toFixed(0)} ms, /health ${result.healthMs.toFixed(0)} ms`;
     expect(result.status, shown).toBeGreaterThanOrEqual(400);
     expect(result.status, shown).toBeLessThan(500);
@@ -150,6 +128,6 @@ it('signed hostile bodies at the size limit are each a 4xx within a second, /hea
     slowest = { ms: Math.max(slowest.ms, result.ms), healthMs: Math.max(slowest.healthMs, result.healthMs) };
   }
   console.log(`webhook: slowest hostile push ${slowest.ms.toFixed(0)} ms, slowest /health meanwhile ${slowest.healthMs.toFixed(0)} ms`);
-  expect(existsSync(recordFile)).toBe(false); // nothing was deployed
-  expect(child.exitCode).toBeNull();
+  expect(existsSync(server.recordFile)).toBe(false); // nothing was deployed
+  expect(server.child.exitCode).toBeNull();
 });

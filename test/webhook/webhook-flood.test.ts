@@ -10,15 +10,14 @@
  * request timeout ends a body that never finishes and gives its budget back, chunked and compressed
  * bodies pay for what arrives, and a budget too small for one body at the size limit stops the start.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { makeTempDir, recordDeployScript, repoRoot, waitFor } from './support/helpers.js';
-import { githubSignature, pushPayload, seedTargets, sendGithub, startHarness, type Harness } from './support/webhook-harness.js';
+import { waitFor } from './support/helpers.js';
+import { startWebhookProcess, type ServerProcess } from './support/server-process.js';
+import { githubSignature, pushPayload, sendGithub, startHarness, type Harness } from './support/webhook-harness.js';
 
 const ATTACKERS = 50;
 const ANNOUNCED = 20 * 1000 * 1000;
@@ -36,14 +35,6 @@ function memoryOf(pid: number): { rss: number; peak: number } {
   return { rss: kib('VmRSS'), peak: kib('VmHWM') };
 }
 
-interface ServerProcess {
-  child: ChildProcess;
-  url: string;
-  port: number;
-  secrets: Record<string, string>;
-  recordFile: string;
-}
-
 const processes: ServerProcess[] = [];
 const attackers: SlowBody[] = [];
 const harnesses: Harness[] = [];
@@ -59,41 +50,10 @@ afterAll(async () => {
   for (const h of harnesses) await h.close();
 });
 
-/** The server as deployed: its own process (server.ts), the seed targets, a recording deploy script. */
+/** The server as its own process (support/server-process.ts), stopped after the file. */
 async function startServerProcess(env: Record<string, string> = {}): Promise<ServerProcess> {
-  const dir = makeTempDir('webhook-flood');
-  const secrets = Object.fromEntries(seedTargets().map((t) => [t.secret, randomBytes(32).toString('hex')]));
-  const recordFile = join(dir, 'recorded-deploys.jsonl');
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook/src/server.ts'], {
-    cwd: repoRoot,
-    env: {
-      PATH: process.env.PATH,
-      ...secrets,
-      WEBHOOK_PORT: '0',
-      WEBHOOK_STATE_DIR: join(dir, 'state'),
-      DEPLOY_ROOT: join(dir, 'sites'),
-      DEPLOY_SCRIPT: recordDeployScript,
-      RECORD_DEPLOY_FILE: recordFile,
-      DEPLOY_ENV_PASS: 'RECORD_DEPLOY_FILE',
-      WEBHOOK_AUTH_FAILURES_PER_MINUTE: '1000',
-      LOG_LEVEL: 'warn',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
-  });
-  const started: ServerProcess = { child, url: '', port: 0, secrets, recordFile };
+  const started = await startWebhookProcess('webhook-flood', env);
   processes.push(started);
-  // The port comes over the IPC channel (boot.ts), whatever LOG_LEVEL hides.
-  started.port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the server did not listen within 20 s')), 20_000);
-    child.on('message', (message: { listening?: number }) => {
-      if (message.listening === undefined) return;
-      clearTimeout(timer);
-      resolve(message.listening);
-    });
-    child.once('exit', (code) => reject(new Error(`the server exited with ${code}`)));
-  });
-  started.url = `http://127.0.0.1:${started.port}`;
   return started;
 }
 

@@ -214,6 +214,14 @@ describe('bodies at the size limit are refused quickly while others are served',
     });
   }
 
+  it('a body of more than 100 000 arrays and objects is a 400 naming the limit, before it is parsed', async () => {
+    const body = withMember(aFeature(), ['geometry', 'coordinates'], `[${Array.from({ length: 100_001 }, () => '[13,52]').join(',')}]`).replace('"Point"', '"LineString"');
+    expect(body.length).toBeLessThan(BODY_LIMIT_BYTES);
+    const result = await measureBest('POST', '/api/features', Buffer.from(body), { authorization: `Bearer ${admin}`, 'content-type': 'application/json' });
+    expectRefusedInTime('100 001 positions', result);
+    expect(JSON.parse(result.text).fields).toEqual([{ field: '(body)', message: expect.stringMatching(/^has more than 100000 arrays and objects \(a position is an array\)/) }]);
+  });
+
   it('the body that ended the process (6 000 nested arrays) is a 400 naming the depth limit', async () => {
     const result = await measureBest('POST', '/api/features', Buffer.from('['.repeat(6000) + ']'.repeat(6000)), { authorization: `Bearer ${admin}`, 'content-type': 'application/json' });
     expectRefusedInTime('6 000 nested arrays', result);
@@ -222,6 +230,7 @@ describe('bodies at the size limit are refused quickly while others are served',
   });
 
   it('a validation failure lists at most 20 fields and counts the rest', async () => {
+    // 11 000 wrong positions (under the limit of 100 000 arrays and objects, so they are validated).
     const body = withMember(aFeature(), ['geometry', 'coordinates'], `[${repeatTo('[1,true]', 100_000)}]`).replace('"Point"', '"LineString"');
     const result = await measureBest('POST', '/api/features', Buffer.from(body), { authorization: `Bearer ${admin}`, 'content-type': 'application/json' });
     expectRefusedInTime('wrong positions', result);

@@ -58,7 +58,7 @@ export function createFeatureService(db: Db, options: FeatureServiceOptions = {}
 
     async create(principal: Principal, input: FeatureInput): Promise<FeatureDocument & { id: string }> {
       // One statement, so one implicit transaction: the actor, the topology check and the insert.
-      const { rows } = await run(db, sql.insertFeature(input.id, valuesOf(input), principal.id));
+      const { rows } = await run(db, sql.insertFeature(input.id, await valuesOf(input), principal.id));
       const row = rows[0] as { id: string; version: number; featureJson: string };
       changed();
       return { id: row.id, version: row.version, json: row.featureJson };
@@ -75,7 +75,7 @@ export function createFeatureService(db: Db, options: FeatureServiceOptions = {}
           fields: [{ field: 'id', message: `must equal the id in the URL (${id})` }],
         });
       }
-      const values = valuesOf(input);
+      const values = await valuesOf(input);
       const replaced = await transaction(db, principal, async (client) => {
         const { rows: locked } = await run(client, sql.lockFeature(id, values));
         const current = locked[0] as { version: number; createdBy: string | null; status: string; featureJson: string; unchanged: boolean } | undefined;
@@ -127,7 +127,28 @@ function notFound(id: string): AppError {
 /** Decimal places coordinates are stored and served with (1e-9 degrees is about 0.1 mm). */
 export const COORDINATE_DECIMALS = 9;
 
-function valuesOf(input: FeatureInput): sql.FeatureValues {
+/**
+ * Geometries with more positions than this are rounded and written out in a turn of the event loop of
+ * their own, after the one that validated them: for a 0.95 MB polygon (45 000 positions) validation
+ * and rounding take about 10 and 30 ms, which together would hold the loop for others twice as long.
+ */
+const YIELD_OVER_POSITIONS = 5_000;
+
+function positionCount(geometry: FeatureInput['geometry']): number {
+  switch (geometry.type) {
+    case 'Point':
+      return 1;
+    case 'LineString':
+      return geometry.coordinates.length;
+    case 'Polygon':
+      return geometry.coordinates.reduce((n, ring) => n + ring.length, 0);
+    case 'MultiPolygon':
+      return geometry.coordinates.reduce((n, polygon) => n + polygon.reduce((m, ring) => m + ring.length, 0), 0);
+  }
+}
+
+async function valuesOf(input: FeatureInput): Promise<sql.FeatureValues> {
+  if (positionCount(input.geometry) > YIELD_OVER_POSITIONS) await new Promise<void>((resolve) => setImmediate(resolve));
   return {
     name: input.properties.name,
     kategorie: input.properties.kategorie,
