@@ -14,6 +14,8 @@ const LIMIT = 25 * 1024 * 1024;
 const SIZE = LIMIT - 64 * 1024;
 const REQUEST_BUDGET_MS = 1_000;
 const HEALTH_BUDGET_MS = 100;
+/** Measurements over budget are repeated up to this many times (see measureBest): the machine is shared. */
+const ATTEMPTS = 5;
 
 // The server runs as its own process, as deployed: the 25 MiB this test sends are not written on the
 // event loop being measured.
@@ -96,14 +98,14 @@ async function measure(body: Buffer, headers: Record<string, string>): Promise<{
 }
 
 /**
- * measure, repeated while over budget (three attempts at most), keeping the attempt closest to it: on
+ * measure, repeated while over budget (ATTEMPTS at most), keeping the attempt closest to it: on
  * a shared two-core machine another process may take the CPU for a moment, while a cost in the server
- * itself is in every attempt and fails all three.
+ * itself is in every attempt and fails them all.
  */
 async function measureBest(body: Buffer, headers: Record<string, string>): Promise<{ status: number; ms: number; healthMs: number }> {
   const overBudget = (r: { ms: number; healthMs: number }) => Math.max(r.ms / REQUEST_BUDGET_MS, r.healthMs / HEALTH_BUDGET_MS);
   let best: { status: number; ms: number; healthMs: number } | undefined;
-  for (let attempt = 0; attempt < 3; attempt++) {
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const result = await measure(body, headers);
     if (best !== undefined) expect(result.status, 'the same answer on every attempt').toBe(best.status);
     if (best === undefined || overBudget(result) < overBudget(best)) best = result;

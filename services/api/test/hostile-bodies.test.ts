@@ -16,6 +16,8 @@ import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH } from '../src/http/body.js';
 /** What a request may take, and how long /healthz may wait meanwhile (issue: "Bounded work for every input"). */
 const REQUEST_BUDGET_MS = 1_000;
 const HEALTH_BUDGET_MS = 100;
+/** Measurements over budget are repeated up to this many times (see measureBest): the machine is shared. */
+const ATTEMPTS = 5;
 /** A little under the limit, so the body is read and processed, not refused for its size. */
 const SIZE = BODY_LIMIT_BYTES - 4 * 1024;
 
@@ -116,15 +118,15 @@ async function measure(method: string, path: string, body: Buffer | undefined, h
 }
 
 /**
- * measure, repeated while over budget (three attempts at most), keeping the attempt closest to it. On
+ * measure, repeated while over budget (ATTEMPTS at most), keeping the attempt closest to it. On
  * a shared two-core machine another process may take the CPU for a moment (the test runner's other
  * worker, the database); a cost in the API itself, such as a quadratic step or a long block of its
- * event loop, is in every attempt and fails all three.
+ * event loop, is in every attempt and fails them all.
  */
 async function measureBest(method: string, path: string, body: Buffer | undefined, headers: Record<string, string>): Promise<Measured> {
   const overBudget = (r: Measured) => Math.max(r.ms / REQUEST_BUDGET_MS, r.healthMs / HEALTH_BUDGET_MS);
   let best: Measured | undefined;
-  for (let attempt = 0; attempt < 3; attempt++) {
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const result = await measure(method, path, body, headers);
     if (best !== undefined) expect(result.status, 'the same answer on every attempt').toBe(best.status);
     if (best === undefined || overBudget(result) < overBudget(best)) best = result;
