@@ -14,8 +14,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serviceNameOf } from '../../services/shared/targets.js';
 import { ensureUsers, removeUsers, usersOf } from '../../services/webhook/src/host/users.js';
 import { newSecret, writeSecretsFile } from '../../services/webhook/src/secrets.js';
-import { deployScript, FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, releasesOf, repoRoot, restartFixtureSite, stopFixtureSites, waitFor } from './support/helpers.js';
-import { pushPayload, seedTargets, sendGithub, startHarness, waitForDeployment, type Harness } from './support/webhook-harness.js';
+import { FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, releasesOf, repoRoot, stopFixtureSites, waitFor } from './support/helpers.js';
+import { startTeamsHarness } from './support/root-paths.js';
+import { pushPayload, seedTargets, sendGithub, waitForDeployment, type Harness } from './support/webhook-harness.js';
 
 const missing =
   process.getuid?.() !== 0
@@ -32,7 +33,7 @@ let h: Harness;
 let repo: FixtureRepo;
 let root: string;
 let firstLog: string;
-const ports: Record<string, number> = {};
+const ports = {} as Record<'de1' | 'de2', number>;
 const dirOf = (team: 'de1' | 'de2') => join(h.root, 'sites', `feature-${team}`);
 const uidOf = (user: string) => Number(spawnSync('id', ['-u', user], { encoding: 'utf8' }).stdout.trim());
 
@@ -98,17 +99,7 @@ describe.skipIf(missing)('privilege separation (DEPLOY_ISOLATION=users)', () => 
     repo = new FixtureRepo(join(root, 'repo'));
     ports.de1 = await freePort();
     ports.de2 = await freePort();
-    h = await startHarness({
-      root,
-      targets: (targets) =>
-        targets
-          .filter((t) => t.key === 'feature/team-de1' || t.key === 'feature/team-de2')
-          .map((t) => {
-            const team = t.key === 'feature/team-de1' ? 'de1' : 'de2';
-            return { ...t, port: ports[team]!, repo: repo.url, ...users[team] };
-          }),
-      env: { DEPLOY_SCRIPT: deployScript, DEPLOY_ISOLATION: 'users', RESTART_COMMAND: restartFixtureSite, HEALTH_TIMEOUT_SECONDS: '20', KEEP_RELEASES: '2' },
-    });
+    h = await startTeamsHarness(root, users, repo.url, ports);
     chmodSync(h.root, 0o711);
     expect(await push('de2', { VERSION: 'de2-1\n' })).toMatchObject({ state: 'succeeded' });
     const first = await push('de1', { VERSION: 'de1-1\n' });

@@ -11,9 +11,9 @@ import { chmodSync, closeSync, constants, existsSync, lstatSync, openSync, readd
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureUsers, removeUsers, usersOf } from '../../services/webhook/src/host/users.js';
-import { deployScript, FixtureRepo, fetchBuild, freePort, makeTempDir, restartFixtureSite, stopFixtureSites } from './support/helpers.js';
-import { hostileBuild, isolationMissing, teamUsers } from './support/root-paths.js';
-import { pushPayload, send, sendGithub, startHarness, waitForDeployment, type Harness } from './support/webhook-harness.js';
+import { FixtureRepo, fetchBuild, freePort, makeTempDir, stopFixtureSites } from './support/helpers.js';
+import { hostileBuild, isolationMissing, startTeamsHarness, teamUsers } from './support/root-paths.js';
+import { pushPayload, send, sendGithub, waitForDeployment, type Harness } from './support/webhook-harness.js';
 
 const missing = isolationMissing();
 if (missing) console.warn(`skipping root-paths tests (webhook): ${missing}`);
@@ -86,17 +86,7 @@ describe.skipIf(missing)('root never follows a path the build can change (webhoo
     repo = new FixtureRepo(join(root, 'repo'));
     ports.de1 = await freePort();
     ports.de2 = await freePort();
-    h = await startHarness({
-      root,
-      targets: (targets) =>
-        targets
-          .filter((t) => t.key === 'feature/team-de1' || t.key === 'feature/team-de2')
-          .map((t) => {
-            const team: Team = t.key === 'feature/team-de1' ? 'de1' : 'de2';
-            return { ...t, port: ports[team], repo: repo.url, ...users[team] };
-          }),
-      env: { DEPLOY_SCRIPT: deployScript, DEPLOY_ISOLATION: 'users', RESTART_COMMAND: restartFixtureSite, HEALTH_TIMEOUT_SECONDS: '20', KEEP_RELEASES: '2' },
-    });
+    h = await startTeamsHarness(root, users, repo.url, ports);
     await expectDeployed('de2', await push('de2', { VERSION: 'de2-1\n' }));
     await expectDeployed('de1', await push('de1', { VERSION: 'de1-1\n' }));
   }, 120_000);

@@ -7,7 +7,8 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { git, repoRoot, type FixtureRepo } from './helpers.js';
+import { deployScript, git, repoRoot, restartFixtureSite, type FixtureRepo } from './helpers.js';
+import { startHarness, type Harness } from './webhook-harness.js';
 
 /**
  * Why these tests cannot run here (not root, a tool missing), or undefined. Printed once, as one
@@ -79,3 +80,27 @@ export function treeOf(dir: string): string[] {
 
 /** Today as a deploy log's stamp (UTC, 14 digits), as the server names the log. */
 export const logStamp = (at = new Date()): string => at.toISOString().replace(/\D/g, '').slice(0, 14);
+
+/**
+ * The webhook as it serves two teams on a host with DEPLOY_ISOLATION=users: only the feature targets
+ * of de1 and de2, each on its own port with its own build and site users, both deploying `repoUrl`
+ * with the real deploy script and the fixture site's restart.
+ */
+export function startTeamsHarness(
+  root: string,
+  users: Record<'de1' | 'de2', { buildUser: string; siteUser: string }>,
+  repoUrl: string,
+  ports: Record<'de1' | 'de2', number>,
+): Promise<Harness> {
+  return startHarness({
+    root,
+    targets: (targets) =>
+      targets
+        .filter((t) => t.key === 'feature/team-de1' || t.key === 'feature/team-de2')
+        .map((t) => {
+          const team = t.key === 'feature/team-de1' ? 'de1' : 'de2';
+          return { ...t, port: ports[team], repo: repoUrl, ...users[team] };
+        }),
+    env: { DEPLOY_SCRIPT: deployScript, DEPLOY_ISOLATION: 'users', RESTART_COMMAND: restartFixtureSite, HEALTH_TIMEOUT_SECONDS: '20', KEEP_RELEASES: '2' },
+  });
+}
