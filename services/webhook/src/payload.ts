@@ -16,6 +16,7 @@
 import { isAscii } from 'node:buffer';
 import { z } from 'zod';
 import { MAX_JSON_DEPTH, shapeViolation } from '../../shared/json-shape.js';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 
 /** `after` of a deleted branch: forty zeros (or sixty-four in SHA-256 repositories). */
 export const isDeletionCommit = (sha: string): boolean => /^0+$/.test(sha);
@@ -242,7 +243,7 @@ async function scanTopLevelYielding(buf: Buffer, names: readonly string[]): Prom
   for (;;) {
     const step = steps.next();
     if (step.done) return step.value;
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await nextTurn();
   }
 }
 

@@ -139,11 +139,8 @@ function readJson(req: IncomingMessage, length: number): Promise<unknown> {
     });
     req.once('end', () => {
       if (received !== length) return reject(Object.assign(new Error('request size did not match content length'), { type: 'request.size.invalid', status: 400 }));
-      try {
-        readJsonValue(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)).then(resolve, reject);
-      } catch (error) {
-        reject(error);
-      }
+      // readJsonValue rejects (never throws) for whatever the bytes hold.
+      readJsonValue(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)).then(resolve, reject);
     });
   });
 }

@@ -6,6 +6,7 @@ import { AppError } from '../../../shared/errors.js';
 import * as sql from './queries.js';
 import type { FeatureInput, ListQuery } from '../../../shared/features/schema.js';
 import { DEFAULT_LIMIT } from '../../../shared/features/schema.js';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 
 /**
  * What the feature endpoints do, independent of HTTP: reads, and changes that run in one
@@ -148,7 +149,7 @@ function positionCount(geometry: FeatureInput['geometry']): number {
 }
 
 async function valuesOf(input: FeatureInput): Promise<sql.FeatureValues> {
-  if (positionCount(input.geometry) > YIELD_OVER_POSITIONS) await new Promise<void>((resolve) => setImmediate(resolve));
+  if (positionCount(input.geometry) > YIELD_OVER_POSITIONS) await nextTurn();
   return {
     name: input.properties.name,
     kategorie: input.properties.kategorie,

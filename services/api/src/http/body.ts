@@ -4,6 +4,7 @@ import { AppError } from '../../../shared/errors.js';
 import { LONE_SURROGATE } from '../../../shared/features/schema.js';
 import { MAX_JSON_DEPTH, shapeViolation } from '../../../shared/json-shape.js';
 import { fieldName } from './validate.js';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 export { MAX_JSON_DEPTH };
@@ -122,7 +123,7 @@ const YIELD_OVER_BYTES = 64 * 1024;
  */
 export async function readJsonValue(bytes: Buffer): Promise<unknown> {
   const value = parseJsonBody(bytes);
-  if (bytes.length > YIELD_OVER_BYTES) await new Promise<void>((resolve) => setImmediate(resolve));
+  if (bytes.length > YIELD_OVER_BYTES) await nextTurn();
   return value;
 }
 
@@ -185,6 +186,6 @@ function charsetOf(contentType: string | undefined): string | undefined {
   return match ? match[2]!.toLowerCase() : undefined;
 }
 
-export function hasBody(req: Request): boolean {
+function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
 }
