@@ -245,7 +245,25 @@ as_builder() {
     shift
   fi
   sandbox_prefix "$build_dir" "$step" "$online"
-  (cd -- "$build_dir" && sandbox_enter && exec "${sandbox_cmd[@]}" env -i "${build_env[@]}" "$@") 9>&- || status=$?
+  if [[ $sandbox_kind == none ]]; then
+    (cd -- "$build_dir" && exec "${sandbox_cmd[@]}" env -i "${build_env[@]}" "$@") 9>&- || status=$?
+    return "$status"
+  fi
+  # In the background (stdin kept: the export step reads the archive from it), watched for its disk.
+  local step_pid watcher disk_flag="$deploy_dir/.disk-exceeded"
+  rm -f -- "$disk_flag"
+  (cd -- "$build_dir" && sandbox_enter && exec "${sandbox_cmd[@]}" env -i "${build_env[@]}" "$@") <&0 9>&- &
+  step_pid=$!
+  sandbox_watch_disk "$step_pid" "$disk_flag" </dev/null >/dev/null 2>&1 9>&- &
+  watcher=$!
+  wait "$step_pid" || status=$?
+  kill "$watcher" 2>/dev/null || true
+  wait "$watcher" 2>/dev/null || true
+  if [[ -s $disk_flag ]]; then
+    fail "the $step step used $(<"$disk_flag") bytes of disk, more than DEPLOY_BUILD_DISK_MAX (${DEPLOY_BUILD_DISK_MAX:-4G}); it was stopped"
+    rm -f -- "$disk_flag"
+    return 1
+  fi
   if ((status == 124)) && [[ $sandbox_kind == bwrap ]]; then
     fail "the $step step timed out after $sandbox_timeout s (DEPLOY_BUILD_TIMEOUT_SECONDS)"
   fi

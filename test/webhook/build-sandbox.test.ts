@@ -207,6 +207,33 @@ describe.skipIf(missing)('each build in a sandbox of its own (DEPLOY_BUILD_SANDB
     expect(spawnSync('pgrep', ['-U', users.a.buildUser]).status).toBe(1);
   }, 150_000);
 
+  it('a build that fills the disk with files each under the size limit is stopped at DEPLOY_BUILD_DISK_MAX: the deploy fails (exit 6), live stays, nothing of the build runs on', async () => {
+    const live = liveRelease(dirOf('a'));
+    const branch = branchOf('a', 'disk');
+    // 4 MiB files, each under DEPLOY_BUILD_FILE_SIZE_MAX, 8 per second, 480 MiB at most (so that
+    // without the budget the build ends by itself); half of them in HOME (cache/home), half in the release.
+    repo.commit(branch, {
+      'build.mjs': hostileBuild({
+        before: `for (let i = 0; i < 120; i++) {
+            fs.writeFileSync(\`fill-\${i}.bin\`, Buffer.alloc(2 << 20, 1));
+            fs.writeFileSync(\`\${process.env.HOME}/fill-\${i}.bin\`, Buffer.alloc(2 << 20, 1));
+            await new Promise((resolve) => setTimeout(resolve, 120));
+          }`,
+      }),
+      VERSION: 'a-disk\n',
+    });
+    const started = Date.now();
+
+    const result = await deploy('a', branch, { DEPLOY_BUILD_DISK_MAX: '40M', DEPLOY_BUILD_FILE_SIZE_MAX: '8M' });
+
+    expect(result.code, result.stderr).toBe(6);
+    expect(result.stderr).toMatch(/the build step used \d+ bytes of disk, more than DEPLOY_BUILD_DISK_MAX \(40M\); it was stopped/);
+    expect(Date.now() - started, 'stopped long before the build would have ended by itself').toBeLessThan(12_000);
+    expect(liveRelease(dirOf('a'))).toBe(live);
+    expect(spawnSync('pgrep', ['-U', users.a.buildUser]).status, 'no process of the build user').toBe(1);
+    expect(await fetchBuild(ports.a)).not.toMatchObject({ version: 'a-disk' });
+  }, 60_000);
+
   it('a build that allocates past DEPLOY_BUILD_MEMORY_MAX is killed (where the deploy may make a memory cgroup): the deploy fails (exit 6) and live stays', async () => {
     const live = liveRelease(dirOf('a'));
     const branch = branchOf('a', 'memory');

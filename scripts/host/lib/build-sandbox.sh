@@ -35,7 +35,9 @@
 # DEPLOY_BUILD_MEMORY_MAX (2G; MemoryMax= or the memory cgroup), DEPLOY_BUILD_TASKS_MAX (512
 # processes and threads; TasksMax= or RLIMIT_NPROC of the build user and the pids cgroup),
 # DEPLOY_BUILD_CPU_QUOTA (200%; CPUQuota= or the cpu cgroup), DEPLOY_BUILD_FILE_SIZE_MAX (1G per
-# file; LimitFSIZE= or RLIMIT_FSIZE). bwrap without a cgroup the deploy may make (cgroup v2 without
+# file; LimitFSIZE= or RLIMIT_FSIZE), DEPLOY_BUILD_DISK_MAX (4G: the release and the target's
+# cache/ together, measured every 2 s while a step runs, by du as the build user; past it the step is
+# killed and the deploy fails). bwrap without a cgroup the deploy may make (cgroup v2 without
 # delegation, not root) keeps the rlimits and the timeout and logs that memory and CPU are unbounded.
 
 # The port build-proxy-relay.mjs listens on inside a sandbox's own network namespace.
@@ -122,6 +124,8 @@ sandbox_init() {
   sandbox_memory=$(sandbox_bytes "${DEPLOY_BUILD_MEMORY_MAX:-2G}") || { fail "DEPLOY_BUILD_MEMORY_MAX must be a size (2G, 512M)"; exit 2; }
   sandbox_fsize=$(sandbox_bytes "${DEPLOY_BUILD_FILE_SIZE_MAX:-1G}") || { fail "DEPLOY_BUILD_FILE_SIZE_MAX must be a size (1G, 64M)"; exit 2; }
   ((sandbox_fsize >= 1024)) || { fail "DEPLOY_BUILD_FILE_SIZE_MAX must be at least 1K"; exit 2; }
+  sandbox_disk=$(sandbox_bytes "${DEPLOY_BUILD_DISK_MAX:-4G}") || { fail "DEPLOY_BUILD_DISK_MAX must be a size (4G, 512M)"; exit 2; }
+  ((sandbox_disk >= 1048576)) || { fail "DEPLOY_BUILD_DISK_MAX must be at least 1M"; exit 2; }
   sandbox_proxy_socket=${DEPLOY_BUILD_PROXY_SOCKET:-}
   if [[ -n $sandbox_proxy_socket && ! ($sandbox_proxy_socket == /* && -S $sandbox_proxy_socket) ]]; then
     fail "DEPLOY_BUILD_PROXY_SOCKET must be the absolute path of a Unix socket: $sandbox_proxy_socket"
@@ -163,7 +167,7 @@ sandbox_init() {
   [[ -z $sandbox_proxy_socket ]] || network="$network, the registry through the proxy socket $sandbox_proxy_socket"
   [[ -z $sandbox_netns ]] || network="the network namespace $sandbox_netns"
   [[ -z $sandbox_allowed ]] || network="the addresses $sandbox_allowed only"
-  log "build sandbox: $sandbox_kind; each step at most ${sandbox_timeout} s, memory ${DEPLOY_BUILD_MEMORY_MAX:-2G}, $sandbox_tasks tasks, CPU $sandbox_cpu, files of ${DEPLOY_BUILD_FILE_SIZE_MAX:-1G}; network: $network"
+  log "build sandbox: $sandbox_kind; each step at most ${sandbox_timeout} s, memory ${DEPLOY_BUILD_MEMORY_MAX:-2G}, $sandbox_tasks tasks, CPU $sandbox_cpu, files of ${DEPLOY_BUILD_FILE_SIZE_MAX:-1G}, disk ${DEPLOY_BUILD_DISK_MAX:-4G}; network: $network"
 }
 
 # The parts of bwrap's command line that are the same for every step, the check that bwrap can make
@@ -282,8 +286,9 @@ sandbox_prefix() {
       sandbox_cmd+=("${sandbox_drop[@]}" "${sandbox_bwrap[@]}" --chdir "$dir" -- "${relay[@]}")
       ;;
     systemd)
+      sandbox_unit="deploy-build-$sandbox_service-${sandbox_release_dir##*/}-$name"
       sandbox_cmd=(systemd-run --quiet --wait --pipe --collect --service-type=exec
-        "--unit=deploy-build-$sandbox_service-${sandbox_release_dir##*/}-$name" "--working-directory=$dir"
+        "--unit=$sandbox_unit" "--working-directory=$dir"
         -p "User=$sandbox_user" -p "Group=$sandbox_group")
       for property in "${sandbox_properties[@]}"; do sandbox_cmd+=(-p "$property"); done
       # The build's files must stay readable by the site's group once sealed (sealing removes write
@@ -318,6 +323,34 @@ sandbox_enter() {
   [[ -z $sandbox_user ]] || ulimit -u "$sandbox_tasks"
   for dir in "${sandbox_cgroups[@]}"; do
     printf '%s\n' "$BASHPID" >"$dir/cgroup.procs" || return 1
+  done
+}
+
+# The disk a build holds: its release and its target's cache/ (HOME and the npm cache), in bytes
+# allocated, counted by du as the build user (du follows no link and crosses no mount point; as that
+# user it reads nothing the build could not read itself).
+sandbox_disk_used() {
+  local -a as_user=()
+  [[ -z $sandbox_user ]] || as_user=(setpriv "--reuid=$sandbox_user" "--regid=$sandbox_group" --init-groups --no-new-privs --)
+  "${as_user[@]}" du -scx --block-size=1 -- "$sandbox_release_dir" "$sandbox_deploy_dir/cache" 2>/dev/null | sed -n 's/^\([0-9]*\)[[:space:]]*total$/\1/p'
+}
+
+# While the step <pid> runs: past DEPLOY_BUILD_DISK_MAX, mark <flag> and kill the step (bwrap: its
+# timeout(1), whose death takes bwrap and the whole pid namespace with it, --die-with-parent;
+# systemd: every process of its unit). Run in the background by the deploy script.
+#   sandbox_watch_disk <pid> <flag>
+sandbox_watch_disk() {
+  local pid=$1 flag=$2 used
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 2
+    used=$(sandbox_disk_used) || continue
+    if [[ -z $used ]] || ((used <= sandbox_disk)); then continue; fi
+    printf '%s\n' "$used" >"$flag"
+    case $sandbox_kind in
+      systemd) systemctl kill --signal=SIGKILL -- "$sandbox_unit.service" 2>/dev/null || true ;;
+      *) kill -KILL "$pid" 2>/dev/null || true ;;
+    esac
+    return 0
   done
 }
 
