@@ -54,6 +54,14 @@ describe('properties.name', () => {
     await expectRejected(aFeature({ properties: { name: 'n'.repeat(256) } }), 'properties.name', /255/);
   });
 
+  it('rejects a name of only spaces (also tabs and no-break spaces), accepts one with spaces around a letter', async () => {
+    for (const name of [' ', '   ', '\t \u00a0']) {
+      const response = await expectRejected(aFeature({ properties: { name } }), 'properties.name', /only spaces/);
+      expect(response.json.fields).toHaveLength(1);
+    }
+    await expectAccepted(aFeature({ properties: { name: ' a ' } }));
+  });
+
   it('counts characters, not UTF-16 units (255 emoji are fine, 256 are not)', async () => {
     const created = await expectAccepted(aFeature({ properties: { name: '🌹'.repeat(255) } }));
     expect(created.json.properties.name).toBe('🌹'.repeat(255));

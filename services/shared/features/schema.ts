@@ -256,6 +256,8 @@ export const FeaturePropertiesSchema = z
   .strictObject({
     name: storableText()
       .refine((s) => codePoints(s) >= 1, 'must not be empty')
+      // A name of only spaces shows as a blank line in every list; '' is refused by the line above alone.
+      .refine((s) => s === '' || s.trim() !== '', 'must not be only spaces')
       .refine((s) => codePoints(s) <= NAME_MAX, `must be at most ${NAME_MAX} characters`)
       .meta({ description: `1 to ${NAME_MAX} characters`, example: 'Alter Friedhof', override: { minLength: 1, maxLength: NAME_MAX } }),
     kategorie: z.enum(KATEGORIEN, { error: `must be one of ${KATEGORIEN.join(', ')}` }),
