@@ -95,6 +95,7 @@ export function kratosRuntimeFindings(config: Record<string, unknown>): Finding[
     });
   }
   findings.push(...keyOriginFindings(config));
+  findings.push(...oidcFindings(config));
   const defaults = stringList(get(config, 'secrets.default'));
   if (!defaults || defaults.length === 0) {
     findings.push({ file: 'kratos.yml', key: 'secrets.default', message: 'is not set (KRATOS_SECRETS_DEFAULT): every process would invent its own and sessions break across restarts' });
@@ -122,6 +123,75 @@ function keyOriginFindings(config: Record<string, unknown>): Finding[] {
       }
     }
   }
+  return findings;
+}
+
+/** A mapper's Jsonnet source from its URL: base64:// inline (as render.ts writes it) or a file:// path. */
+function mapperSource(url: string): string | undefined {
+  if (url.startsWith('base64://')) return Buffer.from(url.slice('base64://'.length), 'base64').toString('utf8');
+  if (url.startsWith('file://')) {
+    try {
+      return readFileSync(new URL(url), 'utf8');
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/** Jsonnet without its comments (`//`, `#`, `/* … *\/`), so a comment may mention what code must not do. */
+export function withoutJsonnetComments(source: string): string {
+  return source.replace(/\/\*[\s\S]*?\*\//g, ' ').replace(/(^|[^:'"])(\/\/|#).*$/gm, '$1');
+}
+
+/**
+ * What a claims mapper must never do: give a role. The role lives in metadata_public, which only the
+ * admin API writes; a mapper that sets metadata (or names a role at all) would let whoever controls a
+ * provider account, or the provider itself, choose its platform role.
+ */
+export function mapperProblems(source: string): string[] {
+  const code = withoutJsonnetComments(source);
+  const problems: string[] = [];
+  if (/\bmetadata_(public|admin)\b/.test(code)) problems.push('sets identity metadata (metadata_public/metadata_admin): a provider must never grant a role');
+  if (/\brole\b/.test(code)) problems.push('mentions a role: a mapper maps e-mail and name only, roles are granted by an administrator');
+  if (!/\bemail\b/.test(code)) problems.push('does not map the e-mail address (traits.email is required)');
+  return problems;
+}
+
+/**
+ * Social sign-in: every provider has a client secret (Kratos' schema asks for the key; an empty value
+ * passes it but fails at the provider), a URL-safe unique id (it is part of the redirect URI), an https
+ * issuer, and a claims mapper that maps e-mail and name and never a role.
+ */
+export function oidcFindings(config: Record<string, unknown>): Finding[] {
+  const findings: Finding[] = [];
+  if (get(config, 'selfservice.methods.oidc.enabled') !== true) return findings;
+  const providers = get(config, 'selfservice.methods.oidc.config.providers');
+  if (!Array.isArray(providers)) return findings;
+  const seen = new Set<string>();
+  providers.forEach((entry: unknown, i) => {
+    const provider = (entry ?? {}) as Record<string, unknown>;
+    const key = `selfservice.methods.oidc.config.providers[${i}]`;
+    const id = typeof provider.id === 'string' ? provider.id : '';
+    if (!/^[a-z0-9][a-z0-9_-]{0,62}$/.test(id)) findings.push({ file: 'kratos.yml', key: `${key}.id`, message: 'must be lower-case letters, digits, - or _ (it is part of the redirect URI)' });
+    if (seen.has(id)) findings.push({ file: 'kratos.yml', key: `${key}.id`, message: `${id} is used by two providers` });
+    seen.add(id);
+    if (provider.provider !== 'apple' && (typeof provider.client_secret !== 'string' || provider.client_secret.trim() === '')) {
+      findings.push({ file: 'kratos.yml', key: `${key}.client_secret`, message: `is not set for provider ${id || i} (KRATOS_OIDC_CLIENT_SECRETS["${id}"])` });
+    }
+    if (typeof provider.issuer_url === 'string' && !provider.issuer_url.startsWith('https://') && get(config, 'dev') !== true) {
+      findings.push({ file: 'kratos.yml', key: `${key}.issuer_url`, message: `must use https outside dev mode, is ${provider.issuer_url}` });
+    }
+    if (provider.provider === 'generic' && typeof provider.issuer_url !== 'string') {
+      findings.push({ file: 'kratos.yml', key: `${key}.issuer_url`, message: 'is needed for a generic provider (Kratos discovers its endpoints from it)' });
+    }
+    const source = typeof provider.mapper_url === 'string' ? mapperSource(provider.mapper_url) : undefined;
+    if (source === undefined) {
+      findings.push({ file: 'kratos.yml', key: `${key}.mapper_url`, message: 'cannot be read here (use one of identity/config/oidc/ through IDENTITY_OIDC_PROVIDERS)' });
+    } else {
+      for (const problem of mapperProblems(source)) findings.push({ file: 'kratos.yml', key: `${key}.mapper_url`, message: `the claims mapper of ${id || i} ${problem}` });
+    }
+  });
   return findings;
 }
 

@@ -62,7 +62,75 @@ export const TEMPLATE_VARIABLES: ReadonlyArray<{ name: string; default?: string;
   { name: 'IDENTITY_DEV_MODE', default: 'false', meaning: 'true only on a developer machine: allows an http issuer (sets dev: true)' },
   { name: 'IDENTITY_PREVIEW_DOMAINS', default: '', meaning: 'comma-separated hosts of the preview sites (team branches); identity:check refuses any under IDENTITY_PARENT_DOMAIN (not used by the templates)' },
   { name: 'IDENTITY_API_AUDIENCE', default: 'geodata-api', meaning: 'the audience the API requires; every client in clients.yaml may request it' },
+  { name: 'IDENTITY_OIDC_PROVIDERS', default: '[]', meaning: 'social sign-in providers as a JSON array (id, provider, label, client_id, issuer_url, scope, mapper, microsoft_tenant); their client secrets come from KRATOS_OIDC_CLIENT_SECRETS' },
 ];
+
+/**
+ * Social sign-in (Kratos' `oidc` method). An operator declares each provider without its secret in
+ * IDENTITY_OIDC_PROVIDERS and the secrets, by provider id, in KRATOS_OIDC_CLIENT_SECRETS (a JSON object,
+ * a secret). Kratos receives the whole list, secrets and claims mappers included, as one secret
+ * variable: SELFSERVICE_METHODS_OIDC_CONFIG_PROVIDERS. The mapper is one of identity/config/oidc/*.jsonnet,
+ * inlined as a base64:// URL so no extra file has to be mounted.
+ */
+export const OIDC_SECRETS_VARIABLE = 'KRATOS_OIDC_CLIENT_SECRETS';
+export const OIDC_PROVIDERS_VARIABLE = 'IDENTITY_OIDC_PROVIDERS';
+export const OIDC_CONTAINER_VARIABLE = 'SELFSERVICE_METHODS_OIDC_CONFIG_PROVIDERS';
+export const OIDC_MAPPERS = ['generic', 'github'] as const;
+
+export interface OidcProviderDeclaration {
+  /** Kratos' provider id: part of the redirect URI, never to be changed once users signed in with it. */
+  id: string;
+  /** Kratos' provider type: `generic` (any issuer with discovery: Keycloak, Entra ID v2.0 …), `microsoft`, `github` … */
+  provider: string;
+  label?: string;
+  client_id: string;
+  issuer_url?: string;
+  scope?: string[];
+  microsoft_tenant?: string;
+  /** Which mapper of identity/config/oidc/ (default: `github` for GitHub, else `generic`). */
+  mapper?: string;
+  [other: string]: unknown;
+}
+
+function parseJsonVariable(name: string, raw: string | undefined, fallback: unknown): unknown {
+  if (raw === undefined || raw.trim() === '') return fallback;
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch {
+    // Never echo the value: KRATOS_OIDC_CLIENT_SECRETS holds secrets.
+    throw new ConfigError(`${name} must be JSON`);
+  }
+}
+
+/** The path of a mapper in the config folder (or undefined for a name that is none of ours). */
+export function mapperPath(mapper: string, configDir = CONFIG_DIR): string | undefined {
+  return (OIDC_MAPPERS as readonly string[]).includes(mapper) ? join(configDir, 'oidc', `${mapper}.jsonnet`) : undefined;
+}
+
+/**
+ * The providers as Kratos takes them: each declaration with its client secret (missing: left out, and
+ * identity:check names the provider) and its mapper as a base64:// URL. Empty without declarations.
+ */
+export function oidcProviders(env: Env, configDir = CONFIG_DIR): Record<string, unknown>[] {
+  const declared = parseJsonVariable(OIDC_PROVIDERS_VARIABLE, env[OIDC_PROVIDERS_VARIABLE], []);
+  if (!Array.isArray(declared)) throw new ConfigError(`${OIDC_PROVIDERS_VARIABLE} must be a JSON array of providers`);
+  const secrets = parseJsonVariable(OIDC_SECRETS_VARIABLE, env[OIDC_SECRETS_VARIABLE], {});
+  if (secrets === null || typeof secrets !== 'object' || Array.isArray(secrets)) throw new ConfigError(`${OIDC_SECRETS_VARIABLE} must be a JSON object of client secrets by provider id`);
+  return declared.map((entry: unknown, i) => {
+    if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) throw new ConfigError(`${OIDC_PROVIDERS_VARIABLE}[${i}] must be an object`);
+    const { mapper: mapperName, client_secret: inline, ...provider } = entry as OidcProviderDeclaration;
+    if (inline !== undefined) throw new ConfigError(`${OIDC_PROVIDERS_VARIABLE}[${i}] holds a client_secret: put it in ${OIDC_SECRETS_VARIABLE}, which is a secret`);
+    const mapper = mapperName ?? (provider.provider === 'github' ? 'github' : 'generic');
+    const path = typeof mapper === 'string' ? mapperPath(mapper, configDir) : undefined;
+    if (!path) throw new ConfigError(`${OIDC_PROVIDERS_VARIABLE}[${i}].mapper must be one of ${OIDC_MAPPERS.join(', ')}`);
+    const secret = typeof provider.id === 'string' ? (secrets as Record<string, unknown>)[provider.id] : undefined;
+    return {
+      ...provider,
+      ...(typeof secret === 'string' ? { client_secret: secret } : {}),
+      mapper_url: `base64://${readFileSync(path).toString('base64')}`,
+    };
+  });
+}
 
 const PLACEHOLDER = /\$\{([A-Z][A-Z0-9_]*)(?::-([^}]*))?\}/g;
 
@@ -136,15 +204,24 @@ export function effectiveConfig(service: ServiceName, env: Env, configDir = CONF
     if (raw === undefined || raw === '') continue;
     setPath(config, variable.key, variable.kind === 'list' ? parseListVariable(raw) : raw);
   }
+  if (service === 'kratos') {
+    const providers = oidcProviders(env, configDir);
+    if (providers.length > 0) setPath(config, 'selfservice.methods.oidc.config.providers', providers);
+  }
   return config;
 }
 
 /** The environment a container needs: Ory's variable names with our operators' values (for infra/). */
-export function containerEnvironment(service: ServiceName, env: Env): Record<string, string> {
+export function containerEnvironment(service: ServiceName, env: Env, configDir = CONFIG_DIR): Record<string, string> {
   const out: Record<string, string> = {};
   for (const variable of SECRET_VARIABLES[service]) {
     const raw = env[variable.env];
     if (raw !== undefined && raw !== '') out[variable.containerEnv] = raw;
+  }
+  if (service === 'kratos') {
+    // The providers with their client secrets: a secret as a whole (Kratos replaces the file's empty list).
+    const providers = oidcProviders(env, configDir);
+    if (providers.length > 0) out[OIDC_CONTAINER_VARIABLE] = JSON.stringify(providers);
   }
   return out;
 }
