@@ -85,8 +85,37 @@ export function proxyRoutes(domains: Domains, targets: Target[], options: { self
  * a browser. Preview sites (untrusted team code) are never among them, nor any site outside the
  * session cookie domain.
  */
+/** A site of the platform itself (main, develop): not a preview, on the session cookie's domain. */
+export function isPlatformSite(target: Target, parentDomain: string): boolean {
+  return !isPreviewTarget(target) && isWithinDomain(target.domain, parentDomain);
+}
+
+/**
+ * What a target's site is told (its `SITE_ENV_*`, infra/sites/site-env.ts), as the web app reads it
+ * (services/web/src/config.ts): every site learns where the API is and its own public URL; a platform
+ * site also where sign-in happens (Kratos' public API for the route guard, its browser login, and
+ * GeoServer's WMS). A preview site gets no sign-in setting: its users' sessions never reach it.
+ * The site's server reaches these names through the proxy (the proxy carries them as aliases on the
+ * site's network, infra/stack/edge.ts), so the server-side and the browser's calls take one path.
+ */
+export function siteSettings(domains: Domains, target: Target, parentDomain: string): Record<string, string> {
+  const common = { API_PUBLIC_URL: `https://${domains.api}`, PUBLIC_BASE_URL: `https://${target.domain}` };
+  if (!isPlatformSite(target, parentDomain)) return common;
+  return {
+    ...common,
+    KRATOS_PUBLIC_URL: `https://${domains.kratos}`,
+    LOGIN_URL: `https://${domains.kratos}/self-service/login/browser`,
+    WMS_URL: `https://${domains.geo}/geoserver/wms`,
+  };
+}
+
+/** The public names a site's server calls (siteSettings), which the proxy answers on that site's network. */
+export function siteUpstreamNames(domains: Domains, target: Target, parentDomain: string): string[] {
+  return isPlatformSite(target, parentDomain) ? [domains.api, domains.kratos] : [domains.api];
+}
+
 export function platformOrigins(domains: Domains, targets: Target[], parentDomain: string): string[] {
-  const trustedSites = targets.filter((t) => !isPreviewTarget(t) && isWithinDomain(t.domain, parentDomain)).map((t) => t.domain);
+  const trustedSites = targets.filter((t) => isPlatformSite(t, parentDomain)).map((t) => t.domain);
   const hosts = [domains.api, domains.geo, domains.auth, domains.accounts, ...trustedSites];
   return [...new Set(hosts.map((h) => `https://${h.toLowerCase()}`))];
 }

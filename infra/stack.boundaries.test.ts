@@ -146,7 +146,12 @@ describe('what team code can reach', () => {
       expect(c.volumes.filter((v) => v.hostPath !== undefined || v.volumeName === undefined), c.name).toEqual([]);
       expect(c.inputs.mounts, c.name).toBeUndefined();
       expect(c.inputs.privileged, c.name).not.toBe(true);
-      expect(Object.keys(c.env).filter((n) => /DOCKER_HOST|DATABASE_URL|PGPASSWORD|KRATOS|HYDRA|GEOSERVER/.test(n)), c.name).toEqual([]);
+      expect(Object.keys(c.env).filter((n) => /DOCKER_HOST|DATABASE_URL|PGPASSWORD|(KRATOS|HYDRA|GEOSERVER).*ADMIN/.test(n)), c.name).toEqual([]);
+      // Ory and GeoServer by their public names only (the platform sites' sign-in, through the proxy), never an internal address.
+      const publicUrls = Object.values(exampleConfig().domains as Record<string, string>).map((d) => `https://${d}`);
+      for (const [name, value] of Object.entries(c.env).filter(([n]) => /KRATOS|HYDRA|GEOSERVER/.test(n))) {
+        expect(publicUrls.some((u) => value === u || value?.startsWith(`${u}/`)), `${c.name} ${name}=${value}`).toBe(true);
+      }
     }
   });
 

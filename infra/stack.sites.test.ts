@@ -18,7 +18,8 @@ let registered: RegisteredResource[];
 beforeAll(async () => {
   registered = await installMocks({ config: { ...exampleConfig(), smtpConnectionUri: 'smtp://mail.example.org:25/' }, secretKeys: ['smtpConnectionUri'] });
   const program = await import('./program.js');
-  await new Promise<void>((resolve) => program.stack.containers.webhook.id.apply(() => resolve()));
+  const { webhook, proxy, api } = program.stack.containers;
+  await Promise.all([webhook, proxy, api].map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
 });
 
 function declared(name: string) {
@@ -75,5 +76,42 @@ describe('who runs as whom on the deployment path', () => {
     const cmd = /^CMD (\[.*\])$/m.exec(dockerfile)?.[1];
     expect(JSON.parse(cmd ?? 'null')).toEqual([...ENTRY_POINTS.webhook]);
     expect(dockerfile).toMatch(/^USER node$/m);
+  });
+});
+
+describe('what each site is told, and how its server reaches the platform', () => {
+  const domains = exampleConfig().domains as Record<string, string>;
+  const siteEnv = (name: string) =>
+    Object.fromEntries(Object.entries(declared(name).env).filter(([k]) => k.startsWith('SITE_ENV_')).map(([k, v]) => [k.slice('SITE_ENV_'.length), v]));
+
+  it.each(['site-main', 'site-develop'])('%s (the web app) is told the API, Kratos, its login and GeoServer\'s WMS at their public names, and its own address', (name) => {
+    const target = name.slice('site-'.length);
+    expect(siteEnv(name)).toEqual({
+      API_PUBLIC_URL: `https://${domains.api}`,
+      PUBLIC_BASE_URL: `https://${target}.sites.example.org`,
+      KRATOS_PUBLIC_URL: `https://${domains.kratos}`,
+      LOGIN_URL: `https://${domains.kratos}/self-service/login/browser`,
+      WMS_URL: `https://${domains.geo}/geoserver/wms`,
+    });
+  });
+
+  it('a preview site learns where the API is, and nothing of sign-in', () => {
+    const env = siteEnv('site-feature-de1');
+    expect(env).toEqual({ API_PUBLIC_URL: `https://${domains.api}`, PUBLIC_BASE_URL: 'https://de1.example-preview.net' });
+  });
+
+  it('on each site\'s network the proxy answers for the public names that site calls (the API; Kratos for the platform\'s sites only), so its server takes the proxy\'s routes and limits', () => {
+    const proxy = registered.find((r) => r.type === CONTAINER && r.name === 'proxy')!;
+    const attachments = (reveal(proxy.inputs.networksAdvanced) as { name: string; aliases?: string[] }[]).filter((a) => a.name.startsWith('geodata-site-'));
+    const aliasesOn = (dp: string) => attachments.find((a) => a.name === `geodata-site-${dp}`)?.aliases;
+    expect(aliasesOn('main')).toEqual([domains.api, domains.kratos]);
+    expect(aliasesOn('develop')).toEqual([domains.api, domains.kratos]);
+    expect(aliasesOn('feature-de1')).toEqual([domains.api]);
+  });
+
+  it('the API lets the platform\'s sites call it with credentials (CORS), and no preview site', () => {
+    const origins = (declared('api').env.CORS_ORIGINS ?? '').split(',');
+    expect(origins).toEqual(expect.arrayContaining(['https://main.sites.example.org', 'https://develop.sites.example.org']));
+    expect(origins.some((o) => o.includes('example-preview.net'))).toBe(false);
   });
 });

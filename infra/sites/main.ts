@@ -2,13 +2,16 @@ import { z } from 'zod';
 import { parseEnv, runMain } from '../../services/shared/config.js';
 import { createLogger } from '../../services/shared/logger.js';
 import { DEFAULT_SOCKET } from './protocol.js';
+import { siteEnvOf } from './site-env.js';
 import { startControlServer, Supervisor } from './supervisor.js';
 
 /**
  * Entry point of a site container: one deploy target's site under the supervisor, restartable by that
  * target's builder through the control socket (protocol.ts). The container runs as the target's site
  * user with no capabilities, so nothing here switches users: the site runs as the supervisor does.
- * Configured by environment alone (a read-only container takes no uploaded files).
+ * Configured by environment alone (a read-only container takes no uploaded files). The site itself gets
+ * none of the supervisor's environment: only PATH, NODE_ENV, HOME, PORT, HOST and what the stack
+ * declares for it as `SITE_ENV_<NAME>` (passed on as `<NAME>`: the web app's API and sign-in URLs).
  * Exit codes: 0 stopped by a signal, 1 failure, 2 bad environment.
  */
 const Env = z.object({
@@ -27,6 +30,7 @@ const Env = z.object({
 
 runMain(async () => {
   const env = parseEnv(Env);
+  const siteEnv = siteEnvOf(process.env);
   const logger = createLogger('site', { level: env.LOG_LEVEL });
   const site = { service: env.SITE_SERVICE, port: env.SITE_PORT, deployDir: env.SITE_DEPLOY_DIR, ...(env.SITE_DIR ? { siteDir: env.SITE_DIR } : {}) };
   const supervisor = new Supervisor({
@@ -36,7 +40,7 @@ runMain(async () => {
     logger,
     readyTimeoutMs: env.SITE_READY_TIMEOUT_SECONDS * 1000,
     // The site's whole environment: nothing of the supervisor's. HOME on the container's tmpfs (npm writes logs there).
-    env: { PATH: process.env.PATH, NODE_ENV: 'production', HOME: process.env.HOME ?? '/tmp' },
+    env: { ...siteEnv, PATH: process.env.PATH, NODE_ENV: 'production', HOME: process.env.HOME ?? '/tmp' },
   });
   const server = await startControlServer(env.SITES_CONTROL_SOCKET, supervisor, logger);
   await supervisor.startAll();

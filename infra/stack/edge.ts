@@ -1,7 +1,7 @@
 import type * as docker from '@pulumi/docker';
 import { renderCaddyfile } from '../caddy.js';
 import { service } from '../containers.js';
-import { proxyRoutes } from '../routes.js';
+import { proxyRoutes, siteUpstreamNames } from '../routes.js';
 import { fileUpload, LIMITS, wgetCheck, type StackContext } from './common.js';
 import type { StackImages } from './images.js';
 import type { StackNetwork } from './network.js';
@@ -19,8 +19,10 @@ export function declareEdge(ctx: StackContext, { networks, volumes, targets }: S
       { network: networks.app },
       { network: networks.geo },
       { network: networks.hooks },
-      // Each target's site network: the proxy is the only other member.
-      ...targets.map((t) => ({ network: t.networks.site })),
+      // Each target's site network: the proxy is the only other member, and answers there for the
+      // public names the site's server calls (the API; for a platform site Kratos too), so that
+      // a site reaches them through the proxy's routes and limits like a browser does, and nothing else.
+      ...targets.map((t) => ({ network: t.networks.site, aliases: siteUpstreamNames(cfg.domains, t.target, cfg.parentDomain) })),
     ],
     ports: [
       { internal: 80, external: 80, protocol: 'tcp' },

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { service } from '../containers.js';
 import { destinationOf } from '../egress/proxy.js';
 import { ENTRY_POINTS, IMAGE_COMMANDS } from '../images.js';
-import { UPSTREAMS } from '../routes.js';
+import { siteSettings, UPSTREAMS } from '../routes.js';
 import { env, fileUpload, LIMITS, nodeHttpCheck, type StackContext } from './common.js';
 import type { StackImages } from './images.js';
 import type { StackNetwork } from './network.js';
@@ -143,6 +143,8 @@ export function declareSites(ctx: StackContext, { networks, volumes, targets }: 
         SITES_HOST: '0.0.0.0',
         HOME: '/tmp',
         LOG_LEVEL: cfg.logLevel,
+        // The site's own settings (the web app's API and sign-in URLs), passed on by the supervisor.
+        ...Object.fromEntries(Object.entries(siteSettings(cfg.domains, t.target, cfg.parentDomain)).map(([k, v]) => [`SITE_ENV_${k}`, v])),
       }),
       volumes: [
         { volumeName: t.volumes.site.name, containerPath: SITE_DIR, readOnly: true },
