@@ -11,6 +11,12 @@
  *   upstream (`forward_auth`): identity headers a client sent are removed first, on every request of
  *   the site, and only the API's answer sets them. The upstream can therefore trust them as long as
  *   nothing but the proxy reaches it (GeoServer is alone on its network with the proxy).
+ * - A route with guarded paths of its own or with `forwardAuth` (GeoServer, a servlet container) gets
+ *   400 for a path the proxy and the upstream could read differently, before anything else runs
+ *   (UNNORMALISED_PATH). Caddy's `path` matcher compares the decoded, cleaned path, but the upstream
+ *   receives the path as the client wrote it, and Tomcat drops `;` parameters from every segment:
+ *   `/geoserver;jsessionid=1/rest/x` misses the matcher `/geoserver/rest*` and is /geoserver/rest/x to
+ *   GeoServer. Refusing these shapes outright leaves one reading of every path that passes.
  */
 
 /** Requests that must be authenticated by the API before the upstream sees them. */
@@ -51,6 +57,16 @@ export interface CaddyfileInput {
   plainHttpPort?: number;
 }
 
+/**
+ * A Caddy `expression` (CEL) true for a request path that is not in its one plain form: in the decoded
+ * path a `;` (path parameters, also from %3b), a backslash (also %5c), a `%` (double encoding, %25), a
+ * doubled slash or a `.`/`..` segment (also from %2e); in the raw path an encoded dot or slash (%2e,
+ * %2f, either case), which the decoded path no longer shows as such. The query string is not looked
+ * at: WMS and WFS parameters legitimately hold `;`, `//` and escapes.
+ */
+export const UNNORMALISED_PATH =
+  '{http.request.uri.path}.matches(r"[;\\\\%]|//|/\\.\\.?(/|$)") || {http.request.uri}.matches(r"(?i)^[^?]*%(2e|2f)")';
+
 const SAFE_TOKEN = /^[A-Za-z0-9._:/*@+-]+$/;
 const HEADER_NAME = /^[A-Za-z][A-Za-z0-9-]*$/;
 
@@ -79,6 +95,14 @@ function forwardAuthLines(auth: ForwardAuth, internalOnly: string[]): string[] {
   ];
 }
 
+/**
+ * The refusal of UNNORMALISED_PATH, in a `route` block listed first: Caddy runs `route` blocks in the
+ * order written and before every `respond`, so no forward_auth call and no upstream sees such a path.
+ */
+function unnormalisedPathLines(): string[] {
+  return ['\t@unnormalised_path expression `' + UNNORMALISED_PATH + '`', '\troute @unnormalised_path {', '\t\trespond "Bad Request: the path must be in plain form" 400', '\t}'];
+}
+
 function assertSafeToken(value: string, what: string): string {
   // Caddyfile tokens are whitespace-separated; a stray brace or newline would change the structure.
   if (!SAFE_TOKEN.test(value)) throw new Error(`unsafe ${what} for the Caddyfile: ${JSON.stringify(value)}`);
@@ -105,6 +129,7 @@ export function renderCaddyfile(input: CaddyfileInput): string {
       '',
       `# ${route.description.replace(/[\r\n]+/g, ' ')}`,
       `${address} {`,
+      ...(route.forwardAuth || route.internalOnlyPaths?.length ? unnormalisedPathLines() : []),
       // Written out per site (not a snippet with {args[:]}, which Caddy < 2.7 does not expand).
       '\t@outside_internal_range {',
       `\t\tpath ${guarded.join(' ')}`,
