@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { OAuth2Api, OAuth2Client } from '@ory/hydra-client';
+import { isAxiosError } from 'axios';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../../../services/shared/config.js';
 import { substitute, type Env } from '../../../services/shared/identity-config/render.js';
 import { oryStatus } from '../../../services/shared/ory/clients.js';
+import { isTransientStatus, retry, type RetryOptions } from '../../../services/shared/retry.js';
 
 /**
  * OAuth2 clients declared in YAML (identity/config/clients.yaml), synced into Hydra through the admin API.
@@ -13,6 +15,11 @@ import { oryStatus } from '../../../services/shared/ory/clients.js';
  * Idempotent: a client that matches its declaration is left alone; one that differs is replaced with PUT
  * (which keeps its secret); a missing one is created with a freshly generated secret, which is returned
  * once and never stored anywhere by this tool. Hydra itself only keeps a hash of it.
+ *
+ * Hydra may still be starting when the stack's clients-sync job runs: with `retry`, each client's step
+ * (read, then create or update) is tried again on a refused connection, a timeout or a 5xx, with
+ * exponential backoff and jitter until the deadline (services/shared/retry.ts); a 4xx fails at once.
+ * The step reads before it writes, so a repeated one does not create a client twice.
  */
 
 /** Grants and scopes are the platform's, not the operator's: code flow, refresh tokens, OIDC identity. */
@@ -104,30 +111,66 @@ export type SyncOutcome =
   | { clientId: string; action: 'updated'; fields: string[] }
   | { clientId: string; action: 'unchanged' };
 
-export async function syncClients(oauth2: OAuth2Api, declarations: ClientDeclaration[], options: { dryRun?: boolean } = {}): Promise<SyncOutcome[]> {
+/** Socket-level failures of a call that may succeed once Hydra is up (axios' codes for Node's errors). */
+const TRANSIENT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'ERR_NETWORK']);
+
+/**
+ * Whether a failed Hydra call is worth another attempt: no answer (refused, reset, timed out, a name
+ * that does not resolve yet while Docker starts the container) or a 5xx. Never a 4xx, never a bug.
+ */
+export function hydraRetryable(error: unknown): boolean {
+  if (!isAxiosError(error)) return false;
+  const status = error.response?.status;
+  return status === undefined ? TRANSIENT_CODES.has(error.code ?? '') : isTransientStatus(status);
+}
+
+/** A failed Hydra call in one line: method, path and status or socket error, never headers or credentials. */
+export function describeHydraFailure(error: unknown): string {
+  if (!isAxiosError(error)) return error instanceof Error ? error.message : String(error);
+  const path = error.config?.url ? new URL(error.config.url, 'http://hydra').pathname : '?';
+  const what = error.response ? `answered ${error.response.status}${hydraErrorText(error.response.data)}` : `no answer (${error.code ?? error.message})`;
+  return `${error.config?.method?.toUpperCase() ?? 'call'} ${path} ${what}`;
+}
+
+function hydraErrorText(body: unknown): string {
+  const text = (body as { error_description?: unknown; error?: unknown } | undefined)?.error_description ?? (body as { error?: unknown } | undefined)?.error;
+  return typeof text === 'string' ? `: ${text.slice(0, 200)}` : '';
+}
+
+export interface SyncOptions {
+  dryRun?: boolean;
+  /** Retry each client's step while Hydra is starting; without it every call is made once. */
+  retry?: Omit<RetryOptions, 'retryable'>;
+}
+
+export async function syncClients(oauth2: OAuth2Api, declarations: ClientDeclaration[], options: SyncOptions = {}): Promise<SyncOutcome[]> {
   const outcomes: SyncOutcome[] = [];
+  const retryOptions = options.retry;
+  // One deadline for the whole run, however many clients.
+  const deadline = retryOptions ? Date.now() + retryOptions.deadlineMs : 0;
   for (const declaration of declarations) {
-    const desired = desiredClient(declaration);
-    let existing: OAuth2Client | undefined;
-    try {
-      existing = (await oauth2.getOAuth2Client({ id: declaration.client_id })).data;
-    } catch (error) {
-      if (oryStatus(error) !== 404) throw error;
-    }
-    if (!existing) {
-      const clientSecret = declaration.public ? undefined : randomBytes(32).toString('base64url');
-      if (!options.dryRun) await oauth2.createOAuth2Client({ oAuth2Client: { ...desired, ...(clientSecret ? { client_secret: clientSecret } : {}) } });
-      outcomes.push({ clientId: declaration.client_id, action: 'created', ...(clientSecret && !options.dryRun ? { clientSecret } : {}) });
-      continue;
-    }
-    const fields = differingFields(existing, desired);
-    if (fields.length === 0) {
-      outcomes.push({ clientId: declaration.client_id, action: 'unchanged' });
-      continue;
-    }
-    // PUT without client_secret keeps the stored secret (Hydra's documented behaviour).
-    if (!options.dryRun) await oauth2.setOAuth2Client({ id: declaration.client_id, oAuth2Client: desired });
-    outcomes.push({ clientId: declaration.client_id, action: 'updated', fields });
+    const step = () => syncClient(oauth2, declaration, options.dryRun ?? false);
+    outcomes.push(retryOptions ? await retry(step, { ...retryOptions, deadlineMs: Math.max(0, deadline - Date.now()), retryable: hydraRetryable }) : await step());
   }
   return outcomes;
+}
+
+async function syncClient(oauth2: OAuth2Api, declaration: ClientDeclaration, dryRun: boolean): Promise<SyncOutcome> {
+  const desired = desiredClient(declaration);
+  let existing: OAuth2Client | undefined;
+  try {
+    existing = (await oauth2.getOAuth2Client({ id: declaration.client_id })).data;
+  } catch (error) {
+    if (oryStatus(error) !== 404) throw error;
+  }
+  if (!existing) {
+    const clientSecret = declaration.public ? undefined : randomBytes(32).toString('base64url');
+    if (!dryRun) await oauth2.createOAuth2Client({ oAuth2Client: { ...desired, ...(clientSecret ? { client_secret: clientSecret } : {}) } });
+    return { clientId: declaration.client_id, action: 'created', ...(clientSecret && !dryRun ? { clientSecret } : {}) };
+  }
+  const fields = differingFields(existing, desired);
+  if (fields.length === 0) return { clientId: declaration.client_id, action: 'unchanged' };
+  // PUT without client_secret keeps the stored secret (Hydra's documented behaviour).
+  if (!dryRun) await oauth2.setOAuth2Client({ id: declaration.client_id, oAuth2Client: desired });
+  return { clientId: declaration.client_id, action: 'updated', fields };
 }
