@@ -189,6 +189,15 @@ export function succeeded(jobName: string, container: docker.Container): pulumi.
   });
 }
 
+/** Like `succeeded` for many jobs at once: waits for every one, and a rejection names each that failed. */
+export function allSucceeded(jobs: readonly (readonly [string, docker.Container])[]): pulumi.Output<string> {
+  return pulumi.all(jobs.map(([name, container]) => container.exitCode.apply((code) => [name, code] as const))).apply((results) => {
+    const failed = results.filter(([, code]) => code !== 0);
+    if (failed.length > 0) throw new Error(failed.map(([name, code]) => `job ${name} exited with code ${String(code)}; see its logs (docker logs ${name})`).join('; '));
+    return 'succeeded';
+  });
+}
+
 function toArray(value: pulumi.Input<pulumi.Input<pulumi.Resource>[]> | pulumi.Input<pulumi.Resource> | undefined): pulumi.Resource[] {
   if (value === undefined) return [];
   if (Array.isArray(value)) return value as pulumi.Resource[];

@@ -21,6 +21,8 @@ export const webhookSecrets = pulumi.secret(pulumi.all(secrets.webhookTargetSecr
 
 export const geoserverAdminPassword = secrets.geoserverAdminPassword;
 export const caddyfile = stack.caddyfile;
+/** "succeeded" once every one-shot job exited 0; a failed job fails `pulumi up` here too, naming it. */
+export const jobs = stack.jobsSucceeded;
 export const branchSites = stack.siteServices;
 
 /**

@@ -1,4 +1,5 @@
 import { serviceNameOf } from '../services/shared/targets.js';
+import { allSucceeded } from './containers.js';
 import type { StackConfig } from './config.js';
 import type { StackSecrets } from './secrets.js';
 import { declareBackups } from './stack/backups.js';
@@ -40,7 +41,11 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
     },
   });
   const { accountsUi, ...identityServices } = identity.containers;
-  const edge = declareEdge(ctx, network, images, [
+  // Every one-shot job (migrations, the clients sync, GeoServer's provisioning) must have exited 0
+  // before the proxy opens the platform: a failed one stops `pulumi up` there, naming the job.
+  const jobs = { ...identity.jobs, ...features.jobs };
+  const jobsSucceeded = allSucceeded(Object.entries(jobs).map(([key, container]) => [key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`), container] as const));
+  const edge = declareEdge(ctx, network, images, jobsSucceeded, [
     features.containers.api,
     features.containers.geoserver,
     identityServices.login,
@@ -55,7 +60,8 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
     networks: network.networks,
     volumes: network.volumes,
     containers: { ...identity.containers, ...features.containers, ...sites.containers, ...backups.containers, ...edge.containers },
-    jobs: { ...identity.jobs, ...features.jobs },
+    jobs,
+    jobsSucceeded,
     routes: edge.routes,
     caddyfile: edge.caddyfile,
     /** The identity files exactly as the containers receive them. */

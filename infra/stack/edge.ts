@@ -1,4 +1,5 @@
 import type * as docker from '@pulumi/docker';
+import type * as pulumi from '@pulumi/pulumi';
 import { renderCaddyfile } from '../caddy.js';
 import { service } from '../containers.js';
 import { proxyRoutes, siteUpstreamNames } from '../routes.js';
@@ -6,8 +7,11 @@ import { fileUpload, LIMITS, wgetCheck, type StackContext } from './common.js';
 import type { StackImages } from './images.js';
 import type { StackNetwork } from './network.js';
 
-/** The reverse proxy: the only container that publishes ports (80, 443), created last. */
-export function declareEdge(ctx: StackContext, { networks, volumes, targets }: StackNetwork, images: StackImages, upstreams: docker.Container[]) {
+/**
+ * The reverse proxy: the only container that publishes ports (80, 443), created last, and only once
+ * every one-shot job has succeeded (`jobsSucceeded` rejects with the failed job's name otherwise).
+ */
+export function declareEdge(ctx: StackContext, { networks, volumes, targets }: StackNetwork, images: StackImages, jobsSucceeded: pulumi.Output<string>, upstreams: docker.Container[]) {
   const { cfg, n } = ctx;
   const routes = proxyRoutes(cfg.domains, cfg.targets, { selfServiceUi: cfg.selfServiceUi });
   const caddyfile = renderCaddyfile({ acmeEmail: cfg.acmeEmail, internalCidrs: cfg.internalCidrs, routes });
@@ -35,6 +39,7 @@ export function declareEdge(ctx: StackContext, { networks, volumes, targets }: S
       { volumeName: volumes.caddyConfig.name, containerPath: '/config' },
     ],
     healthcheck: { test: wgetCheck('http://127.0.0.1:2019/config/'), interval: '30s' },
+    labels: { 'platform.after': jobsSucceeded },
     dependsOn: upstreams,
   });
   return { containers: { proxy }, routes, caddyfile };
