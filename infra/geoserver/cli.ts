@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseEnv, runMain } from '../../services/shared/config.js';
+import { errorMessage } from '../../services/shared/retry.js';
 import { GeoServerClient } from './client.js';
 import { provisionGeoServer } from './provision.js';
 
@@ -8,7 +9,11 @@ import { provisionGeoServer } from './provision.js';
  * Runs by hand against any GeoServer, and as the stack's geoserver-provision job after every deploy
  * that changes its inputs. Prints what it changed; a second run prints "no changes".
  *
- * Exit codes: 0 done (changed or not), 1 GeoServer refused or did not answer, 2 bad environment.
+ * GeoServer starts slowly: until its REST API answers, a refused connection, a timeout or a 5xx is
+ * tried again with exponential backoff and jitter for up to GEOSERVER_READY_TIMEOUT_SECONDS (default
+ * 300); a 4xx (wrong credentials, wrong URL) fails at once.
+ *
+ * Exit codes: 0 done (changed or not), 1 GeoServer refused or did not answer in time, 2 bad environment.
  */
 const Env = z.object({
   GEOSERVER_URL: z.string().url().default('http://localhost:8080/geoserver'),
@@ -36,29 +41,38 @@ const Env = z.object({
 runMain(async () => {
   const env = parseEnv(Env);
   const client = new GeoServerClient({ baseUrl: env.GEOSERVER_URL, user: env.GEOSERVER_ADMIN_USER, password: env.GEOSERVER_ADMIN_PASSWORD });
-  const report = await provisionGeoServer(client, {
-    workspace: env.GEOSERVER_WORKSPACE,
-    namespaceUri: env.GEOSERVER_NAMESPACE_URI,
-    datastore: env.GEOSERVER_DATASTORE,
-    database: {
-      host: env.GEOSERVER_DB_HOST,
-      port: env.GEOSERVER_DB_PORT,
-      name: env.GEOSERVER_DB_NAME,
-      schema: env.GEOSERVER_DB_SCHEMA,
-      user: env.GEOSERVER_DB_USER,
-      password: env.GEOSERVER_DB_PASSWORD,
-    },
-    layer: env.GEOSERVER_LAYER,
-    publicLayer: env.GEOSERVER_PUBLIC_LAYER,
-    geometryProperty: 'geom',
-    title: 'Features (Friedhöfe, Blumenbeete, Denkmäler)',
-    readRoles: '*',
-    writeRoles: env.GEOSERVER_WRITE_ROLES,
-    readyTimeoutMs: env.GEOSERVER_READY_TIMEOUT_SECONDS * 1000,
-    ...(env.GEOSERVER_DATA_DIR
-      ? { dataDir: env.GEOSERVER_DATA_DIR, headerAuthentication: { userHeader: env.GEOSERVER_USER_HEADER, roleHeader: env.GEOSERVER_ROLE_HEADER } }
-      : {}),
-  });
+  let report;
+  try {
+    report = await provisionGeoServer(client, {
+      workspace: env.GEOSERVER_WORKSPACE,
+      namespaceUri: env.GEOSERVER_NAMESPACE_URI,
+      datastore: env.GEOSERVER_DATASTORE,
+      database: {
+        host: env.GEOSERVER_DB_HOST,
+        port: env.GEOSERVER_DB_PORT,
+        name: env.GEOSERVER_DB_NAME,
+        schema: env.GEOSERVER_DB_SCHEMA,
+        user: env.GEOSERVER_DB_USER,
+        password: env.GEOSERVER_DB_PASSWORD,
+      },
+      layer: env.GEOSERVER_LAYER,
+      publicLayer: env.GEOSERVER_PUBLIC_LAYER,
+      geometryProperty: 'geom',
+      title: 'Features (Friedhöfe, Blumenbeete, Denkmäler)',
+      readRoles: '*',
+      writeRoles: env.GEOSERVER_WRITE_ROLES,
+      readyTimeoutMs: env.GEOSERVER_READY_TIMEOUT_SECONDS * 1000,
+      onRetry: ({ attempt, delayMs, error }) => console.error(`geoserver: not ready (${errorMessage(error)}); attempt ${attempt + 1} in ${(delayMs / 1000).toFixed(1)} s`),
+      ...(env.GEOSERVER_DATA_DIR
+        ? { dataDir: env.GEOSERVER_DATA_DIR, headerAuthentication: { userHeader: env.GEOSERVER_USER_HEADER, roleHeader: env.GEOSERVER_ROLE_HEADER } }
+        : {}),
+    });
+  } catch (error) {
+    // The client's messages name the method, path and status, never the credentials.
+    console.error(`geoserver-provision failed: ${errorMessage(error)}`);
+    process.exitCode = 1;
+    return;
+  }
   if (report.changes.length === 0) console.log('geoserver: no changes');
   for (const change of report.changes) console.log(`geoserver: ${change}`);
 });

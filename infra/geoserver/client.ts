@@ -1,3 +1,5 @@
+import { errorMessage } from '../../services/shared/retry.js';
+
 /**
  * A small GeoServer REST client (fetch, HTTP Basic). Paths are relative to `<baseUrl>/rest`, exactly
  * as the vendored REST specification writes them (minus its "/rest" quirk). Errors name the method,
@@ -66,7 +68,7 @@ export class GeoServerClient {
     try {
       response = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(this.timeoutMs), redirect: 'manual' });
     } catch (cause) {
-      throw new GeoServerError(method, path, 0, `no answer (${(cause as Error).message})`);
+      throw new GeoServerError(method, path, 0, `no answer (${errorMessage(cause)})`);
     }
     return { status: response.status, contentType: response.headers.get('content-type') ?? '', text: await response.text() };
   }

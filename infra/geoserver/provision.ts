@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { GeoServerError, parseJson, type GeoServerClient } from './client.js';
+import { isTransientStatus, retry, RetryError, type RetryOptions } from '../../services/shared/retry.js';
+import { expectOk, GeoServerError, parseJson, type GeoServerClient } from './client.js';
 import { ensureHeaderAuthentication, type HeaderAuthentication } from './security.js';
 import { renderStyles, revisionOf, type RenderedStyle } from './styles.js';
 
@@ -49,7 +50,10 @@ export interface ProvisionOptions {
   headerAuthentication?: HeaderAuthentication;
   /** How long to wait for GeoServer's REST API to answer (it starts slowly). */
   readyTimeoutMs?: number;
+  /** The first wait between two attempts while it starts (doubled per attempt, up to 10 s, with jitter). */
   readyPollMs?: number;
+  /** Told before each wait (the command logs it). */
+  onRetry?: RetryOptions['onRetry'];
 }
 
 export interface ProvisionReport {
@@ -99,22 +103,29 @@ function credentialsFingerprint(db: ProvisionOptions['database']): string {
   return createHash('sha256').update(`${db.user}\u0000${db.password}\u0000${db.host}\u0000${db.port}\u0000${db.name}`).digest('hex').slice(0, 16);
 }
 
-export async function waitUntilReady(client: GeoServerClient, options: Pick<ProvisionOptions, 'readyTimeoutMs' | 'readyPollMs'>): Promise<void> {
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 300_000);
-  let last = 'no answer yet';
-  for (;;) {
-    try {
-      const response = await client.request('GET', '/workspaces');
-      if (response.status === 200) return;
-      // Wrong credentials will not fix themselves by waiting.
-      if (response.status === 401 || response.status === 403) throw new GeoServerError('GET', '/workspaces', response.status, 'check GEOSERVER_ADMIN_USER and GEOSERVER_ADMIN_PASSWORD');
-      last = `status ${response.status}`;
-    } catch (error) {
-      if (error instanceof GeoServerError && error.status !== 0) throw error;
-      last = (error as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`GeoServer REST API not ready in time (${last})`);
-    await new Promise((resolve) => setTimeout(resolve, options.readyPollMs ?? 2_000));
+/**
+ * Waits for GeoServer's REST API (it starts slowly): a refused connection, a timeout or a 5xx is tried
+ * again with exponential backoff and jitter (services/shared/retry.ts, as the OAuth2 clients sync does)
+ * until readyTimeoutMs; a 4xx fails at once (wrong credentials or a wrong URL do not fix themselves).
+ */
+export async function waitUntilReady(client: GeoServerClient, options: Pick<ProvisionOptions, 'readyTimeoutMs' | 'readyPollMs' | 'onRetry'>): Promise<void> {
+  try {
+    await retry(
+      async () => {
+        const response = await client.request('GET', '/workspaces');
+        if (response.status === 401 || response.status === 403) throw new GeoServerError('GET', '/workspaces', response.status, 'check GEOSERVER_ADMIN_USER and GEOSERVER_ADMIN_PASSWORD');
+        expectOk('GET', '/workspaces', response);
+      },
+      {
+        deadlineMs: options.readyTimeoutMs ?? 300_000,
+        initialDelayMs: options.readyPollMs ?? 500,
+        retryable: (error) => error instanceof GeoServerError && (error.status === 0 || isTransientStatus(error.status)),
+        ...(options.onRetry ? { onRetry: options.onRetry } : {}),
+      },
+    );
+  } catch (error) {
+    if (error instanceof RetryError) throw new Error(`GeoServer REST API not ready in time (${error.message})`);
+    throw error;
   }
 }
 
