@@ -28,6 +28,8 @@ export const DeclaredContainerSchema = z.object({
   entrypoints: z.array(z.string()),
   uploads: z.array(z.object({ file: z.string(), content: z.string() })),
   volumes: z.array(z.object({ volumeName: z.string(), containerPath: z.string(), readOnly: z.boolean().optional() })),
+  /** Docker's limits: memory and swap in MiB (`memory`, `memory_swap`), CPU cores (`cpus`), processes of its user (the nproc ulimit, the stack's pids limit). */
+  limits: z.object({ memoryMb: z.number().optional(), memorySwapMb: z.number().optional(), cpus: z.number().optional(), processes: z.number().optional() }).optional(),
 });
 
 export const DeclaredStackSchema = z.object({
@@ -39,6 +41,12 @@ export const DeclaredStackSchema = z.object({
   caddyfile: z.string(),
   /** Deploy targets; `preview` marks branch-family targets that run code from team pushes. */
   targets: z.array(z.object({ key: z.string(), domain: z.string(), preview: z.boolean() })),
+  /**
+   * Where each secret comes from: `generated` by the program (RandomPassword of `length` characters,
+   * kept encrypted in the state), set in the `stack file` encrypted (never decrypted by the describer),
+   * or in `plain text in the stack file` (a mistake: the file is committed).
+   */
+  secrets: z.array(z.object({ name: z.string(), source: z.enum(['generated', 'stack file', 'plain text in the stack file']), length: z.number().optional() })).optional(),
 });
 
 export type DeclaredContainer = z.infer<typeof DeclaredContainerSchema>;
