@@ -86,7 +86,7 @@ describe.skipIf(missing !== undefined)('the web app in a browser', () => {
     await clickOnMap(map, square(100, 80, 240));
     await page.getByRole('button', { name: 'Loch zeichnen' }).click();
     await clickOnMap(map, square(180, 160, 60));
-    await expect.poll(() => page.getByText('Polygon mit 1 Teil(en) und 1 Loch/Löchern').count()).toBe(1);
+    await expect.poll(() => page.getByText('Fläche mit 1 Teil(en) und 1 Loch/Löchern').count()).toBe(1);
     await fillAttributes(page, { name: 'Alter Friedhof Nord', kategorie: 'friedhof', adresse: 'Friedhofstraße 1', telefon: '+49 30 1234-567' });
     await audit(page);
     await page.screenshot({ path: join(SCREENSHOTS, 'editor.png') });
@@ -104,7 +104,7 @@ describe.skipIf(missing !== undefined)('the web app in a browser', () => {
     await clickOnMap(map, square(60, 60, 100));
     await page.getByRole('button', { name: 'Teilfläche hinzufügen' }).click();
     await clickOnMap(map, square(300, 200, 100));
-    await expect.poll(() => page.getByText('MultiPolygon mit 2 Teil(en) und 0 Loch/Löchern').count()).toBe(1);
+    await expect.poll(() => page.getByText('Mehrteilige Fläche mit 2 Teil(en) und 0 Loch/Löchern').count()).toBe(1);
     await fillAttributes(page, { name: 'Blumenbeete am Markt', kategorie: 'blumenbeet' });
     await page.getByRole('button', { name: 'Speichern' }).click();
     const multiId = await savedFeatureId(page);
@@ -118,13 +118,13 @@ describe.skipIf(missing !== undefined)('the web app in a browser', () => {
     const page = await signedIn('anonymous', '');
     await page.goto(`${stack.webUrl}/?center=13.4,52.52&zoom=13`);
     await expect.poll(() => page.getByRole('status').filter({ hasText: 'Objekte geladen' }).textContent(), { timeout: 20_000 }).toBe('2 Objekte geladen');
-    await page.getByLabel('Name suchen').fill('Friedhof');
+    await page.getByLabel('Suche', { exact: true }).fill('Friedhof');
     await audit(page);
     await page.screenshot({ path: join(SCREENSHOTS, 'map.png') });
     await page.getByRole('link', { name: 'Dieselben Objekte als Liste' }).click();
     await expect(page.getByRole('link', { name: 'Alter Friedhof Nord' })).toBeVisible();
     await expect(page.getByRole('link', { name: 'Blumenbeete am Markt' })).toBeVisible();
-    await page.getByLabel('Name suchen').fill('Blumen');
+    await page.getByLabel('Suche', { exact: true }).fill('Blumen');
     await page.getByRole('button', { name: 'Suchen' }).click();
     await expect.poll(() => page.getByRole('link', { name: 'Alter Friedhof Nord' }).count()).toBe(0);
     await expect(page.getByRole('link', { name: 'Blumenbeete am Markt' })).toBeVisible();
@@ -168,7 +168,7 @@ describe.skipIf(missing !== undefined)('the web app in a browser', () => {
     const map = page.getByRole('region', { name: 'Karte der Objekte' });
     await expect.poll(() => map.getAttribute('aria-invalid')).toBe('true');
     const error = await page.locator('[id="geometry-error"]').textContent();
-    expect(error).toMatch(/^Ungültig: is not valid: Self-intersection/);
+    expect(error).toBe('Die Geometrie überschneidet sich selbst.');
     expect((await map.getAttribute('aria-describedby'))!.split(' ')).toContain('geometry-error');
     expect(new URL(page.url()).pathname).toBe('/features/new');
     await audit(page);

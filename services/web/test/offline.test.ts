@@ -247,7 +247,7 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
       const map = page.getByRole('region', { name: 'Karte der Objekte' });
       await page.getByLabel('Geometrietyp').selectOption('Polygon');
       await clickOnMap(map, square(100, 80, 200));
-      await expect.poll(() => page.getByText('Polygon mit 1 Teil(en) und 0 Loch/Löchern').count()).toBe(1);
+      await expect.poll(() => page.getByText('Fläche mit 1 Teil(en) und 0 Loch/Löchern').count()).toBe(1);
       await page.getByLabel('Name', { exact: true }).fill('Beet offline gezeichnet');
       await page.getByLabel('Kategorie', { exact: true }).selectOption('blumenbeet');
       await page.getByRole('button', { name: 'Speichern' }).click();
@@ -259,7 +259,7 @@ describe.skipIf(missing !== undefined)('offline editing in a browser', () => {
       const box = (await map.boundingBox())!;
       await page.getByRole('button', { name: 'Loch zeichnen' }).click();
       await clickOnMap(map, square(box.width / 2 - 30, box.height / 2 - 30, 60));
-      await expect.poll(() => page.getByText('Polygon mit 1 Teil(en) und 1 Loch/Löchern').count()).toBe(1);
+      await expect.poll(() => page.getByText('Fläche mit 1 Teil(en) und 1 Loch/Löchern').count()).toBe(1);
       await page.getByRole('button', { name: 'Speichern' }).click();
       await page.waitForURL(`${stack.webUrl}/offline`);
       await hasText(badge(page), 'Ausstehende Änderungen: 2');

@@ -143,7 +143,7 @@ describe.skipIf(missing !== undefined)('the WMS overlay and LineStrings in a bro
     await page.getByLabel('Geometrietyp').selectOption('LineString');
     // West to east, the middle vertex higher up (north): the saved line must keep that shape.
     await clickOnMap(map, [[120, 300], [300, 150], [480, 300]], 'dblclick');
-    await expect.poll(() => page.getByText('LineString mit 1 Teil(en) und 0 Loch/Löchern').count()).toBe(1);
+    await expect.poll(() => page.getByText('Linie mit 1 Teil(en) und 0 Loch/Löchern').count()).toBe(1);
     await page.getByLabel('Name', { exact: true }).fill('Lindenallee');
     await page.getByLabel('Kategorie', { exact: true }).selectOption('denkmal');
     violations.push(...(await seriousViolations(page)));
@@ -167,7 +167,7 @@ describe.skipIf(missing !== undefined)('the WMS overlay and LineStrings in a bro
     await page.goto(`${stack.webUrl}/features`);
     await expect.poll(() => page.getByRole('link', { name: 'Lindenallee', exact: true }).count()).toBe(1);
     await page.goto(`${stack.webUrl}/features/${encodeURIComponent(id)}/edit`);
-    await expect.poll(() => page.getByText('LineString mit 1 Teil(en) und 0 Loch/Löchern').count()).toBe(1);
+    await expect.poll(() => page.getByText('Linie mit 1 Teil(en) und 0 Loch/Löchern').count()).toBe(1);
     expect(violations).toEqual([]);
   });
 });

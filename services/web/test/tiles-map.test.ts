@@ -80,7 +80,7 @@ describe.skipIf(missing !== undefined)('a dense view drawn from vector tiles', (
    */
   async function searchByName(page: Page, tileRequests: string[], where: 'tiles' | 'overview') {
     const requested = tileRequests.length;
-    const search = page.getByLabel('Search by name');
+    const search = page.getByLabel('Search', { exact: true });
     await search.fill('Kachel 1234');
     await expect.poll(() => page.getByRole('status').textContent(), { timeout: 15_000 }).toBe('1 features loaded');
     const searched = tileRequests.slice(requested);

@@ -45,14 +45,18 @@ describe('sign-in helpers', () => {
     expect(devTokenClaims(token({ sub: 'a', role: 'root', exp: Date.now() / 1000 + 60 }))?.role).toBe('guest');
   });
 
-  it('shows edit controls to the creator (update:own) and to admins only', () => {
+  it('shows edit controls to the creator (update:own) and to admins only, and to nobody while the feature is in review', () => {
     const user = (role: 'guest' | 'contributor' | 'reviewer' | 'admin', id = 'alice') => ({ id, role, name: id, token: undefined });
-    expect(mayEdit(user('contributor'), 'alice')).toBe(true);
-    expect(mayEdit(user('contributor', 'bert'), 'alice')).toBe(false);
-    expect(mayEdit(user('reviewer', 'bert'), 'alice')).toBe(false);
-    expect(mayEdit(user('admin', 'ada'), 'alice')).toBe(true);
-    expect(mayEdit(user('guest'), 'alice')).toBe(false);
-    expect(mayEdit(undefined, 'alice')).toBe(false);
+    const byAlice = { createdBy: 'alice', status: 'draft' };
+    expect(mayEdit(user('contributor'), byAlice)).toBe(true);
+    expect(mayEdit(user('contributor', 'bert'), byAlice)).toBe(false);
+    expect(mayEdit(user('reviewer', 'bert'), byAlice)).toBe(false);
+    expect(mayEdit(user('admin', 'ada'), byAlice)).toBe(true);
+    expect(mayEdit(user('guest'), byAlice)).toBe(false);
+    expect(mayEdit(undefined, byAlice)).toBe(false);
+    expect(mayEdit(user('contributor'), { ...byAlice, status: 'in_qc' })).toBe(false);
+    expect(mayEdit(user('admin', 'ada'), { ...byAlice, status: 'in_qc' })).toBe(false);
+    expect(mayEdit(user('contributor'), { ...byAlice, status: 'rejected' })).toBe(true);
   });
 });
 

@@ -2,8 +2,9 @@ import { FeaturePropertiesSchema, GeometrySchema, ADRESSE_MAX, NAME_MAX } from '
 import type { Geometry } from '../../../shared/features/schema.js';
 import type { MessageKey, Translate } from '../i18n/index.js';
 import { shapeSummary } from '../lib/geometry.js';
-import { apiHeaders, createEditor, createMap, readClientConfig, type EditTool, type GeometryType } from '../lib/map.js';
+import { apiHeaders, createEditor, createMap, readClientConfig, type EditorHandle, type EditTool, type GeometryType } from '../lib/map.js';
 import { recordSave, StorageFailure } from '../lib/offline/outbox.js';
+import { fieldMessage, problemMessage, readProblem } from '../lib/problems.js';
 import { sideChoice } from '../lib/side-choice.js';
 import { EDITABLE_FIELDS, type EditableField, type Feature } from '../lib/types.js';
 import { clientTranslator } from './messages.js';
@@ -35,6 +36,11 @@ export function mountEditor(): void {
   (window as unknown as { fpEditorMap: unknown }).fpEditorMap = map;
   const editor = createEditor(map, {
     type: typeSelect.value as GeometryType,
+    // Undo or redo across a change of type brings the other type back: the form follows.
+    onTypeChange: (type) => {
+      typeSelect.value = type;
+      showTools();
+    },
     ...(initial.feature ? { initial: initial.feature.geometry } : {}),
     onChange: (geometry) => {
       describeGeometry(geometry);
@@ -56,7 +62,7 @@ export function mountEditor(): void {
       return;
     }
     const { parts, holes } = shapeSummary(geometry);
-    summary.textContent = t('editor.geometrySummary', { type: geometry.type, parts, holes });
+    summary.textContent = t('editor.geometrySummary', { type: t(`geometry.${geometry.type}`), parts, holes });
   };
   describeGeometry(initial.feature?.geometry);
 
@@ -83,6 +89,7 @@ export function mountEditor(): void {
   showTools();
   for (const button of toolButtons) button.setAttribute('aria-pressed', String(button.dataset.tool === (initial.feature ? 'modify' : 'draw')));
   document.getElementById('clear-geometry')!.addEventListener('click', () => editor.clear());
+  mountEditorKeys(editor, t, pressTool, (tool) => !toolButtons.find((button) => button.dataset.tool === tool)?.hidden);
 
   // Keyboard coordinates: a point appears as soon as both numbers are valid.
   const coordinate = (id: 'longitude' | 'latitude') => {
@@ -204,7 +211,7 @@ export function mountEditor(): void {
       location.assign(`/features/${encodeURIComponent(saved.id)}`);
       return;
     }
-    const problem = (await response.json().catch(() => ({}))) as { detail?: string; fields?: Array<{ field: string; message: string }> };
+    const problem = await readProblem(response);
     if (response.status === 412 && featureId) {
       await showConflict(values, geometry);
       return;
@@ -213,13 +220,13 @@ export function mountEditor(): void {
       submitted = true;
       for (const { field, message } of problem.fields) {
         const name = field.startsWith('properties.') ? (field.slice('properties.'.length).split(/[.[]/)[0] as FieldId) : field.startsWith('geometry') ? 'geometry' : undefined;
-        if (name) setError(name, t('error.invalid', { message }));
+        if (name) setError(name, name === 'name' || name === 'kategorie' || name === 'telefon' || name === 'adresse' ? messageFor(t, name, message) : fieldMessage(t, message));
       }
       errorSummary.textContent = t('editor.errorSummary');
       focusFirstInvalid();
       return;
     }
-    status.textContent = t('editor.saveFailed', { message: problem.detail ?? `HTTP ${response.status}` });
+    status.textContent = t('editor.saveFailed', { message: problemMessage(t, problem) });
   };
 
   /**
@@ -276,7 +283,7 @@ export function mountEditor(): void {
       field === 'geometry' ? summaryOf(value as Geometry) : field === 'kategorie' && value ? t(`kategorie.${String(value)}` as MessageKey) : String(value ?? '—');
     const summaryOf = (geometry: Geometry) => {
       const { parts, holes } = shapeSummary(geometry);
-      return t('editor.geometrySummary', { type: geometry.type, parts, holes });
+      return t('editor.geometrySummary', { type: t(`geometry.${geometry.type}`), parts, holes });
     };
     for (const field of differing) {
       const label = t(`field.${field}` as MessageKey);
@@ -318,16 +325,62 @@ export function mountEditor(): void {
     if (dialog.returnValue !== 'confirm' || !featureId) return;
     void fetch(`${config.apiUrl}/api/features/${encodeURIComponent(featureId)}`, { method: 'DELETE', headers: apiHeaders(config, etag ? { 'if-match': etag } : {}), credentials: 'include' }).then(async (response) => {
       if (response.ok) location.assign('/features');
-      else status.textContent = t('editor.saveFailed', { message: ((await response.json().catch(() => ({}))) as { detail?: string }).detail ?? `HTTP ${response.status}` });
+      else status.textContent = t('editor.saveFailed', { message: problemMessage(t, await readProblem(response)) });
     });
   });
 }
 
 /** The catalogue's wording of a schema issue; the schema's own message when the catalogue has none. */
 function messageFor(t: Translate, field: FieldId, message: string): string {
+  if (field === 'name' && message.includes('only spaces')) return t('error.blank');
   if (field === 'name') return message.includes('empty') ? t('error.required') : message.includes('at most') ? t('error.tooLong', { max: NAME_MAX }) : t('error.invalid', { message });
   if (field === 'kategorie') return t('error.kategorie');
   if (field === 'telefon') return message.includes('at most') ? t('error.tooLong', { max: 64 }) : t('error.telefon');
   if (field === 'adresse' && message.includes('at most')) return t('error.tooLong', { max: ADRESSE_MAX });
   return t('error.invalid', { message });
+}
+
+/**
+ * The editor's history buttons and keys (iD's habits): Ctrl+Z and Ctrl+Shift+Z (or Ctrl+Y) undo and
+ * redo, Esc drops the shape being drawn, Delete or Backspace removes the selected vertex, Space places a
+ * vertex at the map centre and Enter finishes, a letter per tool, "?" the help panel. None of them acts
+ * while the focus is in a text field or a list, where these keys edit text.
+ */
+function mountEditorKeys(editor: EditorHandle, t: Translate, pressTool: (tool: EditTool) => void, toolAvailable: (tool: EditTool) => boolean): void {
+  const undo = document.getElementById('undo') as HTMLButtonElement;
+  const redo = document.getElementById('redo') as HTMLButtonElement;
+  const vertexStatus = document.getElementById('vertex-status')!;
+  const mapElement = document.getElementById('map')!;
+  const help = document.getElementById('editor-shortcuts') as HTMLDialogElement;
+  undo.addEventListener('click', () => editor.undo());
+  redo.addEventListener('click', () => editor.redo());
+  document.getElementById('shortcuts-open')!.addEventListener('click', () => help.showModal());
+  editor.onState((state) => {
+    undo.disabled = !state.canUndo;
+    redo.disabled = !state.canRedo;
+    vertexStatus.textContent = state.vertexSelected ? t('editor.vertexSelected') : '';
+  });
+  const TOOL_KEYS: Record<string, EditTool> = { d: 'draw', v: 'modify', m: 'translate', h: 'hole', p: 'part' };
+  document.addEventListener('keydown', (event) => {
+    const target = event.target as HTMLElement;
+    if (target.closest('input, textarea, select, [contenteditable="true"]') || help.open || document.querySelector('dialog[open]')) return;
+    const onMap = target === mapElement || mapElement.contains(target);
+    const key = event.key.toLowerCase();
+    const command = event.ctrlKey || event.metaKey;
+    let handled = true;
+    if (command && key === 'z') {
+      if (event.shiftKey) editor.redo();
+      else editor.undo();
+    }
+    else if (command && key === 'y') editor.redo();
+    else if (command || event.altKey) handled = false;
+    else if (event.key === 'Escape') handled = editor.cancelDrawing();
+    else if (event.key === 'Delete' || event.key === 'Backspace') handled = editor.removeSelectedVertex();
+    else if (event.key === ' ' && onMap) editor.placeAtCentre();
+    else if (event.key === 'Enter' && onMap) handled = editor.finishDrawing();
+    else if (event.key === '?') help.showModal();
+    else if (TOOL_KEYS[key] && toolAvailable(TOOL_KEYS[key])) pressTool(TOOL_KEYS[key]);
+    else handled = false;
+    if (handled) event.preventDefault();
+  });
 }

@@ -8,6 +8,8 @@ import { fieldValue, MERGE_FIELDS, setField, threeWayMerge, type MergeField } fr
 import { discardEntry, recordDelete, recordSave, StorageFailure, updateEntry } from '../lib/offline/outbox.js';
 import { fromMergeInput, mergeInput, saveMerged } from '../lib/offline/sync.js';
 import { watchTables } from '../lib/offline/watch.js';
+import { deleteRefusal, editRefusal } from '../lib/permissions.js';
+import { problemMessage } from '../lib/problems.js';
 import { sideChoice } from '../lib/side-choice.js';
 import type { Feature } from '../lib/types.js';
 import { clientTranslator } from './messages.js';
@@ -54,7 +56,7 @@ export function mountOfflinePage(): void {
       const geometry = value as Geometry;
       const { parts, holes } = shapeSummary(geometry);
       const point = geometry.type === 'Point' ? ` (${geometry.coordinates.join(', ')})` : '';
-      return `${t('editor.geometrySummary', { type: geometry.type, parts, holes })}${point}`;
+      return `${t('editor.geometrySummary', { type: t(`geometry.${geometry.type}`), parts, holes })}${point}`;
     }
     if (field === 'kategorie') return kategorieLabel(value);
     return value === null || value === undefined || value === '' ? '—' : String(value);
@@ -142,11 +144,13 @@ export function mountOfflinePage(): void {
             }
             const actions = document.createElement('td');
             if (config.user) {
-              actions.append(
-                button(t('offline.edit', { name }), () => openForm(feature)),
-                ' ',
-                button(t('offline.delete', { name }), () => void recordDelete(feature.id).then(() => { if (navigator.onLine) void syncNow(); }).catch(storageError), 'danger'),
-              );
+              // Only what the API would accept: a refused edit or delete would wait in the outbox and
+              // fail at sync. What is not offered is said, once per row.
+              const editBlocked = editRefusal(config.user, feature.properties);
+              const deleteBlocked = deleteRefusal(config.user, feature.properties);
+              if (!editBlocked) actions.append(button(t('offline.edit', { name }), () => openForm(feature)), ' ');
+              if (!deleteBlocked) actions.append(button(t('offline.delete', { name }), () => void recordDelete(feature.id).then(() => { if (navigator.onLine) void syncNow(); }).catch(storageError), 'danger'));
+              if (editBlocked) actions.append(Object.assign(document.createElement('span'), { className: 'refusal', textContent: t(editBlocked) }));
             }
             row.append(actions);
             return row;
@@ -160,7 +164,8 @@ export function mountOfflinePage(): void {
   // The outbox.
   const list = byId('outbox-list');
   const nameOf = (entry: OutboxEntry) => entry.body?.properties.name ?? entry.base?.properties.name ?? entry.featureId;
-  const stateText = (entry: OutboxEntry) => (entry.state === 'failed' ? t('offline.state.failed', { message: entry.lastError ?? '' }) : t(`offline.state.${entry.state}` as MessageKey));
+  const stateText = (entry: OutboxEntry) =>
+    entry.state === 'failed' ? t('offline.state.failed', { message: entry.lastProblem ? problemMessage(t, entry.lastProblem) : (entry.lastError ?? '') }) : t(`offline.state.${entry.state}` as MessageKey);
   const renderOutbox = (entries: OutboxEntry[]) => {
     {
       list.replaceChildren(

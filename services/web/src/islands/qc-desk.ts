@@ -1,6 +1,8 @@
 import type { MessageKey } from '../i18n/index.js';
 import { apiHeaders, readClientConfig } from '../lib/map.js';
 import { jobOutcome, PENDING, RERUNNABLE, type FeatureReviews, type QcClaim, type QueueItem } from '../lib/qc.js';
+import { problemMessage, readProblem } from '../lib/problems.js';
+import { clockAndRelative } from '../lib/times.js';
 import { mountFeatureMaps } from './feature-maps.js';
 import { clientTranslator } from './messages.js';
 import { queueChanged } from './qc-count.js';
@@ -40,19 +42,13 @@ export function mountQcDesk(): void {
   const reasonError = document.getElementById('reason-error');
   const commonReason = document.getElementById('common-reason') as HTMLSelectElement | null;
   const dialog = document.getElementById('shortcuts') as HTMLDialogElement | null;
-  const time = (iso: string) => new Date(iso).toLocaleTimeString(config.lang, { hour: '2-digit', minute: '2-digit' });
+  const time = (iso: string) => clockAndRelative(iso, config.lang);
   let holding = false;
   let decided = false;
   let renewTimer: ReturnType<typeof setInterval> | undefined;
 
-  const problemText = async (response: Response) => {
-    try {
-      const problem = (await response.json()) as { detail?: string; title?: string };
-      return problem.detail ?? problem.title ?? String(response.status);
-    } catch {
-      return String(response.status);
-    }
-  };
+  // The API's refusals in the reader's language; a claim's end as a local clock time.
+  const problemText = async (response: Response) => problemMessage(t, await readProblem(response), time);
 
   async function claim(): Promise<void> {
     const response = await api(`/api/qc/claim/${path}`, { method: 'POST' });

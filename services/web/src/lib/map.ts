@@ -639,6 +639,15 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
 export type EditTool = 'draw' | 'modify' | 'translate' | 'hole' | 'part';
 export type GeometryType = Geometry['type'];
 
+/** What the editor's undo and redo can do now, and whether a shape is being drawn. */
+export interface EditorState {
+  canUndo: boolean;
+  canRedo: boolean;
+  drawing: boolean;
+  /** A vertex is selected (Edit vertices: clicked or just moved), so Delete can remove it. */
+  vertexSelected: boolean;
+}
+
 export interface EditorHandle {
   setType(type: GeometryType): void;
   setTool(tool: EditTool): void;
@@ -647,15 +656,40 @@ export interface EditorHandle {
   geometry(): Geometry | undefined;
   setGeometry(geometry: Geometry | undefined): void;
   clear(): void;
+  /** While drawing: removes the last vertex. Otherwise: the geometry as before the last edit. */
+  undo(): void;
+  redo(): void;
+  /** Esc: the shape being drawn is dropped; what was there before stays. */
+  cancelDrawing(): boolean;
+  /** The keyboard's "click": a vertex (or the point) at the map's centre; editing vertices, selects the one there. */
+  placeAtCentre(): void;
+  /** Enter: the line or polygon being drawn is finished. */
+  finishDrawing(): boolean;
+  /** Delete/Backspace: the selected vertex goes (a line keeps two, a ring three). */
+  removeSelectedVertex(): boolean;
+  onState(listener: (state: EditorState) => void): void;
 }
+
+/** How near (CSS pixels) a click must be to a vertex to select it, as OpenLayers' Modify snaps. */
+const VERTEX_TOLERANCE = 10;
+/** The keyboard's reach: the vertex nearest the map centre within this many pixels. */
+const KEYBOARD_VERTEX_TOLERANCE = 60;
 
 /**
  * Editing one feature's geometry: Draw, then Modify and Snap (to this feature and the others on the
  * map) and Translate — added in that order, as OpenLayers' draw-and-modify example does. Holes are
  * drawn as polygons and cut into the polygon (or MultiPolygon part) that contains them; parts are
  * drawn as polygons and appended to the MultiPolygon.
+ *
+ * History (iD's core/history in small): every finished edit — a drawn shape, hole or part, a moved or
+ * removed vertex, a translation, a cleared geometry, a point from the keyboard — is one entry holding a
+ * copy of the geometry; undo and redo step through them. While a shape is being drawn, undo removes
+ * its last vertex instead.
  */
-export function createEditor(handle: MapHandle, options: { type: GeometryType; initial?: Geometry; onChange: (geometry: Geometry | undefined) => void }): EditorHandle {
+export function createEditor(
+  handle: MapHandle,
+  options: { type: GeometryType; initial?: Geometry; onChange: (geometry: Geometry | undefined) => void; onTypeChange?: (type: GeometryType) => void },
+): EditorHandle {
   const map = handle.olMap as OlMap;
   const source = new VectorSource<OlFeature>();
   const layer = new VectorLayer({
@@ -667,24 +701,71 @@ export function createEditor(handle: MapHandle, options: { type: GeometryType; i
     }),
   });
   map.addLayer(layer);
+  // The selected vertex, drawn as a ring around it.
+  const selection = new VectorSource<OlFeature>();
+  map.addLayer(new VectorLayer({ source: selection, zIndex: 10, style: new Style({ image: new CircleStyle({ radius: 10, stroke: new Stroke({ color: '#12324f', width: 3 }) }) }) }));
   let type = options.type;
+  let tool: EditTool = 'draw';
   let interactions: Array<Draw | Modify | Snap | Translate> = [];
+  let draw: Draw | undefined;
+  let modify: Modify | undefined;
+  let drawing = false;
+  let selected: number[] | undefined;
 
   const current = (): OlFeature | undefined => source.getFeatures()[0];
   const emit = () => options.onChange(editor.geometry());
   source.on('changefeature', emit);
 
+  // The history: `present` is the geometry now; `past` and `future` what undo and redo bring back.
+  let present: OlGeometry | undefined = options.initial ? (format.readGeometry(options.initial) as OlGeometry) : undefined;
+  const past: Array<OlGeometry | undefined> = [];
+  const future: Array<OlGeometry | undefined> = [];
+  const stateListeners: Array<(state: EditorState) => void> = [];
+  const notify = () => {
+    const state = { canUndo: drawing || past.length > 0, canRedo: !drawing && future.length > 0, drawing, vertexSelected: selected !== undefined };
+    for (const listener of stateListeners) listener(state);
+  };
+  const select = (coordinate: number[] | undefined) => {
+    selected = coordinate;
+    selection.clear();
+    if (coordinate) selection.addFeature(new OlFeature(new Point(coordinate)));
+    notify();
+  };
+  /** Records the geometry as it is now as one edit. */
+  const commit = () => {
+    past.push(present?.clone());
+    present = current()?.getGeometry()?.clone();
+    future.length = 0;
+    notify();
+  };
+  const restore = (geometry: OlGeometry | undefined) => {
+    select(undefined);
+    source.clear();
+    if (geometry) {
+      source.addFeature(new OlFeature({ geometry: geometry.clone() }));
+      const restoredType = geometry.getType() as GeometryType;
+      if (restoredType !== type) {
+        type = restoredType;
+        options.onTypeChange?.(type);
+        install(tool);
+      }
+    }
+    emit();
+    notify();
+  };
+
   const setOlGeometry = (geometry: OlGeometry | undefined) => {
     source.clear();
     if (geometry) source.addFeature(new OlFeature({ geometry }));
     emit();
+    commit();
   };
 
   const drawType = (): 'Point' | 'LineString' | 'Polygon' => (type === 'MultiPolygon' ? 'Polygon' : type);
 
-  const onDrawn = (tool: EditTool, drawn: OlGeometry) => {
+  const onDrawn = (drawnWith: EditTool, drawn: OlGeometry) => {
     const existing = current()?.getGeometry();
-    if (tool === 'hole' && drawn instanceof Polygon && existing) {
+    if (drawnWith === 'hole' && drawn instanceof Polygon && existing) {
       const ring = drawn.getLinearRing(0)!.getCoordinates();
       if (existing instanceof Polygon) {
         existing.appendLinearRing(drawn.getLinearRing(0)!);
@@ -695,12 +776,14 @@ export function createEditor(handle: MapHandle, options: { type: GeometryType; i
         existing.setCoordinates(coordinates);
       }
       emit();
+      commit();
       return;
     }
     if (type === 'MultiPolygon' && drawn instanceof Polygon) {
-      if (tool === 'part' && existing instanceof MultiPolygon) {
+      if (drawnWith === 'part' && existing instanceof MultiPolygon) {
         existing.appendPolygon(drawn);
         emit();
+        commit();
         return;
       }
       setOlGeometry(new MultiPolygon([drawn.getCoordinates()]));
@@ -709,31 +792,87 @@ export function createEditor(handle: MapHandle, options: { type: GeometryType; i
     setOlGeometry(drawn);
   };
 
-  const install = (tool: EditTool) => {
+  /** The vertex of the geometry nearest to a map coordinate, within VERTEX_TOLERANCE pixels. */
+  const vertexNear = (coordinate: number[], tolerance = VERTEX_TOLERANCE): number[] | undefined => {
+    const geometry = current()?.getGeometry();
+    if (!geometry || geometry instanceof Point) return undefined;
+    const pixel = map.getPixelFromCoordinate(coordinate);
+    let best: number[] | undefined;
+    let bestDistance = tolerance;
+    const walk = (value: unknown) => {
+      if (!Array.isArray(value)) return;
+      if (typeof value[0] === 'number') {
+        const at = map.getPixelFromCoordinate(value as number[]);
+        const distance = Math.hypot(at[0]! - pixel[0]!, at[1]! - pixel[1]!);
+        if (distance <= bestDistance) {
+          bestDistance = distance;
+          best = value as number[];
+        }
+      } else value.forEach(walk);
+    };
+    walk((geometry as Polygon).getCoordinates());
+    return best;
+  };
+
+  const install = (next: EditTool) => {
+    tool = next;
+    if (drawing) draw?.abortDrawing();
+    drawing = false;
+    select(undefined);
     for (const interaction of interactions) map.removeInteraction(interaction);
     interactions = [];
-    if (tool === 'draw' || tool === 'hole' || tool === 'part') {
-      const draw = new Draw({ type: tool === 'draw' ? drawType() : 'Polygon' });
-      draw.on('drawend', (event) => onDrawn(tool, event.feature.getGeometry() as OlGeometry));
+    draw = undefined;
+    modify = undefined;
+    if (next === 'draw' || next === 'hole' || next === 'part') {
+      draw = new Draw({ type: next === 'draw' ? drawType() : 'Polygon' });
+      draw.on('drawstart', () => {
+        drawing = true;
+        notify();
+      });
+      draw.on('drawabort', () => {
+        drawing = false;
+        notify();
+      });
+      draw.on('drawend', (event) => {
+        drawing = false;
+        onDrawn(next, event.feature.getGeometry() as OlGeometry);
+      });
       interactions.push(draw);
-    } else if (tool === 'modify') {
-      interactions.push(new Modify({ source }));
+    } else if (next === 'modify') {
+      // Vertices are removed with Delete or Backspace after selecting them (not by a hidden Alt+click).
+      modify = new Modify({ source, deleteCondition: () => false });
+      modify.on('modifyend', (event) => {
+        commit();
+        // The vertex just dragged stays selected, so Delete removes it.
+        const coordinate = event.mapBrowserEvent?.coordinate;
+        if (coordinate) select(vertexNear(coordinate));
+      });
+      interactions.push(modify);
     } else {
-      interactions.push(new Translate({ layers: [layer] }));
+      const translate = new Translate({ layers: [layer] });
+      translate.on('translateend', commit);
+      interactions.push(translate);
     }
     // Snap last, so it sees the pointer before the others (OpenLayers' snap example): to this
     // feature's own vertices and to the other features on the map.
     interactions.push(new Snap({ source }));
     for (const other of contextSources.get(handle) ?? []) interactions.push(new Snap({ source: other }));
     for (const interaction of interactions) map.addInteraction(interaction);
+    notify();
   };
+  map.on('singleclick', (event) => {
+    if (tool === 'modify') select(vertexNear(event.coordinate));
+  });
 
   const editor: EditorHandle = {
     setType(next) {
       if (next !== type) {
         type = next;
-        source.clear();
-        emit();
+        if (current()) {
+          source.clear();
+          emit();
+          commit();
+        }
       }
       install('draw');
     },
@@ -750,7 +889,61 @@ export function createEditor(handle: MapHandle, options: { type: GeometryType; i
       setOlGeometry(geometry ? (format.readGeometry(geometry) as OlGeometry) : undefined);
     },
     clear() {
+      if (drawing) draw?.abortDrawing();
       setOlGeometry(undefined);
+    },
+    undo() {
+      if (drawing && draw) {
+        draw.removeLastPoint();
+        return;
+      }
+      if (past.length === 0) return;
+      future.push(present?.clone());
+      present = past.pop();
+      restore(present);
+    },
+    redo() {
+      if (drawing || future.length === 0) return;
+      past.push(present?.clone());
+      present = future.pop();
+      restore(present);
+    },
+    cancelDrawing() {
+      if (!drawing || !draw) return false;
+      draw.abortDrawing();
+      return true;
+    },
+    placeAtCentre() {
+      const centre = map.getView().getCenter();
+      if (!centre) return;
+      // Editing vertices, the key selects the vertex nearest the centre instead (then Delete removes it).
+      if (tool === 'modify') {
+        select(vertexNear(centre, KEYBOARD_VERTEX_TOLERANCE));
+        return;
+      }
+      if (tool === 'draw' && type === 'Point') {
+        setOlGeometry(new Point(centre));
+        return;
+      }
+      if (!draw) return;
+      draw.appendCoordinates([centre]);
+      drawing = true;
+      notify();
+    },
+    finishDrawing() {
+      if (!drawing || !draw) return false;
+      draw.finishDrawing();
+      return true;
+    },
+    removeSelectedVertex() {
+      if (!modify || !selected) return false;
+      const removed = modify.removePoint(selected);
+      select(undefined);
+      return removed;
+    },
+    onState(listener) {
+      stateListeners.push(listener);
+      listener({ canUndo: past.length > 0, canRedo: future.length > 0, drawing, vertexSelected: selected !== undefined });
     },
   };
   if (options.initial) {

@@ -3,6 +3,7 @@ import { whoami, kratosCookies } from '../../../shared/ory/kratos-session.js';
 import { roleFrom } from '../../../shared/roles.js';
 import type { Role } from '../../../shared/principal.js';
 import type { WebConfig } from '../config.js';
+import { editRefusal } from './permissions.js';
 
 /**
  * Who is looking at a page, decided on the server:
@@ -64,10 +65,9 @@ export function safeReturnPath(value: string | null | undefined): string {
 export function mayCreate(role: Role): boolean {
   return role === 'contributor' || role === 'reviewer' || role === 'admin';
 }
-export function mayEdit(user: SignedInUser | undefined, createdBy: string | undefined): boolean {
-  if (!user) return false;
-  if (user.role === 'admin') return true;
-  return mayCreate(user.role) && createdBy !== undefined && createdBy === user.id;
+/** Whether the user may edit a feature now (its creator or an admin, and not while it is in review). */
+export function mayEdit(user: SignedInUser | undefined, properties: { createdBy?: string | undefined; status?: string | undefined }): boolean {
+  return editRefusal(user, properties) === undefined;
 }
 export function mayDelete(user: SignedInUser | undefined): boolean {
   return user?.role === 'admin';

@@ -1,5 +1,6 @@
 import Dexie, { type EntityTable } from 'dexie';
 import type { Feature } from '../types.js';
+import type { Problem } from '../problems.js';
 
 /**
  * The browser's offline store (IndexedDB through Dexie), one per origin and so shared by every tab:
@@ -42,6 +43,8 @@ export interface OutboxEntry {
   theirs: Feature | null;
   theirsEtag: string | null;
   lastError: string | null;
+  /** The API's refusal behind lastError (its code), so the page words it in the reader's language. */
+  lastProblem?: Problem | null;
 }
 
 export class OfflineDatabase extends Dexie {

@@ -2,6 +2,7 @@ import { EDITABLE_FIELDS, type ClientConfig, type Feature } from '../types.js';
 import { offlineDb, type OutboxEntry } from './db.js';
 import { mergeNote, threeWayMerge, type MergeInput } from './merge.js';
 import { extentOf, updateEntry } from './outbox.js';
+import { readProblem, type Problem } from '../problems.js';
 
 /**
  * Sync: the outbox goes to the API in the order the edits were made per feature; the edits of
@@ -85,10 +86,18 @@ async function acknowledge(response: Response | undefined, seq: number): Promise
 
 const featurePath = (id: string) => `/api/features/${encodeURIComponent(id)}`;
 
-async function problemText(response: Response): Promise<string> {
-  const problem = (await response.json().catch(() => ({}))) as { detail?: string; title?: string };
-  return problem.detail ?? problem.title ?? `HTTP ${response.status}`;
+/** The refusal for the outbox entry: the API's text (for logs and support) and its problem (for the page's wording). */
+async function refusal(response: Response): Promise<{ lastError: string; lastProblem: Problem }> {
+  const problem = await readProblem(response);
+  return { lastError: problem.detail ?? problem.title ?? `HTTP ${response.status}`, lastProblem: problem };
 }
+
+/**
+ * A refusal that sending again cannot change (4xx: forbidden, invalid, in review): the entry becomes
+ * "failed", waits for the user to change or discard it and is not sent again. 5xx and 429 are passing
+ * trouble: the entry stays pending and the next sync tries again.
+ */
+const isFinal = (status: number) => status >= 400 && status < 500 && status !== 429 && status !== 408;
 
 /**
  * Saves a merge result over theirs. The new version is the history's line for the resolved conflict,
@@ -108,7 +117,7 @@ export async function saveMerged(transport: Transport, entry: OutboxEntry, merge
     await handleConflict(transport, { ...entry, body: merged });
     return false;
   }
-  await updateEntry(entry.seq!, { lastError: await problemText(response) });
+  await updateEntry(entry.seq!, await refusal(response));
   return false;
 }
 
@@ -119,7 +128,7 @@ async function handleConflict(transport: Transport, entry: OutboxEntry): Promise
     return;
   }
   if (!current.ok) {
-    await updateEntry(entry.seq!, { lastError: await problemText(current) });
+    await updateEntry(entry.seq!, await refusal(current));
     return;
   }
   const theirsEtag = current.headers.get('etag');
@@ -143,7 +152,7 @@ async function sendOne(transport: Transport, entry: OutboxEntry): Promise<boolea
       await acknowledge(response, entry.seq!);
       return true;
     }
-    await updateEntry(entry.seq!, { state: 'failed', lastError: await problemText(response) });
+    await updateEntry(entry.seq!, { state: 'failed', ...(await refusal(response)) });
     return false;
   }
   const ifMatch: Record<string, string> = entry.baseEtag ? { 'if-match': entry.baseEtag } : {};
@@ -154,7 +163,9 @@ async function sendOne(transport: Transport, entry: OutboxEntry): Promise<boolea
       return true;
     }
     if (response.status === 412) await handleConflict(transport, entry);
-    else await updateEntry(entry.seq!, { lastError: await problemText(response) });
+    // A refused delete (403 for a non-admin, 409 while in review) used to stay pending: "waiting"
+    // for ever and sent again on every sync.
+    else await updateEntry(entry.seq!, { ...(isFinal(response.status) ? { state: 'failed' as const } : {}), ...(await refusal(response)) });
     return false;
   }
   const response = await call(transport, 'PUT', featurePath(entry.featureId), ifMatch, requestBody(entry.body!, true));
@@ -164,7 +175,7 @@ async function sendOne(transport: Transport, entry: OutboxEntry): Promise<boolea
   }
   if (response.status === 412) await handleConflict(transport, entry);
   else if (response.status === 404) await updateEntry(entry.seq!, { state: 'gone' });
-  else await updateEntry(entry.seq!, { state: 'failed', lastError: await problemText(response) });
+  else await updateEntry(entry.seq!, { ...(isFinal(response.status) ? { state: 'failed' as const } : {}), ...(await refusal(response)) });
   return false;
 }
 
