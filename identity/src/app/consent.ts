@@ -32,15 +32,29 @@ function traitsOf(identity: Identity): { email?: string; name?: string } {
   };
 }
 
-/** The claims for the tokens: the role always (the API needs it), email and name only when their scope was granted. */
-export function sessionClaims(identity: Identity, grantedScopes: string[]) {
+/**
+ * The claims for the tokens: the role always (the API needs it), email and name only when their scope
+ * was granted. The access token also carries what the API decides on besides the role: whether the
+ * e-mail address is verified (`email_verified`: an unverified account may only read) and how the
+ * person signed in (`acr` aal1/aal2 and `amr`, from the login the consent belongs to: approvals,
+ * deletions and user administration need aal2 for reviewers and admins).
+ */
+export function sessionClaims(identity: Identity, grantedScopes: string[], login: { acr?: string | undefined; amr?: string[] | undefined } = {}) {
   const { email, name } = traitsOf(identity);
   const role = roleFrom(identity.metadata_public);
-  const verified = (identity.verifiable_addresses ?? []).some((a) => a.value === email && a.verified);
+  const wanted = email?.toLowerCase();
+  const verified = (identity.verifiable_addresses ?? []).some((a) => a.value.toLowerCase() === wanted && a.verified);
   const idToken: Record<string, unknown> = { role };
   if (grantedScopes.includes('email') && email) Object.assign(idToken, { email, email_verified: verified });
   if (grantedScopes.includes('profile') && name) idToken.name = name;
-  const accessToken: Record<string, unknown> = { role, ...(email ? { email } : {}), ...(name ? { name } : {}) };
+  const accessToken: Record<string, unknown> = {
+    role,
+    ...(email ? { email } : {}),
+    ...(name ? { name } : {}),
+    email_verified: verified,
+    acr: login.acr === 'aal2' ? 'aal2' : 'aal1',
+    ...(login.amr && login.amr.length > 0 ? { amr: login.amr } : {}),
+  };
   return { id_token: idToken, access_token: accessToken };
 }
 
@@ -66,7 +80,7 @@ export function createConsentRoutes(ctx: RouteContext): { show: RequestHandler; 
           grant_access_token_audience: consent.requested_access_token_audience ?? [],
           remember,
           remember_for: remember ? config.rememberSeconds : 0,
-          session: sessionClaims(identity, grantScope),
+          session: sessionClaims(identity, grantScope, { acr: consent.acr, amr: consent.amr }),
         },
       }),
     );

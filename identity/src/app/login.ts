@@ -43,16 +43,18 @@ function readFreshMarker(secret: string, challenge: string, marker: unknown): nu
   return after === '0' ? 0 : Date.parse(after);
 }
 
-function authParams(loginRequest: OAuth2LoginRequest): { promptLogin: boolean; maxAgeSeconds?: number } {
+function authParams(loginRequest: OAuth2LoginRequest): { promptLogin: boolean; maxAgeSeconds?: number; wantsAal2: boolean } {
   let params: URLSearchParams;
   try {
     params = new URL(loginRequest.request_url).searchParams;
   } catch {
-    return { promptLogin: false };
+    return { promptLogin: false, wantsAal2: false };
   }
   const promptLogin = (params.get('prompt') ?? '').split(' ').includes('login');
   const maxAge = params.get('max_age');
-  return { promptLogin, ...(maxAge !== null && /^\d+$/.test(maxAge) ? { maxAgeSeconds: Number(maxAge) } : {}) };
+  // The step-up of an OAuth2 client (RFC 9470): the API answered AAL2_REQUIRED, the client asks again with acr_values=aal2.
+  const wantsAal2 = (params.get('acr_values') ?? '').split(' ').includes('aal2');
+  return { promptLogin, wantsAal2, ...(maxAge !== null && /^\d+$/.test(maxAge) ? { maxAgeSeconds: Number(maxAge) } : {}) };
 }
 
 export function createLoginRoute(ctx: RouteContext): RequestHandler {
@@ -70,7 +72,8 @@ export function createLoginRoute(ctx: RouteContext): RequestHandler {
     });
     if (!loginRequest) return;
 
-    if (loginRequest.skip) {
+    // A remembered login is accepted at once, unless the client asks for a second factor (acr_values=aal2).
+    if (loginRequest.skip && !authParams(loginRequest).wantsAal2) {
       return answerChallenge(res, () => ory.oauth2.acceptOAuth2LoginRequest({ loginChallenge: challenge, acceptOAuth2LoginRequest: { subject: loginRequest.subject } }));
     }
 
@@ -90,7 +93,10 @@ export function createLoginRoute(ctx: RouteContext): RequestHandler {
     const authenticatedAt = session.authenticated_at ? Date.parse(session.authenticated_at) : 0;
     const freshAfter = readFreshMarker(config.cookieSecret, challenge, req.query[FRESH_PARAM]);
     const reauthenticated = freshAfter !== undefined && authenticatedAt > freshAfter;
-    const { promptLogin, maxAgeSeconds } = authParams(loginRequest);
+    const { promptLogin, maxAgeSeconds, wantsAal2 } = authParams(loginRequest);
+    if (wantsAal2 && session.authenticator_assurance_level !== 'aal2' && session.authenticator_assurance_level !== 'aal3') {
+      return res.redirect(303, kratosLoginUrl(config, here.toString(), { aal2: true }));
+    }
     const tooOld = maxAgeSeconds !== undefined && ctx.now() - authenticatedAt > maxAgeSeconds * 1000;
     if ((promptLogin || tooOld) && !reauthenticated) {
       here.searchParams.set(FRESH_PARAM, freshMarker(config.cookieSecret, challenge, session.authenticated_at));

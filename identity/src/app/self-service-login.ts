@@ -76,25 +76,85 @@ ${part.scripts.map((s) => html`<script src="${s.src}"${s.integrity ? html` integ
 `)}<script src="/assets/ory-triggers.js"></script>`;
 }
 
+/**
+ * The social sign-in providers a flow offers (Kratos' UI nodes of group "oidc": a submit button named
+ * `provider` per configured provider, labelled "Sign in with …"). Nothing is hard-coded here: the
+ * operator's providers appear as Kratos lists them.
+ */
+export function oidcProviders(flow: LoginFlow): { id: string; label: string }[] {
+  return flow.ui.nodes
+    .filter((n) => n.group === 'oidc')
+    .map((n) => ({ node: n, attributes: inputAttributes(n) }))
+    .filter(({ attributes }) => attributes?.name === 'provider' && typeof attributes.value === 'string')
+    .map(({ node, attributes }) => ({ id: String(attributes!.value), label: node.meta.label?.text ?? `Sign in with ${String(attributes!.value)}` }));
+}
+
+function renderOidcForm(flow: LoginFlow, csrf: string, providers: { id: string; label: string }[]): SafeHtml {
+  return html`<form method="post" action="/self-service/login" id="oidc-login" aria-label="Sign in with another account">
+<input type="hidden" name="_csrf" value="${csrf}">
+<input type="hidden" name="flow" value="${flow.id}">
+<input type="hidden" name="csrf_token" value="${kratosCsrfToken(flow)}">
+<input type="hidden" name="method" value="oidc">
+${providers.map((p) => html`<button type="submit" class="secondary" name="provider" value="${p.id}">${p.label}</button>
+`)}</form>`;
+}
+
+/** Whether an aal2 flow asks for a TOTP code (Kratos' totp method nodes), which this app renders itself. */
+function asksTotp(flow: LoginFlow): boolean {
+  return flow.ui.nodes.some((n) => n.group === 'totp' && inputAttributes(n)?.name === 'totp_code');
+}
+
+function messageList(flow: LoginFlow): { errorList?: SafeHtml; infoList?: SafeHtml } {
+  const all = messages(flow);
+  const errors = all.filter((m) => m.type === 'error');
+  const infos = all.filter((m) => m.type !== 'error');
+  return {
+    ...(errors.length > 0 ? { errorList: html`<div class="error" role="alert" id="login-errors">${errors.map((m) => html`<p>${m.text}</p>`)}</div>` } : {}),
+    ...(infos.length > 0 ? { infoList: html`<div role="status" id="login-info">${infos.map((m) => html`<p>${m.text}</p>`)}</div>` } : {}),
+  };
+}
+
+/** The second factor: the code of the person's authenticator app, posted here like the password. */
+function renderTotpForm(flow: LoginFlow, csrf: string): string {
+  const { errorList, infoList } = messageList(flow);
+  return page(
+    'Second factor',
+    html`${errorList}${infoList}
+<p>Enter the six-digit code your authenticator app shows for this account.</p>
+<form method="post" action="/self-service/login" novalidate>
+<input type="hidden" name="_csrf" value="${csrf}">
+<input type="hidden" name="flow" value="${flow.id}">
+<input type="hidden" name="csrf_token" value="${kratosCsrfToken(flow)}">
+<input type="hidden" name="method" value="totp">
+<label for="totp_code">Authentication code</label>
+<input type="text" id="totp_code" name="totp_code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required${errorList ? html` aria-describedby="login-errors" aria-invalid="true"` : ''}>
+<button type="submit">Confirm</button>
+</form>`,
+  );
+}
+
 function renderForm(flow: LoginFlow, csrf: string, identifier: string, kratosPublicUrl: string): string {
-  const errors = messages(flow).filter((m) => m.type === 'error');
-  const errorList: SafeHtml | undefined = errors.length > 0 ? html`<div class="error" role="alert" id="login-errors">${errors.map((m) => html`<p>${m.text}</p>`)}</div>` : undefined;
+  const { errorList, infoList } = messageList(flow);
   const title = flow.refresh ? 'Confirm it is you' : 'Sign in';
   const passkey = passkeyPart(flow);
+  const providers = oidcProviders(flow);
+  // A sign-in to link a provider to an existing account comes with the account's e-mail (Kratos' node value).
+  const prefilled = identifier || String(flow.ui.nodes.map(inputAttributes).find((a) => a?.name === 'identifier')?.value ?? '');
   return page(
     title,
-    html`${errorList}
+    html`${errorList}${infoList}
 <form method="post" action="/self-service/login" novalidate>
 <input type="hidden" name="_csrf" value="${csrf}">
 <input type="hidden" name="flow" value="${flow.id}">
 <input type="hidden" name="csrf_token" value="${kratosCsrfToken(flow)}">
 <label for="identifier">E-mail</label>
-<input type="email" id="identifier" name="identifier" autocomplete="username" required value="${identifier}"${errorList ? html` aria-describedby="login-errors" aria-invalid="true"` : ''}>
+<input type="email" id="identifier" name="identifier" autocomplete="username" required value="${prefilled}"${errorList ? html` aria-describedby="login-errors" aria-invalid="true"` : ''}>
 <label for="password">Password</label>
 <input type="password" id="password" name="password" autocomplete="current-password" required>
 <button type="submit">Sign in</button>
 </form>
 ${passkey ? renderPasskeyForm(flow, csrf, passkey) : undefined}
+${providers.length > 0 ? renderOidcForm(flow, csrf, providers) : undefined}
 <p><a href="${kratosPublicUrl}/self-service/recovery/browser">Forgot your password?</a> · <a href="${kratosPublicUrl}/self-service/registration/browser">Create an account</a></p>`,
   );
 }
@@ -126,7 +186,12 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
     const flow = await loadFlow(req, res, id);
     if (!flow) return;
     if (flow.requested_aal === 'aal2') {
-      // TOTP, WebAuthn and passkeys need the official UI (and its script); it renders this same flow.
+      // A TOTP code is a form like the password, rendered here (rate limits and CSRF apply to it too).
+      if (asksTotp(flow)) {
+        res.type('html').send(renderTotpForm(flow, ctx.csrfToken(req, res)));
+        return;
+      }
+      // WebAuthn keys need the official UI (and its script); it renders this same flow.
       if (config.accountsUrl) return res.redirect(303, `${config.accountsUrl}/login?flow=${encodeURIComponent(flow.id)}`);
       res.status(501).type('html').send(errorPage('Second factor', 'The second-factor pages are not configured (IDENTITY_ACCOUNTS_URL). Please contact the administrators.'));
       return;
@@ -147,6 +212,8 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
     const body = (req.body ?? {}) as Record<string, unknown>;
     const { flow: id, identifier, password, csrf_token: csrfToken } = body;
     if (body.method === 'passkey') return submitPasskey(req, res, body);
+    if (body.method === 'oidc') return submitOidc(req, res, body);
+    if (body.method === 'totp') return submitTotp(req, res, body);
     if (typeof id !== 'string' || typeof identifier !== 'string' || typeof password !== 'string' || typeof csrfToken !== 'string' || id === '') {
       res.status(400).type('html').send(page('Sign in', html`<p class="error" role="alert">The form was incomplete. Please try again.</p>`));
       return;
@@ -176,11 +243,38 @@ export function createSelfServiceLoginRoutes(ctx: RouteContext): { show: Request
       if (status === 400 && isAxiosError(error)) return refused(oryBody(error) as LoginFlow);
       if (status === 422) {
         const target = (oryBody(error) as { redirect_browser_to?: string } | undefined)?.redirect_browser_to;
+        // A social sign-in: Kratos' continuity cookie binds the provider's callback to this browser.
+        const setCookie = isAxiosError(error) ? error.response?.headers['set-cookie'] : undefined;
+        if (setCookie) res.append('Set-Cookie', setCookie);
         if (target) return res.redirect(303, target);
       }
       if (status === 403 || status === 410) return restart(res, flow.return_to);
       throw error;
     }
+  }
+
+  /** A provider button: Kratos answers with the provider's authorization URL (422), where the browser goes. */
+  async function submitOidc(req: Request, res: Response, body: Record<string, unknown>): Promise<void> {
+    const { flow: id, provider, csrf_token: csrfToken } = body;
+    if (typeof id !== 'string' || id === '' || typeof provider !== 'string' || !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(provider) || typeof csrfToken !== 'string') {
+      res.status(400).type('html').send(page('Sign in', html`<p class="error" role="alert">The form was incomplete. Please try again.</p>`));
+      return;
+    }
+    await completeLogin(req, res, id, { method: 'oidc', provider, csrf_token: csrfToken }, (again) => {
+      res.status(400).type('html').send(renderForm(again, ctx.csrfToken(req, res), '', config.kratosPublicUrl));
+    });
+  }
+
+  /** The second factor's code, forwarded to Kratos with the browser's session (which it raises to aal2). */
+  async function submitTotp(req: Request, res: Response, body: Record<string, unknown>): Promise<void> {
+    const { flow: id, totp_code: code, csrf_token: csrfToken } = body;
+    if (typeof id !== 'string' || id === '' || typeof code !== 'string' || !/^\d{6,8}$/.test(code.trim()) || typeof csrfToken !== 'string') {
+      res.status(400).type('html').send(page('Second factor', html`<p class="error" role="alert">Please enter the six-digit code of your authenticator app.</p>`));
+      return;
+    }
+    await completeLogin(req, res, id, { method: 'totp', totp_code: code.trim(), csrf_token: csrfToken }, (again) => {
+      res.status(400).type('html').send(renderTotpForm(again, ctx.csrfToken(req, res)));
+    });
   }
 
   /** The browser's passkey answer (written by webauthn.js), forwarded to Kratos like a password. */

@@ -83,6 +83,7 @@ export class ContractServer {
   readonly violations: string[] = [];
   readonly exchanges: ExchangeRecord[] = [];
   private readonly handlers = new Map<string, DoubleHandler>();
+  private readonly extras: Array<{ method: string; pattern: RegExp; name: string; handler: DoubleHandler }> = [];
   private readonly server: Server;
   url = '';
 
@@ -98,6 +99,16 @@ export class ContractServer {
 
   on(operationId: string, handler: DoubleHandler): this {
     this.handlers.set(operationId, handler);
+    return this;
+  }
+
+  /**
+   * A route the service serves that its OpenAPI document does not list (Kratos' social sign-in callback
+   * `/self-service/methods/oidc/callback/{provider}` is one: the provider sends the browser there). Its
+   * exchanges are recorded under `name` but have no contract to be checked against.
+   */
+  extra(method: string, pattern: RegExp, name: string, handler: DoubleHandler): this {
+    this.extras.push({ method, pattern, name, handler });
     return this;
   }
 
@@ -138,6 +149,20 @@ export class ContractServer {
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://double');
     const method = req.method ?? 'GET';
+    const extra = this.extras.find((e) => e.method === method && e.pattern.test(url.pathname));
+    if (extra) {
+      req.resume();
+      const groups = extra.pattern.exec(url.pathname)?.groups ?? {};
+      try {
+        const reply = await extra.handler({ operationId: extra.name, method, pathname: url.pathname, query: url.searchParams, headers: req.headers, cookies: parseCookies(req.headers.cookie), pathParams: groups, body: undefined });
+        this.exchanges.push({ operationId: extra.name, method, path: url.pathname, status: reply.status });
+        this.send(res, undefined, reply, url.pathname, false);
+      } catch (error) {
+        this.violations.push(`${this.name} ${extra.name}: handler threw ${(error as Error).stack ?? String(error)}`);
+        res.writeHead(500).end();
+      }
+      return;
+    }
     const matched = this.contract.match(method, url.pathname);
     if (!matched || !this.serves(matched.template)) {
       const known = this.contract.hasPath(url.pathname);

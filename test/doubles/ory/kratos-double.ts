@@ -1,4 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import * as oidcClient from 'openid-client';
+import { Secret, TOTP } from 'otpauth';
 import { contractPath } from '../../../services/shared/contracts.js';
 import { ContractServer, type DoubleRequest, type DoubleResponse } from './contract-server.js';
 import { OpenApiContract } from './openapi-contract.js';
@@ -13,6 +15,21 @@ import { TestClock } from './clock.js';
  * user with a second factor gets 403 session_aal2_required); browser login flows with a CSRF cookie,
  * `refresh`, `aal` and `return_to` checked against the allowed return URLs; browser registration
  * flows (password method, traits of identity/config/identity.schema.json) ending in the session hook.
+ *
+ * Social sign-in (selfservice.methods.oidc, `oidcProviders`): a login flow offers one button per
+ * provider (UI nodes of group "oidc"); submitting one answers 422 browser_location_change_required
+ * (303 for a plain form post) to the provider's authorization URL, found by discovery, with state,
+ * nonce and PKCE; the provider sends the browser back to `/self-service/methods/oidc/callback/<id>`
+ * (a route the OpenAPI document does not list), where the code is exchanged (openid-client), the claims
+ * run through the provider's claims mapper, and then, as Kratos does: a known subject signs in; a new one
+ * is registered with the mapped traits (after.oidc hook: session), its address verified only when the
+ * mapper says so; a new subject whose e-mail belongs to an existing identity is never merged silently:
+ * the login flow asks the person to sign in with that account first (message 1010016), and only then is
+ * the provider linked to it.
+ *
+ * Second factor (TOTP): an identity with `totpSecret`; a login flow with `aal=aal2` for a signed-in
+ * browser offers the code field (group "totp"); the right code (checked with otpauth, ±1 step) raises
+ * the same session to aal2.
  */
 
 /** Kratos' OpenAPI document, found through services/shared/contracts (throws naming the remedy when absent). */
@@ -25,9 +42,41 @@ export interface TestIdentity {
   email: string;
   name: string;
   role?: string;
+  /** The password credential; '' for none (an identity registered through a social provider). */
   password: string;
-  /** A TOTP/WebAuthn credential is enrolled: whoami demands aal2. */
+  /** A TOTP/WebAuthn credential is enrolled: whoami demands aal2 (with `whoamiRequiredAal: highest_available`). */
   secondFactor?: boolean;
+  /** A TOTP credential (base32 secret): the aal2 login flow asks for its code. */
+  totpSecret?: string;
+  /** Whether the e-mail address is verified (verifiable_addresses); fixtures default to verified. */
+  verified?: boolean;
+  /** Social sign-in credentials: provider id and the provider's subject. */
+  oidc?: Array<{ provider: string; subject: string }>;
+}
+
+/** What a claims mapper returns (Kratos' Jsonnet output under `identity`). */
+export interface MappedIdentity {
+  traits: { email?: string; name?: string; [trait: string]: unknown };
+  verified_addresses?: Array<{ via: string; value: string }>;
+  metadata_public?: unknown;
+}
+
+/** One of selfservice.methods.oidc.config.providers, the mapper as a function of the provider's claims. */
+export interface KratosOidcProvider {
+  id: string;
+  label: string;
+  issuerUrl: string;
+  clientId: string;
+  clientSecret: string;
+  scope: string[];
+  mapClaims: (claims: Record<string, unknown>) => Promise<MappedIdentity>;
+}
+
+interface AuthenticationMethod {
+  method: 'password' | 'oidc' | 'totp' | 'passkey';
+  aal: 'aal1' | 'aal2';
+  completedAt: number;
+  provider?: string;
 }
 
 interface StoredSession {
@@ -39,6 +88,7 @@ interface StoredSession {
   issuedAt: number;
   expiresAt: number;
   aal: 'aal1' | 'aal2';
+  methods: AuthenticationMethod[];
 }
 
 interface StoredFlow {
@@ -50,8 +100,22 @@ interface StoredFlow {
   returnTo?: string;
   refresh: boolean;
   aal: 'aal1' | 'aal2';
-  messages: Array<{ id: number; text: string; type: 'error' | 'info' }>;
+  messages: Array<{ id: number; text: string; type: 'error' | 'info'; context?: Record<string, unknown> }>;
   done: boolean;
+  /** The signed-in identity an aal2 flow asks the second factor of. */
+  identityId?: string;
+  /** A social sign-in waiting to be linked to the identity the person signs in as next (duplicate e-mail). */
+  pendingLink?: { provider: string; subject: string; email: string };
+}
+
+/** A social sign-in on its way through the provider, by its `state`. */
+interface OidcAttempt {
+  flowId: string;
+  provider: string;
+  codeVerifier: string;
+  nonce: string;
+  /** The continuity cookie's value: the callback must come from the browser that started it. */
+  continuity: string;
 }
 
 export interface KratosDoubleOptions {
@@ -65,6 +129,13 @@ export interface KratosDoubleOptions {
   registrationUiUrl?: string;
   /** Where a browser goes after registration without return_to (selfservice.default_browser_return_url). */
   defaultBrowserReturnUrl?: string;
+  /**
+   * session.whoami.required_aal. Default `highest_available` (an aal1 session of an identity with a
+   * second factor gets 403); identity/config/kratos.yml sets `aal1` (whoami answers, stating the AAL).
+   */
+  whoamiRequiredAal?: 'aal1' | 'highest_available';
+  /** selfservice.methods.oidc.config.providers (social sign-in off when empty). */
+  oidcProviders?: KratosOidcProvider[];
 }
 
 interface StoredRegistrationFlow {
@@ -83,6 +154,7 @@ interface StoredRegistrationFlow {
 /** Kratos' minimum password length (selfservice.methods.password.config.min_password_length default). */
 const MIN_PASSWORD_LENGTH = 8;
 const CSRF_VIOLATION = 'A request failed due to a missing or invalid csrf_token value.';
+const CONTINUITY_COOKIE = 'ory_kratos_continuity';
 
 function kratosError(status: number, message: string, id?: string): { error: Record<string, unknown> } {
   const statusText: Record<number, string> = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 410: 'Gone' };
@@ -102,6 +174,8 @@ export class KratosDouble {
    * and the flow's challenge signs that identity in (real Kratos checks the signature too).
    */
   readonly passkeys = new Map<string, string>();
+  readonly oidcAttempts = new Map<string, OidcAttempt>();
+  private readonly oidcConfigs = new Map<string, Promise<oidcClient.Configuration>>();
   readonly public: ContractServer;
   readonly admin: ContractServer;
   ready = true;
@@ -119,7 +193,8 @@ export class KratosDouble {
       .on('createBrowserRegistrationFlow', (r) => this.createRegistrationFlow(r))
       .on('getRegistrationFlow', (r) => this.getRegistrationFlow(r))
       .on('updateRegistrationFlow', (r) => this.updateRegistrationFlow(r))
-      .on('isReady', () => this.readiness());
+      .on('isReady', () => this.readiness())
+      .extra('GET', /^\/self-service\/methods\/oidc\/callback\/(?<provider>[^/]+)$/, 'oidcCallback', (r) => this.oidcCallback(r));
     this.admin
       .on('getIdentity', (r) => this.getIdentity(r))
       .on('disableSession', (r) => this.disableSession(r))
@@ -149,7 +224,7 @@ export class KratosDouble {
   }
 
   addIdentity(identity: Omit<TestIdentity, 'id'> & { id?: string }): TestIdentity {
-    const stored = { ...identity, id: identity.id ?? randomUUID() };
+    const stored: TestIdentity = { ...identity, id: identity.id ?? randomUUID(), ...(identity.totpSecret ? { secondFactor: true } : {}) };
     this.identities.set(stored.id, stored);
     return stored;
   }
@@ -166,6 +241,10 @@ export class KratosDouble {
       issuedAt: authenticatedAt,
       expiresAt: authenticatedAt + 24 * 3600_000,
       aal: options.aal ?? 'aal1',
+      methods: [
+        { method: 'password', aal: 'aal1', completedAt: authenticatedAt },
+        ...(options.aal === 'aal2' ? [{ method: 'totp' as const, aal: 'aal2' as const, completedAt: authenticatedAt }] : []),
+      ],
     };
     this.sessions.set(session.token, session);
     return session;
@@ -179,7 +258,18 @@ export class KratosDouble {
       state: 'active',
       traits: { email: identity.email, name: identity.name },
       metadata_public: identity.role === undefined ? null : { role: identity.role },
-      verifiable_addresses: [],
+      verifiable_addresses: [
+        {
+          id: createHash('sha256').update(`address:${identity.id}`).digest('hex').replace(/^(.{8})(.{4})(.{4})(.{4})(.{12}).*$/, '$1-$2-$3-$4-$5'),
+          value: identity.email,
+          verified: identity.verified !== false,
+          via: 'email',
+          status: identity.verified !== false ? 'completed' : 'sent',
+          ...(identity.verified !== false ? { verified_at: new Date(0).toISOString() } : {}),
+          created_at: new Date(0).toISOString(),
+          updated_at: new Date(0).toISOString(),
+        },
+      ],
       recovery_addresses: [],
       created_at: new Date(0).toISOString(),
       updated_at: new Date(0).toISOString(),
@@ -195,7 +285,7 @@ export class KratosDouble {
       issued_at: new Date(session.issuedAt).toISOString(),
       expires_at: new Date(session.expiresAt).toISOString(),
       authenticator_assurance_level: session.aal,
-      authentication_methods: [{ method: 'password', aal: 'aal1', completed_at: new Date(session.authenticatedAt).toISOString() }],
+      authentication_methods: session.methods.map((m) => ({ method: m.method, aal: m.aal, completed_at: new Date(m.completedAt).toISOString(), ...(m.provider ? { provider: m.provider } : {}) })),
       identity: this.identityJson(identity),
       devices: [],
     };
@@ -216,7 +306,7 @@ export class KratosDouble {
     const session = this.activeSession(request);
     if (!session) return { status: 401, body: kratosError(401, 'No valid session credentials found in the request.', 'session_inactive') };
     const identity = this.identities.get(session.identityId);
-    if (identity?.secondFactor && session.aal !== 'aal2') {
+    if ((this.options.whoamiRequiredAal ?? 'highest_available') === 'highest_available' && identity?.secondFactor && session.aal !== 'aal2') {
       return { status: 403, body: kratosError(403, 'Session does not fulfill the required AAL', 'session_aal2_required') };
     }
     return { status: 200, body: this.sessionJson(session) };
@@ -257,16 +347,53 @@ export class KratosDouble {
       ui: {
         action: `${this.public.url}/self-service/login?flow=${flow.id}`,
         method: 'POST',
-        messages: flow.messages.map((m) => ({ id: m.id, text: m.text, type: m.type })),
-        nodes: [
+        messages: flow.messages.map((m) => ({ id: m.id, text: m.text, type: m.type, ...(m.context ? { context: m.context } : {}) })),
+        nodes: flow.aal === 'aal2' ? this.secondFactorNodes(flow) : [
           node('csrf_token', 'hidden', flow.csrf, 'default'),
-          node('identifier', 'text', undefined, 'default', 'E-Mail'),
+          node('identifier', 'text', flow.pendingLink?.email, 'default', 'E-Mail'),
           node('password', 'password', undefined, 'password', 'Password'),
           node('method', 'submit', 'password', 'password', 'Sign in'),
           ...(this.passkeys.size > 0 ? this.passkeyNodes(flow) : []),
+          // A flow waiting to link a provider offers the existing account's credentials only.
+          ...(flow.pendingLink ? [] : this.oidcNodes()),
         ],
       },
     };
+  }
+
+  /** One button per social provider, as Kratos v26 renders them (message 1010002 "Sign in with …"). */
+  private oidcNodes(): Record<string, unknown>[] {
+    return (this.options.oidcProviders ?? []).map((provider) => ({
+      type: 'input',
+      group: 'oidc',
+      attributes: { name: 'provider', type: 'submit', value: provider.id, node_type: 'input', disabled: false },
+      messages: [],
+      meta: { label: { id: 1010002, text: `Sign in with ${provider.label}`, type: 'info', context: { provider: provider.label, provider_id: provider.id } } },
+    }));
+  }
+
+  /** The aal2 flow of a signed-in browser: the code of its TOTP app (Kratos' totp method nodes). */
+  private secondFactorNodes(flow: StoredFlow): Record<string, unknown>[] {
+    const identity = flow.identityId ? this.identities.get(flow.identityId) : undefined;
+    const csrf = { type: 'input', group: 'default', attributes: { name: 'csrf_token', type: 'hidden', value: flow.csrf, node_type: 'input', disabled: false, required: true }, messages: [], meta: {} };
+    if (!identity?.totpSecret) return [csrf];
+    return [
+      csrf,
+      {
+        type: 'input',
+        group: 'totp',
+        attributes: { name: 'totp_code', type: 'text', node_type: 'input', disabled: false, required: true, autocomplete: 'one-time-code', maxlength: 6 },
+        messages: [],
+        meta: { label: { id: 1010006, text: 'Authentication code', type: 'info' } },
+      },
+      {
+        type: 'input',
+        group: 'totp',
+        attributes: { name: 'method', type: 'submit', value: 'totp', node_type: 'input', disabled: false },
+        messages: [],
+        meta: { label: { id: 1010009, text: 'Use Authenticator', type: 'info' } },
+      },
+    ];
   }
 
   private passkeyNodes(flow: StoredFlow): Record<string, unknown>[] {
@@ -317,7 +444,7 @@ export class KratosDouble {
     const aal = request.query.get('aal') === 'aal2' ? 'aal2' : 'aal1';
     const session = this.activeSession(request);
     // Like Kratos: an existing session that needs neither a refresh nor a higher AAL goes straight back.
-    if (session && !refresh && aal === 'aal1') {
+    if (session && !refresh && (aal === 'aal1' || session.aal === 'aal2')) {
       return { status: 303, headers: { location: returnTo ?? this.options.loginUiUrl } };
     }
     const csrf = request.cookies[CSRF_COOKIE] ?? randomBytes(24).toString('base64url');
@@ -332,6 +459,7 @@ export class KratosDouble {
       messages: [],
       done: false,
       ...(returnTo ? { returnTo } : {}),
+      ...(aal === 'aal2' && session ? { identityId: session.identityId } : {}),
     };
     this.flows.set(flow.id, flow);
     return {
@@ -358,18 +486,24 @@ export class KratosDouble {
     return { status: 200, body: this.flowJson(flow) };
   }
 
-  private updateLoginFlow(request: DoubleRequest): DoubleResponse {
+  private updateLoginFlow(request: DoubleRequest): DoubleResponse | Promise<DoubleResponse> {
     const flow = this.flowFor(request, request.query.get('flow'));
     if ('status' in flow) return flow;
-    const body = request.body as { method: string; identifier: string; password: string; csrf_token?: string; passkey_login?: string };
+    const body = request.body as { method: string; identifier: string; password: string; csrf_token?: string; passkey_login?: string; provider?: string; totp_code?: string };
     if (body.csrf_token !== flow.csrf) return { status: 403, body: kratosError(403, 'A request failed due to a missing or invalid csrf_token value.', 'security_csrf_violation') };
+    if (body.method === 'oidc') return this.startOidc(request, flow, body.provider);
+    if (body.method === 'totp') return this.secondFactor(request, flow, body.totp_code);
     if (body.method !== 'password' && !(body.method === 'passkey' && this.passkeys.size > 0)) return { status: 400, body: kratosError(400, `method ${body.method} is not enabled in this double`) };
-    const identity = body.method === 'passkey' ? this.passkeyIdentity(flow, body.passkey_login) : [...this.identities.values()].find((i) => i.email === body.identifier && i.password === body.password);
+    const identity = body.method === 'passkey' ? this.passkeyIdentity(flow, body.passkey_login) : [...this.identities.values()].find((i) => i.email === body.identifier && i.password !== '' && i.password === body.password);
     if (!identity) {
       flow.messages = [{ id: 4000006, text: 'The provided credentials are invalid, check for spelling mistakes in your password or username, email address, or phone number.', type: 'error' }];
       return { status: 400, body: this.flowJson(flow) };
     }
     flow.done = true;
+    // Account linking: the person proved to own the existing account, now the provider is added to it.
+    if (flow.pendingLink && identity.email.toLowerCase() === flow.pendingLink.email.toLowerCase()) {
+      identity.oidc = [...(identity.oidc ?? []), { provider: flow.pendingLink.provider, subject: flow.pendingLink.subject }];
+    }
     const existing = this.activeSession(request);
     let session: StoredSession;
     if (existing && existing.identityId === identity.id) {
@@ -378,6 +512,7 @@ export class KratosDouble {
       session = existing;
     } else {
       session = this.createSession(identity.id);
+      if (body.method === 'passkey') session.methods = [{ method: 'passkey', aal: 'aal1', completedAt: session.authenticatedAt }];
     }
     const domain = this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : '';
     return {
@@ -385,6 +520,120 @@ export class KratosDouble {
       body: { session: this.sessionJson(session), continue_with: [] },
       headers: { 'set-cookie': `${SESSION_COOKIE}=${session.token}; Path=/${domain}; HttpOnly; SameSite=Lax` },
     };
+  }
+
+  // ---------------------------------------------------------------- social sign-in (oidc)
+
+  private sessionCookie(session: StoredSession): string {
+    return `${SESSION_COOKIE}=${session.token}; Path=/${this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : ''}; HttpOnly; SameSite=Lax`;
+  }
+
+  /** The provider's endpoints by discovery (as Kratos' generic provider does), once per provider. */
+  private oidcConfig(provider: KratosOidcProvider): Promise<oidcClient.Configuration> {
+    let config = this.oidcConfigs.get(provider.id);
+    if (!config) {
+      // Loopback http in tests only: a real provider is https (identity:check refuses http issuers).
+      config = oidcClient.discovery(new URL(provider.issuerUrl), provider.clientId, provider.clientSecret, undefined, { execute: [oidcClient.allowInsecureRequests] });
+      config.catch(() => this.oidcConfigs.delete(provider.id));
+      this.oidcConfigs.set(provider.id, config);
+    }
+    return config;
+  }
+
+  /** The redirect URI Kratos registers at the provider (docs/identity.md names it for operators). */
+  callbackUrl(providerId: string): string {
+    return `${this.public.url}/self-service/methods/oidc/callback/${providerId}`;
+  }
+
+  /** method=oidc: off to the provider; a JSON request gets 422 with the URL, a form post a 303. */
+  private async startOidc(request: DoubleRequest, flow: StoredFlow, providerId: string | undefined): Promise<DoubleResponse> {
+    const provider = (this.options.oidcProviders ?? []).find((p) => p.id === providerId);
+    if (!provider) {
+      flow.messages = [{ id: 4000001, text: `Unable to find the provider "${providerId ?? ''}".`, type: 'error' }];
+      return { status: 400, body: this.flowJson(flow) };
+    }
+    const config = await this.oidcConfig(provider);
+    const state = randomBytes(24).toString('base64url');
+    const attempt: OidcAttempt = { flowId: flow.id, provider: provider.id, codeVerifier: oidcClient.randomPKCECodeVerifier(), nonce: oidcClient.randomNonce(), continuity: randomBytes(24).toString('base64url') };
+    this.oidcAttempts.set(state, attempt);
+    const target = oidcClient.buildAuthorizationUrl(config, {
+      redirect_uri: this.callbackUrl(provider.id),
+      scope: provider.scope.join(' '),
+      state,
+      nonce: attempt.nonce,
+      code_challenge: await oidcClient.calculatePKCECodeChallenge(attempt.codeVerifier),
+      code_challenge_method: 'S256',
+    }).toString();
+    const cookie = `${CONTINUITY_COOKIE}=${attempt.continuity}; Path=/; HttpOnly; SameSite=Lax${this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : ''}`;
+    const fromForm = (request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded') && !(request.headers.accept ?? '').includes('application/json');
+    if (fromForm) return { status: 303, headers: { location: target, 'set-cookie': cookie } };
+    return {
+      status: 422,
+      body: { error: { id: 'browser_location_change_required', code: 422, status: 'Unprocessable Entity', reason: 'In order to complete this flow please redirect the browser to: ' + target, message: 'browser location change required' }, redirect_browser_to: target },
+      headers: { 'set-cookie': cookie },
+    };
+  }
+
+  /** GET /self-service/methods/oidc/callback/{provider}: code → claims → mapper → sign in, register or ask to link. */
+  private async oidcCallback(request: DoubleRequest): Promise<DoubleResponse> {
+    const state = request.query.get('state') ?? '';
+    const attempt = this.oidcAttempts.get(state);
+    const flow = attempt ? this.flows.get(attempt.flowId) : undefined;
+    const provider = (this.options.oidcProviders ?? []).find((p) => p.id === request.pathParams.provider);
+    const errorPage = (message: string): DoubleResponse => ({ status: 303, headers: { location: `${this.options.loginUiUrl}?error=${encodeURIComponent(message)}` } });
+    // The state is single-use and bound to the browser that started the sign-in (continuity cookie).
+    if (!attempt || !flow || !provider || attempt.provider !== provider.id || request.cookies[CONTINUITY_COOKIE] !== attempt.continuity) return errorPage('the social sign-in could not be matched to a login flow');
+    this.oidcAttempts.delete(state);
+    if (flow.done || flow.expiresAt <= this.clock.now()) return errorPage('the login flow expired');
+    const config = await this.oidcConfig(provider);
+    const current = new URL(`${this.callbackUrl(provider.id)}?${request.query.toString()}`);
+    const tokens = await oidcClient.authorizationCodeGrant(config, current, { pkceCodeVerifier: attempt.codeVerifier, expectedState: state, expectedNonce: attempt.nonce });
+    const claims = tokens.claims() as Record<string, unknown> | undefined;
+    if (!claims || typeof claims.sub !== 'string') return errorPage('the provider sent no subject');
+    const mapped = await provider.mapClaims(claims);
+    const subject = claims.sub;
+    const known = [...this.identities.values()].find((i) => (i.oidc ?? []).some((c) => c.provider === provider.id && c.subject === subject));
+    const returnTo = flow.returnTo ?? this.options.defaultBrowserReturnUrl ?? this.options.loginUiUrl;
+    const signIn = (identity: TestIdentity): DoubleResponse => {
+      flow.done = true;
+      const session = this.createSession(identity.id);
+      session.methods = [{ method: 'oidc', aal: 'aal1', completedAt: session.authenticatedAt, provider: provider.id }];
+      return { status: 303, headers: { location: returnTo, 'set-cookie': this.sessionCookie(session) } };
+    };
+    if (known) return signIn(known);
+    const email = typeof mapped.traits.email === 'string' ? mapped.traits.email : '';
+    const name = typeof mapped.traits.name === 'string' ? mapped.traits.name : '';
+    const owner = [...this.identities.values()].find((i) => i.email.toLowerCase() === email.toLowerCase());
+    if (owner) {
+      // Kratos' duplicate-credentials handling: sign in to the existing account first, then it is linked.
+      flow.pendingLink = { provider: provider.id, subject, email: owner.email };
+      flow.messages = [{ id: 1010016, type: 'info', text: `You tried to sign in with "${email}", but that email is already used by another account. Sign in to your account with one of the options below to add your account "${email}" at "${provider.label}" as another way to sign in.`, context: { duplicateIdentifier: email, provider: provider.label } }];
+      return { status: 303, headers: { location: `${this.options.loginUiUrl}?flow=${flow.id}` } };
+    }
+    const problem = this.registrationProblem(email, name, 'a-password-the-check-needs-only-for-length');
+    if (problem) return errorPage(problem.text);
+    // Registration (after.oidc hooks: session); verified only where the mapper marked the address.
+    const verified = (mapped.verified_addresses ?? []).some((a) => a.via === 'email' && a.value.toLowerCase() === email.toLowerCase());
+    return signIn(this.addIdentity({ email, name, password: '', verified, oidc: [{ provider: provider.id, subject }] }));
+  }
+
+  /** method=totp in an aal2 flow: the right code raises the browser's session to aal2. */
+  private secondFactor(request: DoubleRequest, flow: StoredFlow, code: string | undefined): DoubleResponse {
+    const session = this.activeSession(request);
+    const identity = session ? this.identities.get(session.identityId) : undefined;
+    if (flow.aal !== 'aal2' || !session || !identity?.totpSecret || session.identityId !== flow.identityId) {
+      return { status: 400, body: kratosError(400, 'method totp is not available in this flow') };
+    }
+    const totp = new TOTP({ secret: Secret.fromBase32(identity.totpSecret), digits: 6, period: 30 });
+    if (typeof code !== 'string' || totp.validate({ token: code, timestamp: this.clock.now(), window: 1 }) === null) {
+      flow.messages = [{ id: 4000008, text: 'The provided authentication code is invalid, please try again.', type: 'error' }];
+      return { status: 400, body: this.flowJson(flow) };
+    }
+    flow.done = true;
+    session.aal = 'aal2';
+    session.authenticatedAt = this.clock.now();
+    session.methods.push({ method: 'totp', aal: 'aal2', completedAt: this.clock.now() });
+    return { status: 200, body: { session: this.sessionJson(session), continue_with: [] }, headers: { 'set-cookie': this.sessionCookie(session) } };
   }
 
   /** The identity a passkey answer names, if it answers this flow's challenge with a registered credential. */
