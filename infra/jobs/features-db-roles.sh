@@ -3,7 +3,8 @@
 # whose inputs changed, so it is idempotent and a rotated password takes effect on the next run.
 #
 #   features   owns the database; the API connects and migrates as this role.
-#   geoserver  reads and writes feature rows (WMS, WFS-T) but owns nothing and cannot change the schema.
+#   geoserver  reads and writes feature rows (WMS, WFS-T) but owns nothing and cannot change the schema;
+#              which tables it may touch is the migrations' business (services/api/migrations/020_*).
 #
 # Connection: PGHOST, PGPORT, PGUSER (superuser), PGPASSWORD, PGDATABASE from the environment.
 # Passwords:  FEATURES_DB_PASSWORD, GEOSERVER_DB_PASSWORD. Exit codes: 0 ok, 1 failure.
@@ -23,17 +24,13 @@ ALTER ROLE geoserver WITH LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB PASSWORD :'g
 ALTER DATABASE :"database" OWNER TO features;
 REVOKE ALL ON DATABASE :"database" FROM PUBLIC;
 GRANT CONNECT ON DATABASE :"database" TO geoserver;
--- Whatever the API's migrations create later (schemas features, history, qc, ...) is usable by GeoServer:
--- rows yes, DDL no. The history trigger runs as the writing role, hence write access to all tables.
-ALTER DEFAULT PRIVILEGES FOR ROLE features GRANT USAGE ON SCHEMAS TO geoserver;
-ALTER DEFAULT PRIVILEGES FOR ROLE features GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO geoserver;
-ALTER DEFAULT PRIVILEGES FOR ROLE features GRANT USAGE, SELECT ON SEQUENCES TO geoserver;
--- And for schemas that already exist (a database restored from a backup, or an older stack).
-SELECT format('GRANT USAGE ON SCHEMA %I TO geoserver', nspname) FROM pg_namespace
-  WHERE nspowner = 'features'::regrole \gexec
-SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %I TO geoserver', nspname) FROM pg_namespace
-  WHERE nspowner = 'features'::regrole \gexec
-SELECT format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA %I TO geoserver', nspname) FROM pg_namespace
-  WHERE nspowner = 'features'::regrole \gexec
+-- GeoServer's rights on tables are granted by the API's migrations, which run after this job, when the
+-- tables exist (migration 020: features.features and the public view, nothing else). No default
+-- privileges: a table created later is not GeoServer's unless a migration grants it. Earlier versions
+-- of this job set blanket ones (every table `features` creates, writable by GeoServer); they are
+-- removed here, and migration 020 revokes what they granted.
+ALTER DEFAULT PRIVILEGES FOR ROLE features REVOKE ALL ON TABLES FROM geoserver;
+ALTER DEFAULT PRIVILEGES FOR ROLE features REVOKE ALL ON SEQUENCES FROM geoserver;
+ALTER DEFAULT PRIVILEGES FOR ROLE features REVOKE ALL ON SCHEMAS FROM geoserver;
 SQL
 echo "features-db roles ensured"
