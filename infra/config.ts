@@ -71,7 +71,24 @@ export const StackConfigSchema = z.object({
   sitesSubnet: z.string().regex(/^(\d{1,3}\.){3}0\/24$/, 'an IPv4 /24 such as 172.30.1.0/24'),
   /** The package registry builds may reach through the egress proxy (https only). */
   npmRegistry: z.string().url().startsWith('https://'),
+  /**
+   * The QC worker's plain settings, by the names docs/qc.md gives them (OSM_API_URL, WIKIBASE_URL,
+   * AGENCY_WEBHOOK_URL, REVIEWER_EMAILS, …). Credentials are never here: they are the secrets
+   * osmAccessToken, wikibasePassword, wikibaseOauth2Token, agencyWebhookSecret and exportsSmtpUrl.
+   */
+  exportSettings: z
+    .record(z.string(), z.string().max(2000))
+    .superRefine((settings, ctx) => {
+      for (const name of Object.keys(settings)) {
+        if (EXPORT_SECRET_NAMES.has(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'a credential: set it as a secret (pulumi config set --secret), never in exportSettings' });
+        else if (!/^(OSM|OVERPASS|WIKIBASE|EXPORT|AGENCY|FEATURE|MAIL|REVIEWER|QC)_[A-Z0-9_]{1,60}$/.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'not a QC worker setting such as OSM_API_URL (docs/qc.md)' });
+      }
+    })
+    .default({}),
 });
+
+/** The worker's credentials: set only through the Pulumi secrets named in infra/secrets.ts, never as plain exportSettings. */
+export const EXPORT_SECRET_NAMES = new Set(['OSM_ACCESS_TOKEN', 'WIKIBASE_PASSWORD', 'WIKIBASE_OAUTH2_TOKEN', 'AGENCY_WEBHOOK_SECRET', 'SMTP_URL']);
 
 export type StackConfig = z.infer<typeof StackConfigSchema> & {
   /** The deploy targets read with the shared loader (never re-parsed here). */
@@ -114,6 +131,7 @@ export function loadStackConfig(config: pulumi.Config = new pulumi.Config()): St
     edgeSubnet: config.get('edgeSubnet') ?? '172.30.0.0/24',
     sitesSubnet: config.get('sitesSubnet') ?? '172.30.1.0/24',
     npmRegistry: config.get('npmRegistry') ?? 'https://registry.npmjs.org/',
+    exportSettings: config.getObject<unknown>('exportSettings') ?? {},
   };
   const parsed = StackConfigSchema.safeParse(raw);
   if (!parsed.success) {

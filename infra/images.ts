@@ -126,6 +126,9 @@ export function projectImageName(repoRoot: string, prefix: string, name: keyof t
  */
 export const ENTRY_POINTS = {
   apiMigrate: ['node', 'services/api/src/db/migrate-cli.js'],
+  /** The QC worker (approvals' mails and exports) in the api image, and its health check. */
+  qcWorker: ['node', 'services/api/src/qc/worker-main.js'],
+  qcWorkerHealth: ['node', 'services/api/src/qc/worker-main.js', '--health'],
   geoserverProvision: ['node', 'infra/geoserver/cli.js'],
   clientsSync: ['node', 'identity/src/clients/sync-cli.js'],
   /** One target's site under the supervisor (infra/sites), in the site container. */

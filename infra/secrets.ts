@@ -45,10 +45,23 @@ export const SECRET_SPECS = {
   egressGitToken: { length: 48, alphanumeric: true },
 } as const satisfies Record<string, SecretSpec>;
 
+/** Pulumi secret keys of the QC worker's credentials → the variables the worker reads (docs/qc.md). */
+export const EXPORT_SECRET_KEYS = {
+  osmAccessToken: 'OSM_ACCESS_TOKEN',
+  wikibasePassword: 'WIKIBASE_PASSWORD',
+  wikibaseOauth2Token: 'WIKIBASE_OAUTH2_TOKEN',
+  agencyWebhookSecret: 'AGENCY_WEBHOOK_SECRET',
+} as const;
+
 export type SecretName = keyof typeof SECRET_SPECS;
 export type StackSecrets = Record<SecretName, pulumi.Output<string>> & {
   /** SMTP connection URI for the Kratos courier (contains credentials); operator-provided, required. */
   smtpConnectionUri: pulumi.Output<string>;
+  /**
+   * The QC worker's credentials, each optional (an export without its credential stays off): the
+   * variable the worker reads → the value. SMTP_URL is `exportsSmtpUrl`, else smtpConnectionUri.
+   */
+  exportSecrets: Record<string, pulumi.Output<string>>;
   /** One shared webhook secret per deploy target, keyed by the target's `secret` variable name. */
   webhookTargetSecrets: Record<string, pulumi.Output<string>>;
   /**
@@ -114,5 +127,10 @@ export function loadSecrets(config: pulumi.Config, targets: Target[]): StackSecr
       Object.fromEntries(Object.entries(all ?? {}).filter(([name]) => previousNames.has(name))),
     ),
   );
-  return { ...secrets, smtpConnectionUri, webhookTargetSecrets, webhookPreviousSecrets };
+  const exportSecrets: Record<string, pulumi.Output<string>> = { SMTP_URL: config.getSecret('exportsSmtpUrl') ?? smtpConnectionUri };
+  for (const [key, variable] of Object.entries(EXPORT_SECRET_KEYS)) {
+    const given = config.getSecret(key);
+    if (given) exportSecrets[variable] = given;
+  }
+  return { ...secrets, smtpConnectionUri, exportSecrets, webhookTargetSecrets, webhookPreviousSecrets };
 }

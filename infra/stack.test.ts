@@ -109,6 +109,7 @@ describe('every container', () => {
       'infra/geoserver/cli.js',
       'infra/sites/main.js',
       'services/api/src/db/migrate-cli.js',
+      'services/api/src/qc/worker-main.js',
     ]);
     for (const entry of entries) expect(existsSync(join(import.meta.dirname, '..', entry.replace(/\.js$/, '.ts'))), entry).toBe(true);
   });
@@ -139,7 +140,7 @@ describe('the identity containers', () => {
 describe('networks and ports', () => {
   const network = (name: string) => registered.find((r) => r.type === 'docker:index/network:Network' && r.name === name)?.inputs;
 
-  it('the admin network and the application network are internal; only the edge, egress and outbound route out', () => {
+  it('the admin network and the application network are internal; only the edge, egress, outbound and worker-out route out', () => {
     expect(network('admin')?.internal).toBe(true);
     expect(network('app')?.internal).toBe(true);
     expect(network('geo')?.internal).toBe(true);
@@ -147,8 +148,9 @@ describe('networks and ports', () => {
     expect(network('edge')?.internal).toBe(false);
     expect(network('egress')?.internal).toBe(false);
     expect(network('outbound')?.internal).toBe(false);
+    expect(network('worker-out')?.internal).toBe(false);
     const routingOut = registered.filter((r) => r.type === 'docker:index/network:Network' && r.inputs.internal !== true).map((r) => r.name);
-    expect(routingOut.sort()).toEqual(['edge', 'egress', 'outbound']);
+    expect(routingOut.sort()).toEqual(['edge', 'egress', 'outbound', 'worker-out']);
   });
 
   it('only the proxy publishes ports, and only 80 and 443', () => {

@@ -10,6 +10,7 @@ import { declareIdentity } from './stack/identity.js';
 import { declareImages } from './stack/images.js';
 import { declareNetwork } from './stack/network.js';
 import { declareSites } from './stack/sites.js';
+import { declareWorker } from './stack/worker.js';
 
 /**
  * Every container of the platform on one Docker host (the provider's DOCKER_HOST), declared once, part
@@ -20,6 +21,7 @@ import { declareSites } from './stack/sites.js';
  *   images    pinned third-party images, project builds  (infra/stack/images.ts)
  *   identity  identity-db, Kratos, Hydra, login app, self-service UI, clients-sync job
  *   features  features-db, api-migrate job, API, GeoServer, geoserver-provision job
+ *   worker    the QC worker, the only container with a way out for approvals (mail, OSM, Wikibase, agency)
  *   sites     per deploy target a site and a builder (own containers, networks, volumes), the builds'
  *             egress proxy, the deployment webhook
  *   backups   pg_dump of every database
@@ -31,6 +33,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
   const images = declareImages(ctx);
   const identity = declareIdentity(ctx, network, images);
   const features = declareFeatures(ctx, network, images, identity);
+  const worker = declareWorker(ctx, network, images, features);
   const sites = declareSites(ctx, network, images);
   const backups = declareBackups(ctx, network, images, {
     databases: [features.containers.featuresDb, identity.containers.identityDb],
@@ -59,7 +62,7 @@ export function declareStack(cfg: StackConfig, secrets: StackSecrets) {
   return {
     networks: network.networks,
     volumes: network.volumes,
-    containers: { ...identity.containers, ...features.containers, ...sites.containers, ...backups.containers, ...edge.containers },
+    containers: { ...identity.containers, ...features.containers, ...worker.containers, ...sites.containers, ...backups.containers, ...edge.containers },
     jobs,
     jobsSucceeded,
     routes: edge.routes,

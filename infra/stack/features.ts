@@ -95,6 +95,8 @@ export function declareFeatures(ctx: StackContext, { networks, volumes }: StackN
       // Browsers may call the API with the session cookie only from the platform's own sites.
       CORS_ORIGINS: origins.join(','),
       DATA_DIR: '/var/lib/api',
+      // The QC worker runs in a container of its own (infra/stack/worker.ts), the only one with a way out.
+      WORKER_ENABLED: 'false',
       LOG_LEVEL: cfg.logLevel,
     }),
     user: 'node',
@@ -179,6 +181,7 @@ export function declareFeatures(ctx: StackContext, { networks, volumes }: StackN
     containers: { featuresDb, api, geoserver },
     jobs: { featuresDbRoles, apiMigrate, geoserverProvision },
     origins,
+    databaseUrl,
   };
 }
 

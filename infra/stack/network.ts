@@ -18,6 +18,8 @@ import { stackTargets, type StackTarget } from './targets.js';
  *                 target's site container and the proxy, nothing else. Code from team pushes has no path
  *                 to a database, GeoServer, Ory, the webhook or another target's site.
  *   build-<dp>    internal, one per deploy target: that target's builder and the egress proxy, nothing else.
+ *   worker-out    a plain bridge with the QC worker alone on it: the way out for approvals (SMTP, the OSM API,
+ *                 Overpass, Wikibase, the agency). The API and the databases stay on internal networks.
  *   outbound      a plain bridge with the egress proxy alone on it: the only way out for builds, and only
  *                 to the package registry (and, for the builder's own git fetch, the targets' git hosts).
  */
@@ -31,6 +33,7 @@ export function declareNetwork({ cfg, n }: StackContext) {
     egress: new docker.Network('egress', { name: n('egress'), internal: false, labels: label('egress') }),
     geo: new docker.Network('geo', { name: n('geo'), internal: true, labels: label('geo') }),
     hooks: new docker.Network('hooks', { name: n('hooks'), internal: true, labels: label('hooks') }),
+    workerOut: new docker.Network('worker-out', { name: n('worker-out'), internal: false, labels: label('worker-out') }),
     outbound: new docker.Network('outbound', { name: n('outbound'), internal: false, labels: label('outbound') }),
   };
   const perTarget = (t: StackTarget) => ({

@@ -4,6 +4,7 @@
  * as the API (docs/qc.md). SIGTERM/SIGINT let running jobs finish, then exit 0.
  * Exit codes: 0 stopped cleanly, 1 failed, 2 bad configuration.
  */
+import { hostname } from 'node:os';
 import { ConfigError, runMain } from '../../../shared/config.js';
 import { createLogger } from '../../../shared/logger.js';
 import { loadWorkerConfig } from '../config.js';
@@ -16,6 +17,19 @@ runMain(async () => {
   const config = loadWorkerConfig();
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL: required for the stand-alone worker (the embedded database belongs to the API process)');
   const logger = createLogger('qc-worker', { level: config.logLevel });
+  if (process.argv.includes('--health')) {
+    const probe = createPool(config.databaseUrl, { logger, max: 1 });
+    try {
+      const beating = await probe.query(
+        `SELECT 1 FROM qc.worker_processes WHERE starts_with(id, $1::text) AND heartbeat_at > now() - make_interval(secs => $2::float8 / 1000)`,
+        [`${hostname()}-`, config.worker.heartbeatMs * 3],
+      );
+      process.exitCode = beating.rowCount ? 0 : 1;
+    } finally {
+      await probe.end();
+    }
+    return;
+  }
   const pool = createPool(config.databaseUrl, { logger, max: config.worker.concurrency + 3 });
   await migrate(pool, { logger });
   const worker = await startQcWorker({ pool, settings: config.exports, worker: config.worker, logger });
