@@ -53,6 +53,7 @@ export function mountEditor(): void {
       validate();
     },
   });
+  (window as unknown as { fpEditor: unknown }).fpEditor = editor; // for tests reading the drawn geometry
   // Snap targets and context: the other features around.
   map.loadFromApi({});
 
