@@ -37,7 +37,6 @@ export const tilePaths: ZodOpenApiPathsObject = {
         },
         '304': { description: 'If-None-Match matches: the tile is unchanged' },
         '400': problem('z, x or y out of range or malformed, or name empty, too long or repeated (the fields list names which)'),
-        '501': problem('TILES_UNAVAILABLE: the database has no ST_AsMVT (PostGIS without protobuf-c, e.g. the embedded development database)'),
       },
     },
   },

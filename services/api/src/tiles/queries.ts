@@ -114,6 +114,56 @@ function mvtSelect(z: number, name: string | undefined, nameParam: number): stri
         ) mvt`;
 }
 
+/**
+ * The tile's fingerprint and, unless it equals `cached`, the tile's rows with their geometry already
+ * in tile coordinates (GeoJSON, integers): for a database whose PostGIS lacks protobuf-c (the embedded
+ * PGlite has neither ST_AsMVT nor ST_AsMVTGeom), where the API encodes the MVT from these rows
+ * (tiles/encode.ts). Same rows, same order and same properties as mvtSelect, in one statement as
+ * tileQuery; `rows` is null when the fingerprint matched, else a (possibly empty) array.
+ *
+ * The geometry is ST_AsMVTGeom(geom, tile, 4096, 64, true) spelled out with functions every PostGIS
+ * has, in PostGIS' own order (postgis/mvt.c mvt_geom): map the tile's box onto 0…4096 with y pointing
+ * down (ST_Affine), snap to the integer grid (ST_SnapToGrid, which drops points that fall together and
+ * parts that collapse), drop points on straight lines (ST_Simplify with tolerance 0), then clip to the
+ * tile with its buffer (GEOS' rectangle clip, ST_ClipByBox2D, as PostGIS does for points and lines; a
+ * line or point inside the box is left alone) and snap again, and turn polygons so that exterior rings
+ * have a positive area in tile coordinates (MVT 2.1, 4.3.4.4): counter-clockwise when read as plain
+ * x/y, ST_ForcePolygonCCW (on polygons only: it reverses lines). PostGIS clips polygons with wagyu, which may start a ring at another vertex;
+ * services/api/test/tiles-encoded.test.ts compares both encodings on PostGIS.
+ */
+export function tileRowsQuery(z: number, x: number, y: number, cached = '', name?: string): Query {
+  const detail = z >= TILE_DETAIL_MIN_ZOOM;
+  const nameParam = 6;
+  return {
+    text: `
+      WITH ${boundsCte()},
+      frame AS (
+        SELECT ST_XMin(b.tile) AS x0, ST_YMax(b.tile) AS y0, ${TILE_EXTENT} / (ST_XMax(b.tile) - ST_XMin(b.tile)) AS scale
+        FROM bounds b
+      )
+      SELECT f.fingerprint,
+             CASE WHEN f.fingerprint IS DISTINCT FROM $5::text
+                  THEN (SELECT coalesce(json_agg(r ORDER BY ${detail ? 'r.id' : 'r.number'}), '[]'::json) FROM (
+                    SELECT ${detail ? 'm.id, m.kategorie, m.status, m.name' : 'm.number, m.kategorie, m.status'}, ST_AsGeoJSON(m.geom, 0)::json AS geometry
+                    FROM (
+                      SELECT c.id, c.number, c.kategorie, c.status, c.name,
+                             CASE WHEN ST_Dimension(c.geom) < 2 AND c.geom @ ST_MakeEnvelope(${-TILE_BUFFER}, ${-TILE_BUFFER}, ${TILE_EXTENT + TILE_BUFFER}, ${TILE_EXTENT + TILE_BUFFER}, 3857) THEN c.geom
+                                  WHEN ST_Dimension(c.geom) < 2 THEN ST_SnapToGrid(ST_ClipByBox2D(c.geom, ST_MakeEnvelope(${-TILE_BUFFER}, ${-TILE_BUFFER}, ${TILE_EXTENT + TILE_BUFFER}, ${TILE_EXTENT + TILE_BUFFER}, 3857)), 1)
+                                  ELSE ST_ForcePolygonCCW(ST_SnapToGrid(ST_ClipByBox2D(c.geom, ST_MakeEnvelope(${-TILE_BUFFER}, ${-TILE_BUFFER}, ${TILE_EXTENT + TILE_BUFFER}, ${TILE_EXTENT + TILE_BUFFER}, 3857)), 1)) END AS geom
+                      FROM (
+                        SELECT t.id, t.number, t.kategorie, t.status, t.name,
+                               ST_Simplify(ST_SnapToGrid(ST_Affine(t.geom, fr.scale, 0, 0, -fr.scale, -fr.x0 * fr.scale, fr.y0 * fr.scale), 1), 0) AS geom
+                        FROM features.tile_features t, bounds b, frame fr
+                        WHERE ${tileConditions(name, nameParam)}
+                      ) c
+                    ) m
+                    WHERE m.geom IS NOT NULL AND NOT ST_IsEmpty(m.geom)
+                  ) r) END AS rows
+      FROM (${fingerprintSelect(name, nameParam)}) f`,
+    values: [z, x, y, TILE_BUFFER / TILE_EXTENT, cached, ...(name === undefined ? [] : [name])],
+  };
+}
+
 /** The same tile straight from ST_AsMVT, without the fingerprint: the benchmark's baseline. */
 export function rawTileQuery(z: number, x: number, y: number, name?: string): Query {
   return {

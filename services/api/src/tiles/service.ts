@@ -4,13 +4,15 @@ import type { Bbox } from '../../../shared/features/schema.js';
 import { fromDatabaseError } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
 import { createTileCache, type CachedTile } from './cache.js';
-import { countQuery, tileQuery, VISIBILITY_CLASS } from './queries.js';
+import { encodeTile, type TileRow } from './encode.js';
+import { countQuery, tileQuery, tileRowsQuery, VISIBILITY_CLASS } from './queries.js';
 
 /**
  * Vector tiles from live data, with built tiles cached in memory. Each request first asks the
  * database for the tile's fingerprint (a few milliseconds: the stamps of the rows the tile meets,
  * tiles/queries.ts); a cached build with the same fingerprint is served as it is, anything else is
- * built again (ST_AsMVT, hundreds of milliseconds for a dense tile) in one statement that also
+ * built again (ST_AsMVT, or the API's own encoder where PostGIS lacks it: tiles/encode.ts; hundreds
+ * of milliseconds for a dense tile) in one statement that also
  * returns the fingerprint of the rows it read. So every write — through the API, GeoServer WFS-T or
  * SQL — is in the next tile served, with no invalidation message to lose. The ETag is the MD5 of
  * the tile's bytes, computed once per build: equal ETags mean byte-equal tiles whoever wrote the
@@ -40,6 +42,8 @@ export interface Tile {
 export interface TileServiceOptions {
   /** Memory for built tiles, raw and gzip bytes together (default 64 MiB); 0 turns the cache off. */
   cacheBytes?: number;
+  /** Encode tiles in the API even where the database has ST_AsMVT (tests and benchmarks compare both). */
+  encodeInApi?: boolean;
 }
 
 export interface Density {
@@ -47,7 +51,10 @@ export interface Density {
   count: number;
   /** More than `atMost`: the list needs more than one page of that size. */
   exceeds: boolean;
-  /** Whether /api/tiles/{z}/{x}/{y}.mvt can serve this database (false: 501, draw GeoJSON). */
+  /**
+   * Whether /api/tiles/{z}/{x}/{y}.mvt can serve this database: always true since the API encodes tiles
+   * itself where PostGIS cannot (kept for clients that still ask).
+   */
   tiles: boolean;
 }
 
@@ -67,20 +74,31 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
    * `cachedFingerprint`. A build is stored under the fingerprint read in its own snapshot.
    */
   async function lookup({ z, x, y }: TileAddress, name: string | undefined, key: string, cachedFingerprint: string): Promise<{ entry: CachedTile | undefined; cached: boolean }> {
-    const row = await run<{ fingerprint: string; tile: Buffer | null }>(tileQuery(z, x, y, cachedFingerprint, name));
-    if (row.tile === null) return { entry: cache.get(key, row.fingerprint), cached: true };
-    const entry: CachedTile = { fingerprint: row.fingerprint, digest: createHash('md5').update(row.tile).digest('hex'), bytes: row.tile };
+    let fingerprint: string;
+    let bytes: Buffer | null;
+    if (await probe()) {
+      ({ fingerprint, tile: bytes } = await run<{ fingerprint: string; tile: Buffer | null }>(tileQuery(z, x, y, cachedFingerprint, name)));
+    } else {
+      const row = await run<{ fingerprint: string; rows: TileRow[] | null }>(tileRowsQuery(z, x, y, cachedFingerprint, name));
+      fingerprint = row.fingerprint;
+      bytes = row.rows === null ? null : encodeTile(row.rows);
+    }
+    if (bytes === null) return { entry: cache.get(key, fingerprint), cached: true };
+    const entry: CachedTile = { fingerprint, digest: createHash('md5').update(bytes).digest('hex'), bytes };
     cache.set(key, entry);
     return { entry, cached: false };
   }
-  let unsupported: AppError | undefined;
-  /** Whether this database encodes MVT: asked once with a one-point tile, then remembered. */
+  /**
+   * Whether this database encodes MVT (ST_AsMVT, PostGIS with protobuf-c): asked once with a one-point
+   * tile, then remembered. Where it does not (the embedded PGlite), the API encodes the same rows itself
+   * (tileRowsQuery + encodeTile): one behaviour on every database.
+   */
   let supported: Promise<boolean> | undefined;
   const probe = () =>
     (supported ??= db
       .query(`SELECT ST_AsMVT(t, 'probe') FROM (SELECT ST_AsMVTGeom(ST_MakePoint(0, 0), ST_TileEnvelope(0, 0, 0)) AS geom) t`)
       .then(
-        () => true,
+        () => !options.encodeInApi,
         (error: unknown) => {
           // Missing protobuf-c or ST_AsMVT: a fact about this database. Anything else may pass: ask again next time.
           if (/protobuf|does not exist/i.test(String((error as Error).message))) return false;
@@ -88,11 +106,6 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
           throw fromDatabaseError(error) ?? error;
         },
       ));
-  const tilesUnavailable = (cause?: unknown) =>
-    (unsupported ??= new AppError('TILES_UNAVAILABLE', 'vector tiles need PostGIS built with protobuf-c, which this database lacks (the embedded development database does); read features with GET /api/features', {
-      statusCode: 501,
-      cause,
-    }));
   /**
    * One statement's single row, as a named prepared statement: PostgreSQL parses and plans each of
    * the few tile statements (overview or detail, with or without a search) once per connection
@@ -105,8 +118,9 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
       const { rows } = await db.query<Row & object>({ name: statementName(query.text), text: query.text, values: query.values });
       return rows[0]!;
     } catch (error) {
-      // PostGIS built without protobuf-c, found by the statement itself.
-      if (/protobuf/i.test(String((error as Error).message))) throw tilesUnavailable(error);
+      // PostGIS built without protobuf-c, found by the statement itself (the probe said otherwise,
+      // e.g. the database was swapped under a running API): encode in the API from the next request on.
+      if (/protobuf/i.test(String((error as Error).message))) supported = Promise.resolve(false);
       throw fromDatabaseError(error) ?? error;
     }
   }
@@ -117,7 +131,6 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
      * whose name holds it (case-insensitive), cached apart from the whole tile.
      */
     async render(address: TileAddress, ifNoneMatch?: string, acceptsGzip = false, name?: string): Promise<Tile> {
-      if (unsupported) throw unsupported;
       const started = performance.now();
       const { z, x, y } = address;
       const key = `${VISIBILITY_CLASS}/${z}/${x}/${y}${name === undefined ? '' : `?name=${name}`}`;
@@ -151,11 +164,11 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
     /** How many features a bbox holds, up to atMost + 1, and whether tiles can be served at all. */
     async density(bbox: Bbox, atMost: number): Promise<Density> {
       const query = countQuery(bbox, atMost);
-      const [{ rows }, tiles] = await Promise.all([db.query<{ count: number }>(query.text, query.values).catch((error: unknown) => {
+      const { rows } = await db.query<{ count: number }>(query.text, query.values).catch((error: unknown) => {
         throw fromDatabaseError(error) ?? error;
-      }), unsupported ? Promise.resolve(false) : probe()]);
+      });
       const count = rows[0]!.count;
-      return { count, exceeds: count > atMost, tiles };
+      return { count, exceeds: count > atMost, tiles: true };
     },
   };
 }
