@@ -7,7 +7,7 @@ import type { IdentityAppConfig } from '../src/app/config.js';
 import { createOryClients, type OryClients } from '../../services/shared/ory/clients.js';
 import { TestClock } from '../../test/doubles/ory/clock.js';
 import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
-import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
+import { KratosDouble, type KratosDoubleOptions } from '../../test/doubles/ory/kratos-double.js';
 
 /**
  * The identity stack for a test file: the Kratos and Hydra doubles (four real HTTP servers) and the
@@ -26,11 +26,11 @@ export interface IdentityStack {
 
 export const COOKIE_SECRET = 'test-cookie-secret-of-at-least-32-chars!';
 
-export async function startIdentityStack(overrides: Partial<IdentityAppConfig> = {}): Promise<IdentityStack> {
+export async function startIdentityStack(overrides: Partial<IdentityAppConfig> = {}, kratosOverrides: Partial<KratosDoubleOptions> = {}): Promise<IdentityStack> {
   const clock = new TestClock();
   // The doubles need the app's URL and the app needs theirs: start the doubles with placeholders and
   // fill in the app's URL once it listens (the doubles read their options per request).
-  const kratosOptions = { clock, loginUiUrl: '', allowedReturnUrls: [] as string[] };
+  const kratosOptions = { clock, loginUiUrl: '', allowedReturnUrls: [] as string[], ...kratosOverrides };
   const hydraOptions = { clock, loginUrl: '', consentUrl: '', logoutUrl: '', postLogoutRedirect: 'http://127.0.0.1:9/after-logout' };
   const kratos = await new KratosDouble(kratosOptions).start();
   const hydra = await new HydraDouble(hydraOptions).start();

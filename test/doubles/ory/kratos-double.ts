@@ -567,9 +567,12 @@ export class KratosDouble {
     const cookie = `${CONTINUITY_COOKIE}=${attempt.continuity}; Path=/; HttpOnly; SameSite=Lax${this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : ''}`;
     const fromForm = (request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded') && !(request.headers.accept ?? '').includes('application/json');
     if (fromForm) return { status: 303, headers: { location: target, 'set-cookie': cookie } };
+    const error = { id: 'browser_location_change_required', code: 422, status: 'Unprocessable Entity', reason: 'In order to complete this flow please redirect the browser to: ' + target, message: 'browser location change required' };
     return {
       status: 422,
-      body: { error: { id: 'browser_location_change_required', code: 422, status: 'Unprocessable Entity', reason: 'In order to complete this flow please redirect the browser to: ' + target, message: 'browser location change required' }, redirect_browser_to: target },
+      // Kratos answers the error's fields at `error`; the vendored document types `error` as errorGeneric
+      // (itself `{ error }`): both are there, so clients reading either shape work and the answer is on contract.
+      body: { error: { ...error, error }, redirect_browser_to: target },
       headers: { 'set-cookie': cookie },
     };
   }
