@@ -7,7 +7,7 @@
  * - POST /api/0.6/changeset/:id/upload        (osmChange → diffResult; atomic; 409 on stale versions)
  * - PUT  /api/0.6/changeset/:id/close
  * - GET  /api/0.6/changeset/:id/download      (osmChange of what the changeset did)
- * - GET  /api/0.6/node/:id, /way/:id[/full], /relation/:id[/full]
+ * - GET  /api/0.6/node/:id, /way/:id[/full], /relation/:id[/full], /:type/:id/:version (history)
  * - GET  /api/0.6/map?bbox=left,bottom,right,top  (every node in the box, the ways using them with all
  *   their nodes, the relations using any of those; 400 for a malformed box or one over 0.25 square
  *   degrees, as https://wiki.openstreetmap.org/wiki/API_v0.6#Retrieving_map_data_by_bounding_box:_GET_/api/0.6/map)
@@ -60,6 +60,8 @@ export interface OsmUser {
 export interface Fault {
   method: string;
   path: RegExp;
+  /** Headers of a `status` answer, e.g. { 'retry-after': '3600' } with 429. */
+  headers?: Record<string, string>;
   /**
    * `status`: answer with `status` without processing. `drop-after-processing`: apply, then cut the
    * connection. `hold-after-processing`: apply and never answer (the client is killed meanwhile).
@@ -87,6 +89,8 @@ class HttpError extends Error {
 }
 
 const MAX_BODY_BYTES = 5 * 1024 * 1024;
+/** The real server's limit of changes (created, modified, deleted elements) per changeset. */
+export const MAX_CHANGESET_CHANGES = 10_000;
 const MAX_WAY_NODES = 2000;
 const key = (type: ElementType, id: number) => `${type}/${id}`;
 const escapeXml = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
@@ -148,7 +152,15 @@ export interface OsmApiDouble {
   close(): Promise<void>;
 }
 
-export async function startOsmApiDouble(options: { users?: Record<string, OsmUser> } = {}): Promise<OsmApiDouble> {
+export async function startOsmApiDouble(options: { users?: Record<string, OsmUser>; maxChangesetChanges?: number } = {}): Promise<OsmApiDouble> {
+  const maxChanges = options.maxChangesetChanges ?? MAX_CHANGESET_CHANGES;
+  /** Every version of every element (history calls): key → versions in order. */
+  const history = new Map<string, StoredElement[]>();
+  const remember = (e: StoredElement) => {
+    const k = key(e.type, e.id);
+    if (!history.has(k)) history.set(k, []);
+    history.get(k)!.push(structuredClone(e));
+  };
   const users = new Map(Object.entries(options.users ?? { 'test-token': { uid: 42, displayName: 'exporter' } }));
   let elements = new Map<string, StoredElement>();
   const changesets = new Map<number, Changeset>();
@@ -420,7 +432,15 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
       requireXml(req);
       const changeset = ownOpenChangeset(Number(m[1]), user);
       const { diff, working, changes } = applyUpload(body, changeset);
+      // As the real server: a changeset holds at most 10 000 changes; the upload that would pass the
+      // limit is refused whole (409) and the changeset is closed.
+      if (changeset.changes.length + changes.length > maxChanges) {
+        changeset.open = false;
+        changeset.closedAt = new Date().toISOString();
+        throw new HttpError(409, `The changeset ${changeset.id} was closed at ${changeset.closedAt}`);
+      }
       elements = working;
+      for (const c of changes) remember(c.element);
       changeset.changes.push(...changes);
       acceptedUploads.push(body);
       return { status: 200, type: 'application/xml', body: `<diffResult version="0.6" generator="osm-api-double">${diff.join('')}</diffResult>` };
@@ -442,6 +462,13 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
     if (path === '/api/0.6/map') {
       if (method !== 'GET') throw new HttpError(405, 'Only method GET is supported');
       return { status: 200, type: 'application/xml', body: mapDocument(url.searchParams.get('bbox')) };
+    }
+    if ((m = /^\/api\/0\.6\/(node|way|relation)\/(\d+)\/(\d+)$/.exec(path))) {
+      if (method !== 'GET') throw new HttpError(405, 'Only method GET is supported');
+      const [, type, id, wanted] = m;
+      const version = history.get(key(type as ElementType, Number(id)))?.find((e) => e.version === Number(wanted));
+      if (!version) throw new HttpError(404, '');
+      return { status: 200, type: 'application/xml', body: `<osm version="0.6" generator="osm-api-double">${renderElement(version)}</osm>` };
     }
     if ((m = /^\/api\/0\.6\/(node|way|relation)\/(\d+)(\/full)?$/.exec(path))) {
       if (method !== 'GET') throw new HttpError(405, 'Only method GET is supported');
@@ -480,7 +507,7 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
       const fault = faults.find((f) => f.remaining > 0 && f.method === method && f.path.test(path));
       if (fault) fault.remaining--;
       if (fault?.mode === 'status') {
-        res.writeHead(fault.status ?? 503, { 'content-type': 'text/plain' }).end('injected fault');
+        res.writeHead(fault.status ?? 503, { 'content-type': 'text/plain', ...(fault.headers ?? {}) }).end('injected fault');
         return;
       }
       handle(req, body)
@@ -518,6 +545,7 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
       edit(next);
       Object.assign(next, { version: current.version + 1, changeset: id2 });
       elements.set(key(type, id), next);
+      remember(next);
       changesets.set(id2, { id: id2, uid: 7, user: 'someone-else', open: false, tags: {}, createdAt: new Date().toISOString(), closedAt: new Date().toISOString(), changes: [{ action: 'modify', element: structuredClone(next) }] });
       return next;
     },
@@ -538,6 +566,7 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
         if (type === 'way') element.nodes = children.filter((c) => nameOf(c) === 'nd').map((c) => Number(attrsOf(c).ref));
         if (type === 'relation') element.members = children.filter((c) => nameOf(c) === 'member').map((c) => ({ type: attrsOf(c).type as ElementType, ref: Number(attrsOf(c).ref), role: attrsOf(c).role ?? '' }));
         elements.set(key(type, id), element);
+        remember(element);
         nextId[type] = Math.max(nextId[type], id + 1);
         count++;
       }

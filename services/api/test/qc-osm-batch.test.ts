@@ -149,7 +149,8 @@ describe('crash safety of a batch', () => {
     const features = [
       { name: 'Kill Grabmal', kategorie: 'denkmal', geometry: { type: 'Point', coordinates: [12.4101, 51.3001] } },
       { name: 'Kill Friedhofsteil', kategorie: 'friedhof', geometry: { type: 'Polygon', coordinates: [[[12.4110, 51.3010], [12.4116, 51.3010], [12.4116, 51.3014], [12.4110, 51.3014], [12.4110, 51.3010]]] } },
-      { name: 'Kill Beet', kategorie: 'blumenbeet', geometry: { type: 'Point', coordinates: [12.4105, 51.3006] } },
+      // A flower bed is an area: as a point it would be asked about (issue 27: no landuse on a node).
+      { name: 'Kill Beet', kategorie: 'blumenbeet', geometry: { type: 'Polygon', coordinates: [[[12.4105, 51.3006], [12.4107, 51.3006], [12.4107, 51.3007], [12.4105, 51.3006]]] } },
     ];
     const ids: string[] = [];
     for (const f of features) ids.push(await approved(f.name, f.kategorie, f.geometry));

@@ -8,9 +8,12 @@ import type { CategoryMapping } from './types.js';
  * item is created for it (outcome `not_applicable`).
  */
 export const SEED_CATEGORY_MAPPING: CategoryMapping = {
-  friedhof: { osmTags: { landuse: 'cemetery' }, wikidataClass: 'Q39614' },
-  blumenbeet: { osmTags: { landuse: 'flowerbed' }, wikidataClass: null },
-  denkmal: { osmTags: { historic: 'memorial' }, wikidataClass: 'Q4989906' },
+  // A cemetery drawn as a point: amenity=grave_yard is the tagging OSM allows on a node.
+  friedhof: { osmTags: { landuse: 'cemetery' }, pointTags: { amenity: 'grave_yard' }, lineTags: null, wikidataClass: 'Q39614' },
+  // A flower bed is an area only: a point or a line is asked about.
+  blumenbeet: { osmTags: { landuse: 'flowerbed' }, pointTags: null, lineTags: null, wikidataClass: null },
+  // A memorial drawn as a line is a memorial wall (memorial=wall is valid on an open way).
+  denkmal: { osmTags: { historic: 'memorial' }, pointTags: { historic: 'memorial' }, lineTags: { historic: 'memorial', memorial: 'wall' }, wikidataClass: 'Q4989906' },
 };
 
 const osmKey = z.string().min(1).max(255).regex(/^[^\s=]+$/, 'an OSM key without spaces or "="');
@@ -21,6 +24,8 @@ export const CategoryMappingSchema = z.record(
   z
     .object({
       osmTags: z.record(osmKey, z.string().min(1).max(255)),
+      pointTags: z.record(osmKey, z.string().min(1).max(255)).nullable().optional(),
+      lineTags: z.record(osmKey, z.string().min(1).max(255)).nullable().optional(),
       wikidataClass: z.string().regex(/^Q[1-9]\d*$/, 'an item id such as Q39614').nullable(),
     })
     .strict(),

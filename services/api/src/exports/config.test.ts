@@ -11,7 +11,7 @@ describe('export configuration', () => {
     // Conflation on, through the map call unless OVERPASS_URL is set; the import conventions' defaults.
     expect(settings.osm.conflation).toEqual({ enabled: true, source: 'map', overpassUrl: undefined, pointRadiusM: 30, nameStrong: 0.8, nameWeak: 0.5 });
     expect(settings.osm.changeset).toMatchObject({ hashtags: '#fmp-import', importTag: true, maxEditsPerHour: 500 });
-    expect(settings.osm.tagMapping.categories.friedhof).toEqual({ tags: { landuse: 'cemetery' }, match: [{ landuse: ['cemetery'] }, { amenity: ['grave_yard'] }] });
+    expect(settings.osm.tagMapping.categories.friedhof).toEqual({ tags: { landuse: 'cemetery' }, point: { amenity: 'grave_yard' }, line: null, match: [{ landuse: ['cemetery'] }, { amenity: ['grave_yard'] }] });
     // No licence configured: both exports refuse to run.
     expect(settings.licence.licence).toBeUndefined();
     expect(DEFAULT_OSM_API_URL).toBe('https://master.apis.dev.openstreetmap.org');

@@ -24,6 +24,9 @@ export const OsmTagMappingFileSchema = z
       z
         .object({
           tags: z.record(osmKey, osmValue).refine((tags) => Object.keys(tags).length > 0, 'at least one tag'),
+          /** Tags as a node / an open way; `none` when the category has no valid tagging there (asked). */
+          point: z.union([z.literal('none'), z.record(osmKey, osmValue)]).optional(),
+          line: z.union([z.literal('none'), z.record(osmKey, osmValue)]).optional(),
           match: z.array(MatchEntrySchema).min(1),
         })
         .strict(),
@@ -33,7 +36,7 @@ export const OsmTagMappingFileSchema = z
   .strict();
 
 export interface OsmTagMapping {
-  categories: Record<string, { tags: Record<string, string>; match: TagFilter[] }>;
+  categories: Record<string, { tags: Record<string, string>; point?: Record<string, string> | null; line?: Record<string, string> | null; match: TagFilter[] }>;
   managedKeys: string[];
 }
 
@@ -43,6 +46,8 @@ export function parseOsmTagMapping(raw: z.input<typeof OsmTagMappingFileSchema>)
   for (const [kategorie, rule] of Object.entries(parsed.categories)) {
     categories[kategorie] = {
       tags: rule.tags,
+      ...(rule.point !== undefined ? { point: rule.point === 'none' ? null : rule.point } : {}),
+      ...(rule.line !== undefined ? { line: rule.line === 'none' ? null : rule.line } : {}),
       match: rule.match.map((entry) => Object.fromEntries(Object.entries(entry).map(([k, v]) => [k, Array.isArray(v) ? v : [v]]))),
     };
   }
@@ -65,6 +70,8 @@ export function withOsmTagMapping(fromDatabase: CategoryMapping, file: OsmTagMap
     const osm = file.categories[kategorie];
     out[kategorie] = {
       osmTags: osm?.tags ?? {},
+      ...(osm?.point !== undefined ? { pointTags: osm.point } : {}),
+      ...(osm?.line !== undefined ? { lineTags: osm.line } : {}),
       osmMatch: osm?.match ?? [],
       wikidataClass: fromDatabase[kategorie]?.wikidataClass ?? null,
     };

@@ -52,7 +52,14 @@ export type TagFilter = Record<string, string[]>;
 
 /** What one category becomes outside: OSM tags and the Wikidata class for P31 (null: no item is made). */
 export interface CategoryRule {
+  /** The tags of the feature as an area (closed way or multipolygon). */
   osmTags: Record<string, string>;
+  /**
+   * The tags of the feature as a node / an open way (config/osm-tags.yaml `point:` / `line:`).
+   * undefined: `osmTags` when they are valid there; null: no valid tagging, a reviewer is asked.
+   */
+  pointTags?: Record<string, string> | null;
+  lineTags?: Record<string, string> | null;
   /** Tag families of existing OSM elements that may be the same object (conflation); default: osmTags. */
   osmMatch?: TagFilter[];
   wikidataClass: string | null;

@@ -112,6 +112,17 @@ export class OsmApiClient {
     return parseOsmDocument(await this.call('map', 'GET', `/map?bbox=${f(bounds.west)},${f(bounds.south)},${f(bounds.east)},${f(bounds.north)}`));
   }
 
+  /** The element as it was at `version` (GET /api/0.6/#type/#id/#version); null when OSM has no such version. */
+  async fetchVersion(type: OsmType, id: number, version: number): Promise<OsmElement | null> {
+    try {
+      const [element] = parseOsmDocument(await this.call(`${type} version read`, 'GET', `/${type}/${id}/${version}`));
+      return element ?? null;
+    } catch (error) {
+      if (error instanceof OsmApiError && (error.status === 404 || error.status === 410 || error.status === 403)) return null;
+      throw error;
+    }
+  }
+
   /**
    * The element with everything it references (ways: their nodes; relations: members and their
    * nodes), current versions included; null when it was deleted (410) or never existed (404).

@@ -6,9 +6,11 @@ import { InvalidGeometryError, assertExportableGeometry } from '../geometry.js';
 import type { OsmExportJournal } from '../journal.js';
 import type { CategoryMapping, ExportOutcome, FeatureSnapshot } from '../types.js';
 import { OsmApiClient, OsmApiError } from './client.js';
-import { elementKey, isEmptyChange, type OsmChange, type OsmElement, type OsmType } from './model.js';
-import { PlanConflictError, planFirstExport, planReExport, rootKindOf, type OsmPlan } from './plan.js';
-import { featureTags, linkedTags, sameTags } from './tags.js';
+import { boundsOf } from '../conflation/spatial.js';
+import type { FeatureGeometry, Position } from '../types.js';
+import { elementKey, isEmptyChange, type OsmChange, type OsmElement, type OsmTags, type OsmType } from './model.js';
+import { PlanConflictError, emptyContext, planFirstExport, planReExport, reExportRootKind, rootKindOf, type OsmPlan, type PlanContext } from './plan.js';
+import { categoryTagsFor, featureTags, geometryKindOf, sameTags, threeWayTags, type KeptValue } from './tags.js';
 
 /** What the caller persists after an export and hands back for the next one. */
 export interface OsmExportRecord {
@@ -26,6 +28,19 @@ export interface OsmExportRecord {
   linked?: boolean;
   ownedKeys?: string[];
   geometryOwned?: boolean;
+  /**
+   * The root's tags as the platform wrote them at this export (its values only): the base of the
+   * next export's three-way merge (tags.ts threeWayTags). Absent in records of earlier releases: then
+   * the element's version `version` is read from OSM's history instead.
+   */
+  tags?: OsmTags;
+  /** The changesets the platform uploaded for this feature, newest last (at most 50): what is "ours". */
+  changesets?: number[];
+}
+
+/** A value a reviewer must settle before the export can go on (no valid tagging for the geometry). */
+export class ExportQuestion extends Error {
+  override readonly name = 'ExportQuestion';
 }
 
 export interface OsmExportRequest {
@@ -65,6 +80,11 @@ export interface OsmExportPart {
   linked?: { ownedKeys: string[]; geometryOwned: boolean };
   /** Said with the outcome (e.g. which existing element it was merged into). */
   detail?: string;
+  /** The root's values of ours after this change (the next merge's base), and the changesets before it. */
+  written?: OsmTags;
+  ownChangesets?: number[];
+  /** Values someone else changed since our last export, kept although we wanted others. */
+  kept?: KeptValue[];
 }
 
 export interface PreparedOsmExport {
@@ -72,14 +92,27 @@ export interface PreparedOsmExport {
 }
 
 /** The export record once the part's root is known on OSM. */
-export function recordOf(part: Pick<OsmExportPart, 'root' | 'linked'>, id: number, version: number, changesetId: number | null): OsmExportRecord {
+export function recordOf(part: Pick<OsmExportPart, 'root' | 'linked' | 'written' | 'ownChangesets'>, id: number, version: number, changesetId: number | null): OsmExportRecord {
+  const changesets = [...(part.ownChangesets ?? [])];
+  if (changesetId !== null && !changesets.includes(changesetId)) changesets.push(changesetId);
   return {
     type: part.root.type,
     id,
     version,
     changesetId,
     ...(part.linked ? { linked: true, ownedKeys: part.linked.ownedKeys, geometryOwned: part.linked.geometryOwned } : {}),
+    ...(part.written ? { tags: part.written } : {}),
+    ...(part.written || changesets.length > 0 ? { changesets: changesets.slice(-50) } : {}),
   };
+}
+
+/** What a plan says beyond the osmChange: merge base, kept values, linked state. */
+type PlannedExport = OsmPlan & Pick<OsmExportPart, 'linked' | 'written' | 'ownChangesets' | 'kept'>;
+
+/** "kept operator=Stadtwerke (ours: Stadt)" for the outcome's detail. */
+export function keptDetail(kept: readonly KeptValue[] | undefined): string | undefined {
+  if (!kept || kept.length === 0) return undefined;
+  return `kept values changed on OSM since our last export: ${kept.map((k) => `${k.key}=${k.theirs ?? '(removed)'} (ours: ${k.ours ?? '(none)'})`).join(', ')}`;
 }
 
 function familiesOf(rule: CategoryMapping[string]): OsmFamilies {
@@ -96,11 +129,25 @@ export function outcomeOfError(error: unknown): ExportOutcome<OsmExportRecord> {
   if (error instanceof ConflationLookupError) return { status: 'failed', reason: error.message };
   if (error instanceof InvalidGeometryError || error instanceof RangeError) return { status: 'failed', reason: error.message };
   if (error instanceof PlanConflictError) return { status: 'conflict', reason: error.message };
+  if (error instanceof ExportQuestion) return { status: 'needs_decision', reason: error.message, candidates: [] };
   if (error instanceof OsmApiError) {
     if (error.status === 409 || error.status === 412 || error.status === 410) return { status: 'conflict', reason: error.message };
     return { status: 'failed', reason: error.message };
   }
   throw error;
+}
+
+function geometryPositions(geometry: FeatureGeometry): Position[] {
+  switch (geometry.type) {
+    case 'Point':
+      return [geometry.coordinates];
+    case 'LineString':
+      return [...geometry.coordinates];
+    case 'Polygon':
+      return geometry.coordinates.flat();
+    case 'MultiPolygon':
+      return geometry.coordinates.flat(2);
+  }
 }
 
 export class OsmExporter {
@@ -147,7 +194,7 @@ export class OsmExporter {
     const { client, rule } = gate;
     try {
       assertExportableGeometry(request.snapshot.geometry);
-      return await this.run(client, request, rule.osmTags, familiesOf(rule));
+      return await this.run(client, request, rule, familiesOf(rule));
     } catch (error) {
       return outcomeOfError(error);
     }
@@ -173,13 +220,17 @@ export class OsmExporter {
       const resolved = await this.resolvePrevious(client, request, familiesOf(rule));
       if ('status' in resolved) return resolved;
       const { previous, decision } = resolved;
-      const plan = await this.plan(client, snapshot, previous, rule.osmTags);
+      const plan = await this.plan(client, snapshot, previous, rule);
+      const detail = [decision?.outcome === 'link' ? `merged into existing ${decision.target.type} ${decision.target.id}: ${decision.reason}` : undefined, keptDetail(plan.kept)].filter(Boolean).join('; ');
       const part: PreparedOsmExport['part'] = {
         root: plan.root,
         change: plan.change,
         ...(plan.unchangedRootVersion !== undefined ? { unchangedRootVersion: plan.unchangedRootVersion } : {}),
         ...(plan.linked ? { linked: plan.linked } : {}),
-        ...(decision?.outcome === 'link' ? { detail: `merged into existing ${decision.target.type} ${decision.target.id}: ${decision.reason}` } : {}),
+        ...(detail ? { detail } : {}),
+        ...(plan.written ? { written: plan.written } : {}),
+        ...(plan.ownChangesets ? { ownChangesets: plan.ownChangesets } : {}),
+        ...(plan.kept && plan.kept.length > 0 ? { kept: plan.kept } : {}),
       };
       if (isEmptyChange(plan.change)) return { status: 'unchanged', result: recordOf(part, plan.root.id, plan.unchangedRootVersion!, null) };
       return { part };
@@ -208,7 +259,7 @@ export class OsmExporter {
     return { previous, decision };
   }
 
-  private async run(client: OsmApiClient, request: OsmExportRequest, categoryTags: Record<string, string>, families: OsmFamilies): Promise<ExportOutcome<OsmExportRecord>> {
+  private async run(client: OsmApiClient, request: OsmExportRequest, rule: CategoryMapping[string], families: OsmFamilies): Promise<ExportOutcome<OsmExportRecord>> {
     const { snapshot, journal } = request;
     const resolved = await this.resolvePrevious(client, request, families);
     if ('status' in resolved) return resolved;
@@ -223,14 +274,8 @@ export class OsmExporter {
       }
     }
 
-    const plan = await this.plan(client, snapshot, previous, categoryTags);
-    const record = (id: number, version: number, changeset: number | null): OsmExportRecord => ({
-      type: plan.root.type,
-      id,
-      version,
-      changesetId: changeset,
-      ...(plan.linked ? { linked: true, ownedKeys: plan.linked.ownedKeys, geometryOwned: plan.linked.geometryOwned } : {}),
-    });
+    const plan = await this.plan(client, snapshot, previous, rule);
+    const record = (id: number, version: number, changeset: number | null): OsmExportRecord => recordOf(plan, id, version, changeset);
     if (isEmptyChange(plan.change)) {
       // An empty changeset left open by an earlier attempt would linger for an hour.
       if (changesetId !== null) await client.closeChangeset(changesetId).catch(() => undefined);
@@ -254,39 +299,97 @@ export class OsmExporter {
     const result = record(root?.newId ?? plan.root.id, root?.newVersion ?? plan.unchangedRootVersion!, changesetId);
     if (result.id < 0) throw new Error(`diffResult of changeset ${changesetId} lacks the root ${plan.root.type} ${plan.root.id}`);
     await client.closeChangeset(changesetId);
-    return decision?.outcome === 'link' ? { status: 'exported', result, detail: `merged into existing ${decision.target.type} ${decision.target.id}: ${decision.reason}` } : { status: 'exported', result };
-  }
-
-  private async plan(client: OsmApiClient, snapshot: FeatureSnapshot, previous: OsmExportRecord | null, categoryTags: Record<string, string>): Promise<OsmPlan & { linked?: { ownedKeys: string[]; geometryOwned: boolean } }> {
-    const tags = featureTags(snapshot, { osmTags: categoryTags, wikidataClass: null }, rootKindOf(snapshot.geometry) === 'relation');
-    if (!previous) return planFirstExport(snapshot.geometry, tags);
-    const elements = await client.fetchFull(previous.type, previous.id);
-    if (!elements) throw new PlanConflictError(`${previous.type} ${previous.id} was deleted on OSM`);
-    const current = new Map(elements.map((e) => [elementKey(e.type, e.id), e] as const));
-    if (previous.linked) return this.planLinked(snapshot, previous, current);
-    return planReExport(snapshot.geometry, tags, this.managedKeys, previous, current);
+    const detail = [decision?.outcome === 'link' ? `merged into existing ${decision.target.type} ${decision.target.id}: ${decision.reason}` : undefined, keptDetail(plan.kept)].filter(Boolean).join('; ');
+    return detail ? { status: 'exported', result, detail } : { status: 'exported', result };
   }
 
   /**
-   * An element that existed before the platform linked to it: our tags are merged in without
-   * overwriting anyone's values (see linkedTags); its geometry stays unless a reviewer chose to move
-   * it, and it is never deleted or replaced by an element of another kind.
+   * The change for this export. First export: everything created, with the category's tags for the
+   * geometry (a reviewer is asked when there are none, ExportQuestion). Re-export: the root's tags
+   * merged three ways (what we wrote last, what OSM has, what we want) and the geometry applied
+   * keeping node identity (plan.ts). A linked element keeps its geometry unless a reviewer chose to
+   * move it.
    */
-  private planLinked(snapshot: FeatureSnapshot, previous: OsmExportRecord, current: ReadonlyMap<string, OsmElement>): OsmPlan & { linked: { ownedKeys: string[]; geometryOwned: boolean } } {
-    const existing = current.get(elementKey(previous.type, previous.id));
-    if (!existing) throw new PlanConflictError(`${previous.type} ${previous.id} is no longer on OSM`);
-    // The category tags are left out: the element already carries its family's tagging.
-    const ours = featureTags(snapshot, { osmTags: {}, wikidataClass: null }, false);
-    const merged = linkedTags(existing.tags, ours, new Set(previous.ownedKeys ?? []));
-    const geometryOwned = previous.geometryOwned === true;
-    const linked = { ownedKeys: merged.ownedKeys, geometryOwned };
-    if (geometryOwned) {
-      if (rootKindOf(snapshot.geometry) !== previous.type) throw new PlanConflictError(`the reviewer chose to move ${previous.type} ${previous.id} to the feature's geometry, but a ${snapshot.geometry.type} cannot become a ${previous.type}`);
-      // Every key of the element counts as managed here: merged already holds the final tags.
-      return { ...planReExport(snapshot.geometry, merged.tags, new Set(Object.keys(existing.tags)), previous, current), linked };
+  private async plan(client: OsmApiClient, snapshot: FeatureSnapshot, previous: OsmExportRecord | null, rule: CategoryMapping[string]): Promise<PlannedExport> {
+    const { geometry } = snapshot;
+    if (!previous) {
+      const wanted = featureTags(snapshot, this.categoryTags(rule, geometry), rootKindOf(geometry) === 'relation');
+      const ctx = geometry.type === 'Point' ? emptyContext() : await this.context(client, geometry, [], []);
+      return { ...planFirstExport(geometry, wanted, ctx), written: wanted, ownChangesets: [] };
     }
-    if (sameTags(merged.tags, existing.tags)) return { change: { create: [], modify: [], delete: [], deleteIfUnused: [] }, root: previous, unchangedRootVersion: existing.version!, linked };
-    return { change: { create: [], modify: [{ ...existing, tags: merged.tags }], delete: [], deleteIfUnused: [] }, root: previous, linked };
+    const elements = await client.fetchFull(previous.type, previous.id);
+    if (!elements) throw new PlanConflictError(`${previous.type} ${previous.id} was deleted on OSM`);
+    const existing = elements.find((e) => e.type === previous.type && e.id === previous.id);
+    if (!existing) throw new PlanConflictError(`${previous.type} ${previous.id} is no longer on OSM`);
+    const own = previous.changesets ?? (previous.changesetId !== null ? [previous.changesetId] : []);
+    const base = await this.mergeBase(client, previous);
+    if (previous.linked) {
+      // The category tags are left out: the element already carries its family's tagging.
+      const merged = threeWayTags(base, existing.tags, featureTags(snapshot, {}, false));
+      const geometryOwned = previous.geometryOwned === true;
+      const linked = { ownedKeys: Object.keys(merged.written).sort(), geometryOwned };
+      const common = { linked, written: merged.written, ownChangesets: own, kept: merged.kept };
+      if (geometryOwned) {
+        if (reExportRootKind(geometry, previous.type) !== previous.type) throw new PlanConflictError(`the reviewer chose to move ${previous.type} ${previous.id} to the feature's geometry, but a ${geometry.type} cannot become a ${previous.type}`);
+        const ctx = { ...(await this.context(client, geometry, elements, own)), reviewerMoves: true };
+        return { ...planReExport(geometry, merged.tags, previous, ctx), ...common };
+      }
+      if (sameTags(merged.tags, existing.tags)) return { change: { create: [], modify: [], delete: [], deleteIfUnused: [] }, root: previous, unchangedRootVersion: existing.version!, ...common };
+      return { change: { create: [], modify: [{ ...existing, tags: merged.tags }], delete: [], deleteIfUnused: [] }, root: previous, ...common };
+    }
+    const kind = reExportRootKind(geometry, previous.type);
+    const wanted = featureTags(snapshot, this.categoryTags(rule, geometry), kind === 'relation');
+    const merged = threeWayTags(base, existing.tags, wanted);
+    const ctx = geometry.type === 'Point' ? { ...emptyContext(), current: new Map(elements.map((e) => [elementKey(e.type, e.id), e] as const)) } : await this.context(client, geometry, elements, own);
+    return { ...planReExport(geometry, merged.tags, previous, ctx), written: merged.written, ownChangesets: own, kept: merged.kept };
+  }
+
+  /** The category's tags for the feature's geometry, or a question when it has none valid there. */
+  private categoryTags(rule: CategoryMapping[string], geometry: FeatureGeometry): OsmTags {
+    const kind = geometryKindOf(geometry);
+    const tags = categoryTagsFor(rule, kind);
+    if (!tags) {
+      const what = kind === 'point' ? 'a point (a node)' : 'a line (an open way)';
+      throw new ExportQuestion(`the category has no valid OSM tagging for ${what}: ${Object.entries(rule.osmTags).map(([k, v]) => `${k}=${v}`).join(' ')} describes an area. Draw the feature as an area, or set "${kind}:" tags for the category in the OSM tag mapping`);
+    }
+    return tags;
+  }
+
+  /**
+   * What the platform wrote at its last export: the record's `tags`, or for a record of an earlier
+   * release the element as it was at the recorded version (OSM's history), restricted for a linked
+   * element to the keys it owned. null when neither is known: then only missing keys are added.
+   */
+  private async mergeBase(client: OsmApiClient, previous: OsmExportRecord): Promise<OsmTags | null> {
+    if (previous.tags) return previous.tags;
+    if (previous.version <= 0) return previous.linked ? {} : null;
+    const old = await client.fetchVersion(previous.type, previous.id, previous.version);
+    if (!old) return previous.linked ? {} : null;
+    if (!previous.linked) return old.tags;
+    return Object.fromEntries(Object.entries(old.tags).filter(([k]) => (previous.ownedKeys ?? []).includes(k)));
+  }
+
+  /**
+   * The plan's view of OSM: the root's elements plus the map call over the feature and the root
+   * (grown by about a metre), which lists every way and relation using a node there — what tells
+   * the platform's own nodes from those someone else connected to, and the nodes a new vertex can
+   * join. An area over the map call's limit (0.25 square degrees) is planned without it: then no
+   * node is moved or deleted and none joined.
+   */
+  private async context(client: OsmApiClient, geometry: FeatureGeometry, elements: OsmElement[], own: number[]): Promise<PlanContext> {
+    const current = new Map<string, OsmElement>();
+    const positions: Position[] = geometryPositions(geometry);
+    for (const e of elements) if (e.type === 'node') positions.push([e.lon, e.lat]);
+    const b = boundsOf(positions);
+    const margin = 0.00002;
+    const bounds = { south: b.south - margin, west: b.west - margin, north: b.north + margin, east: b.east + margin };
+    let parentsKnown = false;
+    if ((bounds.east - bounds.west) * (bounds.north - bounds.south) <= 0.25) {
+      for (const e of await client.map(bounds)) current.set(elementKey(e.type, e.id), e);
+      parentsKnown = true;
+    }
+    for (const e of elements) current.set(elementKey(e.type, e.id), e);
+    return { current, parentsKnown, ownChangesets: new Set(own) };
   }
 
   /**
@@ -298,14 +401,14 @@ export class OsmExporter {
     const download = await client.downloadChangeset(changesetId);
     const touched = [...download.create, ...download.modify];
     if (touched.length + download.delete.length === 0) return null;
-    const kind = rootKindOf(snapshot.geometry);
+    const kind = previous && !previous.linked ? reExportRootKind(snapshot.geometry, previous.type) : rootKindOf(snapshot.geometry);
     let root: OsmElement | undefined;
     if (previous?.linked) {
       root = touched.find((e) => e.type === previous.type && e.id === previous.id);
       if (!root || root.version === undefined) throw new PlanConflictError(`changeset ${changesetId} has changes but not to the linked ${previous.type} ${previous.id}`);
       // The keys the platform added are those the element lacked when conflation looked at it.
       const before = decision?.candidates.find((c) => c.type === previous.type && c.id === previous.id)?.tags ?? {};
-      const ours = featureTags(snapshot, { osmTags: {}, wikidataClass: null }, false);
+      const ours = featureTags(snapshot, {}, false);
       const ownedKeys = previous.ownedKeys && previous.ownedKeys.length > 0 ? previous.ownedKeys : Object.keys(ours).filter((k) => before[k] === undefined);
       return { type: root.type, id: root.id, version: root.version, changesetId, linked: true, ownedKeys, geometryOwned: previous.geometryOwned === true };
     }

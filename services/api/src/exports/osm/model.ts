@@ -9,6 +9,8 @@ export interface OsmNode {
   type: 'node';
   id: number;
   version?: number;
+  /** The changeset of the element's last edit, as read from OSM (absent in plans). */
+  changeset?: number;
   lat: number;
   lon: number;
   tags: OsmTags;
@@ -17,6 +19,7 @@ export interface OsmWay {
   type: 'way';
   id: number;
   version?: number;
+  changeset?: number;
   nodeRefs: number[];
   tags: OsmTags;
 }
@@ -29,6 +32,7 @@ export interface OsmRelation {
   type: 'relation';
   id: number;
   version?: number;
+  changeset?: number;
   members: OsmMember[];
   tags: OsmTags;
 }

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../../../test/doubles/osm-api.js';
 import { readOsmChange, type UploadedBlock } from '../../../../../test/doubles/osm-change-reader.js';
 import { SEED_CATEGORY_MAPPING } from '../category-mapping.js';
@@ -11,22 +11,24 @@ import { OsmExporter, type OsmExportRecord } from './exporter.js';
 const TOKEN = 'test-token';
 const UA = 'feature-mapping-platform-tests/1.0';
 
+// A fresh server per test: a first export joins existing way nodes at the same positions, so the
+// same test square drawn twice on one server would share nodes (which is right on OSM).
 let osm: OsmApiDouble;
-beforeAll(async () => {
+beforeEach(async () => {
   osm = await startOsmApiDouble({ users: { [TOKEN]: { uid: 42, displayName: 'exporter' }, 'other-token': { uid: 43, displayName: 'other' } } });
 });
-afterAll(() => osm.close());
+afterEach(() => osm.close());
 
-let uploadsBefore = 0;
-beforeEach(() => {
-  uploadsBefore = osm.acceptedUploads.length;
-});
+const uploadsBefore = 0;
+
+/** The seed mapping and a category that is a line on OSM (a hedge), for the open-way cases. */
+const MAPPING = { ...SEED_CATEGORY_MAPPING, hecke: { osmTags: { barrier: 'hedge' }, lineTags: { barrier: 'hedge' }, wikidataClass: null } };
 
 function exporter(overrides: { token?: string; fetch?: typeof fetch; apiUrl?: string } = {}): OsmExporter {
   return new OsmExporter({
     // These tests are about creating and re-exporting; conflation has its own (conflation.test.ts).
     settings: testExportsSettings({ OSM_API_URL: overrides.apiUrl ?? osm.url, OSM_ACCESS_TOKEN: 'token' in overrides ? overrides.token : TOKEN, EXPORT_USER_AGENT: UA, EXPORT_HTTP_TIMEOUT_MS: '5000', OSM_CONFLATION: 'false' }),
-    mapping: SEED_CATEGORY_MAPPING,
+    mapping: MAPPING,
     ...(overrides.fetch ? { fetch: overrides.fetch } : {}),
   });
 }
@@ -81,7 +83,7 @@ describe('first export, asserted element by element', () => {
       'addr:city': 'Berlin',
       phone: '+49 30 123456',
     });
-    expect(record).toEqual({ type: 'node', id: expect.any(Number) as number, version: 1, changesetId: journal.entries.changesetId });
+    expect(record).toEqual({ type: 'node', id: expect.any(Number) as number, version: 1, changesetId: journal.entries.changesetId, tags: node!.tags, changesets: [journal.entries.changesetId] });
     expect(osm.element('node', record.id)).toMatchObject({ visible: true, version: 1, lat: 52.5163, tags: { name: 'Denkmal "A & B" <1>' } });
     const changeset = osm.changeset(record.changesetId!)!;
     expect(changeset.open).toBe(false);
@@ -92,8 +94,8 @@ describe('first export, asserted element by element', () => {
     expect(create.headers['user-agent']).toBe(UA);
   });
 
-  it('a LineString becomes an open way over new untagged nodes', async () => {
-    const feature = snapshot({ type: 'LineString', coordinates: [[13.1, 52.1], [13.2, 52.2], [13.3, 52.25]] }, { adresse: 'Am Friedhof' });
+  it('a LineString of a line category becomes an open way over new untagged nodes', async () => {
+    const feature = snapshot({ type: 'LineString', coordinates: [[13.1, 52.1], [13.2, 52.2], [13.3, 52.25]] }, { adresse: 'Am Friedhof', kategorie: 'hecke' });
     const record = exported(await exporter().export({ snapshot: feature, previous: null, journal: createMemoryJournal() }));
     const [create] = lastUpload();
     expect(create!.action).toBe('create');
@@ -102,7 +104,7 @@ describe('first export, asserted element by element', () => {
     expect(create!.elements.slice(0, 3).every((e) => Object.keys(e.tags).length === 0)).toBe(true);
     const way = create!.elements[3]!;
     expect(way.nodeRefs).toEqual(['-1', '-2', '-3']);
-    expect(way.tags).toEqual({ landuse: 'cemetery', name: feature.name, 'addr:full': 'Am Friedhof' });
+    expect(way.tags).toEqual({ barrier: 'hedge', name: feature.name, 'addr:full': 'Am Friedhof' });
     expect(record.type).toBe('way');
     expect(osm.element('way', record.id)!.nodes).toHaveLength(3);
   });
@@ -164,13 +166,13 @@ describe('re-export after an edit', () => {
     expect(blocks[0]!.elements).toHaveLength(1);
     const node = blocks[0]!.elements[0]!;
     expect(node.attrs).toEqual({ id: String(previous.id), changeset: String(record.changesetId), version: '2', lat: '52.0002000', lon: '13.0001000' });
-    expect(node.tags).toEqual({ landuse: 'cemetery', name: 'Renamed', wheelchair: 'yes' });
+    expect(node.tags).toEqual({ amenity: 'grave_yard', name: 'Renamed', wheelchair: 'yes' });
     expect(record).toMatchObject({ type: 'node', id: previous.id, version: 3 });
     expect(osm.visible('node').filter((n) => n.tags.name === 'Renamed')).toHaveLength(1);
   });
 
   it('moves existing way nodes, creates the extra vertex and modifies the way', async () => {
-    const first = snapshot({ type: 'LineString', coordinates: [[13.1, 52.1], [13.2, 52.2]] });
+    const first = snapshot({ type: 'LineString', coordinates: [[13.1, 52.1], [13.2, 52.2]] }, { kategorie: 'hecke' });
     const previous = exported(await exporter().export({ snapshot: first, previous: null, journal: createMemoryJournal() }));
     const oldNodes = osm.element('way', previous.id)!.nodes!;
     const second = { ...first, version: 2, geometry: { type: 'LineString', coordinates: [[13.1, 52.1], [13.25, 52.2], [13.3, 52.3]] } as FeatureGeometry };
@@ -184,7 +186,9 @@ describe('re-export after an edit', () => {
     expect(record).toMatchObject({ type: 'way', id: previous.id, version: 2 });
   });
 
-  it('drops a vertex of a closed way and deletes the left-over node only if unused', async () => {
+  // Formerly the i-th vertex moved the i-th node: dropping the third vertex moved two nodes and deleted
+  // the last one (issue 27: connected nodes dragged). Now every kept vertex keeps its node in place.
+  it('drops a vertex of a closed way: no other node moves, the dropped node is deleted only if unused', async () => {
     const pentagon: FeatureGeometry = { type: 'Polygon', coordinates: [[[13.4, 52.5], [13.41, 52.5], [13.42, 52.505], [13.41, 52.51], [13.4, 52.51], [13.4, 52.5]]] };
     const first = snapshot(pentagon);
     const previous = exported(await exporter().export({ snapshot: first, previous: null, journal: createMemoryJournal() }));
@@ -193,27 +197,35 @@ describe('re-export after an edit', () => {
 
     const blocks = lastUpload(2);
     expect(blocks.map((b) => `${b.action}${b.ifUnused ? ' if-unused' : ''}`)).toEqual(['modify', 'delete if-unused']);
-    const way = blocks[0]!.elements.find((e) => e.type === 'way')!;
-    expect(way.nodeRefs).toEqual([oldNodes[0], oldNodes[1], oldNodes[2], oldNodes[3], oldNodes[0]].map(String));
-    expect(blocks[1]!.elements.map((e) => `${e.type} ${e.attrs.id} v${e.attrs.version}`)).toEqual([`node ${oldNodes[4]} v1`]);
-    expect(osm.element('node', oldNodes[4]!)!.visible).toBe(false);
+    expect(blocks[0]!.elements.map((e) => e.type)).toEqual(['way']);
+    expect(blocks[0]!.elements[0]!.nodeRefs).toEqual([oldNodes[0], oldNodes[1], oldNodes[3], oldNodes[4], oldNodes[0]].map(String));
+    expect(blocks[1]!.elements.map((e) => `${e.type} ${e.attrs.id} v${e.attrs.version}`)).toEqual([`node ${oldNodes[2]} v1`]);
+    expect(osm.element('node', oldNodes[2]!)!.visible).toBe(false);
+    for (const id of [oldNodes[0], oldNodes[1], oldNodes[3], oldNodes[4]]) expect(osm.element('node', id!)!.version).toBe(1);
     expect(record.version).toBe(2);
   });
 
-  it('a hole removed turns the relation into a closed way: the relation is deleted, its parts if unused', async () => {
+  // Formerly the relation was deleted and a new way created, dropping the relation's history and
+  // every tag others had added to it (issue 27): now the relation stays, with one outer member.
+  it('a hole removed keeps the relation (its id, history and everyone\'s tags): the inner member goes, if unused', async () => {
     const first = snapshot(squareWithHole);
     const previous = exported(await exporter().export({ snapshot: first, previous: null, journal: createMemoryJournal() }));
     const relation = osm.element('relation', previous.id)!;
+    osm.editAsSomeoneElse('relation', previous.id, (r) => Object.assign(r.tags, { wikidata: 'Q99', operator: 'Stadt', heritage: '4' }));
     const record = exported(await exporter().export({ snapshot: { ...first, version: 2, geometry: square }, previous, journal: createMemoryJournal() }));
 
     const blocks = lastUpload(2);
-    expect(blocks.map((b) => `${b.action}${b.ifUnused ? ' if-unused' : ''}`)).toEqual(['create', 'delete', 'delete if-unused']);
-    expect(blocks[1]!.elements.map((e) => `${e.type} ${e.attrs.id}`)).toEqual([`relation ${previous.id}`]);
-    expect(blocks[2]!.elements.filter((e) => e.type === 'way').map((e) => Number(e.attrs.id)).sort()).toEqual(relation.members!.map((m) => m.ref).sort());
-    expect(blocks[2]!.elements.filter((e) => e.type === 'node')).toHaveLength(7);
-    expect(record.type).toBe('way');
-    expect(osm.element('relation', previous.id)!.visible).toBe(false);
-    expect(osm.element('way', record.id)!.tags).toMatchObject({ landuse: 'cemetery', name: first.name });
+    expect(blocks.map((b) => `${b.action}${b.ifUnused ? ' if-unused' : ''}`)).toEqual(['modify', 'delete if-unused']);
+    expect(blocks[0]!.elements.map((e) => `${e.type} ${e.attrs.id}`)).toEqual([`relation ${previous.id}`]);
+    const inner = relation.members!.find((m) => m.role === 'inner')!.ref;
+    expect(blocks[1]!.elements.filter((e) => e.type === 'way').map((e) => Number(e.attrs.id))).toEqual([inner]);
+    expect(blocks[1]!.elements.filter((e) => e.type === 'node')).toHaveLength(3);
+    expect(record).toMatchObject({ type: 'relation', id: previous.id, version: 3 });
+    const kept = osm.element('relation', previous.id)!;
+    expect(kept.visible).toBe(true);
+    expect(kept.members).toEqual([relation.members!.find((m) => m.role === 'outer')]);
+    expect(kept.tags).toEqual({ type: 'multipolygon', landuse: 'cemetery', name: first.name, wikidata: 'Q99', operator: 'Stadt', heritage: '4' });
+    expect(osm.visible('way').filter((w) => Object.keys(w.tags).length > 0)).toHaveLength(0);
   });
 
   it('moving only the outer ring of a multipolygon modifies nodes, not the relation', async () => {
@@ -226,7 +238,7 @@ describe('re-export after an edit', () => {
     expect(blocks.map((b) => b.action)).toEqual(['modify']);
     expect(blocks[0]!.elements.map((e) => e.type)).toEqual(['node']);
     expect(blocks[0]!.elements[0]!.attrs).toMatchObject({ lat: '52.5150000', lon: '13.4150000', version: '1' });
-    expect(record).toEqual({ type: 'relation', id: previous.id, version: 1, changesetId: expect.any(Number) as number });
+    expect(record).toMatchObject({ type: 'relation', id: previous.id, version: 1, changesetId: expect.any(Number) as number });
   });
 
   it('a MultiPolygon that gains a polygon gets a new outer way and a modified relation', async () => {
@@ -254,7 +266,7 @@ describe('re-export after an edit', () => {
     const previous = exported(await exporter().export({ snapshot: first, previous: null, journal: createMemoryJournal() }));
     const creates = osm.requests.filter((r) => r.path.endsWith('/changeset/create')).length;
     const outcome = await exporter().export({ snapshot: { ...first, version: 2 }, previous, journal: createMemoryJournal() });
-    expect(outcome).toEqual({ status: 'unchanged', result: { type: 'way', id: previous.id, version: 1, changesetId: null } });
+    expect(outcome).toEqual({ status: 'unchanged', result: { type: 'way', id: previous.id, version: 1, changesetId: null, tags: previous.tags, changesets: previous.changesets } });
     expect(osm.requests.filter((r) => r.path.endsWith('/changeset/create')).length).toBe(creates);
   });
 });

@@ -97,7 +97,8 @@ function parseTags(raw: Attrs): OsmTags {
 function parseElement(type: OsmType, raw: Attrs): OsmElement {
   const id = toInt(raw.id, `${type} id`);
   const version = raw.version === undefined ? undefined : toInt(raw.version, `${type} ${id} version`);
-  const common = { id, tags: parseTags(raw), ...(version === undefined ? {} : { version }) };
+  const changeset = raw.changeset === undefined ? undefined : toInt(raw.changeset, `${type} ${id} changeset`);
+  const common = { id, tags: parseTags(raw), ...(version === undefined ? {} : { version }), ...(changeset === undefined ? {} : { changeset }) };
   switch (type) {
     case 'node':
       return { type, ...common, lat: Number(raw.lat), lon: Number(raw.lon) };
