@@ -1,18 +1,31 @@
 import { connect, type PeerCertificate } from 'node:tls';
 import { createTransport } from 'nodemailer';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError } from '../../../services/shared/config.js';
-import { loadIdentityAppConfig } from '../app/config.js';
-import { hydraRuntimeFindings } from '../config/check.js';
-import { effectiveConfig, isDevMode, parseListVariable, type Env } from '../../../services/shared/identity-config/render.js';
-import type { DeclaredStack } from '../../../services/shared/declared-stack.js';
-import { checkAdminInternal, checkBackups, checkGeoServerWriters, checkPreviewSites, checkSecretEnvironments, checkSitesIsolated, readDeclaredStack, type DeclaredResult, type Verdict } from './declared.js';
+import { IdentityAppEnvSchema } from '../app/config.js';
+import type { DeclaredContainer, DeclaredStack } from '../../../services/shared/declared-stack.js';
+import {
+  caddySites,
+  checkAdminInternal,
+  checkAdminUrls,
+  checkBackups,
+  checkContainerLimits,
+  checkGeoServerWriters,
+  checkHydraSystemSecret,
+  checkPreviewSites,
+  checkSecretEnvironments,
+  checkSitesIsolated,
+  checkStackFileSecrets,
+  readDeclaredStack,
+  type DeclaredResult,
+  type Verdict,
+} from './declared.js';
 
 /**
- * The seed's production checklist as checks that pass or fail, each with the reason. Items about the
- * deployment check the declared stack: the Pulumi program under the runtime mocks with the operator's
- * stack file (./declared.ts), never text in source files; when it cannot be read, those items fail and
- * say why. Network items (TLS, SMTP) only pass after really connecting.
+ * The seed's production checklist as checks that pass or fail, each with the reason. Every item reads
+ * the declared stack only: the Pulumi program under the runtime mocks with the operator's stack file
+ * (./declared.ts), never the shell environment of whoever runs the check, nor text in source files;
+ * when the stack cannot be read, every item fails and says why. The network items (TLS, SMTP) check
+ * what is declared and, when asked (--live, --send-test-mail), really connect.
  */
 
 export interface ChecklistItem {
@@ -22,18 +35,20 @@ export interface ChecklistItem {
 }
 
 export interface ChecklistOptions {
-  env: Env;
   repoRoot: string;
   /** Connect to every auth domain on 443 and verify its certificate. */
   live?: boolean;
-  /** Send a test mail through the configured SMTP relay to this address. */
+  /** Send a test mail through the declared SMTP relay to this address. */
   testMailTo?: string;
+  /**
+   * The relay's URI for the test mail: smtpConnectionUri, which the stack file holds encrypted (the CLI
+   * reads it with `pulumi config get`; the check never decrypts anything itself).
+   */
+  smtpUri?: string;
   /** Extra trusted CA (tests); production uses the system store. */
   tlsCa?: string;
   /** Port for the TLS probe (tests); 443 otherwise. */
   tlsPort?: number;
-  /** Where kratos.yml/hydra.yml live (tests); identity/config otherwise. */
-  configDir?: string;
   /** The operator's Pulumi stack file (infra/Pulumi.<stack>.yaml); infra/Pulumi.example.yaml otherwise. */
   stackFile?: string;
   /** The declared stack, when the caller already has it (tests); read from infra/ otherwise. */
@@ -42,22 +57,69 @@ export interface ChecklistOptions {
 
 const item = (name: string, ok: boolean, detail: string): ChecklistItem => ({ name, ok, detail });
 
-function systemSecret(env: Env): ChecklistItem {
-  const name = 'Hydra system secret ≥ 32 characters';
-  const raw = env.HYDRA_SECRETS_SYSTEM;
-  if (!raw) return item(name, false, 'HYDRA_SECRETS_SYSTEM is not set');
-  const findings = hydraRuntimeFindings({ urls: { self: { issuer: 'https://x/' } }, secrets: { system: parseListVariable(raw) } }, true);
-  return findings.length === 0 ? item(name, true, 'every HYDRA_SECRETS_SYSTEM entry has at least 32 characters') : item(name, false, findings.map((f) => `${f.key} ${f.message}`).join('; '));
-}
-
-function fromDeclared(name: string, declared: DeclaredResult, check: (stack: DeclaredStack) => Verdict, passed: string): ChecklistItem {
+function fromDeclared(name: string, declared: DeclaredResult, check: (stack: DeclaredStack) => Verdict, passed: string | ((stack: DeclaredStack) => string)): ChecklistItem {
   if (!declared.ok) return item(name, false, `declared stack not readable: ${declared.reason}`);
   const result = check(declared.stack);
-  return result.ok ? item(name, true, passed) : item(name, false, result.problems.join('; '));
+  return result.ok ? item(name, true, typeof passed === 'string' ? passed : passed(declared.stack)) : item(name, false, result.problems.join('; '));
 }
 
-function authHosts(env: Env): string[] {
-  return [...new Set(['IDENTITY_AUTH_URL', 'KRATOS_PUBLIC_URL', 'HYDRA_PUBLIC_URL'].map((k) => env[k]).filter((v): v is string => Boolean(v)).map((v) => new URL(v).host))];
+const both =
+  (...checks: ((stack: DeclaredStack) => Verdict)[]) =>
+  (stack: DeclaredStack): Verdict => {
+    const problems = checks.flatMap((check) => check(stack).problems);
+    return { ok: problems.length === 0, problems };
+  };
+
+const container = (stack: DeclaredStack, name: string): DeclaredContainer | undefined => stack.containers.find((c) => c.name === name);
+
+/** A declared config file (kratos.yml, hydra.yml) exactly as its container receives it. */
+function declaredFile(stack: DeclaredStack, service: 'kratos' | 'hydra'): Record<string, unknown> | undefined {
+  const upload = container(stack, service)?.uploads.find((u) => u.file === `/etc/config/${service}/${service}.yml`);
+  return upload ? (parseYaml(upload.content) as Record<string, unknown>) : undefined;
+}
+
+function path(value: unknown, ...keys: string[]): unknown {
+  return keys.reduce<unknown>((at, key) => (at !== null && typeof at === 'object' ? (at as Record<string, unknown>)[key] : undefined), value);
+}
+
+/** The public URLs of identity: the login app, Kratos' public API, Hydra's issuer, the accounts UI. */
+function authUrls(stack: DeclaredStack): [string, string][] {
+  const login = container(stack, 'login')?.env ?? {};
+  const issuer = path(declaredFile(stack, 'hydra'), 'urls', 'self', 'issuer');
+  const urls: [string, string | undefined][] = [
+    ['login IDENTITY_AUTH_URL', login.IDENTITY_AUTH_URL],
+    ['login KRATOS_PUBLIC_URL', login.KRATOS_PUBLIC_URL],
+    ['hydra.yml urls.self.issuer', typeof issuer === 'string' ? issuer : undefined],
+    ['login IDENTITY_ACCOUNTS_URL', login.IDENTITY_ACCOUNTS_URL],
+  ];
+  return urls.filter((u): u is [string, string] => u[1] !== undefined);
+}
+
+function authHosts(stack: DeclaredStack): string[] {
+  return [...new Set(authUrls(stack).flatMap(([, url]) => (URL.canParse(url) ? [new URL(url).hostname] : [])))];
+}
+
+/**
+ * Every auth domain is https and a site of the proxy with an automatic (ACME) certificate: no plain
+ * http:// site, no `tls internal`, neither `local_certs` nor `auto_https off` in the global options.
+ */
+function declaredTlsProblems(stack: DeclaredStack): string[] {
+  const problems: string[] = [];
+  const login = container(stack, 'login');
+  if (!login) problems.push('no login container declared');
+  const urls = authUrls(stack);
+  if (!urls.some(([key]) => key.startsWith('hydra.yml'))) problems.push('hydra.yml declares no issuer');
+  for (const [key, url] of urls) if (!url.startsWith('https://')) problems.push(`${key} is not https (${url})`);
+  const globalOptions = /^\{\n([\s\S]*?)\n\}$/m.exec(stack.caddyfile)?.[1] ?? '';
+  if (/^\s*local_certs\b/m.test(globalOptions)) problems.push('the proxy issues every certificate from its own CA (local_certs)');
+  if (/^\s*auto_https\s+(off|disable_certs)\b/m.test(globalOptions)) problems.push('the proxy obtains no certificates (auto_https off)');
+  const sites = caddySites(stack.caddyfile);
+  for (const host of authHosts(stack)) {
+    const site = sites.find((s) => s.address.split(',').map((a) => a.trim().replace(/^https:\/\//, '')).includes(host));
+    if (!site) problems.push(`the proxy has no https site for ${host}`);
+    else if (site.body.some((l) => /^tls\s+internal\b/.test(l))) problems.push(`${host} gets a certificate from the proxy's own CA (tls internal)`);
+  }
+  return problems;
 }
 
 async function probeCertificate(host: string, port: number, ca?: string): Promise<PeerCertificate> {
@@ -73,16 +135,14 @@ async function probeCertificate(host: string, port: number, ca?: string): Promis
   });
 }
 
-async function tlsCertificates(options: ChecklistOptions): Promise<ChecklistItem> {
+async function tlsCertificates(options: ChecklistOptions, declared: DeclaredResult): Promise<ChecklistItem> {
   const name = 'TLS certificates for every auth domain';
-  const urls = ['IDENTITY_AUTH_URL', 'KRATOS_PUBLIC_URL', 'HYDRA_PUBLIC_URL'].map((k) => [k, options.env[k]] as const);
-  const missing = urls.filter(([, v]) => !v).map(([k]) => k);
-  if (missing.length > 0) return item(name, false, `${missing.join(', ')} not set`);
-  const plain = urls.filter(([, v]) => !(v as string).startsWith('https://')).map(([k]) => k);
-  if (plain.length > 0) return item(name, false, `${plain.join(', ')} not https`);
-  if (!options.live) return item(name, false, `not verified: run with --live on a host that reaches ${authHosts(options.env).join(', ')}`);
-  const problems: string[] = [];
-  for (const host of authHosts(options.env)) {
+  if (!declared.ok) return item(name, false, `declared stack not readable: ${declared.reason}`);
+  const problems = declaredTlsProblems(declared.stack);
+  if (problems.length > 0) return item(name, false, problems.join('; '));
+  const hosts = authHosts(declared.stack);
+  if (!options.live) return item(name, true, `${hosts.join(', ')}: https sites of the proxy with automatic (ACME) certificates; not probed: --live connects to each`);
+  for (const host of hosts) {
     try {
       const cert = await probeCertificate(host, options.tlsPort ?? 443, options.tlsCa);
       const daysLeft = (Date.parse(cert.valid_to) - Date.now()) / 86_400_000;
@@ -91,86 +151,86 @@ async function tlsCertificates(options: ChecklistOptions): Promise<ChecklistItem
       problems.push(`${host}: ${(error as Error).message}`);
     }
   }
-  return problems.length === 0 ? item(name, true, `valid certificates for ${authHosts(options.env).join(', ')}`) : item(name, false, problems.join('; '));
+  return problems.length === 0 ? item(name, true, `valid certificates for ${hosts.join(', ')}`) : item(name, false, problems.join('; '));
 }
 
-function adminInternal(options: ChecklistOptions, declared: DeclaredResult): ChecklistItem {
-  const name = 'admin APIs (Kratos 4434, Hydra 4445) internal only';
+/** Per-IP and per-account limits of the login app, from the login container's declared environment. */
+export function checkLoginRateLimits(stack: DeclaredStack): Verdict & { limits?: string } {
+  const login = container(stack, 'login');
+  if (!login) return { ok: false, problems: ['no login container declared'] };
+  const parsed = IdentityAppEnvSchema.safeParse(login.env);
+  if (!parsed.success) return { ok: false, problems: [`the login container's environment is invalid: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`] };
+  const e = parsed.data;
   const problems: string[] = [];
-  const publicDomain = options.env.IDENTITY_PARENT_DOMAIN;
-  for (const key of ['KRATOS_ADMIN_URL', 'HYDRA_ADMIN_URL']) {
-    const value = options.env[key];
-    if (!value) problems.push(`${key} not set`);
-    else if (publicDomain && new URL(value).hostname.endsWith(publicDomain)) problems.push(`${key} points at a public host (${new URL(value).hostname})`);
-  }
-  if (!declared.ok) return item(name, false, [...problems, `declared stack not readable: ${declared.reason}`].join('; '));
-  problems.push(...checkAdminInternal(declared.stack).problems);
-  return problems.length === 0 ? item(name, true, 'admin URLs are internal hosts, no admin port is published, the proxy answers 403 to /admin on every site') : item(name, false, problems.join('; '));
-}
-
-function loginRateLimits(env: Env): ChecklistItem {
-  const name = 'login rate limiting on';
-  try {
-    const { loginLimit } = loadIdentityAppConfig(env as NodeJS.ProcessEnv);
-    const ok = loginLimit.perAccount <= 20 && loginLimit.perIp <= 300;
-    const detail = `${loginLimit.perIp} attempts per IP and ${loginLimit.perAccount} failed attempts per account per ${loginLimit.windowMs / 60_000} min on POST /self-service/login`;
-    return item(name, ok, ok ? detail : `${detail}: too lax (at most 20 per account and 300 per IP)`);
-  } catch (error) {
-    return item(name, false, error instanceof ConfigError ? `login app configuration invalid: ${error.message}` : String(error));
-  }
+  if (e.IDENTITY_LOGIN_LIMIT_PER_ACCOUNT > 20) problems.push(`IDENTITY_LOGIN_LIMIT_PER_ACCOUNT=${e.IDENTITY_LOGIN_LIMIT_PER_ACCOUNT} is too lax (at most 20 failed attempts per account)`);
+  if (e.IDENTITY_LOGIN_LIMIT_PER_IP > 300) problems.push(`IDENTITY_LOGIN_LIMIT_PER_IP=${e.IDENTITY_LOGIN_LIMIT_PER_IP} is too lax (at most 300 attempts per IP)`);
+  if (e.IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS < 60) problems.push(`IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS=${e.IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS} is too short (at least 60)`);
+  // Trusting every hop would let a client pick its own address in X-Forwarded-For, and its own bucket.
+  if (/^(true|\*)$/i.test(e.IDENTITY_TRUST_PROXY.trim())) problems.push(`IDENTITY_TRUST_PROXY=${e.IDENTITY_TRUST_PROXY} trusts any X-Forwarded-For: a client chooses its own per-IP bucket`);
+  return {
+    ok: problems.length === 0,
+    problems,
+    limits: `${e.IDENTITY_LOGIN_LIMIT_PER_IP} attempts per IP and ${e.IDENTITY_LOGIN_LIMIT_PER_ACCOUNT} failed attempts per account per ${e.IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS / 60} min on POST /self-service/login`,
+  };
 }
 
 type CorsConfig = { serve?: Record<string, { cors?: { enabled?: boolean; allowed_origins?: string[] } }> };
 
-function corsProblems(label: string, config: CorsConfig, parent: string): string[] {
+function originProblem(origin: string, parent: string): boolean {
+  const host = origin.replace(/^https:\/\//, '').replace(/^\*\./, '');
+  return !origin.startsWith('https://') || origin === '*' || (host !== parent && !host.endsWith(`.${parent}`));
+}
+
+/** The CORS origins of Kratos and Hydra (their declared files) and of the API and GeoServer (their environment): https, within the cookie domain. */
+export function checkCors(stack: DeclaredStack): Verdict {
   const problems: string[] = [];
-  for (const port of ['public', 'admin']) {
-    const cors = config.serve?.[port]?.cors;
-    if (!cors?.enabled) continue;
-    for (const origin of cors.allowed_origins ?? []) {
-      const host = origin.replace(/^https:\/\//, '').replace(/^\*\./, '');
-      if (!origin.startsWith('https://') || origin === '*' || (host !== parent && !host.endsWith(`.${parent}`))) problems.push(`${label} ${port}: ${origin}`);
+  const parent = stack.parentDomain;
+  for (const service of ['kratos', 'hydra'] as const) {
+    const config = declaredFile(stack, service) as CorsConfig | undefined;
+    if (!config) {
+      problems.push(`${service}: no declared ${service}.yml`);
+      continue;
     }
-    if ((cors.allowed_origins ?? []).length === 0) problems.push(`${label} ${port}: CORS on without an origin list (allows every origin)`);
+    for (const port of ['public', 'admin']) {
+      const cors = config.serve?.[port]?.cors;
+      if (!cors?.enabled) continue;
+      for (const origin of cors.allowed_origins ?? []) if (originProblem(origin, parent)) problems.push(`${service} ${port}: ${origin}`);
+      if ((cors.allowed_origins ?? []).length === 0) problems.push(`${service} ${port}: CORS on without an origin list (allows every origin)`);
+    }
   }
-  return problems;
+  for (const [name, key] of [['api', 'CORS_ORIGINS'], ['geoserver', 'CORS_ALLOWED_ORIGINS']] as const) {
+    const value = container(stack, name)?.env[key];
+    for (const origin of (value ?? '').split(',').map((o) => o.trim()).filter(Boolean)) if (originProblem(origin, parent)) problems.push(`${name} ${key}: ${origin}`);
+  }
+  return { ok: problems.length === 0, problems: problems.length === 0 ? [] : [`foreign or open origins: ${problems.join(', ')}`] };
 }
 
-/** The rendered kratos.yml / hydra.yml exactly as the declared containers receive them. */
-function declaredConfigs(declared: DeclaredResult): { label: string; config: CorsConfig }[] {
-  if (!declared.ok) return [];
-  const files = { kratos: '/etc/config/kratos/kratos.yml', hydra: '/etc/config/hydra/hydra.yml' } as const;
-  return (Object.entries(files) as [keyof typeof files, string][]).flatMap(([service, file]) => {
-    const upload = declared.stack.containers.find((c) => c.name === service)?.uploads.find((u) => u.file === file);
-    return upload ? [{ label: `${service} (declared)`, config: parseYaml(upload.content) as CorsConfig }] : [];
-  });
-}
-
-function corsRestricted(env: Env, declared: DeclaredResult, configDir?: string): ChecklistItem {
-  const name = 'CORS restricted to own domains';
-  const parent = env.IDENTITY_PARENT_DOMAIN;
-  if (!parent) return item(name, false, 'IDENTITY_PARENT_DOMAIN not set');
+/** Kratos' courier: the relay's URI as a Pulumi secret, never in plain text in the stack file; a sender address. */
+export function checkSmtpDeclared(stack: DeclaredStack): Verdict {
+  const kratos = container(stack, 'kratos');
+  if (!kratos) return { ok: false, problems: ['no kratos container declared'] };
   const problems: string[] = [];
-  try {
-    for (const service of ['kratos', 'hydra'] as const) problems.push(...corsProblems(service, effectiveConfig(service, env, configDir) as CorsConfig, parent));
-    // The files the stack really mounts, checked against the stack's own cookie domain.
-    for (const { label, config } of declaredConfigs(declared)) problems.push(...corsProblems(label, config, declared.ok ? declared.stack.parentDomain : parent));
-  } catch (error) {
-    return item(name, false, (error as Error).message);
-  }
-  return problems.length === 0 ? item(name, true, `only https://${parent} and its subdomains`) : item(name, false, `foreign or open origins: ${problems.join(', ')}`);
+  if (!kratos.env.COURIER_SMTP_CONNECTION_URI) problems.push('kratos receives no COURIER_SMTP_CONNECTION_URI: no mail leaves');
+  else if (!kratos.envIsSecret) problems.push('kratos receives COURIER_SMTP_CONNECTION_URI (with the relay\'s password) outside a Pulumi secret');
+  if (stack.secrets?.some((s) => s.name === 'smtpConnectionUri' && s.source === 'plain text in the stack file')) problems.push('smtpConnectionUri is in plain text in the stack file (pulumi config set --secret smtpConnectionUri …)');
+  if (typeof path(declaredFile(stack, 'kratos'), 'courier', 'smtp', 'from_address') !== 'string') problems.push('kratos.yml declares no courier.smtp.from_address');
+  return { ok: problems.length === 0, problems };
 }
 
-async function smtp(options: ChecklistOptions): Promise<ChecklistItem> {
-  const name = 'SMTP reachable and a test mail sent';
-  const uri = options.env.KRATOS_SMTP_URI;
-  if (!uri) return item(name, false, 'KRATOS_SMTP_URI not set');
-  if (!options.testMailTo) return item(name, false, 'not verified: run with --send-test-mail <address>');
+async function smtp(options: ChecklistOptions, declared: DeclaredResult): Promise<ChecklistItem> {
+  const name = 'SMTP relay declared, and a test mail sent when asked';
+  if (!declared.ok) return item(name, false, `declared stack not readable: ${declared.reason}`);
+  const verdict = checkSmtpDeclared(declared.stack);
+  if (!verdict.ok) return item(name, false, verdict.problems.join('; '));
+  const from = String(path(declaredFile(declared.stack, 'kratos'), 'courier', 'smtp', 'from_address'));
+  if (!options.testMailTo) return item(name, true, `Kratos sends as ${from} through smtpConnectionUri, a Pulumi secret; not sent: --send-test-mail <address> sends one`);
+  const uri = options.smtpUri;
+  if (!uri) return item(name, false, 'no test mail sent: smtpConnectionUri could not be read from the stack (pulumi config get smtpConnectionUri)');
   const transport = createTransport(uri);
   try {
     await transport.verify();
     const info = await transport.sendMail({
-      from: options.env.IDENTITY_SMTP_FROM ?? 'noreply@localhost',
+      from,
       to: options.testMailTo,
       subject: 'Production checklist test mail',
       text: 'This mail was sent by npm run identity:prod-check to prove the identity service can send mail.',
@@ -184,21 +244,42 @@ async function smtp(options: ChecklistOptions): Promise<ChecklistItem> {
   }
 }
 
+/** Kratos or Hydra in dev mode (`dev: true` in the declared file, `--dev`), or the login app told so. */
+function devModeProblems(stack: DeclaredStack): string[] {
+  const problems: string[] = [];
+  for (const service of ['kratos', 'hydra'] as const) {
+    if (path(declaredFile(stack, service), 'dev') === true) problems.push(`${service}.yml sets dev: true`);
+    if (container(stack, service)?.command.includes('--dev')) problems.push(`${service} runs with --dev`);
+  }
+  if (container(stack, 'login')?.env.IDENTITY_DEV_MODE === 'true') problems.push('login has IDENTITY_DEV_MODE=true');
+  return problems;
+}
+
 export async function runChecklist(options: ChecklistOptions): Promise<ChecklistItem[]> {
-  const devNote = isDevMode(options.env) ? [item('not in dev mode', false, 'IDENTITY_DEV_MODE=true')] : [];
   const declared = options.declared ?? (await readDeclaredStack(options.repoRoot, options.stackFile));
+  const dev = declared.ok ? devModeProblems(declared.stack) : [];
+  const login = declared.ok ? checkLoginRateLimits(declared.stack) : undefined;
   return [
-    systemSecret(options.env),
-    fromDeclared('database passwords outside the stack and compose files', declared, checkSecretEnvironments, 'every container given a password, DSN or secret receives it as a Pulumi secret (encrypted state, masked logs)'),
-    await tlsCertificates(options),
-    adminInternal(options, declared),
-    loginRateLimits(options.env),
-    corsRestricted(options.env, declared, options.configDir),
-    await smtp(options),
+    fromDeclared('Hydra system secret ≥ 32 characters', declared, checkHydraSystemSecret, (stack) => {
+      const source = stack.secrets?.find((s) => s.name === 'hydraSystemSecret');
+      return source?.source === 'generated' ? `generated by the program with ${source.length} characters, a Pulumi secret` : 'set encrypted in the stack file; pulumi preview refuses one under 32 characters';
+    }),
+    fromDeclared(
+      'database passwords outside the stack and compose files',
+      declared,
+      both(checkSecretEnvironments, checkStackFileSecrets),
+      'every container given a password, DSN or secret receives it as a Pulumi secret (encrypted state, masked logs); no secret in plain text in the stack file',
+    ),
+    await tlsCertificates(options, declared),
+    fromDeclared('admin APIs (Kratos 4434, Hydra 4445) internal only', declared, both(checkAdminInternal, checkAdminUrls), 'admin URLs name Kratos and Hydra on an internal network, no admin port is published, the proxy answers 403 to /admin on every site'),
+    fromDeclared('login rate limiting on', declared, checkLoginRateLimits, () => login?.limits ?? ''),
+    fromDeclared('every container within memory, CPU and process limits', declared, checkContainerLimits, (stack) => `${stack.containers.length} containers, each with at most 16384 MiB without swap, 8 CPUs and 4096 processes`),
+    fromDeclared('CORS restricted to own domains', declared, checkCors, (stack) => `only https://${stack.parentDomain} and its subdomains`),
+    await smtp(options, declared),
     fromDeclared('database backup job present', declared, checkBackups, 'a backup service dumps the features, kratos and hydra databases with pg_dump'),
     fromDeclared('preview sites outside the session cookie domain', declared, checkPreviewSites, 'every preview site lives on a registrable domain of its own and is no CORS origin'),
     fromDeclared('branch sites isolated from databases, GeoServer and Ory', declared, checkSitesIsolated, 'each target\'s site runs in a container of its own, on networks it shares with the proxy alone, outside the internal ranges'),
     fromDeclared('GeoServer writes tied to platform users', declared, checkGeoServerWriters, 'the proxy strips client identity headers, asks the API (forward_auth) and copies its answer; only the proxy reaches GeoServer'),
-    ...devNote,
+    ...(dev.length > 0 ? [item('not in dev mode', false, dev.join('; '))] : []),
   ];
 }
