@@ -367,6 +367,17 @@ describe('production checklist', () => {
     }
   });
 
+  it('a social sign-in provider without a client secret adds a failing item, naming the provider', async () => {
+    const providers = (secret?: string) =>
+      broken((stack) => {
+        const kratos = stack.containers.find((c) => c.name === 'kratos') as DeclaredContainer;
+        kratos.env.SELFSERVICE_METHODS_OIDC_CONFIG_PROVIDERS = JSON.stringify([{ id: 'keycloak', provider: 'generic', client_id: 'geodata', issuer_url: 'https://sso.example.org/realms/x', ...(secret ? { client_secret: secret } : {}) }]);
+      });
+    expect(byName(await runChecklist({ repoRoot: REPO, declared: providers() }), 'social sign-in')).toEqual({ name: 'social sign-in providers have client secrets', ok: false, detail: 'the social sign-in provider keycloak has no client secret' });
+    expect(byName(await runChecklist({ repoRoot: REPO, declared: providers('s3cret-from-the-stack') }), 'social sign-in').ok).toBe(true);
+    expect((await runChecklist({ ...good() })).some((i) => i.name.includes('social sign-in'))).toBe(false);
+  });
+
   it('Kratos run with --dev adds a failing dev-mode item', async () => {
     const declared = broken((stack) => (stack.containers.find((c) => c.name === 'kratos') as DeclaredContainer).command.push('--dev'));
     expect(byName(await runChecklist({ repoRoot: REPO, declared }), 'dev mode')).toEqual({ name: 'not in dev mode', ok: false, detail: 'kratos runs with --dev' });

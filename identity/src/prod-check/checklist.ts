@@ -11,10 +11,12 @@ import {
   checkContainerLimits,
   checkGeoServerWriters,
   checkHydraSystemSecret,
+  checkOidcSecrets,
   checkPreviewSites,
   checkSecretEnvironments,
   checkSitesIsolated,
   checkStackFileSecrets,
+  declaresOidcProviders,
   readDeclaredStack,
   type DeclaredResult,
   type Verdict,
@@ -280,6 +282,9 @@ export async function runChecklist(options: ChecklistOptions): Promise<Checklist
     fromDeclared('preview sites outside the session cookie domain', declared, checkPreviewSites, 'every preview site lives on a registrable domain of its own and is no CORS origin'),
     fromDeclared('branch sites isolated from databases, GeoServer and Ory', declared, checkSitesIsolated, 'each target\'s site runs in a container of its own, on networks it shares with the proxy alone, outside the internal ranges'),
     fromDeclared('GeoServer writes tied to platform users', declared, checkGeoServerWriters, 'the proxy strips client identity headers, asks the API (forward_auth) and copies its answer; only the proxy reaches GeoServer'),
+    ...(declared.ok && declaresOidcProviders(declared.stack)
+      ? [fromDeclared('social sign-in providers have client secrets', declared, checkOidcSecrets, 'every provider Kratos receives has its client secret, inside a Pulumi secret')]
+      : []),
     ...(dev.length > 0 ? [item('not in dev mode', false, dev.join('; '))] : []),
   ];
 }

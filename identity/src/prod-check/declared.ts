@@ -361,3 +361,40 @@ export function checkContainerLimits(stack: DeclaredStack): Verdict {
   }
   return verdict(problems);
 }
+
+/** Kratos' variable with the social sign-in providers, client secrets included (services/shared/identity-config/render.ts). */
+const OIDC_PROVIDERS_ENV = 'SELFSERVICE_METHODS_OIDC_CONFIG_PROVIDERS';
+
+/** Whether Kratos is declared with social sign-in providers (the checklist then shows the item below). */
+export function declaresOidcProviders(stack: DeclaredStack): boolean {
+  return Boolean(stack.containers.find((c) => c.name === 'kratos')?.env[OIDC_PROVIDERS_ENV]?.trim());
+}
+
+/**
+ * Every social sign-in provider Kratos receives has a client secret (Apple signs its own), inside a
+ * Pulumi secret. A secret the stack file holds encrypted is never decrypted here, so a provider
+ * without one passes when the stack file has an encrypted OIDC entry; `identity:check` and Kratos
+ * itself check each one when the real value is known.
+ */
+export function checkOidcSecrets(stack: DeclaredStack): Verdict {
+  const kratos = stack.containers.find((c) => c.name === 'kratos');
+  const raw = kratos?.env[OIDC_PROVIDERS_ENV];
+  if (!kratos || !raw) return verdict([]);
+  let providers: unknown;
+  try {
+    providers = JSON.parse(raw);
+  } catch {
+    return verdict([`kratos's ${OIDC_PROVIDERS_ENV} is not JSON`]);
+  }
+  if (!Array.isArray(providers)) return verdict([`kratos's ${OIDC_PROVIDERS_ENV} is not a list of providers`]);
+  const problems: string[] = [];
+  if (!kratos.envIsSecret) problems.push(`kratos receives ${OIDC_PROVIDERS_ENV} (with the client secrets) outside a Pulumi secret`);
+  const encrypted = (stack.secrets ?? []).some((s) => /oidc/i.test(s.name) && s.source === 'stack file');
+  providers.forEach((entry: unknown, i) => {
+    const provider = (entry ?? {}) as Record<string, unknown>;
+    const id = typeof provider.id === 'string' ? provider.id : `#${i}`;
+    const secret = provider.client_secret;
+    if (provider.provider !== 'apple' && (typeof secret !== 'string' || secret.trim() === '') && !encrypted) problems.push(`the social sign-in provider ${id} has no client secret`);
+  });
+  return verdict(problems);
+}
