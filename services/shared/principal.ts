@@ -23,6 +23,35 @@ export interface Principal {
   via: 'anonymous' | 'jwt' | 'session' | 'introspection';
   email?: string;
   name?: string;
+  /**
+   * Whether the caller's e-mail address is verified: from the Kratos session's verifiable_addresses or
+   * the token's `email_verified` claim (set by the consent app). `false` limits the caller to what a
+   * guest may do (see permissions.ts); undefined (a token from before the claim existed, a development
+   * token) keeps the role.
+   */
+  emailVerified?: boolean;
+  /**
+   * Authenticator assurance level of the sign-in behind this request: the Kratos session's
+   * `authenticator_assurance_level`, or a token's `acr` claim (`aal2`, set at login from the session) or
+   * its `amr` naming a second factor. Unknown counts as aal1.
+   */
+  aal?: Aal;
+}
+
+/** aal1: one factor (password, passkey without user verification, social login); aal2: a second factor too. */
+export type Aal = 'aal1' | 'aal2';
+
+/** `amr` values that stand for a second factor (RFC 8176 names and Kratos' method names). */
+const SECOND_FACTOR_AMR = new Set(['otp', 'totp', 'mfa', 'hwk', 'webauthn', 'lookup_secret']);
+
+/** The AAL a token's claims state: `acr` aal2/aal3, or an `amr` list naming a second factor. */
+export function aalOfClaims(claims: Record<string, unknown>): Aal | undefined {
+  const acr = claims.acr;
+  if (acr === 'aal2' || acr === 'aal3') return 'aal2';
+  const amr = claims.amr;
+  if (Array.isArray(amr) && amr.some((m) => typeof m === 'string' && SECOND_FACTOR_AMR.has(m))) return 'aal2';
+  if (acr === 'aal1' || acr === 'aal0' || Array.isArray(amr)) return 'aal1';
+  return undefined;
 }
 
 export const ANONYMOUS: Principal = Object.freeze({ id: null, role: 'guest', via: 'anonymous' });

@@ -61,7 +61,9 @@ export async function startTestApi(db: TestDatabase, options: { config?: Partial
   return {
     url,
     issuer,
-    tokenFor: (role, sub) => issuer.sign({ sub, role }),
+    // A sign-in with a second factor (acr aal2), as reviewers and admins need for approvals, deletions and
+    // user administration (services/api/src/auth/assurance.ts); tests of the aal1 refusal sign their own.
+    tokenFor: (role, sub) => issuer.sign({ sub, role, acr: 'aal2' }),
     async request(method, path, { token, body, rawBody, headers = {} } = {}) {
       const init: RequestInit = { method, headers: { ...headers } };
       const h = init.headers as Record<string, string>;

@@ -39,7 +39,7 @@ import { createUserService } from './users/service.js';
 
 export interface AppDependencies {
   db: Db;
-  config: Pick<ApiConfig, 'rateLimit'> & Partial<Pick<ApiConfig, 'cors' | 'qc'>>;
+  config: Pick<ApiConfig, 'rateLimit'> & Partial<Pick<ApiConfig, 'cors' | 'qc' | 'assurance'>>;
   authenticator: Authenticator;
   /** Kratos admin API for role changes (PUT /api/users/:id/role); without it they answer 503. */
   identityAdmin?: IdentityApi | undefined;
@@ -63,6 +63,8 @@ export function createApp(deps: AppDependencies): Express {
   app.disable('x-powered-by');
   app.set('etag', false); // feature ETags are versions, set by the routes
   app.set('query parser', 'simple');
+  // Read by the second-factor guard (auth/assurance.ts); reviewer and admin when unset.
+  if (deps.config.assurance) app.locals.assurance = deps.config.assurance;
 
   const migrationNames = readMigrations().map((m) => m.name);
   app.get('/healthz', (_req, res) => {

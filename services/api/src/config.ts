@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseEnv } from '../../shared/config.js';
 import { BboxSchema, type Bbox } from '../../shared/features/schema.js';
+import { parseAal2Roles, type AssurancePolicy } from './auth/assurance.js';
 import { checkExportsEnv, exportsEnvShape, exportsSettingsFrom, type ExportsSettings } from './exports/config.js';
 
 /**
@@ -66,6 +67,8 @@ export const ApiEnvSchema = z
     HYDRA_ADMIN_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of the Hydra admin API' }).optional(),
     SESSION_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(15),
     INTROSPECTION_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(300),
+    // Roles whose approvals, rejections, deletions, role changes and admin calls need a second factor (docs/identity.md).
+    AUTH_AAL2_ROLES: z.string().default('reviewer,admin').refine((v) => v.split(',').map((r) => r.trim()).every((r) => ['', 'none', 'guest', 'contributor', 'reviewer', 'admin'].includes(r)), 'comma-separated roles (guest, contributor, reviewer, admin) or none'),
     CORS_ORIGINS: z
       .string()
       .default('')
@@ -103,6 +106,8 @@ export interface ApiConfig {
   };
   /** Origins allowed to call the API from a browser (CORS) and to send cookie-authenticated changes. */
   cors: { origins: string[] };
+  /** Which roles need a second factor (aal2) for sensitive actions (auth/assurance.ts). */
+  assurance: AssurancePolicy;
   /** QC side effects: OSM/Wikibase exports, reviewer and agency notices (docs/qc.md). */
   exports: ExportsSettings;
   /** The QC worker; `enabled` runs it inside the API process. */
@@ -128,6 +133,7 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
       introspectionCacheMs: parsed.INTROSPECTION_CACHE_SECONDS * 1000,
     },
     cors: { origins: parsed.CORS_ORIGINS.map((origin) => new URL(origin).origin) },
+    assurance: { aal2Roles: parseAal2Roles(parsed.AUTH_AAL2_ROLES) },
     exports: exportsSettingsFrom(parsed),
     worker: {
       enabled: parsed.WORKER_ENABLED,

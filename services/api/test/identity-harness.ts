@@ -58,7 +58,7 @@ export interface IdentityApiHarness {
   patches: unknown[];
   request(method: string, path: string, options?: IdentityRequestOptions): Promise<IdentityResponse>;
   /** An identity in Kratos with a live session; returns the identity and its session cookie value. */
-  signedIn(role: Role | undefined, options?: { name?: string; email?: string }): { identity: TestIdentity; session: string; sessionId: string };
+  signedIn(role: Role | undefined, options?: { name?: string; email?: string; aal?: 'aal1' | 'aal2'; verified?: boolean }): { identity: TestIdentity; session: string; sessionId: string };
   /** An opaque Hydra access token for `subject`, issued through the authorization code flow. */
   opaqueToken(subject: string, accessTokenSession: Record<string, unknown>): Promise<string>;
   jwt(role: Role | string, sub: string, extra?: Record<string, unknown>): Promise<string>;
@@ -153,14 +153,15 @@ export async function startIdentityApi(
       }
       return { status: response.status, headers: response.headers, json };
     },
-    signedIn(role: Role | undefined, who: { name?: string; email?: string } = {}) {
+    /** A Kratos session; signed in with a second factor (aal2) unless `aal` says otherwise, as reviewers and admins need. */
+    signedIn(role: Role | undefined, who: { name?: string; email?: string; aal?: 'aal1' | 'aal2'; verified?: boolean } = {}) {
       const suffix = randomUUID().slice(0, 8);
-      const identity = kratos.addIdentity({ email: who.email ?? `u-${suffix}@example.org`, name: who.name ?? `User ${suffix}`, password: 'irrelevant', ...(role ? { role } : {}) });
-      const stored = kratos.createSession(identity.id);
+      const identity = kratos.addIdentity({ email: who.email ?? `u-${suffix}@example.org`, name: who.name ?? `User ${suffix}`, password: 'irrelevant', ...(role ? { role } : {}), ...(who.verified === false ? { verified: false } : {}) });
+      const stored = kratos.createSession(identity.id, { aal: who.aal ?? 'aal2' });
       return { identity, session: stored.token, sessionId: stored.id };
     },
     opaqueToken: (subject: string, accessTokenSession: Record<string, unknown>) => issueOpaqueToken(hydra, subject, accessTokenSession),
-    jwt: (role: Role | string, sub: string, extra: Record<string, unknown> = {}) => issuer.sign({ sub, role, ...extra }),
+    jwt: (role: Role | string, sub: string, extra: Record<string, unknown> = {}) => issuer.sign({ sub, role, acr: 'aal2', ...extra }),
     async close() {
       await closeGracefully(server, 1_000);
       await Promise.all([kratos.close(), hydra.close(), issuer.close()]);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { OAuth2Api } from '@ory/hydra-client';
-import type { Principal } from '../principal.js';
+import { aalOfClaims, type Principal } from '../principal.js';
 import { roleFrom } from '../roles.js';
 import { TtlCache } from './ttl-cache.js';
 
@@ -64,6 +64,8 @@ export function createTokenIntrospector(options: TokenIntrospectorOptions): Toke
         const expiresAt = typeof data.exp === 'number' ? data.exp * 1000 : now();
         const email = ext.email ?? top.email;
         const name = ext.name ?? top.name;
+        const verified = ext.email_verified ?? top.email_verified;
+        const aal = aalOfClaims({ acr: ext.acr ?? top.acr, amr: ext.amr ?? top.amr });
         const principal: TokenPrincipal = {
           id: data.sub,
           role: roleFrom(ext.role ?? top.role),
@@ -73,6 +75,8 @@ export function createTokenIntrospector(options: TokenIntrospectorOptions): Toke
           ...(data.client_id ? { clientId: data.client_id } : {}),
           ...(typeof email === 'string' ? { email } : {}),
           ...(typeof name === 'string' ? { name } : {}),
+          ...(typeof verified === 'boolean' ? { emailVerified: verified } : {}),
+          ...(aal ? { aal } : {}),
         };
         // An expired token is not active any more: never cache past exp (a token without exp is not cached).
         return { value: { active: true, principal }, expiresAt: Math.min(expiresAt, now() + maxCacheMs) };

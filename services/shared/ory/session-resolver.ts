@@ -49,6 +49,16 @@ function cookieValue(header: string | undefined, name: string): string | undefin
   return undefined;
 }
 
+/**
+ * Whether the identity's e-mail trait is a verified address (Kratos lists each address of the schema's
+ * `verification.via: email` in `verifiable_addresses` with `verified`). No such address is unverified.
+ */
+export function emailVerified(email: unknown, addresses: ReadonlyArray<{ value: string; verified: boolean }> | undefined): boolean {
+  if (typeof email !== 'string') return false;
+  const wanted = email.toLowerCase();
+  return (addresses ?? []).some((a) => a.verified === true && a.value.toLowerCase() === wanted);
+}
+
 export function createSessionResolver(options: SessionResolverOptions): SessionResolver {
   const ttlMs = options.ttlMs ?? 15_000;
   const now = options.now ?? Date.now;
@@ -81,6 +91,8 @@ export function createSessionResolver(options: SessionResolverOptions): SessionR
           expiresAt,
           ...(typeof traits.email === 'string' ? { email: traits.email } : {}),
           ...(typeof traits.name === 'string' ? { name: traits.name } : {}),
+          emailVerified: emailVerified(traits.email, session.identity.verifiable_addresses),
+          aal: session.authenticator_assurance_level === 'aal2' || session.authenticator_assurance_level === 'aal3' ? 'aal2' : 'aal1',
         };
         return { value: principal, expiresAt: Math.min(now() + ttlMs, expiresAt) };
       });

@@ -30,7 +30,8 @@ export function devTokenRoutes(options: { keys: DevKeys | undefined; production:
     next();
   }, ...jsonBody(), async (req, res) => {
     const { role, sub } = parseOrThrow(DevTokenRequest, req.body, 'VALIDATION_FAILED', 'token request');
-    const token = await options.keys!.sign({ sub, role }, '12h');
+    // Development only: the token stands for a complete sign-in, second factor included (acr aal2).
+    const token = await options.keys!.sign({ sub, role, acr: 'aal2' }, '12h');
     res.setHeader('Cache-Control', 'no-store');
     res.json({ token, expiresIn: 12 * 3600 });
   });

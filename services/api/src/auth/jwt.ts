@@ -1,6 +1,6 @@
 import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
 import { AppError } from '../../../shared/errors.js';
-import { ANONYMOUS, ROLES, type Authenticator, type Principal, type Role } from '../../../shared/principal.js';
+import { ANONYMOUS, ROLES, aalOfClaims, type Authenticator, type Principal, type Role } from '../../../shared/principal.js';
 
 export interface JwtAuthenticatorOptions {
   /** Expected `iss`; when unset any issuer is accepted (only sensible with a local development key). */
@@ -70,6 +70,10 @@ export function principalOfClaims(payload: JWTPayload, via: Principal['via']): P
   const name = claims.name ?? ext.name;
   if (typeof email === 'string') principal.email = email;
   if (typeof name === 'string') principal.name = name;
+  const verified = claims.email_verified ?? ext.email_verified;
+  if (typeof verified === 'boolean') principal.emailVerified = verified;
+  const aal = aalOfClaims({ acr: claims.acr ?? ext.acr, amr: claims.amr ?? ext.amr });
+  if (aal) principal.aal = aal;
   return principal;
 }
 

@@ -38,7 +38,8 @@ runMain(async () => {
   if (env.NODE_ENV === 'production') throw new ConfigError('development tokens are refused with NODE_ENV=production');
   if (env.AUTH_JWKS_URL) console.error('note: AUTH_JWKS_URL is set, so an API started with this environment will not accept this token');
   const keys = await loadOrCreateDevKeys(env.DATA_DIR);
-  const claims: { sub: string; role: string; email?: string; name?: string } = { sub: values.sub, role: values.role };
+  // A development token stands for a complete sign-in, second factor included (acr aal2, auth/assurance.ts).
+  const claims: { sub: string; role: string; acr: string; email?: string; name?: string } = { sub: values.sub, role: values.role, acr: 'aal2' };
   if (values.email) claims.email = values.email;
   if (values.name) claims.name = values.name;
   console.log(await keys.sign(claims, values.expires));

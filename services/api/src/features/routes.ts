@@ -1,5 +1,6 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import { principalOf, requirePermission } from '../auth/middleware.js';
+import { requireSecondFactor } from '../auth/assurance.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
 import { parseOrThrow } from '../http/validate.js';
@@ -64,7 +65,7 @@ export function featureRoutes(service: FeatureService, options: { beforeCreate?:
     res.type(GEOJSON).send(updated.json);
   });
 
-  router.delete('/:id', requirePermission('delete', 'delete features'), async (req, res) => {
+  router.delete('/:id', requirePermission('delete', 'delete features'), requireSecondFactor('delete features'), async (req, res) => {
     await service.remove(principalOf(res), featureId(req), parseIfMatch(req.get('if-match')));
     res.status(204).end();
   });

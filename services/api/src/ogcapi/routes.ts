@@ -1,6 +1,7 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
 import { can } from '../auth/permissions.js';
+import { requireSecondFactor } from '../auth/assurance.js';
 import type { Db } from '../db/pool.js';
 import { writeEnvelope } from '../features/routes.js';
 import { etagOf, parseIfMatch, createFeatureService } from '../features/service.js';
@@ -274,7 +275,7 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     res.setHeader('ETag', etagOf(updated.version)).setHeader('Content-Crs', contentCrsHeader(CRS84)).type(GEOJSON).send(updated.json);
   });
 
-  router.delete('/collections/:collectionId/items/:featureId', requirePermission('delete', 'delete features'), async (req, res) => {
+  router.delete('/collections/:collectionId/items/:featureId', requirePermission('delete', 'delete features'), requireSecondFactor('delete features'), async (req, res) => {
     const collection = collectionOf(req);
     const id = featureIdOf(req);
     await assertInCollection(collection, id);

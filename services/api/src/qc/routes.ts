@@ -1,6 +1,7 @@
 import { Router, type Express } from 'express';
 import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
 import { can } from '../auth/permissions.js';
+import { requireSecondFactor } from '../auth/assurance.js';
 import type { Authenticator } from '../../../shared/principal.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
@@ -27,7 +28,7 @@ export function qcRoutes(service: QcService, decisions?: DecisionService): Route
 
   // Conflation: a reviewer picks a candidate or "create new" for a job waiting in needs_decision.
   if (decisions) {
-    router.post('/jobs/:id/decision', requirePermission('qc:review', 'decide conflations'), ...jsonBody(), async (req, res) => {
+    router.post('/jobs/:id/decision', requirePermission('qc:review', 'decide conflations'), requireSecondFactor('decide conflations'), ...jsonBody(), async (req, res) => {
       const id = JobIdSchema.safeParse(req.params.id);
       if (!id.success) throw new AppError('NOT_FOUND', 'no job with this id');
       const body = parseOrThrow(DecisionBodySchema, req.body, 'VALIDATION_FAILED', 'decision');
@@ -61,12 +62,12 @@ export function qcRoutes(service: QcService, decisions?: DecisionService): Route
     res.json({ count });
   });
 
-  router.post('/approve/:id', requirePermission('qc:review', 'approve features'), ...jsonBody({ optional: true }), async (req, res) => {
+  router.post('/approve/:id', requirePermission('qc:review', 'approve features'), requireSecondFactor('approve features'), ...jsonBody({ optional: true }), async (req, res) => {
     const body = parseOrThrow(ApproveBodySchema, req.body ?? {}, 'VALIDATION_FAILED', 'approval');
     res.json(await service.approve(principalOf(res), featureId(req.params.id as string), blankToNull(body.comment)));
   });
 
-  router.post('/reject/:id', requirePermission('qc:review', 'reject features'), ...jsonBody(), async (req, res) => {
+  router.post('/reject/:id', requirePermission('qc:review', 'reject features'), requireSecondFactor('reject features'), ...jsonBody(), async (req, res) => {
     const body = parseOrThrow(RejectBodySchema, req.body, 'VALIDATION_FAILED', 'rejection');
     res.json(await service.reject(principalOf(res), featureId(req.params.id as string), body.reason.trim()));
   });
@@ -83,7 +84,7 @@ export function qcRoutes(service: QcService, decisions?: DecisionService): Route
     res.type('application/json').send(`{"jobs":${await service.jobs(query.status, query.task, query.limit)}}`);
   });
 
-  router.post('/jobs/:id/rerun', requirePermission('jobs:admin', 're-run QC jobs'), async (req, res) => {
+  router.post('/jobs/:id/rerun', requirePermission('jobs:admin', 're-run QC jobs'), requireSecondFactor('re-run QC jobs'), async (req, res) => {
     const id = JobIdSchema.safeParse(req.params.id);
     if (!id.success) throw new AppError('NOT_FOUND', 'no job with this id');
     res.type('application/json').send(await service.rerun(principalOf(res), Number(id.data)));

@@ -1,5 +1,6 @@
 import { Router } from 'express';
 import { requirePermission } from '../auth/middleware.js';
+import { requireSecondFactor } from '../auth/assurance.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
 import { parseOrThrow } from '../http/validate.js';
@@ -9,7 +10,7 @@ import type { UserService } from './service.js';
 /** /api/users: user administration, admin only (anonymous → 401, other roles → 403, before any body is read). */
 export function userRoutes(service: UserService): Router {
   const router = Router();
-  router.use(requirePermission('users:admin', 'administer users'));
+  router.use(requirePermission('users:admin', 'administer users'), requireSecondFactor('administer users'));
 
   router.get('/', async (req, res) => {
     const query = parseOrThrow(UserListQuerySchema, singleValued(req.query as Record<string, unknown>), 'INVALID_QUERY', 'query');
