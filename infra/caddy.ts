@@ -44,6 +44,11 @@ export interface ProxyRoute {
   /** Why this route exists, rendered as a comment for the operator reading the file. */
   description: string;
   forwardAuth?: ForwardAuth;
+  /**
+   * POSTs under `path` go to `upstream` instead, their path prefixed with `prefix` (Kratos'
+   * self-service submissions through the login app's limiters, identity/src/app/kratos-gate.ts).
+   */
+  gate?: { path: string; upstream: string; prefix: string };
 }
 
 export interface CaddyfileInput {
@@ -103,6 +108,20 @@ function unnormalisedPathLines(): string[] {
   return ['\t@unnormalised_path expression `' + UNNORMALISED_PATH + '`', '\troute @unnormalised_path {', '\t\trespond "Bad Request: the path must be in plain form" 400', '\t}'];
 }
 
+/** A `route` block (run in order, before the site's reverse_proxy) sending the gated POSTs through the gate. */
+function gateLines(gate: NonNullable<ProxyRoute['gate']>): string[] {
+  return [
+    '\t@gated {',
+    '\t\tmethod POST',
+    `\t\tpath ${assertSafeToken(gate.path, 'path')}*`,
+    '\t}',
+    '\troute @gated {',
+    `\t\trewrite * ${assertSafeToken(gate.prefix, 'path')}{uri}`,
+    `\t\treverse_proxy ${assertSafeToken(gate.upstream, 'upstream')}`,
+    '\t}',
+  ];
+}
+
 function assertSafeToken(value: string, what: string): string {
   // Caddyfile tokens are whitespace-separated; a stray brace or newline would change the structure.
   if (!SAFE_TOKEN.test(value)) throw new Error(`unsafe ${what} for the Caddyfile: ${JSON.stringify(value)}`);
@@ -129,7 +148,7 @@ export function renderCaddyfile(input: CaddyfileInput): string {
       '',
       `# ${route.description.replace(/[\r\n]+/g, ' ')}`,
       `${address} {`,
-      ...(route.forwardAuth || route.internalOnlyPaths?.length ? unnormalisedPathLines() : []),
+      ...(route.forwardAuth || route.gate || route.internalOnlyPaths?.length ? unnormalisedPathLines() : []),
       // Written out per site (not a snippet with {args[:]}, which Caddy < 2.7 does not expand).
       '\t@outside_internal_range {',
       `\t\tpath ${guarded.join(' ')}`,
@@ -137,6 +156,7 @@ export function renderCaddyfile(input: CaddyfileInput): string {
       '\t}',
       '\trespond @outside_internal_range "Forbidden" 403',
       ...(route.forwardAuth ? forwardAuthLines(route.forwardAuth, guarded.slice(1)) : []),
+      ...(route.gate ? gateLines(route.gate) : []),
       '\tencode zstd gzip',
       '\theader {',
       '\t\tStrict-Transport-Security "max-age=31536000"',

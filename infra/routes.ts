@@ -3,6 +3,9 @@ import type { ProxyRoute } from './caddy.js';
 import { isPreviewTarget, isWithinDomain, type Domains } from './config.js';
 import { siteHostOf } from './stack/targets.js';
 
+/** Where Kratos' self-service POSTs go first (identity/src/app/kratos-gate.ts GATED_PATH and GATE_PREFIX). */
+export const KRATOS_GATE = { path: '/self-service/', prefix: '/kratos-gate' } as const;
+
 /**
  * Upstream names and ports on the stack's networks, in one place: the containers' aliases, the
  * proxy routes and the services' URLs all come from here.
@@ -62,7 +65,12 @@ export function proxyRoutes(domains: Domains, targets: Target[], options: { self
       },
     },
     { domain: domains.auth, upstream: at(UPSTREAMS.login), description: 'Login, consent and logout app' },
-    { domain: domains.kratos, upstream: at(UPSTREAMS.kratosPublic), description: 'Ory Kratos public API (admin API 4434 is never routed)' },
+    {
+      domain: domains.kratos,
+      upstream: at(UPSTREAMS.kratosPublic),
+      description: 'Ory Kratos public API (admin API 4434 is never routed); every self-service submission through the login app\'s limiters',
+      gate: { path: KRATOS_GATE.path, upstream: at(UPSTREAMS.login), prefix: KRATOS_GATE.prefix },
+    },
     { domain: domains.hydra, upstream: at(UPSTREAMS.hydraPublic), description: 'Ory Hydra public API and OIDC issuer (admin API 4445 is never routed)' },
     { domain: domains.webhook, upstream: at(UPSTREAMS.webhook), description: 'Deployment webhook server' },
   ];

@@ -8,6 +8,7 @@ import { createReadinessRoute } from './health.js';
 import { errorPage } from './html.js';
 import { createLoginRoute } from './login.js';
 import { createLogoutRoutes } from './logout.js';
+import { createKratosGate, GATE_PREFIX } from './kratos-gate.js';
 import { createCsrf, createLoginRateLimiters, csrfErrorHandler, securityHeaders } from './security.js';
 import { createSelfServiceLoginRoutes } from './self-service-login.js';
 import type { RouteContext } from './context.js';
@@ -37,6 +38,11 @@ export function createIdentityApp(deps: IdentityAppDeps): Express {
   });
   app.get('/health/ready', createReadinessRoute(ory));
 
+  // One budget for every way to submit a password or a code: the login page below and Kratos' own
+  // self-service submissions, which the proxy sends through the gate (before any body parser: the
+  // gate passes the body on as it came).
+  const loginLimiters = createLoginRateLimiters(config.loginLimit);
+  app.use(GATE_PREFIX, createKratosGate({ kratosPublicUrl: config.kratosPublicInternalUrl, limiters: loginLimiters }));
   app.use(securityHeaders());
   app.use(cookieParser(config.cookieSecret));
   app.use(express.urlencoded({ extended: false, limit: '8kb', parameterLimit: 20 }));
@@ -56,7 +62,7 @@ export function createIdentityApp(deps: IdentityAppDeps): Express {
     res.type('application/javascript').set('Cache-Control', 'public, max-age=3600').send(ORY_TRIGGERS_SCRIPT);
   });
   app.get('/self-service/login', selfServiceLogin.show);
-  app.post('/self-service/login', ...createLoginRateLimiters(config.loginLimit), csrf.protect, selfServiceLogin.submit);
+  app.post('/self-service/login', ...loginLimiters, csrf.protect, selfServiceLogin.submit);
   app.get('/error', (req, res) => {
     res.status(400).type('html').send(errorPage('Something went wrong', 'The sign-in service reported an error. Please start again from the application you came from.'));
   });

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { CookieOptions, NextFunction, Request, RequestHandler, Response } from 'express';
 import { doubleCsrf } from 'csrf-csrf';
 import { rateLimit, ipKeyGenerator } from 'express-rate-limit';
+import { loginFailed } from './kratos-gate.js';
 import { STYLE_CSP_SOURCE, errorPage } from './html.js';
 import type { IdentityAppConfig } from './config.js';
 
@@ -86,6 +87,8 @@ export function createLoginRateLimiters(limits: IdentityAppConfig['loginLimit'])
     standardHeaders: 'draft-8',
     legacyHeaders: false,
     skipSuccessfulRequests: true,
+    // A browser flow's failed login is a redirect back to the login page (?flow=), not a 4xx.
+    requestWasSuccessful: (_req, res) => !loginFailed(res.statusCode, res.getHeader('location')?.toString()),
     // A passkey login names no account (the key does); it is limited per IP only. Counting it under the
     // empty identifier would let anyone lock every passkey login with a few failed attempts.
     skip: (req) => String((req.body as Record<string, unknown> | undefined)?.identifier ?? '').trim() === '',
