@@ -94,6 +94,10 @@ export function declareFeatures(ctx: StackContext, { networks, volumes }: StackN
       KRATOS_ADMIN_URL: identity.urls.kratosAdmin,
       // Browsers may call the API with the session cookie only from the platform's own sites.
       CORS_ORIGINS: origins.join(','),
+      // Every request comes from the proxy, on the internal app network (Docker's private pools): its
+      // X-Forwarded-For names the client, the change limit's key for callers without credentials
+      // (Caddy sets the header itself and drops what a client sent).
+      API_TRUST_PROXY: 'uniquelocal',
       DATA_DIR: '/var/lib/api',
       // The QC worker runs in a container of its own (infra/stack/worker.ts), the only one with a way out.
       WORKER_ENABLED: 'false',

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { IdentityApi } from '@ory/kratos-client';
 import express, { type Express } from 'express';
-import rateLimit, { ipKeyGenerator } from 'express-rate-limit';
+import rateLimit from 'express-rate-limit';
 import type { Logger } from 'pino';
 import { authenticate } from './auth/middleware.js';
 import type { DevKeys } from './auth/dev-keys.js';
@@ -19,6 +19,7 @@ import { featureCreateFastPath } from './features/create-fast-path.js';
 import { featureReadFastPath } from './features/read-fast-path.js';
 import { idempotentCreate } from './http/idempotency.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
+import { changeLimitKey, oncePerRequest, trustFunction } from './http/rate-limit-key.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
 import { openApiRoutes } from './openapi.js';
 import { createCollectionExtents } from './ogcapi/extent.js';
@@ -58,7 +59,10 @@ export interface AppDependencies {
 }
 
 /** The API as an Express app built from its dependencies; server.ts listens, tests use port 0. */
-export function createApp(deps: AppDependencies): Express {
+export function createApp(given: AppDependencies): Express {
+  // Every part that asks who the caller is (the change limit's key, the fast paths, the routers) gets
+  // one answer per request.
+  const deps = { ...given, authenticator: oncePerRequest(given.authenticator) };
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false); // feature ETags are versions, set by the routes
@@ -88,18 +92,23 @@ export function createApp(deps: AppDependencies): Express {
   // Before the rate limit: preflights are answered here and never count as changes.
   const allowedOrigins = deps.config.cors?.origins ?? [];
   app.use('/api', cors({ origins: allowedOrigins }));
+  // Whose X-Forwarded-For names the client (API_TRUST_PROXY); req.ip and the change limit's key agree.
+  const trustProxy = trustFunction(deps.config.rateLimit.trustProxy ?? []);
+  app.set('trust proxy', trustProxy);
   const changeLimit =
     deps.config.rateLimit.writesPerMinute > 0
       ? rateLimit({
           windowMs: 60_000,
           limit: deps.config.rateLimit.writesPerMinute,
           skip: (req) => req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS',
-          // The peer address, as Express' req.ip is without 'trust proxy' (never set here); read from
-          // the socket so the create fast path, which has no Express request, counts under the same key.
-          keyGenerator: (req) => ipKeyGenerator(req.socket.remoteAddress ?? ''),
+          // The caller's own budget, else the client address (http/rate-limit-key.ts); computed from
+          // Node's request alone, so the create fast path, which has no Express request, counts under the same key.
+          keyGenerator: changeLimitKey({ authenticator: deps.authenticator, trustProxy }),
+          // X-Forwarded-For is read on purpose, from trusted proxies only (the key generator above).
+          validate: { xForwardedForHeader: false },
           standardHeaders: 'draft-7',
           legacyHeaders: false,
-          handler: (_req, _res, next) => next(new AppError('TOO_MANY_REQUESTS', 'too many changes from this address; retry in a minute', { headers: { 'Retry-After': '60' } })),
+          handler: (_req, _res, next) => next(new AppError('TOO_MANY_REQUESTS', 'too many changes; retry in a minute', { headers: { 'Retry-After': '60' } })),
         })
       : undefined;
   if (changeLimit) app.use(['/api', '/ogcapi'], changeLimit); // one budget for changes through either API

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import proxyAddress from 'proxy-addr';
 import { z } from 'zod';
 import { parseEnv } from '../../shared/config.js';
 import { BboxSchema, type Bbox } from '../../shared/features/schema.js';
@@ -31,6 +32,18 @@ const workerEnvShape = {
   QC_JOB_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(12),
 };
 
+/** One entry of API_TRUST_PROXY as proxy-addr compiles it: a name it knows, an address or a subnet. */
+function isProxyAddrEntry(entry: string): boolean {
+  // A bare number is a hop count to Express (and proxy-addr would read it as an IPv4 address).
+  if (/^\d+$/.test(entry)) return false;
+  try {
+    proxyAddress.compile(entry);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function requireDatabaseInProduction(env: { NODE_ENV: string; DATABASE_URL?: string | undefined }, ctx: z.RefinementCtx): void {
   if (env.NODE_ENV === 'production' && !env.DATABASE_URL) {
     ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'required when NODE_ENV=production (the embedded database is for development)' });
@@ -57,6 +70,14 @@ export const ApiEnvSchema = z
     AUTH_JWKS_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL of a JSON Web Key Set' }).optional(),
     AUTH_AUDIENCE: z.string().min(1).optional(),
     RATE_LIMIT_WRITES_PER_MINUTE: z.coerce.number().int().min(0).default(600),
+    // Proxies whose X-Forwarded-For names the client (the change limit's key for callers without
+    // credentials): proxy-addr names (loopback, linklocal, uniquelocal), addresses and subnets. Never
+    // `true` or a hop count, which would believe any peer. Unset: no proxy, the peer is the client.
+    API_TRUST_PROXY: z
+      .string()
+      .default('')
+      .transform((value) => value.split(',').map((entry) => entry.trim()).filter(Boolean))
+      .pipe(z.array(z.string().refine(isProxyAddrEntry, 'a comma-separated list of loopback, linklocal, uniquelocal, IP addresses or subnets (never true or a hop count)'))),
     // QC side effects (docs/qc.md): exports, notices, and the worker that runs them.
     ...workerEnvShape,
     // The review check outside_city (docs/qc.md): minLon,minLat,maxLon,maxLat of the city; unset skips it.
@@ -93,8 +114,12 @@ export interface ApiConfig {
   /** Absolute path of the data folder (embedded database, development signing key). */
   dataDir: string;
   logLevel: string;
-  /** Changes (POST/PUT/DELETE) per client address and minute; 0 disables the limit. */
-  rateLimit: { writesPerMinute: number };
+  /**
+   * Changes (POST/PUT/PATCH/DELETE) per caller and minute, 0 disables the limit; the caller is the
+   * authenticated user, else the client address (http/rate-limit-key.ts). `trustProxy`: the proxies
+   * whose X-Forwarded-For names that address (unset or empty: none).
+   */
+  rateLimit: { writesPerMinute: number; trustProxy?: string[] };
   auth: { issuer: string | undefined; jwksUrl: string | undefined; audience: string | undefined };
   /** Ory Kratos/Hydra; unset URLs switch the matching credential type off. */
   identity: {
@@ -123,7 +148,7 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     production: parsed.NODE_ENV === 'production',
     dataDir: resolve(parsed.DATA_DIR),
     logLevel: parsed.LOG_LEVEL,
-    rateLimit: { writesPerMinute: parsed.RATE_LIMIT_WRITES_PER_MINUTE },
+    rateLimit: { writesPerMinute: parsed.RATE_LIMIT_WRITES_PER_MINUTE, trustProxy: parsed.API_TRUST_PROXY },
     auth: { issuer: parsed.AUTH_ISSUER, jwksUrl: parsed.AUTH_JWKS_URL, audience: parsed.AUTH_AUDIENCE },
     identity: {
       kratosPublicUrl: parsed.KRATOS_PUBLIC_URL,
