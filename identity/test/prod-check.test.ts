@@ -268,6 +268,17 @@ describe('production checklist', () => {
     expect(byName(await runChecklist({ repoRoot: REPO, declared: spoofable }), 'rate limiting').detail).toBe('IDENTITY_TRUST_PROXY=true trusts any X-Forwarded-For: a client chooses its own per-IP bucket');
   });
 
+  it('a proxy that passes Kratos\' self-service submissions straight to Kratos fails the rate limiting item', async () => {
+    expect(STACK.caddyfile).toContain('\troute @gated {\n\t\trewrite * /kratos-gate{uri}\n\t\treverse_proxy login:3000\n\t}');
+    const straight = broken((stack) => (stack.caddyfile = stack.caddyfile.replace('rewrite * /kratos-gate{uri}\n\t\treverse_proxy login:3000', 'reverse_proxy kratos:4433')));
+    expect(byName(await runChecklist({ repoRoot: REPO, declared: straight }), 'rate limiting')).toMatchObject({
+      ok: false,
+      detail: 'id.example.org passes Kratos\' self-service submissions (POST /self-service/*) to Kratos without the login app\'s limiters',
+    });
+    const loginOnly = broken((stack) => (stack.caddyfile = stack.caddyfile.replace('\t\tpath /self-service/*\n', '\t\tpath /self-service/login*\n')));
+    expect(byName(await runChecklist({ repoRoot: REPO, declared: loginOnly }), 'rate limiting').ok).toBe(false);
+  });
+
   it('a login container whose memory, CPU and process limits were set to 100000 fails the limits item, naming each', async () => {
     const declared = broken((stack) => (login(stack).limits = { memoryMb: 100_000, memorySwapMb: 100_000, cpus: 100_000, processes: 100_000 }));
     expect(byName(await runChecklist({ repoRoot: REPO, declared }), 'limits')).toMatchObject({

@@ -169,11 +169,48 @@ export function checkLoginRateLimits(stack: DeclaredStack): Verdict & { limits?:
   if (e.IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS < 60) problems.push(`IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS=${e.IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS} is too short (at least 60)`);
   // Trusting every hop would let a client pick its own address in X-Forwarded-For, and its own bucket.
   if (/^(true|\*)$/i.test(e.IDENTITY_TRUST_PROXY.trim())) problems.push(`IDENTITY_TRUST_PROXY=${e.IDENTITY_TRUST_PROXY} trusts any X-Forwarded-For: a client chooses its own per-IP bucket`);
+  problems.push(...kratosGateProblems(stack, login));
   return {
     ok: problems.length === 0,
     problems,
-    limits: `${e.IDENTITY_LOGIN_LIMIT_PER_IP} attempts per IP and ${e.IDENTITY_LOGIN_LIMIT_PER_ACCOUNT} failed attempts per account per ${e.IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS / 60} min on POST /self-service/login`,
+    limits: `${e.IDENTITY_LOGIN_LIMIT_PER_IP} attempts per IP and ${e.IDENTITY_LOGIN_LIMIT_PER_ACCOUNT} failed attempts per account per ${e.IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS / 60} min; the proxy sends every POST under /self-service/ on Kratos' public domain through the login app`,
   };
+}
+
+/** The names a container is reached by on the stack's networks. */
+const namesOf = (c: DeclaredContainer): string[] => [c.name, c.dockerName, ...c.networks.flatMap((n) => n.aliases)];
+
+/**
+ * Kratos' public API takes passwords and codes too (browser and API flows of login, registration,
+ * recovery, verification, settings): every proxy site that reaches it must send the POSTs under
+ * /self-service/ through the login app, where the limiters are (a named matcher on POST and
+ * /self-service/*, routed to the login container), or send it everything.
+ */
+function kratosGateProblems(stack: DeclaredStack, login: DeclaredContainer): string[] {
+  const kratos = container(stack, 'kratos');
+  if (!kratos) return ['no kratos container declared'];
+  const kratosNames = new Set(namesOf(kratos));
+  const loginNames = new Set(namesOf(login));
+  const upstreamOf = (line: string): string | undefined => /^reverse_proxy\s+(?:@\S+\s+)?([^\s:]+):\d+$/.exec(line)?.[1];
+  const problems: string[] = [];
+  for (const site of caddySites(stack.caddyfile)) {
+    if (!site.body.some((l) => kratosNames.has(upstreamOf(l) ?? ''))) continue;
+    const gated = site.body.some((line, i) => {
+      const matcher = /^(@\S+) \{$/.exec(line)?.[1];
+      if (!matcher) return false;
+      const conditions = site.body.slice(i + 1, site.body.indexOf('}', i));
+      const post = conditions.some((l) => /^method\s/.test(l) && l.split(/\s+/).includes('POST'));
+      const selfService = conditions.some((l) => /^path\s/.test(l) && l.split(/\s+/).some((p) => ['/self-service/*', '/self-service*', '/*', '*'].includes(p)));
+      const extra = conditions.filter((l) => !/^(method|path)\s/.test(l));
+      if (!post || !selfService || extra.length > 0) return false;
+      const route = site.body.indexOf(`route ${matcher} {`);
+      if (route < 0) return false;
+      const body = site.body.slice(route + 1, site.body.indexOf('}', route));
+      return body.some((l) => loginNames.has(upstreamOf(l) ?? ''));
+    });
+    if (!gated) problems.push(`${site.address} passes Kratos' self-service submissions (POST /self-service/*) to Kratos without the login app's limiters`);
+  }
+  return problems;
 }
 
 type CorsConfig = { serve?: Record<string, { cors?: { enabled?: boolean; allowed_origins?: string[] } }> };
