@@ -34,6 +34,8 @@ import { createQcService } from './qc/service.js';
 import { createTileService } from './tiles/service.js';
 import { tileRoutes } from './tiles/routes.js';
 import { tileFastPath } from './tiles/fast-path.js';
+import { importRoutes } from './imports/routes.js';
+import { createImportService } from './imports/service.js';
 import { createUserRecorder, recordingCallers } from './users/recorder.js';
 import { userRoutes } from './users/routes.js';
 import { createUserService } from './users/service.js';
@@ -100,7 +102,9 @@ export function createApp(given: AppDependencies): Express {
       ? rateLimit({
           windowMs: 60_000,
           limit: deps.config.rateLimit.writesPerMinute,
-          skip: (req) => req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS',
+          // Imports (POST /api/imports…) have limits of their own (imports/routes.ts): a file of 10 000
+          // features is one request, and its checks and retries must not use up the edits' budget.
+          skip: (req) => req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS' || /^\/api\/imports(?:\/|\?|$)/.test(req.originalUrl),
           // The caller's own budget, else the client address (http/rate-limit-key.ts); computed from
           // Node's request alone, so the create fast path, which has no Express request, counts under the same key.
           keyGenerator: changeLimitKey({ authenticator: deps.authenticator, trustProxy }),
@@ -137,6 +141,7 @@ export function createApp(given: AppDependencies): Express {
   app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })));
   const tiles = createTileService(deps.db);
   app.use('/api/tiles', tileRoutes(tiles));
+  app.use('/api/imports', importRoutes(createImportService(deps.db, { onWrite: extents.invalidate })));
   app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins, extents }));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));

@@ -8,6 +8,7 @@ import { claimPaths } from './qc/claims-openapi.js';
 import { qcOpenApiPaths } from './qc/openapi.js';
 import { FeatureHistorySchema } from './qc/schema.js';
 import { tilePaths } from './tiles/openapi.js';
+import { importPaths } from './imports/openapi.js';
 import { EDIT_NOTE_MAX, FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, ListQuerySchema, ProblemSchema } from '../../shared/features/schema.js';
 import { userPaths } from './users/openapi.js';
 
@@ -147,6 +148,7 @@ export function buildOpenApiDocument() {
       ...claimPaths,
       ...checkPaths,
       ...tilePaths,
+      ...importPaths,
       '/healthz': { get: { summary: 'the process is up', responses: { '200': { description: 'ok', content: { 'application/json': { schema: z.object({ status: z.literal('ok') }) } } } } } },
       '/readyz': {
         get: {
