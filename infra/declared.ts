@@ -42,8 +42,11 @@ function declaredSecrets(stackFile: string, registered: RegisteredResource[]): N
       name: key.slice(PROJECT.length + 1),
       source: value !== null && typeof value === 'object' && 'secure' in value ? ('stack file' as const) : ('plain text in the stack file' as const),
     }));
+  // A value the stack file sets is skipped here (never decrypted), so the program generates a stand-in
+  // for it: that one is the operator's secret, not a generated one.
+  const set = new Set(fromFile.map((s) => s.name));
   const generated = registered
-    .filter((r) => r.type === 'random:index/randomPassword:RandomPassword')
+    .filter((r) => r.type === 'random:index/randomPassword:RandomPassword' && !set.has(r.name))
     .map((r) => ({ name: r.name, source: 'generated' as const, length: Number(reveal(r.inputs.length)) }));
   return [...generated, ...fromFile];
 }

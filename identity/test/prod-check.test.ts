@@ -410,7 +410,7 @@ describe('production checklist', () => {
     expect(result.code).toBe(0);
   });
 
-  it('the command exits 1 on a stack file with the SMTP URI in plain text and a foreign CORS origin in its identity config, naming both', { timeout: 120_000 }, async () => {
+  it('the command exits 1 on a stack file with the SMTP URI in plain text and a foreign CORS origin in its identity config, naming both (its encrypted Hydra secret passes)', { timeout: 120_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'prod-check-broken-'));
     const configDir = join(dir, 'identity-config');
     cpSync(CONFIG_DIR, configDir, { recursive: true });
@@ -420,12 +420,14 @@ describe('production checklist', () => {
     writeFileSync(join(configDir, 'hydra.yml'), widened);
     const stackFile = join(dir, 'Pulumi.prod.yaml');
     const example = readFileSync(join(REPO, 'infra', 'Pulumi.example.yaml'), 'utf8').replace(/^ {2}geodata-platform:identityConfigDir: .*$/m, `  geodata-platform:identityConfigDir: ${configDir}`);
-    writeFileSync(stackFile, `${example}  geodata-platform:smtpConnectionUri: smtps://mailer:hunter2@smtp.example.org:465/\n`);
+    // An encrypted secret (never decrypted) is the operator's, not one the program generates.
+    writeFileSync(stackFile, `${example}  geodata-platform:smtpConnectionUri: smtps://mailer:hunter2@smtp.example.org:465/\n  geodata-platform:hydraSystemSecret:\n    secure: v1:AAAAAAAAAAAAAAAAAAAAAAAA\n`);
     const result = await runCli(['--stack-file', stackFile]);
     expect(result.code, result.stderr).toBe(1);
     expect(result.stdout).toMatch(/^FAIL {2}CORS restricted to own domains — foreign or open origins: hydra public: https:\/\/evil\.example\.com$/m);
     expect(result.stdout).toMatch(/^FAIL {2}database passwords outside the stack and compose files — smtpConnectionUri is in plain text in the stack file/m);
     expect(result.stdout).toMatch(/^FAIL {2}SMTP relay declared, and a test mail sent when asked — smtpConnectionUri is in plain text in the stack file/m);
+    expect(result.stdout).toMatch(/^PASS {2}Hydra system secret ≥ 32 characters — set encrypted in the stack file/m);
     expect(result.stdout).toMatch(/12 items: 9 passed, 3 failed/);
     expect(result.stdout).not.toContain('hunter2');
   });
