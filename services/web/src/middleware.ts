@@ -1,10 +1,12 @@
 import { defineMiddleware } from 'astro:middleware';
 import { webConfig } from './config.js';
 import { messagesFor, pickLanguage, translator } from './i18n/index.js';
-import { DEV_TOKEN_COOKIE, visitorOf } from './lib/session.js';
+import { DEV_TOKEN_COOKIE, kratosBrowserUrl, needsStepUp, visitorOf } from './lib/session.js';
 
 /** Routes that need a signed-in visitor (editing; the QC desk of part 2). */
 const PROTECTED = [/^\/features\/new\/?$/, /^\/features\/[^/]+\/edit\/?$/, /^\/qc(\/.*)?$/];
+/** Pages where reviewers decide (approve, reject, conflations): a second factor first (the API's aal2 rule). */
+const DECIDING = [/^\/qc\/decisions\/?$/, /^\/qc\/(?!mine\/?$)[^/]+\/?$/];
 
 /**
  * Every request: its language (?lang= sets a cookie; else the cookie, Accept-Language, German) and its
@@ -42,6 +44,12 @@ export const onRequest = defineMiddleware(async (context, next) => {
       return context.redirect(login.toString(), 303);
     }
     return context.redirect(`/login?return_to=${encodeURIComponent(returnPath)}`, 303);
+  }
+  // A reviewer or admin signed in without a second factor is sent through Kratos' step-up login and back
+  // before the desk shows approve and reject (the API would refuse them: 403 AAL2_REQUIRED).
+  if (DECIDING.some((pattern) => pattern.test(url.pathname)) && needsStepUp(context.locals.user)) {
+    const stepUp = kratosBrowserUrl(config, 'login', `${config.publicBaseUrl}${url.pathname}${url.search}`, { aal: 'aal2' });
+    if (stepUp) return context.redirect(stepUp, 303);
   }
   const response = await next();
   // Pages carry the visitor's token and personal data: never cache them in shared caches.

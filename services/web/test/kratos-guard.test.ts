@@ -83,6 +83,38 @@ describe.skipIf(MISSING)('the site’s guard of protected routes with Kratos', (
     expect(await allowed.text()).toContain('Max');
   });
 
+  it('sends a reviewer signed in without a second factor through Kratos\' step-up login before the review view, and back to it', async () => {
+    const rita = kratos.addIdentity({ email: 'rita@example.org', name: 'Rita', role: 'reviewer', password: 'x' });
+    const passwordOnly = kratos.createSession(rita.id, { aal: 'aal1' });
+    for (const path of ['/qc/42', '/qc/decisions']) {
+      const response = await get(web, path, `${SESSION_COOKIE}=${passwordOnly.token}`);
+      expect(response.status, path).toBe(303);
+      const location = new URL(response.headers.get('location')!);
+      expect(`${location.origin}${location.pathname}`).toBe(LOGIN_URL);
+      expect(location.searchParams.get('aal')).toBe('aal2');
+      expect(location.searchParams.get('return_to')).toBe(`${PUBLIC_BASE_URL}${path}`);
+    }
+    // The queue and the contributor's own list need no second factor.
+    for (const path of ['/qc/mine']) {
+      const response = await get(web, path, `${SESSION_COOKIE}=${passwordOnly.token}`);
+      expect(response.headers.get('location') ?? '', path).not.toContain('aal=aal2');
+    }
+  });
+
+  it('tells an account whose e-mail is not verified that it may only look around, with a link to Kratos\' verification', async () => {
+    const nora = kratos.addIdentity({ email: 'nora@example.org', name: 'Nora Neu', role: 'contributor', password: 'x', verified: false });
+    const session = kratos.createSession(nora.id);
+    const response = await get(web, '/features/new', `${SESSION_COOKIE}=${session.token}`);
+    expect(response.status).toBe(200);
+    const html = await response.text();
+    expect(html).toContain('Ihre E-Mail-Adresse ist noch nicht bestätigt');
+    const href = /<p id="unverified-notice"[^>]*>[\s\S]*?<a href="([^"]+)"/.exec(html)?.[1]?.replace(/&amp;/g, '&');
+    expect(href).toBe(`https://auth.example.org/self-service/verification/browser?return_to=${encodeURIComponent(`${PUBLIC_BASE_URL}/features/new`)}`);
+    // A verified account sees no such notice.
+    const erika = kratos.createSession(kratos.addIdentity({ email: 'erika2@example.org', name: 'Erika', role: 'contributor', password: 'x' }).id);
+    expect(await (await get(web, '/features/new', `${SESSION_COOKIE}=${erika.token}`)).text()).not.toContain('unverified-notice');
+  });
+
   it('answers 503 on a protected route when Kratos cannot be reached, never serving the page', async () => {
     const response = await get(unreachable, '/features/new', `${SESSION_COOKIE}=whatever`);
     expect(response.status).toBe(503);

@@ -27,6 +27,10 @@ export function problemMessage(t: Translate, problem: Problem, formatTime: (iso:
       if (detail.includes('only the creator')) return t('problem.notCreator');
       if (detail.startsWith('role ')) return t('problem.role');
       return t('problem.forbidden');
+    case 'AAL2_REQUIRED':
+      return t('problem.aal2');
+    case 'EMAIL_NOT_VERIFIED':
+      return t('problem.emailNotVerified');
     case 'INVALID_STATE':
       return detail.includes('(in_qc)') ? t('problem.inReview') : t('problem.invalidState');
     case 'CLAIMED': {

@@ -1,7 +1,8 @@
 import { Configuration, FrontendApi } from '@ory/kratos-client';
 import { whoami, kratosCookies } from '../../../shared/ory/kratos-session.js';
+import { emailVerified } from '../../../shared/ory/session-resolver.js';
 import { roleFrom } from '../../../shared/roles.js';
-import type { Role } from '../../../shared/principal.js';
+import { aalOfClaims, type Aal, type Role } from '../../../shared/principal.js';
 import type { WebConfig } from '../config.js';
 import { editRefusal } from './permissions.js';
 
@@ -21,18 +22,23 @@ export interface SignedInUser {
   name: string;
   /** Development sign-in: the bearer token the browser sends to the API. Kratos: none (the cookie travels). */
   token: string | undefined;
+  /** false: the account's e-mail address is not verified yet, and the API lets it only read. */
+  emailVerified?: boolean;
+  /** The session's authenticator assurance level (aal2: a second factor was used). */
+  aal?: Aal;
 }
 
 export type Visitor = { state: 'signed-in'; user: SignedInUser } | { state: 'anonymous' } | { state: 'second-factor-required' };
 
 /** The claims of a development token, or undefined when it is malformed or expired. */
-export function devTokenClaims(token: string, now = Date.now()): { sub: string; role: Role } | undefined {
+export function devTokenClaims(token: string, now = Date.now()): { sub: string; role: Role; aal?: Aal } | undefined {
   const payload = token.split('.')[1];
   if (!payload) return undefined;
   try {
-    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { sub?: unknown; role?: unknown; exp?: unknown };
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { sub?: unknown; role?: unknown; exp?: unknown; acr?: unknown; amr?: unknown };
     if (typeof claims.sub !== 'string' || typeof claims.exp !== 'number' || claims.exp * 1000 <= now) return undefined;
-    return { sub: claims.sub, role: roleFrom(claims.role) };
+    const aal = aalOfClaims(claims);
+    return { sub: claims.sub, role: roleFrom(claims.role), ...(aal ? { aal } : {}) };
   } catch {
     return undefined;
   }
@@ -43,7 +49,7 @@ let frontend: FrontendApi | undefined;
 export async function visitorOf(config: WebConfig, devToken: string | undefined, cookieHeader: string | null): Promise<Visitor> {
   if (config.devSignIn && devToken) {
     const claims = devTokenClaims(devToken);
-    if (claims) return { state: 'signed-in', user: { id: claims.sub, role: claims.role, name: claims.sub, token: devToken } };
+    if (claims) return { state: 'signed-in', user: { id: claims.sub, role: claims.role, name: claims.sub, token: devToken, ...(claims.aal ? { aal: claims.aal } : {}) } };
   }
   if (!config.kratosPublicUrl) return { state: 'anonymous' };
   frontend ??= new FrontendApi(new Configuration({ basePath: config.kratosPublicUrl, baseOptions: { timeout: 5_000, maxRedirects: 0 } }));
@@ -52,7 +58,43 @@ export async function visitorOf(config: WebConfig, devToken: string | undefined,
   if (result.state === 'second-factor-required') return { state: 'second-factor-required' };
   const traits = (result.session.identity.traits ?? {}) as Record<string, unknown>;
   const name = typeof traits.name === 'string' ? traits.name : typeof traits.email === 'string' ? traits.email : result.session.identity.id;
-  return { state: 'signed-in', user: { id: result.session.identity.id, role: roleFrom(result.session.identity.metadata_public), name, token: undefined } };
+  const identity = result.session.identity;
+  const level = result.session.authenticator_assurance_level;
+  return {
+    state: 'signed-in',
+    user: {
+      id: identity.id,
+      role: roleFrom(identity.metadata_public),
+      name,
+      token: undefined,
+      emailVerified: emailVerified(traits.email, identity.verifiable_addresses),
+      aal: level === 'aal2' || level === 'aal3' ? 'aal2' : 'aal1',
+    },
+  };
+}
+
+/**
+ * Roles the review desk sends through the second-factor step-up before it shows approve and reject:
+ * the API's default AUTH_AAL2_ROLES (services/api/src/auth/assurance.ts). The API decides again; with
+ * another setting there, its 403 AAL2_REQUIRED tells the person to confirm with the second factor.
+ */
+export const STEP_UP_ROLES: readonly Role[] = ['reviewer', 'admin'];
+
+export function needsStepUp(user: SignedInUser | undefined): boolean {
+  return user !== undefined && user.token === undefined && STEP_UP_ROLES.includes(user.role) && user.emailVerified !== false && user.aal !== 'aal2';
+}
+
+/**
+ * A Kratos self-service URL next to LOGIN_URL's browser login (`…/self-service/login/browser`): the
+ * step-up login (`?aal=aal2`) or the verification flow, each returning to `returnTo` on this site.
+ * Undefined when LOGIN_URL is not Kratos' browser login.
+ */
+export function kratosBrowserUrl(config: Pick<WebConfig, 'loginUrl'>, flow: 'login' | 'verification', returnTo: string, params: Record<string, string> = {}): string | undefined {
+  if (!config.loginUrl || !config.loginUrl.includes('/self-service/login/browser')) return undefined;
+  const url = new URL(config.loginUrl.replace('/self-service/login/browser', `/self-service/${flow}/browser`));
+  for (const [name, value] of Object.entries(params)) url.searchParams.set(name, value);
+  url.searchParams.set('return_to', returnTo);
+  return url.toString();
 }
 
 /** A return URL is a path on this site only: anything else (//evil, https://…) becomes the map. */
