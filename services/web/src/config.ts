@@ -24,6 +24,13 @@ const WebEnvSchema = z.object({
   /** GeoServer WMS endpoint for the optional overlay (e.g. https://geo.example.org/geoserver/wms). */
   WMS_URL: httpUrl('a WMS endpoint').optional(),
   WMS_LAYERS: z.string().default('features:features'),
+  /**
+   * A Nominatim-compatible geocoder for the map's place search (its /search?format=jsonv2), e.g.
+   * https://nominatim.openstreetmap.org. Unset: no place search. Asked only when a search is submitted
+   * (Nominatim's usage policy forbids search-as-you-type).
+   */
+  GEOCODER_URL: httpUrl('a Nominatim-compatible geocoder').optional(),
+  GEOCODER_ATTRIBUTION: z.string().min(1).default('© OpenStreetMap contributors (Nominatim)'),
   /** The development sign-in (/login?as=role&sub=name); always off with NODE_ENV=production. */
   DEV_SIGNIN: z.enum(['true', 'false']).default('true'),
 });
@@ -37,6 +44,7 @@ export interface WebConfig {
   publicBaseUrl: string;
   basemap: { url: string; attribution: string };
   wms: { url: string; layers: string } | undefined;
+  geocoder: { url: string; attribution: string } | undefined;
   devSignIn: boolean;
 }
 
@@ -59,6 +67,7 @@ export function loadWebConfig(env: Record<string, string | undefined> = process.
     publicBaseUrl: strip(parsed.PUBLIC_BASE_URL),
     basemap: { url: parsed.BASEMAP_URL, attribution: parsed.BASEMAP_ATTRIBUTION },
     wms: parsed.WMS_URL ? { url: parsed.WMS_URL, layers: parsed.WMS_LAYERS } : undefined,
+    geocoder: parsed.GEOCODER_URL ? { url: strip(parsed.GEOCODER_URL), attribution: parsed.GEOCODER_ATTRIBUTION } : undefined,
     devSignIn: !production && parsed.DEV_SIGNIN === 'true',
   };
 }

@@ -1,10 +1,22 @@
 import { firstView } from '../lib/first-view.js';
-import { createMap, readClientConfig } from '../lib/map.js';
+import { apiHeaders, createMap, readClientConfig, type MapHandle } from '../lib/map.js';
+import { problemMessage, readProblem } from '../lib/problems.js';
+import { readSearchPage, searchPath } from '../lib/search.js';
+import type { ClientConfig, Feature } from '../lib/types.js';
+import type { Translate } from '../i18n/index.js';
 import { clientTranslator } from './messages.js';
+
+/** How many features a search lists beside the map; the list page (/features?q=) pages through all. */
+const SEARCH_RESULTS = 8;
+/** The API search waits this long after the last keystroke. */
+const SEARCH_SETTLE_MS = 300;
 
 /**
  * The map page's island: loads the visible bbox, applies the search and the filters, and shows the
  * clicked feature with a link to its page. Every action here also exists in the list (/features).
+ * The search box also asks the API across the whole dataset (lib/search.ts) and, when a geocoder is
+ * configured, for places; choosing a result flies there. The address follows the view
+ * (?center=lon,lat&zoom=z), so a reload or a shared link opens the same view.
  */
 export function mountMapPage(): void {
   const config = readClientConfig();
@@ -20,19 +32,38 @@ export function mountMapPage(): void {
       target.dataset.loaded = loading ? 'false' : String(held);
     },
   });
+  followViewInAddress(map);
 
   const form = document.getElementById('map-filters') as HTMLFormElement;
+  const search = mountSearch(map, config, t, form);
   const apply = () => {
     const data = new FormData(form);
     map.setFilter({ name: String(data.get('q') ?? ''), kategorie: String(data.get('kategorie') ?? ''), status: String(data.get('status') ?? '') });
   };
-  form.addEventListener('input', apply);
+  form.addEventListener('input', () => {
+    apply();
+    search.typed();
+  });
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     apply();
+    search.submitted();
   });
   const wms = document.getElementById('wms-toggle') as HTMLInputElement | null;
   wms?.addEventListener('change', () => map.setWmsVisible(wms.checked));
+
+  const locateMessage = document.getElementById('locate-message')!;
+  document.getElementById('locate-me')!.addEventListener('click', () => {
+    locateMessage.textContent = '';
+    navigator.geolocation.getCurrentPosition(
+      (position) => {
+        map.showLocation(position.coords.longitude, position.coords.latitude, { accuracy: position.coords.accuracy });
+        locateMessage.textContent = t('map.located', { metres: Math.round(position.coords.accuracy) });
+      },
+      () => (locateMessage.textContent = t('map.locateFailed')),
+      { enableHighAccuracy: true, timeout: 10_000 },
+    );
+  });
 
   const selected = document.getElementById('selected-feature')!;
   map.onSelect((id) => {
@@ -42,10 +73,128 @@ export function mountMapPage(): void {
     link.href = `/features/${encodeURIComponent(id)}`;
     link.textContent = id;
     selected.append(link);
-    void fetch(`${config.apiUrl}/api/features/${encodeURIComponent(id)}`, { credentials: 'include', headers: config.token ? { authorization: `Bearer ${config.token}` } : {} })
+    void fetch(`${config.apiUrl}/api/features/${encodeURIComponent(id)}`, { credentials: 'include', headers: apiHeaders(config) })
       .then((response) => (response.ok ? response.json() : undefined))
       .then((feature: { properties?: { name?: string } } | undefined) => {
         if (feature?.properties?.name) link.textContent = feature.properties.name;
       });
   });
+}
+
+/** Keeps ?center=lon,lat&zoom=z of the address on the view (replaceState: no history entry per pan). */
+function followViewInAddress(map: MapHandle): void {
+  map.onViewChange((view) => {
+    const others = new URLSearchParams(location.search);
+    others.delete('center');
+    others.delete('zoom');
+    // Written by hand: URLSearchParams would escape the comma, and the address is meant to be read and shared.
+    const search = `?center=${view.center[0].toFixed(5)},${view.center[1].toFixed(5)}&zoom=${Math.round(view.zoom * 100) / 100}${others.size ? `&${others.toString()}` : ''}`;
+    if (search !== location.search) history.replaceState(history.state, '', `${location.pathname}${search}${location.hash}`);
+  });
+}
+
+interface Place {
+  display_name: string;
+  lat: string;
+  lon: string;
+  boundingbox?: [string, string, string, string];
+}
+
+/**
+ * The search's results beside the map: the API's features matching the text (as typing pauses) and,
+ * with a geocoder, places (only when the search is submitted). A result is a button; choosing it
+ * flies there. Enter in the box flies to the first feature found.
+ */
+function mountSearch(map: MapHandle, config: ClientConfig, t: Translate, form: HTMLFormElement): { typed(): void; submitted(): void } {
+  const section = document.getElementById('search-results')!;
+  const count = document.getElementById('search-results-count')!;
+  const featureList = document.getElementById('feature-results')!;
+  const placeList = document.getElementById('place-results');
+  let settle: ReturnType<typeof setTimeout> | undefined;
+  let controller: AbortController | undefined;
+  let first: Feature | undefined;
+  let flyToFirst = false;
+
+  const text = () => String(new FormData(form).get('q') ?? '').trim();
+  const item = (label: string, detail: string | undefined, choose: () => void) => {
+    const li = document.createElement('li');
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.className = 'secondary';
+    button.textContent = label;
+    button.addEventListener('click', choose);
+    li.append(button);
+    if (detail) li.append(Object.assign(document.createElement('span'), { className: 'hint', textContent: ` ${detail}` }));
+    return li;
+  };
+
+  const findFeatures = async (query: string) => {
+    controller?.abort();
+    const mine = new AbortController();
+    controller = mine;
+    if (!query) {
+      section.hidden = true;
+      featureList.replaceChildren();
+      placeList?.replaceChildren();
+      first = undefined;
+      return;
+    }
+    const data = new FormData(form);
+    try {
+      const response = await fetch(`${config.apiUrl}${searchPath({ q: query, kategorie: String(data.get('kategorie') ?? ''), status: String(data.get('status') ?? ''), limit: SEARCH_RESULTS })}`, {
+        headers: apiHeaders(config, { accept: 'application/geo+json' }),
+        credentials: 'include',
+        signal: mine.signal,
+      });
+      section.hidden = false;
+      if (!response.ok) {
+        count.textContent = t('map.searchFailed', { message: problemMessage(t, await readProblem(response)) });
+        return;
+      }
+      const { features } = readSearchPage((await response.json()) as { features: Feature[] });
+      first = features[0];
+      count.textContent = features.length ? '' : t('map.searchNone');
+      featureList.replaceChildren(...features.map((feature) => item(feature.properties.name, feature.properties.adresse ?? undefined, () => map.flyTo(feature.geometry))));
+      if (flyToFirst && first) map.flyTo(first.geometry);
+    } catch (error) {
+      if ((error as Error).name !== 'AbortError') count.textContent = t('map.searchFailed', { message: String((error as Error).message) });
+    } finally {
+      flyToFirst = false;
+    }
+  };
+
+  const findPlaces = async (query: string) => {
+    if (!config.geocoder || !placeList || !query) return;
+    const url = new URL(`${config.geocoder.url}/search`);
+    url.search = new URLSearchParams({ format: 'jsonv2', q: query, limit: '5', 'accept-language': config.lang }).toString();
+    try {
+      const response = await fetch(url);
+      const places = response.ok ? ((await response.json()) as Place[]) : [];
+      section.hidden = false;
+      placeList.replaceChildren(
+        ...places.map((place) =>
+          item(place.display_name, undefined, () => {
+            const box = place.boundingbox?.map(Number);
+            // Nominatim's boundingbox is [south, north, west, east].
+            map.showLocation(Number(place.lon), Number(place.lat), box && box.every(Number.isFinite) ? { extent: [box[2]!, box[0]!, box[3]!, box[1]!] } : {});
+          }),
+        ),
+      );
+    } catch {
+      placeList.replaceChildren();
+    }
+  };
+
+  return {
+    typed() {
+      clearTimeout(settle);
+      settle = setTimeout(() => void findFeatures(text()), SEARCH_SETTLE_MS);
+    },
+    submitted() {
+      clearTimeout(settle);
+      flyToFirst = true;
+      void findFeatures(text());
+      void findPlaces(text());
+    },
+  };
 }

@@ -1,6 +1,6 @@
 import type { AstroGlobal } from 'astro';
 import { DEV_TOKEN_COOKIE } from './session.js';
-import type { Feature, FeatureCollection, HistoryEntry } from './types.js';
+import type { Feature, HistoryEntry } from './types.js';
 
 /**
  * The API as server-rendered pages call it: as the visitor (their development token, or their Kratos
@@ -22,17 +22,3 @@ export async function getJson<T>(astro: Pick<AstroGlobal, 'locals' | 'request' |
 
 export const fetchFeature = (astro: AstroGlobal, id: string) => getJson<Feature>(astro, `/api/features/${encodeURIComponent(id)}`);
 export const fetchHistory = (astro: AstroGlobal, id: string) => getJson<{ versions: HistoryEntry[] }>(astro, `/api/features/${encodeURIComponent(id)}/history`);
-
-/** Pages of the list, following next links up to `max` features (the list page's own paging is by name filter). */
-export async function fetchFeatures(astro: AstroGlobal, query: URLSearchParams, max: number): Promise<{ features: Feature[]; more: boolean }> {
-  const features: Feature[] = [];
-  let path: string | undefined = `/api/features?${query.toString()}`;
-  while (path && features.length < max) {
-    const page: { status: number; body: FeatureCollection | undefined } = await getJson<FeatureCollection>(astro, path);
-    if (!page.body) break;
-    features.push(...page.body.features);
-    const next = page.body.links.find((link) => link.rel === 'next')?.href;
-    path = next ? `${new URL(next, astro.locals.config.apiUrl).pathname}${new URL(next, astro.locals.config.apiUrl).search}` : undefined;
-  }
-  return { features: features.slice(0, max), more: path !== undefined || features.length > max };
-}

@@ -26,6 +26,7 @@ import { Draw, Modify, Snap, Translate } from 'ol/interaction.js';
 import { fromLonLat, toLonLat, transformExtent } from 'ol/proj.js';
 import { boundingExtent, containsExtent, createEmpty, extend, isEmpty } from 'ol/extent.js';
 import Point from 'ol/geom/Point.js';
+import CircleGeometry from 'ol/geom/Circle.js';
 import Polygon from 'ol/geom/Polygon.js';
 import MultiPolygon from 'ol/geom/MultiPolygon.js';
 import type { Geometry as OlGeometry } from 'ol/geom.js';
@@ -126,6 +127,10 @@ export interface MapHandle {
   /** The features held, for tests and the list beside the map. */
   size(): number;
   fit(geometries: Geometry[]): void;
+  /** Flies to a geometry (a search result): centred, at an editing zoom for a point. */
+  flyTo(geometry: Geometry): void;
+  /** Flies to a lon/lat (a place, the device's location) and marks it, with its accuracy in metres when known. */
+  showLocation(lon: number, lat: number, options?: { accuracy?: number; zoom?: number; extent?: Bbox }): void;
   setWmsVisible(visible: boolean): void;
   /** Two geometries drawn over each other: before (red, dashed) and after (blue). */
   showComparison(before: Geometry | undefined, after: Geometry | undefined): void;
@@ -376,6 +381,16 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
   };
   /** Whether the features are drawn from tiles now (either tile layer), as drawFromTiles last chose. */
   const drawsFromTiles = () => tiles.getVisible() || overview.getVisible();
+  // A located place or the device's location: a dot, and the accuracy as a translucent circle.
+  const located = new VectorSource<OlFeature>();
+  const locationLayer = new VectorLayer({
+    source: located,
+    zIndex: 20,
+    style: (feature) =>
+      feature.get('kind') === 'accuracy'
+        ? new Style({ fill: new Fill({ color: '#1565c022' }), stroke: new Stroke({ color: '#1565c0', width: 1 }) })
+        : new Style({ image: new CircleStyle({ radius: 8, fill: new Fill({ color: '#1565c0' }), stroke: new Stroke({ color: '#fff', width: 3 }) }) }),
+  });
   const comparison = new VectorSource<OlFeature>();
   const comparisonLayer = new VectorLayer({
     source: comparison,
@@ -387,7 +402,7 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
 
   const map = new OlMap({
     target,
-    layers: [basemap, ...(wms ? [wms] : []), overview, tiles, shapeLayer, clusterLayer, comparisonLayer],
+    layers: [basemap, ...(wms ? [wms] : []), overview, tiles, shapeLayer, clusterLayer, comparisonLayer, locationLayer],
     // Every tile of a view is requested at once (OpenLayers' default is 16, basemap tiles included):
     // otherwise the rest are requested only after a frame, and a frame waits while the main thread
     // parses and draws the dense tiles that came first — the whole city's last requests left 1.5 s
@@ -605,6 +620,19 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
       for (const geometry of geometries) extend(extent, (format.readGeometry(geometry) as OlGeometry).getExtent());
       if (isEmpty(extent)) return;
       map.getView().fit(extent, { padding: [40, 40, 40, 40], maxZoom: 18 });
+    },
+    flyTo(geometry) {
+      const extent = (format.readGeometry(geometry) as OlGeometry).getExtent();
+      map.getView().fit(extent, { padding: [60, 60, 60, 60], maxZoom: 18, duration: 400 });
+    },
+    showLocation(lon, lat, { accuracy, zoom = 17, extent } = {}) {
+      const at = fromLonLat([lon, lat]);
+      located.clear();
+      located.addFeature(new OlFeature({ geometry: new Point(at), kind: 'centre' }));
+      // The accuracy as a circle on the ground: metres in Web Mercator grow with 1 / cos(latitude).
+      if (accuracy) located.addFeature(new OlFeature({ geometry: new CircleGeometry(at, accuracy / Math.cos((lat * Math.PI) / 180)), kind: 'accuracy' }));
+      if (extent) map.getView().fit(transformExtent(extent, 'EPSG:4326', 'EPSG:3857'), { padding: [40, 40, 40, 40], maxZoom: 18, duration: 400 });
+      else map.getView().animate({ center: at, zoom: Math.max(map.getView().getZoom() ?? zoom, zoom), duration: 400 });
     },
     setWmsVisible(isVisible) {
       wms?.setVisible(isVisible);

@@ -41,6 +41,8 @@ export interface ClientConfig {
   apiUrl: string;
   basemap: { url: string; attribution: string };
   wms: { url: string; layers: string } | undefined;
+  /** The place search's geocoder (Nominatim-compatible); undefined: no place search. */
+  geocoder: { url: string; attribution: string } | undefined;
   /** Development sign-in only; with Kratos the session cookie travels instead. */
   token: string | undefined;
   user: { id: string; role: string } | undefined;
