@@ -141,7 +141,7 @@ export function createApp(given: AppDependencies): Express {
   app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })));
   const tiles = createTileService(deps.db);
   app.use('/api/tiles', tileRoutes(tiles));
-  app.use('/api/imports', importRoutes(createImportService(deps.db, { onWrite: extents.invalidate })));
+  app.use('/api/imports', importRoutes(createImportService(deps.db, { onWrite: extents.invalidate }), { demo: !(deps.production ?? false) }));
   app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins, extents }));
   app.use(notFoundHandler);
   app.use(problemHandler(deps.logger));

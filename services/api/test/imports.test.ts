@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { missingGdal } from '../src/imports/convert.js';
+import { demoCity } from '../src/imports/demo.js';
+import { createImportService } from '../src/imports/service.js';
 
 /**
  * POST /api/imports/check and POST /api/imports over HTTP on a real database: each format the import
@@ -23,7 +25,6 @@ let guest: string;
 let dir: string;
 
 beforeAll(async () => {
-  if (missing) return;
   db = await createTestDatabase();
   api = await startTestApi(db, { config: { rateLimit: { writesPerMinute: 2 } } });
   contributor = await api.tokenFor('contributor', 'importer');
@@ -153,5 +154,30 @@ describe.skipIf(missing !== undefined)('importing a file with one bad row', () =
   it('is not counted against the per-request write limit (2 a minute here)', async () => {
     const bytes = Buffer.from(JSON.stringify(GEOJSON));
     for (let i = 0; i < 4; i++) expect((await importing('check', 'orte.geojson', MAPPING, bytes)).status).toBe(200);
+  });
+});
+
+describe('the demo city (npm run seed, "Load demo data")', () => {
+  it('is 1 000 valid features of the three kategorien in every geometry type, written by the import under one note', async () => {
+    const file = demoCity();
+    expect(file.rows).toHaveLength(1000);
+    await db.pool.query('TRUNCATE features.features CASCADE');
+    const result = await createImportService(db.pool).commitRows({ id: 'demo', role: 'admin', via: 'jwt' }, file, undefined, 'demo city');
+    expect(result).toMatchObject({ imported: 1000, invalid: 0, note: 'demo city (1000 features)' });
+    const { rows } = await db.pool.query<{ kategorie: string; type: string; n: number }>(
+      `SELECT kategorie, GeometryType(geom) AS type, count(*)::int AS n FROM features.features GROUP BY 1, 2 ORDER BY 1, 2`,
+    );
+    expect(rows.map((r) => `${r.kategorie} ${r.type}`)).toEqual(['blumenbeet LINESTRING', 'blumenbeet POINT', 'blumenbeet POLYGON', 'denkmal POINT', 'friedhof MULTIPOLYGON', 'friedhof POLYGON']);
+    const named = await db.pool.query<{ addresses: number; phones: number; names: number }>(`SELECT count(DISTINCT adresse)::int AS addresses, count(telefon)::int AS phones, count(DISTINCT name)::int AS names FROM features.features`);
+    expect(named.rows[0]!.addresses).toBeGreaterThan(900);
+    expect(named.rows[0]!.phones).toBeGreaterThan(300);
+    expect(named.rows[0]!.names).toBeGreaterThan(300);
+  });
+
+  it('POST /api/imports/demo loads it for a contributor in development, and not for a guest', async () => {
+    expect((await api.request('POST', '/api/imports/demo', { token: guest })).status).toBe(403);
+    const response = await api.request('POST', '/api/imports/demo', { token: contributor });
+    expect(response.status).toBe(201);
+    expect(response.json).toMatchObject({ imported: 1000, invalid: 0 });
   });
 });

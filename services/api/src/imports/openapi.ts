@@ -8,6 +8,7 @@ import { IMPORT_MAX_BYTES, ImportQuerySchema } from './routes.js';
 const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: ProblemSchema } } });
 const FieldErrors = z.array(z.object({ field: z.string(), message: z.string() }));
 const Mapping = z.object({ name: z.string().optional(), kategorie: z.string().optional(), adresse: z.string().optional(), telefon: z.string().optional() });
+const CommitResult = z.object({ imported: z.number().int(), invalid: z.number().int(), rejected: z.array(z.object({ row: z.number().int(), errors: FieldErrors })), note: z.string() });
 const file = { required: true, content: { 'application/octet-stream': { schema: z.string().meta({ format: 'binary', description: `the file, at most ${IMPORT_MAX_BYTES / 1024 / 1024} MiB and ${MAX_IMPORT_ROWS} features` }) } } };
 const common = {
   '403': problem('the caller may not create features (contributor and up may)'),
@@ -44,6 +45,16 @@ export const importPaths: ZodOpenApiPathsObject = {
       },
     },
   },
+  '/api/imports/demo': {
+    post: {
+      summary: 'Load the demo city (1 000 features) through the import (development only)',
+      responses: {
+        '201': { description: 'the demo city was imported', content: { 'application/json': { schema: CommitResult } } },
+        '403': common['403'],
+        '404': problem('not offered: the API runs in production'),
+      },
+    },
+  },
   '/api/imports': {
     post: {
       summary: 'Import the valid rows of a file in one transaction',
@@ -53,7 +64,7 @@ export const importPaths: ZodOpenApiPathsObject = {
       responses: {
         '201': {
           description: 'what was imported and which rows were not',
-          content: { 'application/json': { schema: z.object({ imported: z.number().int(), invalid: z.number().int(), rejected: z.array(z.object({ row: z.number().int(), errors: FieldErrors })), note: z.string() }) } },
+          content: { 'application/json': { schema: CommitResult } },
         },
         ...common,
       },

@@ -4,6 +4,7 @@ import { AppError } from '../../../shared/errors.js';
 import { EDIT_NOTE_MAX, storableText } from '../../../shared/features/schema.js';
 import { principalOf, requirePermission } from '../auth/middleware.js';
 import { parseOrThrow } from '../http/validate.js';
+import { demoCity } from './demo.js';
 import { TARGETS, type ImportService, type Mapping } from './service.js';
 
 /** The largest file an import takes (a GeoJSON of 20 000 small features is about 6 MiB). */
@@ -45,9 +46,14 @@ function mappingOf(query: z.output<typeof ImportQuerySchema>): Mapping | undefin
  * counts requests and would make a 10 000-feature file one request anyway: imports have their own
  * limits (size, rows, GDAL time, two conversions at once).
  */
-export function importRoutes(imports: ImportService): Router {
+export function importRoutes(imports: ImportService, options: { demo?: boolean } = {}): Router {
   const router = Router();
   const guard = requirePermission('create', 'import features');
+  // The import page's "Load demo data" (development only; `npm run seed` does the same from a shell).
+  router.post('/demo', guard, async (_req, res) => {
+    if (!options.demo) throw new AppError('NOT_FOUND', 'the demo data is offered in development only');
+    res.status(201).json(await imports.commitRows(principalOf(res), demoCity(), undefined, 'demo city'));
+  });
   router.post('/check', guard, readFile, async (req, res) => {
     const query = parseOrThrow(ImportQuerySchema, req.query, 'INVALID_QUERY', 'query');
     res.setHeader('Cache-Control', 'no-store');
@@ -58,7 +64,7 @@ export function importRoutes(imports: ImportService): Router {
     const result = await imports.commit(principalOf(res), query.filename, req.body as Buffer, mappingOf(query), query.note);
     res.status(201).json(result);
   });
-  router.all(['/', '/check'], (req, res) => {
+  router.all(['/', '/check', '/demo'], (req, res) => {
     res.setHeader('Allow', 'POST');
     throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: POST`);
   });
