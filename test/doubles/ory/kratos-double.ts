@@ -52,6 +52,8 @@ export interface TestIdentity {
   verified?: boolean;
   /** Social sign-in credentials: provider id and the provider's subject. */
   oidc?: Array<{ provider: string; subject: string }>;
+  /** When the identity was created (ms); fixtures default to the epoch, registrations to the clock. */
+  createdAt?: number;
 }
 
 /** What a claims mapper returns (Kratos' Jsonnet output under `identity`). */
@@ -197,6 +199,8 @@ export class KratosDouble {
       .extra('GET', /^\/self-service\/methods\/oidc\/callback\/(?<provider>[^/]+)$/, 'oidcCallback', (r) => this.oidcCallback(r));
     this.admin
       .on('getIdentity', (r) => this.getIdentity(r))
+      .on('listIdentities', (r) => this.listIdentities(r))
+      .on('patchIdentity', (r) => this.patchIdentity(r))
       .on('disableSession', (r) => this.disableSession(r))
       .on('isReady', () => this.readiness());
   }
@@ -271,8 +275,8 @@ export class KratosDouble {
         },
       ],
       recovery_addresses: [],
-      created_at: new Date(0).toISOString(),
-      updated_at: new Date(0).toISOString(),
+      created_at: new Date(identity.createdAt ?? 0).toISOString(),
+      updated_at: new Date(identity.createdAt ?? 0).toISOString(),
     };
   }
 
@@ -617,7 +621,7 @@ export class KratosDouble {
     if (problem) return errorPage(problem.text);
     // Registration (after.oidc hooks: session); verified only where the mapper marked the address.
     const verified = (mapped.verified_addresses ?? []).some((a) => a.via === 'email' && a.value.toLowerCase() === email.toLowerCase());
-    return signIn(this.addIdentity({ email, name, password: '', verified, oidc: [{ provider: provider.id, subject }] }));
+    return signIn(this.addIdentity({ email, name, password: '', verified, oidc: [{ provider: provider.id, subject }], createdAt: this.clock.now() }));
   }
 
   /** method=totp in an aal2 flow: the right code raises the browser's session to aal2. */
@@ -769,7 +773,8 @@ export class KratosDouble {
       return { status: 400, body: this.registrationFlowJson(flow) };
     }
     flow.done = true;
-    const identity = this.addIdentity({ email, name, password });
+    // A new address starts unverified: Kratos mails a verification code (selfservice.flows.verification).
+    const identity = this.addIdentity({ email, name, password, verified: false, createdAt: this.clock.now() });
     // The session hook of selfservice.flows.registration.after.password: signed in at once.
     const session = this.createSession(identity.id);
     const domain = this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : '';
@@ -783,6 +788,34 @@ export class KratosDouble {
   private getIdentity(request: DoubleRequest): DoubleResponse {
     const identity = this.identities.get(request.pathParams.id as string);
     if (!identity) return { status: 404, body: kratosError(404, 'Unable to locate the resource') };
+    return { status: 200, body: this.identityJson(identity) };
+  }
+
+  /** GET /admin/identities, paged by page_token with a Link header as Kratos' keyset pagination. */
+  private listIdentities(request: DoubleRequest): DoubleResponse {
+    const size = Math.min(Number(request.query.get('page_size') ?? 250) || 250, 1000);
+    const all = [...this.identities.values()].sort((a, b) => a.id.localeCompare(b.id));
+    const after = request.query.get('page_token');
+    const start = after ? all.findIndex((i) => i.id > after) : 0;
+    const page = start < 0 ? [] : all.slice(start, start + size);
+    const last = page[page.length - 1];
+    const more = last !== undefined && all.indexOf(last) < all.length - 1;
+    return {
+      status: 200,
+      body: page.map((i) => this.identityJson(i)),
+      ...(more ? { headers: { link: `</admin/identities?page_size=${size}&page_token=${encodeURIComponent(last.id)}>; rel="next"` } } : {}),
+    };
+  }
+
+  /** PATCH /admin/identities/{id}: the operations the operator's tools send (verifiable_addresses/<i>/verified|status). */
+  private patchIdentity(request: DoubleRequest): DoubleResponse {
+    const identity = this.identities.get(request.pathParams.id as string);
+    if (!identity) return { status: 404, body: kratosError(404, 'Unable to locate the resource') };
+    for (const op of request.body as Array<{ op: string; path: string; value?: unknown }>) {
+      const match = /^\/verifiable_addresses\/0\/(verified|status)$/.exec(op.path);
+      if (op.op !== 'replace' || !match) return { status: 400, body: kratosError(400, `the double does not model ${op.op} ${op.path}`) };
+      if (match[1] === 'verified') identity.verified = op.value === true;
+    }
     return { status: 200, body: this.identityJson(identity) };
   }
 
