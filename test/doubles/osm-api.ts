@@ -6,6 +6,7 @@
  * - GET  /api/0.6/changeset/:id               (open="true|false")
  * - POST /api/0.6/changeset/:id/upload        (osmChange → diffResult; atomic; 409 on stale versions)
  * - PUT  /api/0.6/changeset/:id/close
+ * - PUT  /api/0.6/changeset/:id               (new tags of an open changeset)
  * - GET  /api/0.6/changeset/:id/download      (osmChange of what the changeset did)
  * - GET  /api/0.6/node/:id, /way/:id[/full], /relation/:id[/full], /:type/:id/:version (history)
  * - GET  /api/0.6/map?bbox=left,bottom,right,top  (every node in the box, the ways using them with all
@@ -73,6 +74,8 @@ export interface Fault {
 }
 
 export interface RecordedRequest {
+  /** Date.now() when the request arrived. */
+  at: number;
   method: string;
   path: string;
   headers: Record<string, string | string[] | undefined>;
@@ -143,6 +146,8 @@ export interface OsmApiDouble {
   /** All visible elements of a type. */
   visible(type: ElementType): StoredElement[];
   changeset(id: number): Readonly<Changeset> | undefined;
+  /** Every changeset, in the order they were opened. */
+  changesets(): readonly Readonly<Changeset>[];
   /** Simulate another mapper editing an element: a new version in a changeset of someone else. */
   editAsSomeoneElse(type: ElementType, id: number, edit: (e: StoredElement) => void): StoredElement;
   /** Load an OSM XML document (<osm> with nodes, ways, relations) as existing data; returns the count. */
@@ -420,8 +425,15 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
       changesets.set(id, { id, uid: user.uid, user: user.displayName, open: true, tags, createdAt: new Date().toISOString(), changes: [] });
       return { status: 200, type: 'text/plain', body: String(id) };
     }
+    if ((m = /^\/api\/0\.6\/changeset\/(\d+)$/.exec(path)) && method === 'PUT') {
+      const user = authenticate(req);
+      requireXml(req);
+      const changeset = ownOpenChangeset(Number(m[1]), user);
+      changeset.tags = parseChangesetCreate(body);
+      return { status: 200, type: 'application/xml', body: renderChangeset(changeset) };
+    }
     if ((m = /^\/api\/0\.6\/changeset\/(\d+)$/.exec(path))) {
-      if (method !== 'GET') throw new HttpError(405, 'Only method GET is supported');
+      if (method !== 'GET') throw new HttpError(405, 'Only method GET or PUT is supported');
       const changeset = changesets.get(Number(m[1]));
       if (!changeset) throw new HttpError(404, '');
       return { status: 200, type: 'application/xml', body: renderChangeset(changeset) };
@@ -499,7 +511,7 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
       const body = Buffer.concat(chunks).toString('utf8');
       const method = req.method ?? 'GET';
       const path = new URL(req.url ?? '/', 'http://double').pathname;
-      requests.push({ method, path, headers: { ...req.headers }, body });
+      requests.push({ at: Date.now(), method, path, headers: { ...req.headers }, body });
       if (tooLarge) {
         res.writeHead(413, { 'content-type': 'text/plain' }).end('Request entity too large');
         return;
@@ -537,6 +549,7 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
     element: (type, id) => elements.get(key(type, id)),
     visible: (type) => [...elements.values()].filter((e) => e.type === type && e.visible),
     changeset: (id) => changesets.get(id),
+    changesets: () => [...changesets.values()],
     editAsSomeoneElse(type, id, edit) {
       const current = elements.get(key(type, id));
       if (!current?.visible) throw new Error(`${type} ${id} is not there to edit`);

@@ -43,7 +43,10 @@ export const exportsEnvShape = {
   OSM_CHANGESET_SOURCE: z.string().min(1).max(255).default('survey;city feature platform'),
   OSM_CHANGESET_HASHTAGS: z.string().regex(/^#[\w-]+(;#[\w-]+)*$/, 'hashtags like #city-import;#fmp').default('#fmp-import'),
   OSM_CHANGESET_IMPORT: booleanFlag.default(true),
+  // Changes (elements created, modified or deleted), not features, per hour across all batches.
   OSM_MAX_EDITS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(500),
+  // OSM closes a changeset at 10 000 changes; a batch fills changesets up to this many.
+  OSM_MAX_CHANGES_PER_CHANGESET: z.coerce.number().int().min(10).max(10_000).default(10_000),
   // One changeset per batch of nearby approvals: at most this many features, all within this
   // distance of the first one's centroid (1 = one changeset per feature).
   OSM_BATCH_MAX_FEATURES: z.coerce.number().int().min(1).max(500).default(50),
@@ -114,7 +117,10 @@ export interface ChangesetSettings {
   source: string;
   hashtags: string;
   importTag: boolean;
+  /** Changes per hour (OSM_MAX_EDITS_PER_HOUR). */
   maxEditsPerHour: number;
+  /** Changes per changeset, at most OSM's 10 000. */
+  maxChangesPerChangeset: number;
   /** The comment of a changeset with several features ({count}, {kategorien}, {names}). */
   batchComment: string;
   /** Nearby approvals uploaded in one changeset: at most maxFeatures within radiusM of the first. */
@@ -203,6 +209,7 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
         hashtags: env.OSM_CHANGESET_HASHTAGS,
         importTag: env.OSM_CHANGESET_IMPORT,
         maxEditsPerHour: env.OSM_MAX_EDITS_PER_HOUR,
+        maxChangesPerChangeset: env.OSM_MAX_CHANGES_PER_CHANGESET,
         batchComment: env.OSM_CHANGESET_BATCH_COMMENT,
         batch: { maxFeatures: env.OSM_BATCH_MAX_FEATURES, radiusM: env.OSM_BATCH_RADIUS_M },
       },

@@ -80,6 +80,11 @@ export class OsmApiClient {
     return id;
   }
 
+  /** Replace an open changeset's tags (PUT /api/0.6/changeset/#id), e.g. its comment after a partial upload. */
+  async updateChangeset(id: number, tags: OsmTags): Promise<void> {
+    await this.call('changeset update', 'PUT', `/changeset/${id}`, serializeChangesetCreate(tags));
+  }
+
   async getChangeset(id: number): Promise<ChangesetInfo> {
     return parseChangesetDocument(await this.call('changeset read', 'GET', `/changeset/${id}`));
   }

@@ -290,15 +290,14 @@ export class OsmExporter {
     let diff;
     try {
       diff = await client.upload(changesetId, plan.change);
-    } catch (error) {
-      // The changeset stays empty; close it so it does not linger open for an hour.
-      if (error instanceof OsmApiError) await client.closeChangeset(changesetId).catch(() => undefined);
-      throw error;
+    } finally {
+      // Closed on every path: an upload that failed leaves it empty, and one that went through
+      // unanswered is found again by the next attempt in the journaled changeset's download.
+      await client.closeChangeset(changesetId).catch(() => undefined);
     }
     const root = diff.find((d) => d.type === plan.root.type && d.oldId === plan.root.id);
     const result = record(root?.newId ?? plan.root.id, root?.newVersion ?? plan.unchangedRootVersion!, changesetId);
     if (result.id < 0) throw new Error(`diffResult of changeset ${changesetId} lacks the root ${plan.root.type} ${plan.root.id}`);
-    await client.closeChangeset(changesetId);
     const detail = [decision?.outcome === 'link' ? `merged into existing ${decision.target.type} ${decision.target.id}: ${decision.reason}` : undefined, keptDetail(plan.kept)].filter(Boolean).join('; ');
     return detail ? { status: 'exported', result, detail } : { status: 'exported', result };
   }

@@ -65,3 +65,11 @@ export const elementKey = (type: OsmType, id: number): string => `${type}/${id}`
 export function isEmptyChange(change: OsmChange): boolean {
   return change.create.length + change.modify.length + change.delete.length + change.deleteIfUnused.length === 0;
 }
+
+/** How many changes an upload of `change` makes, as OSM counts them against a changeset's 10 000. */
+export function changeCount(change: OsmChange): number {
+  return change.create.length + change.modify.length + change.delete.length + change.deleteIfUnused.length;
+}
+
+/** A 409 that says the changeset is closed (full at 10 000 changes, idle, or closed by its owner). */
+export const CHANGESET_CLOSED = /changeset \d+ was closed/i;

@@ -314,16 +314,20 @@ describe('errors', () => {
     expect(osm.requests.length).toBe(requests);
   });
 
-  it('a server error is retryable, and the retry uploads into the recorded changeset once', async () => {
+  // Formerly the failed attempt's changeset was left open for the retry to reuse (issue 27: empty
+  // changesets left open). Now it is closed at once; the retry opens a new one and uploads once.
+  it('a server error is retryable; the failed attempt\'s changeset is closed at once, the retry uploads once into a new one', async () => {
     const feature = snapshot(square);
     const journal = createMemoryJournal();
     osm.injectFault({ method: 'POST', path: /\/upload$/, mode: 'status', status: 503 });
     await expect(exporter().export({ snapshot: feature, previous: null, journal })).rejects.toBeInstanceOf(RetryableExportError);
     const changesetId = journal.entries.changesetId!;
-    expect(osm.changeset(changesetId)!.open).toBe(true);
+    expect(osm.changeset(changesetId)!.open).toBe(false);
     const record = exported(await exporter().export({ snapshot: feature, previous: null, journal }));
-    expect(record.changesetId).toBe(changesetId);
+    expect(record.changesetId).not.toBe(changesetId);
+    expect(osm.changeset(changesetId)!.changes).toHaveLength(0);
     expect(osm.acceptedUploads.length).toBe(uploadsBefore + 1);
+    expect(osm.changeset(record.changesetId!)!.open).toBe(false);
   });
 
   it('an unreachable server is retryable', async () => {

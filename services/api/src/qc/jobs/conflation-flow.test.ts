@@ -163,7 +163,7 @@ describe('OSM edit rate', () => {
     await api.request('POST', '/api/qc/submit', { token: contributor, body: { featureId: id } });
     expect((await api.request('POST', `/api/qc/approve/${id}`, { token: reviewer })).status).toBe(200);
     const uploads = osm.acceptedUploads.length;
-    const deferred = await waitFor('the OSM export to be deferred', async () => (await reviewsOf(api, id)).jobs.find((j) => j.task === 'osm_export' && j.reason?.startsWith('OSM edit limit of 1 per hour reached')));
+    const deferred = await waitFor('the OSM export to be deferred', async () => (await reviewsOf(api, id)).jobs.find((j) => j.task === 'osm_export' && j.reason?.startsWith('OSM edit limit of 1 changes per hour reached')));
     expect(deferred).toMatchObject({ status: 'queued', attempts: 0 });
     await new Promise((r) => setTimeout(r, 500));
     expect(osm.acceptedUploads.length).toBe(uploads);

@@ -60,9 +60,14 @@ export async function loadCategoryMapping(db: Queryable, osmTags: OsmTagMapping)
 }
 
 /** How many OSM exports finished in the last hour, and when the oldest of them leaves the window. */
+/**
+ * OSM_MAX_EDITS_PER_HOUR counts changes (elements created, modified or deleted on OSM), not features:
+ * the changes of OSM exports finished in the last hour (an export recorded before migration 021
+ * counts as one), and when the oldest of them leaves the window.
+ */
 export async function recentOsmEdits(db: Queryable): Promise<{ count: number; windowFreesAt: Date | null }> {
   const { rows } = await db.query(
-    `SELECT count(*)::int AS count, min(finished_at) + interval '1 hour' AS "windowFreesAt"
+    `SELECT coalesce(sum(coalesce(osm_changes, 1)), 0)::int AS count, min(finished_at) + interval '1 hour' AS "windowFreesAt"
      FROM qc.jobs WHERE task = 'osm_export' AND status = 'exported' AND finished_at > now() - interval '1 hour'`,
   );
   const row = rows[0] as { count: number; windowFreesAt: Date | null };

@@ -4,6 +4,7 @@ import { withTransaction, type Db, type Queryable } from '../../db/pool.js';
 import { RetryableExportError } from '../../exports/errors.js';
 import { combineParts, findPartInDownload, touchedExisting, type BatchPart, type Download } from '../../exports/osm/batch.js';
 import { OsmApiError, type OsmApiClient } from '../../exports/osm/client.js';
+import { CHANGESET_CLOSED, changeCount } from '../../exports/osm/model.js';
 import { OsmExporter, outcomeOfError, recordOf, type OsmExportRecord } from '../../exports/osm/exporter.js';
 import type { FeatureSnapshot } from '../../exports/types.js';
 import { TASK_IDENTIFIERS, queueNameOf } from '../states.js';
@@ -54,25 +55,28 @@ async function claimBatch(db: Db, leaderId: number, deps: TaskDeps, graphileWork
     await client.query(`SELECT pg_advisory_xact_lock(hashtext($1::text))`, [ADVISORY_KEY]);
     const leader = (
       await client.query(
-        `SELECT j.status, j.feature_id AS "featureId", j.batch_id AS "batchId",
+        `SELECT j.status, j.feature_id AS "featureId", j.batch_id AS "batchId", j.not_before AS "notBefore",
            EXISTS (SELECT 1 FROM qc.jobs e WHERE e.task = 'osm_export' AND e.feature_id = j.feature_id AND e.id < j.id
                      AND e.status IN ('queued', 'running', 'retrying')) AS "blocked"
          FROM qc.jobs j WHERE j.id = $1::bigint FOR UPDATE`,
         [leaderId],
       )
-    ).rows[0] as { status: string; featureId: string; batchId: string | null; blocked: boolean } | undefined;
+    ).rows[0] as { status: string; featureId: string; batchId: string | null; blocked: boolean; notBefore: Date | null } | undefined;
     // Finished, or running in a batch of a live worker (which records it): nothing to do here.
     if (!leader || (leader.status !== 'queued' && leader.status !== 'retrying')) return { kind: 'none' };
     // An earlier approval of the same feature is still on its way (claimed into another batch): after it.
     if (leader.blocked) return { kind: 'wait', reason: 'an earlier export of this feature is still running', runAt: new Date(Date.now() + 2_000) };
+    // Given back after a transient failure (Retry-After, backoff): not before its time.
+    if (leader.notBefore && new Date(leader.notBefore).getTime() > Date.now()) return { kind: 'wait', reason: `retries at ${new Date(leader.notBefore).toISOString()}`, runAt: new Date(leader.notBefore) };
 
-    // The edit limit counts features exported in the last hour and those being exported now.
+    // The edit limit counts changes uploaded in the last hour, and one for each export running now
+    // (its changes are not known yet); exportBatch trims the batch to the budget once they are.
     const { count, windowFreesAt } = await recentOsmEdits(client);
     const running = Number((await client.query(`SELECT count(*) AS n FROM qc.jobs WHERE task = 'osm_export' AND status = 'running'`)).rows[0].n);
     const allowance = deps.settings.osm.accessToken ? limit - count - running : batch.maxFeatures;
     if (allowance <= 0) {
       const runAt = new Date(Math.max((windowFreesAt ?? new Date()).getTime(), Date.now() + 1000));
-      return { kind: 'wait', reason: `OSM edit limit of ${limit} per hour reached; waits until ${runAt.toISOString()}`, runAt };
+      return { kind: 'wait', reason: `OSM edit limit of ${limit} changes per hour reached; waits until ${runAt.toISOString()}`, runAt };
     }
 
     const size = Math.min(allowance, batch.maxFeatures) - 1;
@@ -83,6 +87,7 @@ async function claimBatch(db: Db, leaderId: number, deps: TaskDeps, graphileWork
            FROM qc.jobs j JOIN qc.transitions t ON t.id = j.transition_id WHERE j.id = $1::bigint)
          SELECT j.id FROM qc.jobs j JOIN qc.transitions t ON t.id = j.transition_id CROSS JOIN leader
          WHERE j.task = 'osm_export' AND j.id <> $1::bigint AND j.feature_id <> $2::text
+           AND (j.not_before IS NULL OR j.not_before <= now())
            AND ((j.status IN ('queued', 'retrying') AND j.batch_id = $3::bigint)
                 OR (j.status = 'queued' AND ST_DWithin(ST_Centroid(ST_GeomFromGeoJSON(t.snapshot->>'geometry'))::geography, leader.g, $4::float8)))
            -- One row per feature, its earliest: a later approval waits for the earlier export.
@@ -97,7 +102,10 @@ async function claimBatch(db: Db, leaderId: number, deps: TaskDeps, graphileWork
     const ids = [leaderId, ...members];
     const batchId = Number((await client.query(`INSERT INTO qc.osm_batches (leader_job_id, job_ids, process_id) VALUES ($1::bigint, $2::bigint[], $3::text) RETURNING id`, [leaderId, ids, deps.processId])).rows[0].id);
     const { rows } = await client.query(
-      `UPDATE qc.jobs j SET status = 'running', attempts = j.attempts + 1, process_id = $2::text, batch_id = $3::bigint,
+      // An attempt is counted for the leader only: a row claimed into another export's batch uses
+      // none of its own (before, every claim counted one for every member).
+      `UPDATE qc.jobs j SET status = 'running', attempts = j.attempts + CASE WHEN j.id = $4::bigint THEN 1 ELSE 0 END, not_before = NULL,
+              process_id = $2::text, batch_id = $3::bigint,
               graphile_worker_id = CASE WHEN j.id = $4::bigint THEN $5::text END, updated_at = clock_timestamp()
        FROM qc.transitions t
        WHERE j.id = ANY($1::bigint[]) AND t.id = j.transition_id
@@ -124,16 +132,28 @@ async function claimBatch(db: Db, leaderId: number, deps: TaskDeps, graphileWork
   });
 }
 
-/** Rows whose attempt ends without an outcome go back to the queue: the relay gives them a graphile job again. */
-async function giveBack(db: Queryable, rows: readonly ClaimedRow[], reason: string, options: { countAttempt: boolean }): Promise<void> {
+/**
+ * Rows whose attempt ends without an outcome go back to the queue (the relay gives them a graphile
+ * job again), not claimed before `notBefore`. `error`: a transient failure (status retrying, the
+ * message as last_error); otherwise a wait (status queued, the message as reason). No attempt is
+ * counted here: the claim counted the leader's.
+ */
+async function giveBack(db: Queryable, rows: readonly ClaimedRow[], message: string, options: { error: boolean; notBefore?: Date }): Promise<void> {
   if (rows.length === 0) return;
   await db.query(
     `UPDATE qc.jobs SET status = CASE WHEN $3::boolean THEN 'retrying' ELSE 'queued' END, last_error = CASE WHEN $3::boolean THEN $2::text ELSE last_error END,
-            reason = CASE WHEN $3::boolean THEN reason ELSE $2::text END, attempts = CASE WHEN $3::boolean THEN attempts ELSE greatest(attempts - 1, 0) END,
+            reason = CASE WHEN $3::boolean THEN reason ELSE $2::text END, not_before = $4::timestamptz,
             process_id = NULL, graphile_worker_id = NULL, relayed_at = NULL, updated_at = clock_timestamp()
      WHERE id = ANY($1::bigint[])`,
-    [rows.map((r) => r.id), reason.slice(0, 2000), options.countAttempt],
+    [rows.map((r) => r.id), message.slice(0, 2000), options.error, options.notBefore ?? null],
   );
+}
+
+/** When a transient failure is tried again: the server's Retry-After, else e^attempts seconds (as graphile), at most 6 h. */
+export function retryDelayMs(error: Error, attempts: number): number {
+  const retryAfter = error instanceof RetryableExportError ? error.retryAfterMs : undefined;
+  const backoff = Math.min(Math.exp(Math.max(1, attempts)) * 1000, 6 * 3_600_000);
+  return retryAfter !== undefined ? Math.min(retryAfter, 24 * 3_600_000) : backoff;
 }
 
 /** Run `work` over `items`, `limit` at a time. */
@@ -166,21 +186,42 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
   const { rows, batchId } = claim;
   const blog = log.child({ batchId, jobs: rows.map((r) => r.id) });
   try {
-    await exportBatch(leaderId, rows, batchId, deps, blog);
+    const leaderError = await exportBatch(leaderId, rows, batchId, deps, blog);
+    const leader = rows.find((r) => r.id === leaderId)!;
+    if (leaderError === 'deferred') {
+      const runAt = (await deps.db.query(`UPDATE qc.jobs SET relayed_at = clock_timestamp() WHERE id = $1::bigint RETURNING not_before AS "notBefore"`, [leaderId])).rows[0]?.notBefore as Date | null;
+      await helpers.addJob(TASK_IDENTIFIERS.osm_export, { jobId: leaderId }, { queueName: queueNameOf('osm_export', leader.featureId) ?? undefined, runAt: runAt ?? new Date(Date.now() + 60_000), maxAttempts: helpers.job.max_attempts });
+    } else if (leaderError) {
+      // The leader's own transient failure: retried at the server's Retry-After (or with backoff) by
+      // a job of its own, its attempts counted in qc.jobs (once per claim), until the last one.
+      if (leader.attempts >= leader.maxAttempts) {
+        await finishAttempt(deps.db, leader, { status: 'failed', reason: `gave up after ${leader.attempts} attempts: ${leaderError.message}` }, null);
+        blog.error({ err: leaderError }, 'QC job failed on its last attempt');
+        return;
+      }
+      const runAt = new Date(Date.now() + retryDelayMs(leaderError, leader.attempts));
+      await giveBack(deps.db, [leader], leaderError.message, { error: true, notBefore: runAt });
+      await deps.db.query(`UPDATE qc.jobs SET relayed_at = clock_timestamp() WHERE id = $1::bigint`, [leaderId]);
+      await helpers.addJob(TASK_IDENTIFIERS.osm_export, { jobId: leaderId }, { queueName: queueNameOf('osm_export', leader.featureId) ?? undefined, runAt, maxAttempts: helpers.job.max_attempts });
+      blog.warn({ err: leaderError, runAt }, 'OSM export failed transiently; tried again at runAt');
+    }
   } catch (error) {
     // Anything unexpected: the rows without an outcome go back to the queue (the leader through
     // graphile's retry, which the caller arranges), never left running by a live worker.
     const open = await deps.db.query(`SELECT id FROM qc.jobs WHERE id = ANY($1::bigint[]) AND status = 'running' AND process_id = $2::text`, [rows.map((r) => r.id), deps.processId]);
     const stillRunning = new Set(open.rows.map((r: { id: string }) => Number(r.id)));
-    await giveBack(deps.db, rows.filter((r) => r.id !== leaderId && stillRunning.has(r.id)), (error as Error).message ?? String(error), { countAttempt: true });
+    await giveBack(deps.db, rows.filter((r) => r.id !== leaderId && stillRunning.has(r.id)), (error as Error).message ?? String(error), { error: true, notBefore: new Date(Date.now() + 60_000) });
     throw error;
   }
 }
 
-async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number, deps: TaskDeps, blog: Logger): Promise<void> {
+/** Answers the leader's transient error (the caller reschedules it), 'deferred' when the hourly budget holds it back, or null. */
+async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number, deps: TaskDeps, blog: Logger): Promise<Error | 'deferred' | null> {
   const exporter = new OsmExporter({ settings: deps.settings, mapping: await loadCategoryMapping(deps.db, deps.settings.osm.tagMapping) });
   const client = exporter.api;
   const outcomes = new Map<number, TerminalOutcome>();
+  /** Changes per exported row, for the hourly budget. */
+  const changes = new Map<number, number>();
   const transient = new Map<number, Error>();
   const parts: { row: ClaimedRow; part: BatchPart }[] = [];
 
@@ -195,6 +236,7 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
       const found = findPartInDownload(row.journalPlan, await downloads.get(changesetId)!, taken);
       if (found) {
         const result = recordOf(row.journalPlan, found.id, found.version, changesetId);
+        changes.set(row.id, changeCount(row.journalPlan.change));
         outcomes.set(row.id, { status: 'exported', result, detail: `recovered from changeset ${changesetId}${row.journalPlan.detail ? `; ${row.journalPlan.detail}` : ''}` });
       }
     } catch (error) {
@@ -239,35 +281,57 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
     return true;
   });
 
-  // 3. One changeset, journaled with each part before the upload; one upload.
-  if (batchParts.length > 0 && client) {
+  // 3. The hourly budget, in changes: parts beyond it wait (no attempt used) until the window frees.
+  const { maxEditsPerHour: limit } = deps.settings.osm.changeset;
+  const { count, windowFreesAt } = await recentOsmEdits(deps.db);
+  let budget = limit - count;
+  const deferred: ClaimedRow[] = [];
+  const within = batchParts.filter(({ row, part }) => {
+    const n = changeCount(part.change);
+    if (n > budget) {
+      deferred.push(row);
+      return false;
+    }
+    budget -= n;
+    return true;
+  });
+
+  // 4. Changesets of at most OSM_MAX_CHANGES_PER_CHANGESET changes, each journaled with its parts
+  //    before the upload, each closed whatever happens.
+  if (within.length > 0 && client) {
     try {
-      await uploadBatch(deps.db, client, exporter, batchId, batchParts, outcomes, blog);
+      await uploadBatch(deps.db, client, exporter, batchId, within, outcomes, changes, deps.settings.osm.changeset.maxChangesPerChangeset, blog);
     } catch (error) {
       if (!(error instanceof RetryableExportError)) throw error;
-      for (const { row } of batchParts) transient.set(row.id, error);
+      for (const { row } of within) if (!outcomes.has(row.id)) transient.set(row.id, error);
     }
   }
 
-  // 4. Outcomes and element ids of every row in one transaction, with the batch marked done.
+  // 5. Outcomes and element ids of every row in one transaction, with the batch marked done.
   await withTransaction(deps.db, async (tx) => {
     for (const row of rows) {
       const outcome = outcomes.get(row.id);
-      if (outcome) await finishAttempt(tx, row, outcome, 'osm');
+      if (!outcome) continue;
+      await finishAttempt(tx, row, outcome, 'osm');
+      if (changes.has(row.id)) await tx.query(`UPDATE qc.jobs SET osm_changes = $2::int WHERE id = $1::bigint`, [row.id, changes.get(row.id)]);
     }
-    if (transient.size === 0 && later.length === 0) await tx.query(`UPDATE qc.osm_batches SET finished_at = clock_timestamp() WHERE id = $1::bigint`, [batchId]);
+    if (transient.size === 0 && later.length === 0 && deferred.length === 0) await tx.query(`UPDATE qc.osm_batches SET finished_at = clock_timestamp() WHERE id = $1::bigint`, [batchId]);
   });
-  await giveBack(deps.db, later, 'waits for another export in its batch that changes the same OSM element', { countAttempt: false });
+  await giveBack(deps.db, later, 'waits for another export in its batch that changes the same OSM element', { error: false });
+  const freesAt = new Date(Math.max((windowFreesAt ?? new Date()).getTime(), Date.now() + 1000));
+  await giveBack(deps.db, deferred, `OSM edit limit of ${limit} changes per hour reached; waits until ${freesAt.toISOString()}`, { error: false, notBefore: freesAt });
 
-  // 5. Transient failures: the leader is retried by graphile with backoff; the others are given back
-  //    (their next attempt reads the journaled changeset first), or fail on their last attempt.
-  const leaderError = transient.get(leaderId);
+  // 6. Transient failures: the leader's goes to the caller (rescheduled at Retry-After or with
+  //    backoff); the others go back to the queue until the same time, without using an attempt.
+  const leaderError = transient.get(leaderId) ?? null;
   const others = rows.filter((r) => r.id !== leaderId && transient.has(r.id));
-  const exhausted = others.filter((r) => r.attempts >= r.maxAttempts);
-  for (const row of exhausted) await finishAttempt(deps.db, row, { status: 'failed', reason: `gave up after ${row.attempts} attempts: ${transient.get(row.id)!.message}` }, null);
-  await giveBack(deps.db, others.filter((r) => !exhausted.includes(r)), others.map((r) => transient.get(r.id)!.message)[0] ?? '', { countAttempt: true });
-  blog.info({ exported: [...outcomes.values()].filter((o) => o.status === 'exported').length, transient: transient.size }, 'OSM export batch finished');
-  if (leaderError) throw leaderError;
+  for (const row of others) {
+    const error = transient.get(row.id)!;
+    await giveBack(deps.db, [row], error.message, { error: true, notBefore: new Date(Date.now() + retryDelayMs(error, Math.max(1, row.attempts))) });
+  }
+  blog.info({ exported: [...outcomes.values()].filter((o) => o.status === 'exported').length, transient: transient.size, deferred: deferred.length }, 'OSM export batch finished');
+  if (leaderError) return leaderError;
+  return deferred.some((r) => r.id === leaderId) ? 'deferred' : null;
 }
 
 /** A permanent error as an outcome; anything unexpected is recorded as failed rather than sinking the batch. */
@@ -279,49 +343,93 @@ function safeOutcome(error: unknown): TerminalOutcome {
   }
 }
 
-async function uploadBatch(db: Db, client: OsmApiClient, exporter: OsmExporter, batchId: number, prepared: readonly { row: ClaimedRow; part: BatchPart }[], outcomes: Map<number, TerminalOutcome>, log: Logger): Promise<void> {
-  const snapshots: FeatureSnapshot[] = prepared.map(({ row }) => row.transition.snapshot);
-  const { parts, change } = combineParts(prepared.map(({ part }) => part));
-  const changesetId = await client.createChangeset(exporter.changesetTags(snapshots));
-  // The journal of every part, durable before the upload (one statement, autocommit).
-  await db.query(
-    `WITH journaled AS (
-       UPDATE qc.jobs j SET journal_changeset_id = $2::bigint, journal_plan = p.plan, updated_at = clock_timestamp()
-       FROM unnest($3::bigint[], $4::jsonb[]) AS p(id, plan) WHERE j.id = p.id RETURNING j.id)
-     UPDATE qc.osm_batches SET changeset_id = $2::bigint WHERE id = $1::bigint AND (SELECT count(*) FROM journaled) >= 0`,
-    [batchId, changesetId, parts.map((p) => p.key), parts.map((p) => JSON.stringify(p))],
-  );
+/**
+ * The parts in changesets of at most `maxChanges` changes (a part larger than that alone is refused:
+ * OSM would close its changeset half-way). Each changeset's comment names exactly the parts it
+ * holds; every changeset opened here is closed on every path.
+ */
+async function uploadBatch(db: Db, client: OsmApiClient, exporter: OsmExporter, batchId: number, prepared: readonly { row: ClaimedRow; part: BatchPart }[], outcomes: Map<number, TerminalOutcome>, changes: Map<number, number>, maxChanges: number, log: Logger): Promise<void> {
+  const groups: { row: ClaimedRow; part: BatchPart }[][] = [];
+  let current: { row: ClaimedRow; part: BatchPart }[] = [];
+  let size = 0;
+  for (const item of prepared) {
+    const n = changeCount(item.part.change);
+    if (n > maxChanges) {
+      outcomes.set(item.row.id, { status: 'failed', reason: `the change has ${n} elements, more than the ${maxChanges} one changeset may hold; split the feature` });
+      continue;
+    }
+    if (size + n > maxChanges && current.length > 0) {
+      groups.push(current);
+      current = [];
+      size = 0;
+    }
+    current.push(item);
+    size += n;
+  }
+  if (current.length > 0) groups.push(current);
+  for (const group of groups) await uploadGroup(db, client, exporter, batchId, group, outcomes, changes, log, 0);
+}
 
+/** One changeset for `prepared`: journaled, uploaded, closed. A changeset OSM closed under us (409) is split and retried. */
+async function uploadGroup(db: Db, client: OsmApiClient, exporter: OsmExporter, batchId: number, prepared: readonly { row: ClaimedRow; part: BatchPart }[], outcomes: Map<number, TerminalOutcome>, changes: Map<number, number>, log: Logger, depth: number): Promise<void> {
+  const snapshots = (items: readonly { row: ClaimedRow }[]): FeatureSnapshot[] => items.map(({ row }) => row.transition.snapshot);
+  const { parts, change } = combineParts(prepared.map(({ part }) => part));
+  const changesetId = await client.createChangeset(exporter.changesetTags(snapshots(prepared)));
+  let retry: { row: ClaimedRow; part: BatchPart }[][] = [];
   const record = (part: BatchPart, diff: { type: string; oldId: number; newId?: number; newVersion?: number }[]) => {
     const root = diff.find((d) => d.type === part.root.type && d.oldId === part.root.id);
     const id = root?.newId ?? part.root.id;
     const version = root?.newVersion ?? part.unchangedRootVersion;
     if (id < 0 || version === undefined) throw new Error(`diffResult of changeset ${changesetId} lacks the root ${part.root.type} ${part.root.id}`);
+    changes.set(part.key, changeCount(part.change));
     outcomes.set(part.key, { status: 'exported', result: recordOf(part, id, version, changesetId), ...(part.detail ? { detail: part.detail } : {}) });
   };
   try {
-    const diff = await client.upload(changesetId, change);
-    for (const part of parts) record(part, diff);
-  } catch (error) {
-    if (!(error instanceof OsmApiError) || parts.length === 1) {
-      if (error instanceof OsmApiError) {
+    // The journal of every part, durable before the upload (one statement, autocommit).
+    await db.query(
+      `WITH journaled AS (
+         UPDATE qc.jobs j SET journal_changeset_id = $2::bigint, journal_plan = p.plan, updated_at = clock_timestamp()
+         FROM unnest($3::bigint[], $4::jsonb[]) AS p(id, plan) WHERE j.id = p.id RETURNING j.id)
+       UPDATE qc.osm_batches SET changeset_id = $2::bigint WHERE id = $1::bigint AND (SELECT count(*) FROM journaled) >= 0`,
+      [batchId, changesetId, parts.map((p) => p.key), parts.map((p) => JSON.stringify(p))],
+    );
+    try {
+      const diff = await client.upload(changesetId, change);
+      for (const part of parts) record(part, diff);
+    } catch (error) {
+      if (!(error instanceof OsmApiError)) throw error;
+      if (error.status === 409 && CHANGESET_CLOSED.test(error.message) && depth < 6) {
+        // Full (10 000 changes) or closed meanwhile: nothing of this upload was applied. The parts
+        // go again in new changesets, halved, instead of being recorded as conflicts.
+        log.warn({ err: error, changesetId }, 'the changeset was closed under the upload; splitting and retrying');
+        const half = Math.ceil(prepared.length / 2);
+        retry = prepared.length > 1 ? [prepared.slice(0, half), prepared.slice(half)] : [[...prepared]];
+      } else if (parts.length === 1) {
         outcomes.set(parts[0]!.key, safeOutcome(error));
-        await client.closeChangeset(changesetId).catch(() => undefined);
-        return;
+      } else {
+        await uploadPartsAlone();
       }
-      throw error;
     }
-    // One part spoils the atomic upload: each part alone, into the same changeset, gets its own outcome.
-    log.warn({ err: error }, 'the batch upload was refused; uploading its parts one by one');
-    for (const part of parts) {
+  } finally {
+    // Every changeset opened here is closed, whatever happened: an empty one never lingers open.
+    await client.closeChangeset(changesetId).catch((error: unknown) => log.warn({ err: error, changesetId }, 'closing the changeset failed; OSM closes it when idle'));
+  }
+  for (const group of retry) await uploadGroup(db, client, exporter, batchId, group, outcomes, changes, log, depth + 1);
+
+  async function uploadPartsAlone(): Promise<void> {
+    // One part spoils the atomic upload: each part alone, into the same changeset, gets its own
+    // outcome, and the comment is rewritten to name only what went up.
+    log.warn({ changesetId }, 'the batch upload was refused; uploading its parts one by one');
+    const uploaded: { row: ClaimedRow }[] = [];
+    for (const [i, part] of parts.entries()) {
       try {
         record(part, await client.upload(changesetId, part.change));
+        uploaded.push(prepared[i]!);
       } catch (partError) {
         if (partError instanceof OsmApiError) outcomes.set(part.key, safeOutcome(partError));
         else throw partError;
       }
     }
+    if (uploaded.length > 0 && uploaded.length < parts.length) await client.updateChangeset(changesetId, exporter.changesetTags(snapshots(uploaded)));
   }
-  // After the outcome is known; closing is tidiness (OSM closes an idle changeset after an hour).
-  await client.closeChangeset(changesetId).catch((error: unknown) => log.warn({ err: error, changesetId }, 'closing the changeset failed; OSM closes it when idle'));
 }
