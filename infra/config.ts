@@ -37,6 +37,26 @@ export const DomainsSchema = z
 
 export type Domains = z.infer<typeof DomainsSchema>;
 
+/**
+ * One social sign-in provider as Kratos' `oidc` method takes it, minus the client secret (a Pulumi
+ * secret, oidcClientSecrets). `generic` is any issuer with discovery (Keycloak, Microsoft Entra ID v2.0
+ * …); `mapper` picks identity/config/oidc/<mapper>.jsonnet, which maps e-mail and name, never a role.
+ * The redirect URI to register at the provider: https://<domains.kratos>/self-service/methods/oidc/callback/<id>.
+ */
+export const OidcProviderSchema = z
+  .object({
+    id: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'lower-case letters, digits, - or _ (part of the redirect URI)'),
+    provider: z.enum(['generic', 'microsoft', 'github', 'gitlab', 'google', 'auth0']),
+    label: z.string().min(1).max(80).optional(),
+    client_id: z.string().min(1),
+    issuer_url: z.string().url().startsWith('https://').optional(),
+    scope: z.array(z.string().min(1)).optional(),
+    microsoft_tenant: z.string().min(1).optional(),
+    mapper: z.enum(['generic', 'github']).optional(),
+  })
+  // No client_secret or other key: the secret is the Pulumi secret oidcClientSecrets.
+  .strict();
+
 export const StackConfigSchema = z.object({
   domains: DomainsSchema,
   acmeEmail: z.string().email(),
@@ -60,6 +80,13 @@ export const StackConfigSchema = z.object({
   smtpFrom: z.string().email(),
   /** Run the official Kratos self-service UI container at domains.accounts. */
   selfServiceUi: z.boolean(),
+  /**
+   * Social sign-in providers (docs/identity.md "Social sign-in"), each without its secret: the client
+   * secrets are the Pulumi secret oidcClientSecrets, a JSON object by provider id (loadOidcClientSecrets).
+   * The stack hands both to Kratos as IDENTITY_OIDC_PROVIDERS and KRATOS_OIDC_CLIENT_SECRETS
+   * (services/shared/identity-config/render.ts containerEnvironment). Empty: no social sign-in.
+   */
+  oidcProviders: z.array(OidcProviderSchema).max(20),
   /** Subnet of the internal admin network; Kratos and Hydra bind their admin APIs to fixed addresses in it. */
   adminSubnet: z.string().regex(/^(\d{1,3}\.){3}0\/24$/, 'an IPv4 /24 such as 10.213.0.0/24'),
   /** Subnet of the public edge network (the proxy's). Must not overlap internalCidrs, see checkEdgeSubnet. */
@@ -127,6 +154,7 @@ export function loadStackConfig(config: pulumi.Config = new pulumi.Config()): St
     appUrl: config.get('appUrl'),
     smtpFrom: config.get('smtpFrom'),
     selfServiceUi: config.getBoolean('selfServiceUi') ?? true,
+    oidcProviders: config.getObject<unknown>('oidcProviders') ?? [],
     adminSubnet: config.get('adminSubnet') ?? '10.213.0.0/24',
     edgeSubnet: config.get('edgeSubnet') ?? '172.30.0.0/24',
     sitesSubnet: config.get('sitesSubnet') ?? '172.30.1.0/24',
@@ -149,6 +177,15 @@ export function loadStackConfig(config: pulumi.Config = new pulumi.Config()): St
     identityConfigDir: resolveFromRepo(parsed.data.identityConfigDir),
     targets,
   };
+}
+
+/**
+ * The client secrets of the social sign-in providers: the Pulumi secret `oidcClientSecrets`, a JSON
+ * object by provider id (`pulumi config set --secret oidcClientSecrets '{"entra":"…"}'`). Undefined
+ * without providers; identity:check and the stack's render refuse a provider whose secret is missing.
+ */
+export function loadOidcClientSecrets(config: pulumi.Config = new pulumi.Config()): pulumi.Output<string> | undefined {
+  return config.getSecret('oidcClientSecrets');
 }
 
 /**
