@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -45,15 +45,20 @@ interface Run {
   ms: number;
 }
 
-function sync(file: string, hydraAdminUrl: string, deadlineSeconds: number): Promise<Run> {
+function sync(file: string, hydraAdminUrl: string, deadlineSeconds: number, onStderr?: (text: string) => void): Promise<Run> {
   const started = Date.now();
   return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', CLI, '--file', file],
-      { env: { ...process.env, HYDRA_ADMIN_URL: hydraAdminUrl, CLIENTS_SYNC_DEADLINE_SECONDS: String(deadlineSeconds) } },
-      (error, stdout, stderr) => resolve({ code: error ? Number(error.code) : 0, stdout, stderr, ms: Date.now() - started }),
-    );
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, '--file', file], {
+      env: { ...process.env, HYDRA_ADMIN_URL: hydraAdminUrl, CLIENTS_SYNC_DEADLINE_SECONDS: String(deadlineSeconds) },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString('utf8');
+      onStderr?.(stderr);
+    });
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr, ms: Date.now() - started }));
   });
 }
 
@@ -86,19 +91,22 @@ describe.skipIf(MISSING)('client sync against a Hydra that is still starting', (
   it('retries while connections are refused and Hydra answers 503, then creates the client and exits 0', async () => {
     const port = await freePort();
     const seen: number[] = [];
-    const running = sync(clientsFile('starting'), `http://127.0.0.1:${port}`, 30);
-    // Nothing listens for the first second: every attempt is refused.
-    await new Promise((done) => setTimeout(done, 1_000));
-    await listen((req, res) => {
-      if (seen.length < 3) {
-        seen.push(503);
-        res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"temporarily_unavailable"}');
-        return;
-      }
-      seen.push(200);
-      forward(req, res);
-    }, port);
+    // Nothing listens until the command has been refused twice; then Hydra answers 503 three times.
+    let listening: Promise<number> | undefined;
+    const running = sync(clientsFile('starting'), `http://127.0.0.1:${port}`, 30, (stderr) => {
+      if (listening || (stderr.match(/no answer \(ECONNREFUSED\)/g) ?? []).length < 2) return;
+      listening = listen((req, res) => {
+        if (seen.length < 3) {
+          seen.push(503);
+          res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"temporarily_unavailable"}');
+          return;
+        }
+        seen.push(200);
+        forward(req, res);
+      }, port);
+    });
     const result = await running;
+    expect(listening).toBeDefined();
     expect(result.stderr).toMatch(/clients-sync: Hydra not ready \(GET \/admin\/clients\/starting no answer \(ECONNREFUSED\)\); attempt 2 in \d+\.\d s/);
     expect(result.stderr).toMatch(/clients-sync: Hydra not ready \(GET \/admin\/clients\/starting answered 503/);
     expect(result.code, result.stderr).toBe(0);
@@ -126,7 +134,7 @@ describe.skipIf(MISSING)('client sync against a Hydra that is still starting', (
     expect(result.code).toBe(1);
     expect(result.ms).toBeLessThan(2_000 + 5_000);
     expect(result.stderr).toMatch(
-      new RegExp(`clients-sync failed: Hydra admin API at http://127\\.0\\.0\\.1:${port} did not answer within CLIENTS_SYNC_DEADLINE_SECONDS=2 \\(\\d+ attempts in [12]\\.\\d s; last: GET /admin/clients/never no answer \\(ECONNREFUSED\\)\\)`),
+      new RegExp(`clients-sync failed: Hydra admin API at http://127\\.0\\.0\\.1:${port} did not answer within CLIENTS_SYNC_DEADLINE_SECONDS=2 \\(\\d+ attempts in \\d+\\.\\d s; last: GET /admin/clients/never no answer \\(ECONNREFUSED\\)\\)`),
     );
   });
 });
