@@ -40,11 +40,13 @@ function dropTo(user: RunAs | undefined): string[] {
 
 /**
  * `program args…` in a new network namespace with its loopback up (unshare execs, so the child's
- * pid is the program's and /proc/<pid>/ns/net names the namespace), as `user` when given.
+ * pid is the program's and /proc/<pid>/ns/net names the namespace), as `user` when given; `wrap`
+ * puts a prefix that execs the rest in front (the rehearsal's cgroup, cgroup.ts).
  */
-export function spawnInOwnNetns(program: string, args: readonly string[], options: SpawnOptions & { user?: RunAs } = {}): ChildProcess {
-  const { user, ...spawnOptions } = options;
-  return spawn('unshare', ['--net', '--', '/bin/sh', '-c', 'ip link set lo up && exec "$@"', 'netns', ...dropTo(user), program, ...args], spawnOptions);
+export function spawnInOwnNetns(program: string, args: readonly string[], options: SpawnOptions & { user?: RunAs; wrap?: (argv: string[]) => string[] } = {}): ChildProcess {
+  const { user, wrap = (argv) => argv, ...spawnOptions } = options;
+  const argv = wrap(['unshare', '--net', '--', '/bin/sh', '-c', 'ip link set lo up && exec "$@"', 'netns', ...dropTo(user), program, ...args]);
+  return spawn(argv[0]!, argv.slice(1), spawnOptions);
 }
 
 /** `program args…` inside the network namespace of process `pid` (and nothing else of it), as `user` when given. */

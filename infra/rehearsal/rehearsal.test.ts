@@ -1,5 +1,8 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { loadTargets } from '../../services/shared/targets.js';
+import { targetUids } from '../stack/targets.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { missingTools } from './rehearse.js';
 
@@ -48,6 +51,19 @@ describe.skipIf(Boolean(missing))('the stack rehearsal (npm run stack:rehearse)'
     const line = output.split('\n').find((l) => l.slice(5).startsWith(step));
     expect(line, `no line for step ${step}`).toBeDefined();
     expect(line).toMatch(/^PASS /);
+  });
+
+  it('leaves no process behind: none of its sites\' and builds\' users runs anything, and its cgroup is gone', () => {
+    const uids = loadTargets(join(import.meta.dirname, '../../config/targets.yaml')).flatMap((t) => Object.values(targetUids(t.deployPath)));
+    const left = uids.flatMap((uid) => {
+      const found = spawnSync('pgrep', ['-a', '-U', String(uid)], { encoding: 'utf8' });
+      return found.stdout.split('\n').filter(Boolean).map((line) => `uid ${uid}: ${line}`);
+    });
+    expect(left).toEqual([]);
+    const cgroups = ['/sys/fs/cgroup/unified', '/sys/fs/cgroup/pids', '/sys/fs/cgroup/freezer', '/sys/fs/cgroup']
+      .filter((root) => existsSync(join(root, 'cgroup.procs')))
+      .flatMap((root) => readdirSync(root).filter((name) => name.startsWith('rehearsal-')).map((name) => join(root, name)));
+    expect(cgroups.filter((dir) => readdirSync(dir).length > 0 && spawnSync('cat', [join(dir, 'cgroup.procs')], { encoding: 'utf8' }).stdout.trim() !== '')).toEqual([]);
   });
 
   it('exits 0 only when every step passed', () => {

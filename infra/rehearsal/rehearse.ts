@@ -120,7 +120,13 @@ async function main(): Promise<number> {
       for (const f of [...new Set(stack.findings)]) console.log(`  - ${f}`);
     }
   } finally {
+    const before = stack.findings.length;
     await stack.stop();
+    // Nothing may outlive the rehearsal (its cgroup is emptied by SIGKILL after the grace period).
+    for (const survivor of stack.findings.slice(before)) {
+      console.log(`FAIL nothing outlives the rehearsal — ${survivor}`);
+      failed = true;
+    }
     rmSync(scratch, { recursive: true, force: true });
   }
   console.log(`rehearsal ${failed ? 'FAILED' : 'passed'} in ${elapsed()}`);

@@ -11,6 +11,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import pg from 'pg';
 import { parse as parseYaml } from 'yaml';
 import { assembleImage, type AssembledImage } from '../docker/image.js';
 import { startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
@@ -20,6 +21,7 @@ import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
 import { freePort } from '../../test/helpers/ports.js';
 import { startAccountsUi } from './accounts-ui-standin.js';
 import { EndpointMap } from './endpoints.js';
+import { RehearsalCgroup } from './cgroup.js';
 import { inNetnsOf, ownNetnsReady, relayPort, spawnInOwnNetns, type RunAs } from './netns.js';
 import { PG_BIN, startCluster, type Cluster } from './postgres.js';
 
@@ -135,6 +137,11 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   const findings: string[] = [];
   const stack: RehearsalStack = { scratch, endpoints, containers, images, clusters, findings, program: {}, restart: new Map(), stop: async () => undefined };
   const started = Date.now();
+  // Every process the rehearsal starts is in this cgroup from its first instruction (cgroup.ts), so
+  // stopping ends all of them, whatever user they became and however they detached.
+  const cgroup = RehearsalCgroup.create(`rehearsal-${process.pid}-${Date.now()}`);
+  if (typeof cgroup === 'string') throw new Error(`the rehearsal needs a cgroup of its own to end every process it starts: ${cgroup}`);
+  const inCgroup = (argv: string[]) => cgroup.wrap(argv);
   let inFlight = 0;
   let lastActivity = Date.now();
 
@@ -225,11 +232,10 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   const spawnProcess = (entry: ContainerRecord, program: string, args: string[], cwd: string, env: Record<string, string>) => {
     const options = { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'] };
     const dropped = entry.runAs ? ['setpriv', `--reuid=${entry.runAs.uid}`, `--regid=${entry.runAs.gid}`, '--clear-groups', '--no-new-privs', '--'] : [];
+    const argv = inCgroup([...dropped, program, ...args]);
     const child = entry.ownNetns
-      ? spawnInOwnNetns(program, args, { ...options, ...(entry.runAs ? { user: entry.runAs } : {}) })
-      : dropped.length
-        ? spawn(dropped[0]!, [...dropped.slice(1), program, ...args], options)
-        : spawn(program, args, options);
+      ? spawnInOwnNetns(program, args, { ...options, ...(entry.runAs ? { user: entry.runAs } : {}), wrap: inCgroup })
+      : spawn(argv[0]!, argv.slice(1), options);
     entry.pid = child.pid;
     children.push(child);
     const collect = (chunk: Buffer) => {
@@ -264,7 +270,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     const argv = form === 'CMD-SHELL' ? ['/bin/sh', '-c', rewrite(rest.join(' '))] : rest.map(rewrite);
     if (argv[0] === 'node') argv[0] = process.execPath;
     // Docker runs a health check inside the container: here, inside its network namespace.
-    const run = netnsOf === undefined ? argv : inNetnsOf(netnsOf, argv);
+    const run = inCgroup(netnsOf === undefined ? argv : inNetnsOf(netnsOf, argv));
     const child = spawn(run[0]!, run.slice(1), { cwd, env, stdio: 'ignore' });
     return new Promise((resolve) => child.once('exit', (code) => resolve(code === 0)));
   };
@@ -414,6 +420,55 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   };
 
   const attachmentsFor = (inputs: Inputs, alias: string) => (inputs.networksAdvanced ?? []).filter((n) => (n.aliases ?? []).includes(alias)).map((n) => n.name);
+
+  /** The Ory database an Ory container's DSN names, connected as that DSN says (through the endpoint map). */
+  const oryDatabase = async (name: string, inputs: Inputs): Promise<pg.Client> => {
+    networkAttachments(name, inputs);
+    const dsn = parseEnvList(inputs.envs).DSN;
+    if (!dsn) throw new Error(`${name}: no DSN in its environment`);
+    const client = new pg.Client({ connectionString: endpoints.rewrite(name, dsn), connectionTimeoutMillis: 5_000 });
+    await client.connect();
+    return client;
+  };
+
+  /**
+   * `migrate sql up` of Kratos or Hydra, as far as the doubles (which keep their data in memory) can
+   * take it: what the real job needs from the stack is proven for real. It connects with the declared
+   * DSN over the declared networks and, as the declared role, creates Ory's migration table in its
+   * database; a missing DSN, a database it cannot reach, a wrong password or a role without CREATE
+   * there fail the job (exit 1), and its dependents are then never created, as under `pulumi up`.
+   */
+  const runOryMigrateStandIn = async (name: string, inputs: Inputs, entry: ContainerRecord): Promise<number> => {
+    entry.status = 'exited';
+    try {
+      const client = await oryDatabase(name, inputs);
+      try {
+        await client.query('CREATE TABLE IF NOT EXISTS schema_migration (version varchar(48) NOT NULL PRIMARY KEY)');
+        await client.query("INSERT INTO schema_migration (version) VALUES ('rehearsal-stand-in') ON CONFLICT DO NOTHING");
+      } finally {
+        await client.end();
+      }
+      entry.exitCode = 0;
+      entry.detail = 'stand-in: connected with the declared DSN and created the migration table as its role';
+      return 0;
+    } catch (error) {
+      entry.log.push(`migrate: ${(error as Error).message}`);
+      entry.exitCode = 1;
+      entry.detail = `stand-in migration failed: ${(error as Error).message}`;
+      return 1;
+    }
+  };
+
+  /** Like Kratos and Hydra themselves, refuse to serve an unmigrated database. */
+  const assertOryMigrated = async (name: string, inputs: Inputs): Promise<void> => {
+    const client = await oryDatabase(name, inputs);
+    try {
+      const { rows } = await client.query<{ migrated: boolean }>("SELECT to_regclass('schema_migration') IS NOT NULL AS migrated");
+      if (!rows[0]?.migrated) throw new Error(`${name}: its database is not migrated (no schema_migration table)`);
+    } finally {
+      await client.end();
+    }
+  };
 
   const startKratos = async (name: string, inputs: Inputs, entry: ContainerRecord) => {
     networkAttachments(name, inputs);
@@ -585,22 +640,13 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
       else if (/^postgres:/.test(remote)) {
         const code = await startShellJob(name, inputs, entry, isJob);
         if (code !== undefined) return { exitCode: code };
+      } else if (/^oryd\/(kratos|hydra):/.test(remote) && inputs.command?.[0] === 'migrate') {
+        return { exitCode: await runOryMigrateStandIn(name, inputs, entry) };
       } else if (/^oryd\/kratos:/.test(remote)) {
-        if (inputs.command?.[0] === 'migrate') {
-          // The double keeps its data in memory: there is no schema to migrate (a real Kratos is needed to prove this job).
-          entry.status = 'exited';
-          entry.exitCode = 0;
-          entry.detail = 'stand-in: the Kratos double needs no migration';
-          return { exitCode: 0 };
-        }
+        await assertOryMigrated(name, inputs);
         await startKratos(name, inputs, entry);
       } else if (/^oryd\/hydra:/.test(remote)) {
-        if (inputs.command?.[0] === 'migrate') {
-          entry.status = 'exited';
-          entry.exitCode = 0;
-          entry.detail = 'stand-in: the Hydra double needs no migration';
-          return { exitCode: 0 };
-        }
+        await assertOryMigrated(name, inputs);
         await startHydra(name, inputs, entry);
       } else if (/^oryd\/kratos-selfservice-ui-node:/.test(remote)) await startAccountsUiStandIn(name, inputs, entry);
       else if (/geoserver/.test(remote)) await startGeoServer(name, inputs, entry);
@@ -688,6 +734,10 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     const killer = setTimeout(() => running.forEach((child) => child.exitCode === null && child.kill('SIGKILL')), 5_000);
     await Promise.all(running.map((child) => (child.exitCode === null && child.signalCode === null ? new Promise((r) => child.once('exit', r)) : undefined)));
     clearTimeout(killer);
+    // What the containers' own processes left behind (a site's children, a build's daemons): SIGKILL
+    // from the cgroup, as Docker ends a stopped container's cgroup.
+    const survivors = await cgroup.killAll();
+    if (survivors.length) findings.push(`processes ${survivors.join(', ')} of the rehearsal could not be ended`);
     for (const close of closers.reverse()) await Promise.resolve(close()).catch(() => undefined);
   };
   try {

@@ -9,6 +9,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
+import { Secret, TOTP } from 'otpauth';
 import { chromium, type Browser, type BrowserContext } from 'playwright-core';
 import { freePort } from '../../test/helpers/ports.js';
 import { spawnInNetnsOf } from './netns.js';
@@ -139,8 +140,10 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
   const signedIn = new Map<string, SignedIn>();
   const people = {
     contributor: { email: 'carla@example.org', name: 'Carla Contributor', password: `pw-${randomBytes(9).toString('base64url')}`, role: 'contributor' },
-    reviewer: { email: 'rudi@example.org', name: 'Rudi Reviewer', password: `pw-${randomBytes(9).toString('base64url')}`, role: 'reviewer' },
-  };
+    // A reviewer approves exports to OSM and Wikidata: the API wants a second factor for it (AAL2), so
+    // the reviewer has a TOTP app and signs in with its code.
+    reviewer: { email: 'rudi@example.org', name: 'Rudi Reviewer', password: `pw-${randomBytes(9).toString('base64url')}`, role: 'reviewer', totpSecret: new Secret({ size: 20 }).base32 },
+  } as Record<'contributor' | 'reviewer', { email: string; name: string; password: string; role: string; totpSecret?: string }>;
   // The client the stack synced into Hydra; its secret is in the clients-sync job's log, where the
   // operator reads it (shown once).
   const syncLog = stack.containers.get('clients-sync')?.log ?? [];
@@ -189,6 +192,8 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
         redirect_uri: callback,
         state,
         audience: 'geodata-api',
+        // With a second factor enrolled, ask for it (RFC 9470): the token then says acr=aal2.
+        ...(person.totpSecret ? { acr_values: 'aal2' } : {}),
       }).toString();
       await page.goto(authorize.toString()).catch((error: Error) => {
         throw new Error(`${error.message.split('\n')[0]}; hops: ${hops.slice(0, 8).join(' ; ')}`);
@@ -196,6 +201,12 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       await page.getByLabel('E-mail').fill(person.email);
       await page.getByLabel('Password').fill(person.password);
       await page.getByRole('button', { name: 'Sign in' }).click();
+      if (person.totpSecret) {
+        // The second step: the login app's code form for Kratos' aal2 flow.
+        const code = new TOTP({ secret: Secret.fromBase32(person.totpSecret) }).generate();
+        await page.getByLabel('Authentication code').fill(code);
+        await page.getByRole('button', { name: 'Confirm' }).click();
+      }
       await until('the redirect to the client callback', async () => (callbackUrl ? true : undefined), 20_000).catch(() => {
         throw new Error(`sign-in did not reach the client's callback; hops: ${hops.slice(-5).join(' ; ')}`);
       });
@@ -386,10 +397,27 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     await step(results, '6b the branch site (code from team pushes) never receives the session cookie', async () => {
       const me = signedIn.get('contributor');
       assert(me, 'no signed-in browser (step 1b failed)');
-      // What the browser would send to the site: a site under the cookie domain gets every session.
-      const sent = (await me.context.cookies(https(ctx.pushTarget.domain))).map((c) => c.name);
-      assert(!sent.includes('ory_kratos_session'), `the browser sends ory_kratos_session to ${ctx.pushTarget.domain} (cookie domain .${ctx.parentDomain})`);
-      return `${ctx.pushTarget.domain} gets ${sent.length ? sent.join(', ') : 'no cookies'} from a signed-in browser`;
+      // The Cookie header the signed-in browser really sends, to the API (it must: the check would be
+      // empty otherwise) and to the branch site (it must not: a site under the cookie domain gets every session).
+      const cookieSentTo = async (url: string): Promise<string> => {
+        const page = await me.context.newPage();
+        try {
+          let header = '';
+          page.on('request', (request) => {
+            if (request.url().startsWith(url)) void request.allHeaders().then((h) => (header ||= h.cookie ?? ''));
+          });
+          await page.goto(url);
+          await page.waitForTimeout(100);
+          return header;
+        } finally {
+          await page.close();
+        }
+      };
+      const toApi = await cookieSentTo(https(domains.api!, '/api/me'));
+      assert(/(^|; )ory_kratos_session=/.test(toApi), `the signed-in browser sends no session to ${domains.api} either (cookies: ${toApi.replace(/=[^;]*/g, '=…') || 'none'}): this check would prove nothing`);
+      const toSite = await cookieSentTo(https(ctx.pushTarget.domain, '/'));
+      assert(!/(^|; )ory_kratos_session=/.test(toSite), `the browser sends ory_kratos_session to ${ctx.pushTarget.domain} (cookie domain .${ctx.parentDomain})`);
+      return `the signed-in browser sends its session to ${domains.api} and ${toSite ? `only ${toSite.replace(/=[^;]*/g, '')}` : 'no cookie'} to ${ctx.pushTarget.domain}`;
     });
 
     await step(results, "6c a site's code cannot take another target's port or the webhook's: it binds them in its own namespace and receives nothing", async () => {
@@ -456,7 +484,11 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
         const source = stack.clusters.get('features-db')!.psql('features', query).trim();
         const restored = empty.psql('restored', query).trim();
         assert(!source.startsWith('0 ') && restored === source, `restored ${restored}, the live database has ${source}`);
-        return `${dumps.at(-1)} restored into an empty cluster: ${restored}, as in the live database`;
+        // The journey's own feature (steps 2-4), approved: a dump of an empty platform would pass the counts.
+        assert(/^[0-9A-Za-z-]{1,64}$/.test(featureId), 'no feature from the journey to look for (step 2 failed)');
+        const journey = empty.psql('restored', `SELECT f.status FROM features.features f WHERE f.id::text = '${featureId}'`).trim();
+        assert(journey === 'approved', `the journey's feature ${featureId} is ${journey ? `'${journey}'` : 'missing'} in the restored dump`);
+        return `${dumps.at(-1)} restored into an empty cluster: ${restored}, as in the live database; the journey's feature ${featureId} is there, approved`;
       } finally {
         empty.stop();
       }
