@@ -272,3 +272,61 @@ export function checkEdgeSubnet(edgeSubnet: string, internalCidrs: string[]): vo
     );
   }
 }
+
+/**
+ * The dumps' second target, off the host (docs/infra.md "Backups off the host"): an S3-compatible
+ * bucket the backup-offsite container copies every dump to, encrypted. Unset: the dumps stay on the
+ * host alone, and `pulumi up` warns. Its credentials are secrets (BACKUP_OFFSITE_SECRET_KEYS).
+ */
+export const BackupOffsiteSchema = z
+  .object({
+    /** The S3 API's https URL (https://s3.eu-central-1.amazonaws.com, a MinIO or Ceph gateway, …). */
+    endpoint: z.string().url().startsWith('https://'),
+    /** rclone's S3 provider name: AWS, Minio, Ceph, Wasabi, Scaleway, Other, … */
+    provider: z.string().regex(/^[A-Za-z0-9]+$/, "one of rclone's S3 provider names, e.g. AWS or Other").default('Other'),
+    region: z.string().regex(/^[a-z0-9-]+$/).default('us-east-1'),
+    bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'an S3 bucket name'),
+    /** Folder inside the bucket, e.g. the stack's name. */
+    prefix: z.string().regex(/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/, 'folder names of letters, digits, . _ - separated by /').optional(),
+    /** Access key id of a key that may write (and list) this bucket only; its secret is a Pulumi secret. */
+    accessKeyId: z.string().regex(/^[A-Za-z0-9+/=._-]{3,128}$/),
+    /** How often new dumps are copied. */
+    intervalMinutes: z.number().int().min(5).max(1440).default(60),
+  })
+  .strict();
+
+export type BackupOffsite = z.infer<typeof BackupOffsiteSchema>;
+
+/**
+ * `backupOffsite`, read apart from StackConfigSchema: it is optional, and a stack that sets it must
+ * also set its secrets, which infra/Pulumi.example.yaml (a working stack without them) cannot hold.
+ */
+export function loadBackupOffsite(config: pulumi.Config = new pulumi.Config()): BackupOffsite | undefined {
+  const raw = config.getObject<unknown>('backupOffsite');
+  if (raw === undefined) return undefined;
+  const parsed = BackupOffsiteSchema.safeParse(raw);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `backupOffsite.${i.path.map(String).join('.')}: ${i.message}`).join('; ');
+    throw new Error(`invalid stack configuration: ${detail}`);
+  }
+  return parsed.data;
+}
+
+/**
+ * The off-host backup target's secrets (Pulumi secrets, required with backupOffsite): the bucket key's
+ * secret, and the passphrase the dumps are encrypted with before they leave the host. Keep the
+ * passphrase outside the platform too: without it no copy in the bucket can be read.
+ */
+export const BACKUP_OFFSITE_SECRET_KEYS = ['backupOffsiteSecretAccessKey', 'backupOffsitePassphrase'] as const;
+
+export function loadBackupOffsiteSecrets(config: pulumi.Config = new pulumi.Config()): Record<(typeof BACKUP_OFFSITE_SECRET_KEYS)[number], pulumi.Output<string>> {
+  const passphrase = config.requireSecret('backupOffsitePassphrase');
+  return {
+    backupOffsiteSecretAccessKey: config.requireSecret('backupOffsiteSecretAccessKey'),
+    // Checked without revealing it: a short passphrase stops `pulumi up` with the key's name only.
+    backupOffsitePassphrase: passphrase.apply((value) => {
+      if (value.length < 24) throw new Error('invalid stack configuration: backupOffsitePassphrase must be at least 24 characters');
+      return value;
+    }),
+  };
+}

@@ -185,7 +185,7 @@ describe.skipIf(!available)('backup.sh', () => {
 describe('the job scripts', () => {
   it('are shellcheck-clean', () => {
     const scripts = readdirSync(JOBS).filter((f) => f.endsWith('.sh'));
-    expect(scripts.sort()).toEqual(['backup.sh', 'features-db-roles.sh', 'identity-db-roles.sh']);
+    expect(scripts.sort()).toEqual(['backup-offsite.sh', 'backup.sh', 'features-db-roles.sh', 'identity-db-roles.sh', 'restore.sh']);
     execFileSync('shellcheck', ['-s', 'sh', ...scripts.map((s) => join(JOBS, s))], { stdio: 'pipe' });
   });
 });
