@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { loadBasemaps, type Basemap } from './basemaps.js';
 
 /**
  * The site's runtime configuration, read from the environment when the server starts — never at build
@@ -19,8 +20,10 @@ const WebEnvSchema = z.object({
   LOGIN_URL: httpUrl('the login start page').optional(),
   /** This site's public base URL, for return URLs (never taken from the Host header). */
   PUBLIC_BASE_URL: httpUrl('this site').default('http://localhost:4321'),
-  BASEMAP_URL: z.string().min(1).default('https://tile.openstreetmap.org/{z}/{x}/{y}.png'),
-  BASEMAP_ATTRIBUTION: z.string().min(1).default('© OpenStreetMap contributors'),
+  /** Background maps: config/basemaps.yaml (or BASEMAPS_FILE); BASEMAP_URL adds one XYZ source in front (src/basemaps.ts). */
+  BASEMAPS_FILE: z.string().min(1).optional(),
+  BASEMAP_URL: z.string().optional(),
+  BASEMAP_ATTRIBUTION: z.string().optional(),
   /** GeoServer WMS endpoint for the optional overlay (e.g. https://geo.example.org/geoserver/wms). */
   WMS_URL: httpUrl('a WMS endpoint').optional(),
   WMS_LAYERS: z.string().default('features:features'),
@@ -42,7 +45,8 @@ export interface WebConfig {
   kratosPublicUrl: string | undefined;
   loginUrl: string | undefined;
   publicBaseUrl: string;
-  basemap: { url: string; attribution: string };
+  /** The switcher's background maps, the default first. */
+  basemaps: Basemap[];
   wms: { url: string; layers: string } | undefined;
   geocoder: { url: string; attribution: string } | undefined;
   devSignIn: boolean;
@@ -65,7 +69,7 @@ export function loadWebConfig(env: Record<string, string | undefined> = process.
     kratosPublicUrl: parsed.KRATOS_PUBLIC_URL,
     loginUrl: parsed.LOGIN_URL,
     publicBaseUrl: strip(parsed.PUBLIC_BASE_URL),
-    basemap: { url: parsed.BASEMAP_URL, attribution: parsed.BASEMAP_ATTRIBUTION },
+    basemaps: loadBasemaps(env),
     wms: parsed.WMS_URL ? { url: parsed.WMS_URL, layers: parsed.WMS_LAYERS } : undefined,
     geocoder: parsed.GEOCODER_URL ? { url: strip(parsed.GEOCODER_URL), attribution: parsed.GEOCODER_ATTRIBUTION } : undefined,
     devSignIn: !production && parsed.DEV_SIGNIN === 'true',

@@ -31,7 +31,7 @@ export function missingForBrowserTests(): string | undefined {
 }
 
 /** A one-colour 256×256 PNG, so the basemap has tiles without the internet. */
-function plainTile(): Buffer {
+export function plainTile(): Buffer {
   const crcTable = Array.from({ length: 256 }, (_, n) => {
     let c = n;
     for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;

@@ -1,5 +1,7 @@
 import { firstView } from '../lib/first-view.js';
 import { apiHeaders, createMap, readClientConfig, type MapHandle } from '../lib/map.js';
+import { OFFLINE_TILE_CACHE, markKept } from '../lib/background.js';
+import { keepFeatures } from '../lib/offline/outbox.js';
 import { problemMessage, readProblem } from '../lib/problems.js';
 import { readSearchPage, searchPath } from '../lib/search.js';
 import type { ClientConfig, Feature } from '../lib/types.js';
@@ -33,6 +35,8 @@ export function mountMapPage(): void {
     },
   });
   followViewInAddress(map);
+  mountBackground(map);
+  mountOfflineArea(map, config, t);
 
   const form = document.getElementById('map-filters') as HTMLFormElement;
   const search = mountSearch(map, config, t, form);
@@ -197,4 +201,129 @@ function mountSearch(map: MapHandle, config: ClientConfig, t: Translate, form: H
       void findPlaces(text());
     },
   };
+}
+
+/** A panel opened and closed by its button (aria-expanded). */
+function disclosure(button: HTMLElement, panel: HTMLElement, onOpen: () => void = () => undefined): void {
+  button.addEventListener('click', () => {
+    const open = panel.hidden;
+    panel.hidden = !open;
+    button.setAttribute('aria-expanded', String(open));
+    if (open) onOpen();
+  });
+}
+
+/** "Background map": the radio group of config/basemaps.yaml; the attribution of the chosen one; a note when it cannot be reached. */
+function mountBackground(map: MapHandle): void {
+  const panel = document.getElementById('basemap-panel')!;
+  const attribution = document.getElementById('basemap-attribution')!;
+  const note = document.getElementById('basemap-note')!;
+  disclosure(document.getElementById('basemap-open')!, panel);
+  const radios = [...panel.querySelectorAll<HTMLInputElement>('input[name="basemap"]')];
+  const showChosen = () => {
+    const chosen = map.basemap();
+    for (const radio of radios) radio.checked = radio.value === chosen.id;
+    attribution.textContent = chosen.attribution;
+  };
+  for (const radio of radios)
+    radio.addEventListener('change', () => {
+      if (!radio.checked) return;
+      map.setBasemap(radio.value);
+      showChosen();
+    });
+  map.onBasemapReachable((reachable) => (note.hidden = reachable));
+  showChosen();
+}
+
+/** A raster tile's size for the estimate: a typical 256 px PNG or JPEG of a town. */
+const TILE_BYTES = 20_000;
+/** Tiles downloaded at once: a few, to stay a polite client of the tile server. */
+const TILE_DOWNLOADS = 4;
+
+/**
+ * "Make this area available offline": the chosen background map's tiles of the view (a few zoom
+ * levels deeper, within the entry's offline.maxTiles, only where config/basemaps.yaml allows it) into
+ * Cache Storage, which the map's tile loads read first; and the area's features into the offline store
+ * (IndexedDB, the same one the outbox works from). A size estimate first, a progress bar while it runs.
+ */
+function mountOfflineArea(map: MapHandle, config: ClientConfig, t: Translate): void {
+  const panel = document.getElementById('offline-panel')!;
+  const estimate = document.getElementById('offline-estimate')!;
+  const start = document.getElementById('offline-start') as HTMLButtonElement;
+  const progress = document.getElementById('offline-progress') as HTMLProgressElement;
+  const result = document.getElementById('offline-result')!;
+  const size = (bytes: number) => new Intl.NumberFormat(config.lang, { style: 'unit', unit: 'megabyte', maximumFractionDigits: 1 }).format(bytes / 1_000_000);
+  let planned = map.offlineTiles(0);
+  const plan = () => {
+    const basemap = map.basemap();
+    planned = map.offlineTiles(basemap.offline.maxTiles);
+    result.textContent = '';
+    progress.hidden = true;
+    const name = basemap.title[config.lang];
+    if (planned.refused) estimate.textContent = t('map.offlineRefused', { name });
+    else if (planned.tooLarge) estimate.textContent = t('map.offlineTooLarge', { tiles: planned.viewTiles, max: basemap.offline.maxTiles });
+    else estimate.textContent = t('map.offlineEstimate', { tiles: planned.urls.length, name, minZoom: planned.minZoom, maxZoom: planned.maxZoom, size: size(planned.urls.length * TILE_BYTES) });
+  };
+  disclosure(document.getElementById('offline-open')!, panel, plan);
+  map.onViewChange(() => {
+    if (!panel.hidden && !start.disabled) plan();
+  });
+  document.querySelectorAll<HTMLInputElement>('input[name="basemap"]').forEach((radio) => radio.addEventListener('change', () => !panel.hidden && plan()));
+
+  start.addEventListener('click', () => {
+    const basemap = map.basemap();
+    const urls = planned.refused || planned.tooLarge ? [] : planned.urls;
+    const bbox = map.viewBbox();
+    start.disabled = true;
+    result.textContent = '';
+    // One step per tile, and one for the features.
+    progress.max = urls.length + 1;
+    progress.value = 0;
+    progress.hidden = false;
+    void (async () => {
+      try {
+        let kept = 0;
+        if (urls.length) {
+          const cache = await caches.open(OFFLINE_TILE_CACHE);
+          markKept(basemap.id);
+          let next = 0;
+          const worker = async () => {
+            while (next < urls.length) {
+              const url = urls[next++]!;
+              const response = await fetch(url, { mode: 'cors' }).catch(() => undefined);
+              if (response?.ok) {
+                await cache.put(url, response);
+                kept++;
+              }
+              progress.value += 1;
+            }
+          };
+          await Promise.all(Array.from({ length: TILE_DOWNLOADS }, worker));
+        }
+        const features = await keepAreaFeatures(config, bbox);
+        progress.value = progress.max;
+        result.textContent = t('map.offlineDone', { tiles: kept, features });
+      } catch (error) {
+        result.textContent = t('map.offlineFailed', { message: String((error as Error).message) });
+      } finally {
+        start.disabled = false;
+      }
+    })();
+  });
+}
+
+/** The features of a box, every page of the API's answer, into the offline store; how many. */
+async function keepAreaFeatures(config: ClientConfig, bbox: [number, number, number, number]): Promise<number> {
+  let url: string | undefined = `${config.apiUrl}/api/features?bbox=${bbox.map((v) => v.toFixed(6)).join(',')}&limit=1000`;
+  let count = 0;
+  while (url) {
+    const response = await fetch(url, { headers: apiHeaders(config, { accept: 'application/geo+json' }), credentials: 'include' });
+    if (!response.ok) throw new Error(problemMessage(clientTranslator(), await readProblem(response)));
+    const page = (await response.json()) as { features: Feature[]; links: Array<{ rel: string; href: string }> };
+    await keepFeatures(page.features);
+    count += page.features.length;
+    const next = page.links.find((link) => link.rel === 'next')?.href;
+    url = next ? new URL(next, config.apiUrl).toString() : undefined;
+  }
+  return count;
 }

@@ -13,7 +13,6 @@ import TileLayer from 'ol/layer/Tile.js';
 import VectorLayer from 'ol/layer/Vector.js';
 import VectorImageLayer from 'ol/layer/VectorImage.js';
 import VectorTileLayer from 'ol/layer/VectorTile.js';
-import XYZ from 'ol/source/XYZ.js';
 import ImageTileSource from 'ol/source/ImageTile.js';
 import TileWMS from 'ol/source/TileWMS.js';
 import VectorSource from 'ol/source/Vector.js';
@@ -41,6 +40,11 @@ import { drawOverviewTile, type OverviewFilter, type OverviewPalette, type Overv
 import { DEFAULT_VIEW, GEOJSON_MIN_ZOOM, OVERVIEW_TILE_SIZE } from './first-view.js';
 import { keepFeatures, storedFeaturesIn } from './offline/outbox.js';
 import type { ClientConfig, Feature } from './types.js';
+import type { Basemap } from '../basemaps.js';
+import LayerGroup from 'ol/layer/Group.js';
+import { createBackground, type OfflineTiles } from './background.js';
+
+export type { OfflineTiles };
 
 export { KATEGORIE_COLOURS };
 
@@ -132,6 +136,16 @@ export interface MapHandle {
   /** Flies to a lon/lat (a place, the device's location) and marks it, with its accuracy in metres when known. */
   showLocation(lon: number, lat: number, options?: { accuracy?: number; zoom?: number; extent?: Bbox }): void;
   setWmsVisible(visible: boolean): void;
+  /** Shows another configured background map (config/basemaps.yaml), by id. */
+  setBasemap(id: string): void;
+  /** The background map shown now. */
+  basemap(): Basemap;
+  /** Called with false when the background map's tiles cannot be loaded (and true once they can). */
+  onBasemapReachable(listener: (reachable: boolean) => void): void;
+  /** The background map's tiles of the view for offline use, from the view's zoom down to at most maxTiles. */
+  offlineTiles(maxTiles: number): OfflineTiles;
+  /** The view's lon/lat box. */
+  viewBbox(): Bbox;
   /** Two geometries drawn over each other: before (red, dashed) and after (blue). */
   showComparison(before: Geometry | undefined, after: Geometry | undefined): void;
   /** A feature (blue) and its conflation candidates (orange, numbered 1…; the chosen index green). */
@@ -217,7 +231,9 @@ export function apiHeaders(config: ClientConfig, extra: Record<string, string> =
 
 export function createMap(target: HTMLElement, options: { config: ClientConfig; center?: [number, number]; zoom?: number; interactive?: boolean }): MapHandle {
   const { config } = options;
-  const basemap = new TileLayer({ source: new XYZ({ url: config.basemap.url, attributions: config.basemap.attribution, crossOrigin: 'anonymous' }) });
+  // The background map: a group holding the chosen entry's layer (lib/basemaps.ts makes it when first chosen).
+  const basemap = new LayerGroup();
+  const background = createBackground(basemap, config.basemaps, target);
   const wms = config.wms
     ? new TileLayer({ visible: false, source: new TileWMS({ url: config.wms.url, params: { LAYERS: config.wms.layers, TILED: true }, crossOrigin: 'anonymous' }) })
     : undefined;
@@ -659,6 +675,16 @@ export function createMap(target: HTMLElement, options: { config: ClientConfig; 
       handle.fit([...(feature ? [feature] : []), ...candidates]);
     },
     rendered: () => new Promise((resolve) => map.once('rendercomplete', () => resolve())),
+    setBasemap: (id) => background.choose(id),
+    basemap: () => background.current(),
+    onBasemapReachable: (listener) => background.onReachable(listener),
+    offlineTiles(maxTiles) {
+      const view = map.getView();
+      return background.tilesFor(view.calculateExtent(map.getSize()), Math.round(view.getZoom() ?? 13), maxTiles);
+    },
+    viewBbox() {
+      return transformExtent(map.getView().calculateExtent(map.getSize()), 'EPSG:3857', 'EPSG:4326') as Bbox;
+    },
   };
   contextSources.set(handle, [shapes, points]);
   return handle;

@@ -1,4 +1,5 @@
 import type { Geometry } from '../../../shared/features/schema.js';
+import type { Basemap } from '../basemaps.js';
 
 /** A feature as the API returns it. */
 export interface Feature {
@@ -39,7 +40,8 @@ export interface HistoryEntry {
 export interface ClientConfig {
   lang: 'de' | 'en';
   apiUrl: string;
-  basemap: { url: string; attribution: string };
+  /** The background maps of the switcher (config/basemaps.yaml), the default first. */
+  basemaps: Basemap[];
   wms: { url: string; layers: string } | undefined;
   /** The place search's geocoder (Nominatim-compatible); undefined: no place search. */
   geocoder: { url: string; attribution: string } | undefined;
