@@ -21,6 +21,7 @@ const STEPS = [
   '2 the access token calls the API through the proxy with the role from Kratos metadata_public',
   '3 the session cookie from the login on another subdomain calls the API (single sign-on)',
   '4 a feature is created, submitted, and approved by a second user',
+  "4b the approval leaves the platform through the QC worker's own way out: the reviewers' mail reaches the mail relay, the notice reaches the agency",
   '5 GeoServer provisioning ran against the GeoServer double',
   '5b a WFS-T insert through the proxy as a signed-in contributor is recorded under that user; anonymous WFS-T gets 401',
   "6 a signed push reaches the webhook through the proxy; the target's builder builds it and the target's own site container serves it",

@@ -9,11 +9,15 @@
  * lacks what the rehearsal needs (the line says what).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import { locateContracts } from '../../services/shared/contracts.js';
+import { listen } from '../../services/shared/http-server.js';
+import { startSmtpDouble } from '../../test/doubles/smtp.js';
 import { UPSTREAMS } from '../routes.js';
 import { exampleConfig } from '../testing/pulumi-mocks.js';
 import { clusterUnavailable } from './postgres.js';
@@ -38,6 +42,23 @@ export function missingTools(): string | undefined {
 }
 
 const REPO = join(import.meta.dirname, '..', '..');
+const REHEARSAL_REVIEWERS = 'qc-desk@example.org';
+
+/** The agency's endpoint outside the stack: records every notice posted to it. */
+async function startAgencyStandIn(): Promise<{ server: Server; port: number; received: { path: string; body: string }[] }> {
+  const received: { path: string; body: string }[] = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk.slice(0, 1_000_000)));
+    req.on('end', () => {
+      received.push({ path: req.url ?? '', body });
+      res.writeHead(204).end();
+    });
+  });
+  const port = await listen(server, 0, '127.0.0.1');
+  return { server, port, received };
+}
 
 /** The fixture site (test/fixtures/site: no dependencies, `npm run build`, `npm start`) as a git repository. */
 function createFixtureRepo(dir: string): string {
@@ -76,7 +97,22 @@ async function main(): Promise<number> {
   for (const target of targets.targets) target.repo = `file://${fixtureRepo}`;
   writeFileSync(targetsFile, toYaml(targets));
   const base = exampleConfig();
-  const config = { ...base, smtpConnectionUri: 'smtp://rehearsal:unused@127.0.0.1:9/', targetsFile };
+  // The world outside the stack: a mail relay and the agency's endpoint, reachable only over a network
+  // with a route out (the QC worker's worker-out); the approvals of the journey must arrive there.
+  const mailRelay = await startSmtpDouble();
+  const agency = await startAgencyStandIn();
+  const outside = [
+    { alias: 'mail-relay', port: 2525, loopbackPort: mailRelay.port },
+    { alias: 'agency-endpoint', port: 8443, loopbackPort: agency.port },
+  ];
+  const config = {
+    ...base,
+    smtpConnectionUri: 'smtp://rehearsal:unused@127.0.0.1:9/',
+    targetsFile,
+    exportsSmtpUrl: 'smtp://mail-relay:2525',
+    agencyWebhookSecret: randomBytes(32).toString('hex'),
+    exportSettings: { ...(base.exportSettings as Record<string, string> | undefined), REVIEWER_EMAILS: REHEARSAL_REVIEWERS, AGENCY_WEBHOOK_URL: 'http://agency-endpoint:8443/notices' },
+  };
   // A signed push: the first target of a provider that signs its deliveries (GitHub's HMAC), else the first.
   const pushTo = targets.targets.find((t) => t.provider === 'github') ?? targets.targets[0]!;
   const pushTarget = {
@@ -89,7 +125,7 @@ async function main(): Promise<number> {
     port: pushTo.port,
   };
   const other = targets.targets.find((t) => t.key !== pushTo.key)!;
-  const stack = await rehearseStack({ scratch, config, say });
+  const stack = await rehearseStack({ scratch, config, say, outside });
   try {
     console.log(`stack up after ${elapsed()}:`);
     for (const c of stack.containers.values()) {
@@ -107,6 +143,7 @@ async function main(): Promise<number> {
       pushTarget,
       otherTarget: { key: other.key, deployPath: other.deployPath, port: other.port },
       webhookPort: UPSTREAMS.webhook.port,
+      outside: { mail: mailRelay, reviewers: REHEARSAL_REVIEWERS, agency: agency.received },
       say,
     });
     for (const r of results) {
@@ -128,6 +165,8 @@ async function main(): Promise<number> {
       failed = true;
     }
     rmSync(scratch, { recursive: true, force: true });
+    await mailRelay.stop();
+    await new Promise((resolve) => agency.server.close(resolve));
   }
   console.log(`rehearsal ${failed ? 'FAILED' : 'passed'} in ${elapsed()}`);
   return failed ? 1 : 0;

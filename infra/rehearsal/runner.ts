@@ -117,9 +117,18 @@ function parseEnvList(list: string[] = []): Record<string, string> {
 /** The loopback IP Caddy binds (its own, so ports 80/443 do not collide with anything on 127.0.0.1). */
 export const PROXY_IP = '127.80.80.1';
 
+/** The pseudo-network of the world outside the stack: joined by every container on a network with a route out. */
+export const INTERNET = 'internet (outside the stack)';
+
 export interface RehearsalOptions {
   scratch: string;
   config: Record<string, unknown>;
+  /**
+   * Stand-ins outside the stack (a mail relay, the agency's endpoint, …) at `alias:port`, listening on
+   * 127.0.0.1:<loopbackPort>: reachable only from containers on a network Docker gives a route out
+   * (`internal: false`), as the internet is.
+   */
+  outside?: { alias: string; port: number; loopbackPort: number }[];
   /** Log lines of the rehearsal (one per container event). */
   say(line: string): void;
 }
@@ -137,6 +146,9 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   const findings: string[] = [];
   const stack: RehearsalStack = { scratch, endpoints, containers, images, clusters, findings, program: {}, restart: new Map(), stop: async () => undefined };
   const started = Date.now();
+  // Networks with a route out (internal: false): their containers reach the stand-ins outside.
+  const routesOut = new Set<string>();
+  for (const o of options.outside ?? []) await endpoints.declare('outside', [{ alias: o.alias, networks: [INTERNET] }], o.port, o.loopbackPort);
   // Every process the rehearsal starts is in this cgroup from its first instruction (cgroup.ts), so
   // stopping ends all of them, whatever user they became and however they detached.
   const cgroup = RehearsalCgroup.create(`rehearsal-${process.pid}-${Date.now()}`);
@@ -220,7 +232,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
       return { owner, attachments: attachmentsOf.get(owner) ?? [] };
     }
     const networks = (inputs.networksAdvanced ?? []).map((n) => n.name);
-    endpoints.joinNetworks(name, networks);
+    endpoints.joinNetworks(name, networks.some((n) => routesOut.has(n)) ? [...networks, INTERNET] : networks);
     const attachments = [
       { alias: name, networks },
       ...(inputs.networksAdvanced ?? []).flatMap((n) => (n.aliases ?? []).map((alias) => ({ alias, networks: [n.name] }))),
@@ -699,6 +711,9 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
             case 'random:index/randomBytes:RandomBytes':
               state.hex = randomBytes(Number(inputs.length ?? 32)).toString('hex');
               state.base64 = randomBytes(Number(inputs.length ?? 32)).toString('base64');
+              break;
+            case 'docker:index/network:Network':
+              if (inputs.internal !== true) routesOut.add(String(inputs.name));
               break;
             case 'docker:index/container:Container': {
               const result = await newContainer(args.name, inputs as Inputs);

@@ -14,6 +14,7 @@ import { chromium, type Browser, type BrowserContext } from 'playwright-core';
 import { freePort } from '../../test/helpers/ports.js';
 import { spawnInNetnsOf } from './netns.js';
 import { startCluster } from './postgres.js';
+import type { SmtpDouble } from '../../test/doubles/smtp.js';
 import type { RehearsalStack } from './runner.js';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -52,6 +53,8 @@ export interface StepContext {
   otherTarget: { key: string; deployPath: string; port: number };
   /** The webhook's port as the stack declares it (the port a squatter would wait for). */
   webhookPort: number;
+  /** Stand-ins outside the stack: the mail relay (SMTP), who reviews, and what the agency received. */
+  outside: { mail: SmtpDouble; reviewers: string; agency: { path: string; body: string }[] };
   say(line: string): void;
 }
 
@@ -322,6 +325,23 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     });
 
     // 5 ------------------------------------------------------------------------------------------
+    await step(results, "4b the approval leaves the platform through the QC worker's own way out: the reviewers' mail reaches the mail relay, the notice reaches the agency", async () => {
+      assert(featureId, 'no feature (step 2 failed)');
+      const { mail, reviewers, agency } = ctx.outside;
+      await until(`the reviewers' mail for ${featureId} at the mail relay`, async () => (mail.messages.some((m) => m.envelope.to.includes(reviewers) && m.raw.includes(featureId)) ? true : undefined), 60_000).catch(() => {
+        const worker = stack.containers.get('qc-worker');
+        throw new Error(`no mail to ${reviewers} naming ${featureId} (${mail.messages.length} messages); qc-worker: ${worker?.status ?? 'not started'} | ${(worker?.log ?? []).slice(-4).join(' | ')}`);
+      });
+      await until(`the agency notice for ${featureId}`, async () => (agency.some((n) => n.body.includes(featureId)) ? true : undefined), 60_000).catch(() => {
+        const worker = stack.containers.get('qc-worker');
+        throw new Error(`no agency notice naming ${featureId} (${agency.length} received); qc-worker: ${worker?.status ?? 'not started'} | ${(worker?.log ?? []).slice(-4).join(' | ')}`);
+      });
+      // The way out is the worker's alone: the API, on internal networks only, could not have sent them.
+      const out = stack.endpoints.references.filter((r) => /^(mail-relay|agency-endpoint):/.test(r.to));
+      assert(out.length > 0 && out.every((r) => r.from === 'qc-worker' && r.reachable), `references to the outside: ${out.map((r) => `${r.from}→${r.to} ${r.reachable ? 'reachable' : 'unreachable'}`).join(', ') || 'none'}`);
+      return `the reviewers' mail (to ${reviewers}) and the agency notice for ${featureId} arrived outside, sent by qc-worker over worker-out`;
+    });
+
     await step(results, '5 GeoServer provisioning ran against the GeoServer double', async () => {
       const job = stack.containers.get('geoserver-provision');
       assert(job?.exitCode === 0, `geoserver-provision: ${job ? `exit ${job.exitCode}` : 'never started'}`);
