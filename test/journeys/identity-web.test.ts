@@ -1,11 +1,11 @@
 import { Secret, TOTP } from 'otpauth';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { contractViolations, startIdentityStack, type IdentityStack } from './harness.js';
-import { binary, lacks, requirements } from '../../test/helpers/requirements.js';
-import { jsonnetMapper } from '../../test/doubles/ory/jsonnet-mapper.js';
-import { OidcStandIn } from '../../test/doubles/ory/oidc-provider.js';
-import type { KratosOidcProvider } from '../../test/doubles/ory/kratos-double.js';
+import { contractViolations, startIdentityStack, type IdentityStack } from '../../identity/test/harness.js';
+import { binary, lacks, requirements } from '../helpers/requirements.js';
+import { jsonnetMapper } from '../doubles/ory/jsonnet-mapper.js';
+import { OidcStandIn } from '../doubles/ory/oidc-provider.js';
+import type { KratosOidcProvider } from '../doubles/ory/kratos-double.js';
 import { launchChromium, missingForBrowserTests, startWebStack, type WebStack } from '../../services/web/test/harness.js';
 
 /**
