@@ -131,6 +131,7 @@ beforeAll(async () => {
   });
   if (roles.code !== 0) throw new Error(`features-db-roles.sh: ${roles.stderr}`);
   owner = new pg.Pool({ connectionString: urlAs('features'), max: 2 });
+  owner.on('error', () => undefined); // DROP DATABASE … WITH (FORCE) at the end ends open connections
   // The api-migrate job: the API's migration command as `features`.
   const migrated = await new Promise<{ code: number; output: string }>((resolve) => {
     execFile(process.execPath, ['--import', 'tsx', 'services/api/src/db/migrate-cli.ts'], { cwd: REPO, env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production', DATABASE_URL: urlAs('features'), LOG_LEVEL: 'warn' }, timeout: 120_000 }, (error, stdout, stderr) =>

@@ -102,6 +102,8 @@ beforeAll(async () => {
   const job = await rolesJob();
   if (job.code !== 0) throw new Error(`features-db-roles.sh failed: ${job.stderr}`);
   owner = new pg.Pool({ connectionString: urlAs('features'), max: 2 });
+  // DROP DATABASE … WITH (FORCE) at the end ends whatever connection is still open; not a failure.
+  owner.on('error', () => undefined);
   await migrate(owner);
   await migrateQueue(owner);
   // A feature the API wrote and a reviewer approved, and one in review with a claim on it.
@@ -114,6 +116,7 @@ beforeAll(async () => {
   await owner.query(`INSERT INTO users.users (id, role) VALUES ('bob', 'reviewer')`);
 
   geoserver = new pg.Client({ connectionString: urlAs('geoserver') });
+  geoserver.on('error', () => undefined);
   await geoserver.connect();
   // What GeoServer's store runs on taking a connection for a WFS-T user (infra/geoserver/provision.ts).
   await geoserver.query(`SET geodata.gs_user = '${ALICE_SETTING}'`);
@@ -230,6 +233,7 @@ describe.skipIf(MISSING)('a stack set up by the former roles job', () => {
     const job = await rolesJob(OLD_DB);
     if (job.code !== 0) throw new Error(`features-db-roles.sh failed: ${job.stderr}`);
     pool = new pg.Pool({ connectionString: urlAs('features', OLD_DB), max: 2 });
+    pool.on('error', () => undefined);
     // What the former job left: every table `features` creates is GeoServer's to write.
     await pool.query('ALTER DEFAULT PRIVILEGES GRANT USAGE ON SCHEMAS TO geoserver');
     await pool.query('ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO geoserver');
