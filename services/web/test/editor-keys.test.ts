@@ -4,9 +4,10 @@
  * selected vertex, a polygon drawn with the keyboard alone (Space at the map centre, arrows to pan,
  * Enter to finish) and saved, and the shortcuts' help panel.
  */
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
-import { launchChromium, missingForBrowserTests, openPage, seriousViolations, startWebStack, type WebStack } from './harness.js';
+import { launchChromium, missingForBrowserTests, openPage, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
 const missing = missingForBrowserTests();
 if (missing) console.log(`skipping the editor keyboard tests: ${missing}`);
@@ -78,6 +79,7 @@ describe.skipIf(missing !== undefined)('the editor’s undo, redo and keyboard, 
     expect(await redo.isEnabled()).toBe(true);
     await page.keyboard.press('Control+Shift+z');
     await expect.poll(async () => JSON.stringify(await ring(page))).toBe(JSON.stringify(moved));
+    await page.screenshot({ path: join(repoRoot, 'docs/images/editor-undo.png') });
     await undo.click();
     await expect.poll(async () => JSON.stringify(await ring(page))).toBe(JSON.stringify(before));
     await redo.click();
@@ -162,6 +164,7 @@ describe.skipIf(missing !== undefined)('the editor’s undo, redo and keyboard, 
     await page.keyboard.press('?');
     const help = page.getByRole('dialog', { name: 'Tastenkürzel des Editors' });
     await help.waitFor();
+    await page.screenshot({ path: join(repoRoot, 'docs/images/editor-shortcuts.png') });
     for (const line of ['Letzte Änderung rückgängig machen', 'Zeichnen abbrechen', 'Stützpunkt in der Kartenmitte setzen (beim Zeichnen)', 'Werkzeug: Stützpunkte bearbeiten']) {
       expect(await help.getByText(line).count()).toBe(1);
     }

@@ -4,9 +4,10 @@
  * offered only where the API would accept it, a refused offline delete, a claim's end in local time,
  * the sign-in name's pattern, and no sideways scrolling on a 390 px phone.
  */
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, BrowserContextOptions, Locator, Page } from 'playwright-core';
-import { launchChromium, missingForBrowserTests, openPage, seriousViolations, startWebStack, type WebStack } from './harness.js';
+import { launchChromium, missingForBrowserTests, openPage, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
 const missing = missingForBrowserTests();
 if (missing) console.log(`skipping the issue-26 bug tests: ${missing}`);
@@ -243,6 +244,7 @@ describe.skipIf(missing !== undefined)('issue 26 bugs, in a browser', () => {
           .map((element) => `${element.tagName.toLowerCase()}#${element.id}.${element.className} right=${Math.round(element.getBoundingClientRect().right)}`),
       }));
       expect(widths.scroll, `${path}: ${widths.widest.join('; ')}`).toBeLessThanOrEqual(390);
+      if (path === '/features' || path.startsWith('/qc/')) await phone.screenshot({ path: join(repoRoot, `docs/images/${path === '/features' ? 'list' : 'review'}-phone.png`) });
     }
   });
 });

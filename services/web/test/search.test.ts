@@ -7,11 +7,12 @@
  * the first 5 000.
  */
 import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, BrowserContextOptions, Page } from 'playwright-core';
 import { loadWebConfig } from '../src/config.js';
 import { caseVariants, searchFilter } from '../src/lib/search.js';
-import { launchChromium, missingForBrowserTests, openPage, seriousViolations, startWebStack, type WebStack } from './harness.js';
+import { launchChromium, missingForBrowserTests, openPage, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
 const missing = missingForBrowserTests();
 if (missing) console.log(`skipping the search and paging browser tests: ${missing}`);
@@ -88,6 +89,7 @@ describe.skipIf(missing !== undefined)('search, location and paging, in a browse
     await page.getByLabel('Suche', { exact: true }).fill('wasserturm');
     const result = page.getByRole('button', { name: 'Alter Wasserturm' });
     await result.waitFor({ timeout: 15_000 });
+    await page.screenshot({ path: join(repoRoot, 'docs/images/map-search.png') });
     await result.click();
     await expect.poll(() => viewOf(page), { timeout: 10_000 }).toMatchObject({ lon: expect.closeTo(13.62, 3), lat: expect.closeTo(52.43, 3) });
     await expect.poll(() => page.getByRole('status').filter({ hasText: 'Objekte geladen' }).textContent(), { timeout: 20_000 }).toBe('1 Objekte geladen');
@@ -118,11 +120,13 @@ describe.skipIf(missing !== undefined)('search, location and paging, in a browse
   });
 
   it('"Mein Standort" flies to the browser’s location', async () => {
-    const page = await visitor({ geolocation: { longitude: 13.45, latitude: 52.49, accuracy: 25 }, permissions: ['geolocation'] });
+    // On a phone, for the documentation's screenshot.
+    const page = await visitor({ geolocation: { longitude: 13.45, latitude: 52.49, accuracy: 25 }, permissions: ['geolocation'], viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
     await page.goto(`${stack.webUrl}/?center=13.3,52.4&zoom=13`);
     await page.getByRole('button', { name: 'Mein Standort' }).click();
     await expect.poll(() => viewOf(page), { timeout: 10_000 }).toEqual({ lon: expect.closeTo(13.45, 4), lat: expect.closeTo(52.49, 4), zoom: 17 });
     expect(await page.getByText('Ihr Standort (Genauigkeit etwa 25 m)').count()).toBe(1);
+    await page.screenshot({ path: join(repoRoot, 'docs/images/map-phone.png') });
   });
 
   it('the address follows the view, and a reload opens the same view', async () => {
