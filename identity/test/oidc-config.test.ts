@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { checkIdentityConfig, formatFinding, mapperProblems } from '../src/config/check.js';
+import { createAjv } from '../src/config/ajv.js';
 import { CONFIG_DIR, OIDC_CONTAINER_VARIABLE, containerEnvironment, effectiveConfig, renderTemplate } from '../../services/shared/identity-config/render.js';
 import { VALID_ENV } from './fixtures.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
@@ -106,6 +107,20 @@ describe.skipIf(!HAS_JSONNET)('the claims mappers, evaluated as Kratos does (cla
     expect(evaluate('generic', claims)).toEqual({ identity: { traits: { email: 'erika@city.example', name: 'Erika Muster' }, verified_addresses: [{ via: 'email', value: 'erika@city.example' }] } });
     expect(evaluate('generic', { ...claims, email_verified: false }).identity.verified_addresses).toEqual([]);
     expect(evaluate('generic', { sub: 'k-2', email: 'x@city.example', given_name: 'Xaver', family_name: 'Y' }).identity.traits).toEqual({ email: 'x@city.example', name: 'Xaver Y' });
+  });
+
+  it('what the mappers produce is an identity the identity schema accepts (traits only, no metadata)', () => {
+    const schema = JSON.parse(readFileSync(join(CONFIG_DIR, 'identity.schema.json'), 'utf8')) as { properties: { traits: Record<string, unknown> } };
+    const validTraits = createAjv().compile(schema.properties.traits);
+    for (const [mapper, claims] of [
+      ['generic', { sub: 'k', email: 'a.b@city.example', email_verified: true, name: 'A B', role: 'admin' }],
+      ['generic', { sub: 'k', email: 'c@city.example', given_name: 'C', family_name: 'D' }],
+      ['github', { sub: '1', email: 'gh@example.org', email_verified: true, nickname: 'gh' }],
+    ] as const) {
+      const { identity } = evaluate(mapper, claims);
+      expect(Object.keys(identity).sort(), mapper).toEqual(['traits', 'verified_addresses']);
+      expect(validTraits(identity.traits), `${mapper}: ${JSON.stringify(validTraits.errors)}`).toBe(true);
+    }
   });
 
   it('github: the login stands in for a missing name', () => {
