@@ -14,9 +14,10 @@
  * well under a second), never through tsx. The API is spawned first, before this process loads
  * anything else, and opens its embedded database in a thread of its own while it loads its modules.
  * The web app's build check (and build, if needed) runs beside the API's start, and the web server
- * starts as soon as the API's port is known: at once with a fixed PORT, after the API listens with
- * PORT=0. A fresh data folder starts from a cached database image (see
- * services/api/src/db/embedded-image.ts).
+ * starts once the API is ready — it listens only after its database is open and migrated — so the
+ * map never answers before the API it reads from exists (with a fixed PORT it used to start at once,
+ * and answered half a minute before the API on a fresh data folder). A fresh data folder starts from
+ * a cached database image (see services/api/src/db/embedded-image.ts).
  *
  * Signals: SIGTERM or SIGINT to this process — also while the services are still starting — is passed
  * to each child as SIGTERM; each drains and stops (the API also closes its database and releases the
@@ -217,8 +218,7 @@ runMain(async () => {
   logger.info({ pids: Object.fromEntries(services.map((s) => [s.name, s.child.pid])) }, 'services starting');
 
   // The site reads its whole configuration at start (services/web/src/config.ts), the API's address
-  // included: with a fixed PORT it starts beside the API, with PORT=0 once the API listens.
-  const fixedApiPort = Number(process.env.PORT ?? 8080);
+  // included; it starts once the API listens, i.e. is ready (see the top of this file).
   const startWeb = async (apiPort: number): Promise<Service | undefined> => {
     if ((await webBuilt) !== 0 || stopping) throw new Error('the web app could not be built');
     const web = startService(
@@ -231,9 +231,6 @@ runMain(async () => {
     await web.ready;
     return web;
   };
-  const webEarly = withWeb && fixedApiPort > 0 ? startWeb(fixedApiPort) : undefined;
-  webEarly?.catch(() => undefined); // observed below
-
   let ports: number[];
   try {
     ports = await Promise.all(services.filter((s) => s.name !== 'web').map((s) => s.ready));
@@ -250,7 +247,7 @@ runMain(async () => {
   const [apiPort, webhookPort] = ports;
   if (withWeb) {
     try {
-      await (webEarly ?? startWeb(apiPort!));
+      await startWeb(apiPort!);
     } catch (error) {
       if (stopping) return;
       await stopAll();

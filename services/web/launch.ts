@@ -4,7 +4,8 @@
  * cores; later starts reuse the build).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -39,16 +40,7 @@ const buildComplete = join(webRoot, 'dist/.build-complete');
 /** Builds the site unless dist/ is current; concurrent callers wait for one build (a lock directory). */
 export function ensureWebBuild(log: (message: string) => void = () => undefined): void {
   if (webBuildIsCurrent()) return;
-  const lock = join(webRoot, '.build-lock');
-  for (let waited = 0; ; waited += 500) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      if (waited > 180_000) throw new Error(`another build of the web app holds ${lock}; remove it if no build is running`);
-      spawnSync('sleep', ['0.5']);
-    }
-  }
+  const release = acquireBuildLock(join(webRoot, '.build-lock'), { log });
   try {
     if (webBuildIsCurrent()) return;
     log('building the web app (services/web) …');
@@ -57,7 +49,71 @@ export function ensureWebBuild(log: (message: string) => void = () => undefined)
     if (result.status !== 0) throw new Error(`astro build failed:\n${result.stdout}\n${result.stderr}`);
     writeFileSync(buildComplete, `${new Date().toISOString()}\n`);
   } finally {
-    rmSync(lock, { recursive: true, force: true });
+    release();
+  }
+}
+
+/** A lock directory without its owner file is that old before it counts as left behind (the owner writes it right after mkdir). */
+const OWNERLESS_GRACE_MS = 10_000;
+
+/**
+ * Takes the build lock `lock` (a directory, created atomically by mkdir) and returns its release. The
+ * holder writes its pid and host into `lock/owner`; a lock whose holder is gone — on this host, no
+ * process with that pid (a build interrupted by Ctrl-C, a killed `npm start`) — is taken over, with a
+ * line in the log, instead of failing every later start. A live holder is waited for, up to
+ * `timeoutMs`. A lock without an owner file (left by an older version) counts as left behind once it
+ * is OWNERLESS_GRACE_MS old. The takeover renames the stale directory away first (rename is atomic:
+ * of two processes taking over at once, one wins and the other waits for it).
+ */
+export function acquireBuildLock(lock: string, options: { timeoutMs?: number; log?: (message: string) => void } = {}): () => void {
+  const timeoutMs = options.timeoutMs ?? 180_000;
+  const owner = join(lock, 'owner');
+  for (let waited = 0; ; waited += 500) {
+    try {
+      mkdirSync(lock);
+      writeFileSync(owner, `${process.pid} ${hostname()}\n`);
+      return () => rmSync(lock, { recursive: true, force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const holder = lockHolder(lock);
+    if (holder.stale) {
+      const aside = `${lock}.stale-${process.pid}-${Date.now()}`;
+      try {
+        renameSync(lock, aside);
+        rmSync(aside, { recursive: true, force: true });
+        options.log?.(`took over ${lock}: ${holder.why}`);
+        continue;
+      } catch {
+        // Another process took it over first: wait for that one.
+      }
+    }
+    if (waited > timeoutMs) throw new Error(`another build of the web app holds ${lock} (${holder.why}); waited ${Math.round(timeoutMs / 1000)} s`);
+    spawnSync('sleep', ['0.5']);
+  }
+}
+
+function lockHolder(lock: string): { stale: boolean; why: string } {
+  let text: string;
+  try {
+    text = readFileSync(join(lock, 'owner'), 'utf8');
+  } catch {
+    const stat = statSync(lock, { throwIfNoEntry: false });
+    if (!stat) return { stale: false, why: 'released meanwhile' };
+    const age = Date.now() - stat.mtimeMs;
+    return age > OWNERLESS_GRACE_MS ? { stale: true, why: `no owner recorded and ${Math.round(age / 1000)} s old` } : { stale: false, why: 'being created' };
+  }
+  const [pidText, host] = text.trim().split(/\s+/);
+  const pid = Number(pidText);
+  if (!Number.isInteger(pid) || pid <= 0) return { stale: true, why: 'its owner file is unreadable' };
+  if (host !== undefined && host !== hostname()) return { stale: false, why: `held by process ${pid} on ${host}` };
+  try {
+    process.kill(pid, 0);
+    return { stale: false, why: `held by running process ${pid}` };
+  } catch (error) {
+    // EPERM: the process exists but belongs to someone else.
+    if ((error as NodeJS.ErrnoException).code === 'EPERM') return { stale: false, why: `held by running process ${pid}` };
+    return { stale: true, why: `its process ${pid} is gone` };
   }
 }
 
