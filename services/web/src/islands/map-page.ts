@@ -140,6 +140,7 @@ function mountSearch(map: MapHandle, config: ClientConfig, t: Translate, form: H
       section.hidden = true;
       featureList.replaceChildren();
       placeList?.replaceChildren();
+      document.getElementById('places')?.setAttribute('hidden', '');
       first = undefined;
       return;
     }
@@ -175,6 +176,8 @@ function mountSearch(map: MapHandle, config: ClientConfig, t: Translate, form: H
       const response = await fetch(url);
       const places = response.ok ? ((await response.json()) as Place[]) : [];
       section.hidden = false;
+      // The heading and the geocoder's attribution only with places to show.
+      document.getElementById('places')!.hidden = places.length === 0;
       placeList.replaceChildren(
         ...places.map((place) =>
           item(place.display_name, undefined, () => {

@@ -1,4 +1,5 @@
 import { apiHeaders, readClientConfig } from '../lib/map.js';
+import { problemMessage, readProblem } from '../lib/problems.js';
 import { clientTranslator } from './messages.js';
 import { queueChanged } from './qc-count.js';
 
@@ -26,8 +27,7 @@ export function mountQcSubmit(): void {
         form.querySelector('textarea')!.disabled = true;
         return;
       }
-      const problem = (await response.json().catch(() => ({}))) as { detail?: string; title?: string };
-      message.textContent = t('qc.submit.failed', { message: problem.detail ?? problem.title ?? String(response.status) });
+      message.textContent = t('qc.submit.failed', { message: problemMessage(t, await readProblem(response)) });
       button.disabled = false;
     });
   });
