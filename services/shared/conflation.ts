@@ -15,6 +15,13 @@ export interface ScoredOsmCandidate {
   overlap: number | null;
   nameSimilarity: number | null;
   strength: 'strong' | 'weak';
+  /**
+   * Whether the candidate has the category's first tag family (`primary`, e.g. landuse=cemetery for
+   * a friedhof) or another one of config/osm-tags.yaml `match` (`secondary`, e.g. amenity=grave_yard).
+   */
+  category?: 'primary' | 'secondary';
+  /** 0..1: name, place and category together; the order of the candidates and of one-to-one assignment. */
+  score?: number;
   /** For the review map: the candidate as GeoJSON (Point, LineString or Polygon/MultiPolygon). */
   geometry: { type: string; coordinates: unknown };
 }

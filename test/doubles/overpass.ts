@@ -14,6 +14,17 @@
  *     );
  *     out body geom;
  *
+ *   or, with the areas covering a point (is_in makes areas of closed ways and multipolygons):
+ *
+ *     [out:json][timeout:25];
+ *     is_in(lat,lon)->.covering;
+ *     (
+ *       nwr["k"="v"](south,west,north,east);
+ *       way(pivot.covering)["k"="v"];
+ *       rel(pivot.covering)["k"="v"];
+ *     );
+ *     out body geom;
+ *
  * Response (https://wiki.openstreetmap.org/wiki/OSM_JSON, "Overpass API" output): 200
  * application/json {version: 0.6, generator, osm3s: {timestamp_osm_base, copyright}, elements: [...]}
  * where a node has lat/lon; a way has `bounds`, `nodes` and `geometry` [{lat, lon}]; a relation has
@@ -48,36 +59,73 @@ interface Filter {
   test: (value: string | undefined) => boolean;
 }
 
-const unescape = (s: string) => s.replace(/\\(["\\])/g, '$1');
+type Box = [number, number, number, number];
 
-function parseQuery(query: string): { bbox: [number, number, number, number]; statements: Filter[][] } {
-  const text = query.trim();
-  const settings = /^\[out:json\](?:\[timeout:(\d+)\])?\[bbox:(-?[\d.]+),(-?[\d.]+),(-?[\d.]+),(-?[\d.]+)\];\s*/.exec(text);
-  if (!settings) throw new QueryError('line 1: parse error: expected [out:json][timeout:N][bbox:s,w,n,e]; (this double needs all three settings)');
-  const bbox = settings.slice(2, 6).map(Number) as [number, number, number, number];
-  if (bbox[0] > bbox[2] || bbox[1] > bbox[3] || Math.abs(bbox[0]) > 90 || Math.abs(bbox[2]) > 90) throw new QueryError('line 1: static error: the bbox must be south,west,north,east with south <= north');
-  const body = text.slice(settings[0].length);
-  const union = /^\(\s*((?:nwr(?:\["(?:[^"\\]|\\.)*"(?:=|~)"(?:[^"\\]|\\.)*"\])+;\s*)+)\);\s*out body geom;$/.exec(body);
-  if (!union) throw new QueryError('line 2: parse error: expected a union of nwr[...] statements followed by "out body geom;"');
-  const statements = union[1]!.split(';').map((s) => s.trim()).filter(Boolean).map((statement) => {
-    const filters: Filter[] = [];
-    for (const m of statement.matchAll(/\["((?:[^"\\]|\\.)*)"(=|~)"((?:[^"\\]|\\.)*)"\]/g)) {
-      const key = unescape(m[1]!);
-      const value = unescape(m[3]!);
-      if (m[2] === '=') filters.push({ key, test: (v) => v === value });
-      else {
-        let pattern: RegExp;
-        try {
-          pattern = new RegExp(value);
-        } catch {
-          throw new QueryError(`line 3: static error: invalid regular expression "${value}"`);
-        }
-        filters.push({ key, test: (v) => v !== undefined && pattern.test(v) });
+/** One statement of the union: nwr[…] in a box, or way/rel(pivot.covering)[…] (areas covering the is_in point). */
+interface Statement {
+  filters: Filter[];
+  box: Box | null;
+  pivot: 'way' | 'relation' | null;
+}
+
+const unescape = (s: string) => s.replace(/\\(["\\])/g, '$1');
+const FILTER = String.raw`\["(?:[^"\\]|\\.)*"(?:=|~)"(?:[^"\\]|\\.)*"\]`;
+const NUM = String.raw`-?[\d.]+`;
+const BOX = String.raw`\((${NUM}),(${NUM}),(${NUM}),(${NUM})\)`;
+
+function checkBox(box: Box, line: number): Box {
+  if (box[0] > box[2] || box[1] > box[3] || Math.abs(box[0]) > 90 || Math.abs(box[2]) > 90) throw new QueryError(`line ${line}: static error: the bbox must be south,west,north,east with south <= north`);
+  return box;
+}
+
+function parseFilters(statement: string): Filter[] {
+  const filters: Filter[] = [];
+  for (const m of statement.matchAll(/\["((?:[^"\\]|\\.)*)"(=|~)"((?:[^"\\]|\\.)*)"\]/g)) {
+    const key = unescape(m[1]!);
+    const value = unescape(m[3]!);
+    if (m[2] === '=') filters.push({ key, test: (v) => v === value });
+    else {
+      let pattern: RegExp;
+      try {
+        pattern = new RegExp(value);
+      } catch {
+        throw new QueryError(`line 3: static error: invalid regular expression "${value}"`);
       }
+      filters.push({ key, test: (v) => v !== undefined && pattern.test(v) });
     }
-    return filters;
+  }
+  return filters;
+}
+
+/**
+ * The two query shapes the conflation lookup sends: with a global `[bbox:…]` and a union of
+ * `nwr[…];`, or with `is_in(lat,lon)->.covering;` and a union of `nwr[…](s,w,n,e);`,
+ * `way(pivot.covering)[…];` and `rel(pivot.covering)[…];`.
+ */
+function parseQuery(query: string): { statements: Statement[]; isIn: [number, number] | null } {
+  const text = query.trim();
+  const settings = new RegExp(String.raw`^\[out:json\](?:\[timeout:(\d+)\])?(?:\[bbox:(${NUM}),(${NUM}),(${NUM}),(${NUM})\])?;\s*`).exec(text);
+  if (!settings) throw new QueryError('line 1: parse error: expected [out:json][timeout:N][bbox:s,w,n,e]; or [out:json][timeout:N];');
+  const globalBox = settings[2] === undefined ? null : checkBox(settings.slice(2, 6).map(Number) as Box, 1);
+  let body = text.slice(settings[0].length);
+  let isIn: [number, number] | null = null;
+  const isInMatch = new RegExp(String.raw`^is_in\((${NUM}),(${NUM})\)->\.covering;\s*`).exec(body);
+  if (isInMatch) {
+    isIn = [Number(isInMatch[1]), Number(isInMatch[2])];
+    body = body.slice(isInMatch[0].length);
+  }
+  const statementPattern = String.raw`(?:nwr(?:${FILTER})+(?:${BOX})?|(?:way|rel)\(pivot\.covering\)(?:${FILTER})+);\s*`;
+  const union = new RegExp(String.raw`^\(\s*((?:${statementPattern})+)\);\s*out body geom;$`).exec(body);
+  if (!union) throw new QueryError('line 2: parse error: expected a union of nwr[...] statements followed by "out body geom;"');
+  const statements = union[1]!.split(/;\s*/).map((st) => st.trim()).filter(Boolean).map((statement): Statement => {
+    const pivot = statement.startsWith('way(pivot') ? 'way' : statement.startsWith('rel(pivot') ? 'relation' : null;
+    if (pivot && !isIn) throw new QueryError('line 3: static error: pivot.covering is not set (no is_in before)');
+    const box = new RegExp(`${BOX}$`).exec(statement);
+    const own = box ? checkBox(box.slice(1, 5).map(Number) as Box, 3) : null;
+    if (!pivot && !own && !globalBox) throw new QueryError('line 3: static error: a statement without a bbox would query the whole planet');
+    return { filters: parseFilters(statement), box: pivot ? null : (own ?? globalBox), pivot };
   });
-  return { bbox, statements };
+  return { statements, isIn };
 }
 
 export async function startOverpassDouble(osm: Pick<OsmApiDouble, 'visible' | 'element'>): Promise<OverpassDouble> {
@@ -87,11 +135,10 @@ export async function startOverpassDouble(osm: Pick<OsmApiDouble, 'visible' | 'e
   let hold = false;
 
   function answer(query: string): unknown {
-    const { bbox, statements } = parseQuery(query);
-    const [south, west, north, east] = bbox;
-    const inside = (n: StoredElement) => n.lat! >= south && n.lat! <= north && n.lon! >= west && n.lon! <= east;
+    const { statements, isIn } = parseQuery(query);
     const node = (id: number) => osm.element('node', id);
-    const crosses = (a: StoredElement, b: StoredElement) => {
+    const insideOf = ([south, west, north, east]: Box) => (n: StoredElement) => n.lat! >= south && n.lat! <= north && n.lon! >= west && n.lon! <= east;
+    const crosses = ([south, west, north, east]: Box, a: StoredElement, b: StoredElement) => {
       // A segment crossing the box: its bounding box overlaps and it is not entirely on one side of an edge.
       if (Math.max(a.lat!, b.lat!) < south || Math.min(a.lat!, b.lat!) > north || Math.max(a.lon!, b.lon!) < west || Math.min(a.lon!, b.lon!) > east) return false;
       const corners: [number, number][] = [[west, south], [east, south], [east, north], [west, north]];
@@ -99,19 +146,44 @@ export async function startOverpassDouble(osm: Pick<OsmApiDouble, 'visible' | 'e
       const sides = new Set(corners.map(side));
       return sides.size > 1 || sides.has(0);
     };
-    const wayInBox = (w: StoredElement) => {
+    const wayInBox = (box: Box, w: StoredElement) => {
       const nodes = w.nodes!.map(node).filter((n): n is StoredElement => n !== undefined);
-      return nodes.some(inside) || nodes.some((n, i) => i > 0 && crosses(nodes[i - 1]!, n));
+      return nodes.some(insideOf(box)) || nodes.some((n, i) => i > 0 && crosses(box, nodes[i - 1]!, n));
     };
-    const matches = (e: StoredElement) => statements.some((filters) => filters.every((f) => f.test(e.tags[f.key])));
-    const inBox = (e: StoredElement): boolean => {
-      if (e.type === 'node') return inside(e);
-      if (e.type === 'way') return wayInBox(e);
+    const inBox = (box: Box, e: StoredElement): boolean => {
+      if (e.type === 'node') return insideOf(box)(e);
+      if (e.type === 'way') return wayInBox(box, e);
       return e.members!.some((m) => {
         const member = osm.element(m.type, m.ref);
-        return member?.visible === true && m.type !== 'relation' && inBox(member);
+        return member?.visible === true && m.type !== 'relation' && inBox(box, member);
       });
     };
+    // is_in: closed ways and multipolygon relations whose outer ring(s) contain the point (Overpass's areas).
+    const ringContains = (ids: number[], lat: number, lon: number) => {
+      const ring = ids.map(node).filter((n): n is StoredElement => n !== undefined);
+      let inside = false;
+      for (let i = 0, j = ring.length - 1; i < ring.length; j = i++) {
+        const a = ring[i]!;
+        const b = ring[j]!;
+        if (a.lat! > lat !== b.lat! > lat && lon < ((b.lon! - a.lon!) * (lat - a.lat!)) / (b.lat! - a.lat!) + a.lon!) inside = !inside;
+      }
+      return inside;
+    };
+    const covers = (e: StoredElement): boolean => {
+      if (!isIn) return false;
+      const [lat, lon] = isIn;
+      if (e.type === 'way') return e.nodes!.length > 3 && e.nodes![0] === e.nodes![e.nodes!.length - 1] && ringContains(e.nodes!, lat, lon);
+      if (e.type === 'relation' && e.tags.type === 'multipolygon') {
+        const outers = e.members!.filter((m) => m.type === 'way' && m.role === 'outer').map((m) => osm.element('way', m.ref)).filter((w): w is StoredElement => w?.visible === true);
+        return outers.some((w) => w.nodes![0] === w.nodes![w.nodes!.length - 1] && ringContains(w.nodes!, lat, lon));
+      }
+      return false;
+    };
+    const selected = (e: StoredElement) => statements.some((st) => {
+      if (!st.filters.every((f) => f.test(e.tags[f.key]))) return false;
+      if (st.pivot) return st.pivot === e.type && covers(e);
+      return inBox(st.box!, e);
+    });
     const geometryOf = (w: StoredElement) => w.nodes!.map((id) => {
       const n = node(id);
       return n ? { lat: n.lat!, lon: n.lon! } : null;
@@ -125,7 +197,7 @@ export async function startOverpassDouble(osm: Pick<OsmApiDouble, 'visible' | 'e
     const elements: unknown[] = [];
     for (const type of ['node', 'way', 'relation'] as ElementType[]) {
       for (const e of osm.visible(type)) {
-        if (!matches(e) || !inBox(e)) continue;
+        if (!selected(e)) continue;
         if (type === 'node') elements.push({ type, id: e.id, lat: e.lat, lon: e.lon, tags: e.tags });
         if (type === 'way') {
           const geometry = geometryOf(e);

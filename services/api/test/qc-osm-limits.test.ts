@@ -142,3 +142,39 @@ describe('the changeset limit', () => {
     }
   });
 });
+
+describe('one-to-one matching across exports', () => {
+  it('two approvals matching one OSM element in a batch are both asked; a later one matching an element already another feature\'s is asked too', async () => {
+    const nodeId = 88_000_001;
+    osm.seed(`<osm version="0.6"><node id="${nodeId}" version="3" lat="51.5101" lon="11.8101"><tag k="historic" v="memorial"/><tag k="name" v="Kriegerdenkmal Kirchberg"/></node></osm>`);
+    const ids = [
+      await approved('Kriegerdenkmal Kirchberg', 'denkmal', { type: 'Point', coordinates: [11.81012, 51.51011] }),
+      await approved('Kriegerdenkmal Kirchberg', 'denkmal', { type: 'Point', coordinates: [11.81005, 51.51008] }),
+    ];
+    const uploads = osm.acceptedUploads.length;
+    const worker = await startWorker(db, env(osm.url, { OSM_CONFLATION: 'true' }));
+    try {
+      const asked = await waitFor('both exports to ask', async () => {
+        const jobs = await Promise.all(ids.map(osmJob));
+        return jobs.every((j) => j.status === 'needs_decision') ? jobs : undefined;
+      }).catch(async (error: Error) => {
+        throw new Error(`${error.message}: ${JSON.stringify(await Promise.all(ids.map(osmJob)))}`);
+      });
+      for (const job of asked) expect(job.reason).toMatch(new RegExp(`node ${nodeId} is also the best match of feature`));
+      expect(osm.acceptedUploads.length).toBe(uploads);
+      expect(osm.element('node', nodeId)!.version).toBe(3);
+
+      // An export record already names the element (a reviewer linked the first feature): a third approval is asked.
+      await db.pool.query(`INSERT INTO qc.export_records (feature_id, target, record, job_id) VALUES ($1::text, 'osm', $2::jsonb, $3::bigint)`, [ids[0], JSON.stringify({ type: 'node', id: nodeId, version: 3, changesetId: null, linked: true }), asked[0]!.id]);
+      const third = await approved('Kriegerdenkmal Kirchberg', 'denkmal', { type: 'Point', coordinates: [11.81015, 51.51013] });
+      const job = await waitFor('the third export to ask', async () => {
+        const j = await osmJob(third);
+        return j.status === 'needs_decision' ? j : undefined;
+      });
+      expect(job.reason).toBe(`node ${nodeId} is already the OSM element of feature ${ids[0]}: one element, two features`);
+      expect(osm.acceptedUploads.length).toBe(uploads);
+    } finally {
+      await worker.stop();
+    }
+  });
+});

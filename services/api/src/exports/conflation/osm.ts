@@ -4,26 +4,38 @@ import { RetryableExportError, isRetryableStatus, retryAfterMs } from '../errors
 import { matchesFamily } from '../osm-tag-mapping.js';
 import type { OsmElement, OsmTags, OsmType } from '../osm/model.js';
 import type { FeatureSnapshot, Position, TagFilter } from '../types.js';
-import { bestNameSimilarity, namesOf } from './names.js';
-import { positionsOf, projectionAround, searchBounds, shapeOfGeometry, spatialRelation, type Bounds, type Shape } from './spatial.js';
+import { bestNameSimilarity, extendsName, namesOf } from './names.js';
+import { metresToDegrees, positionsOf, projectionAround, searchBounds, shapeOfGeometry, spatialRelation, type Bounds, type Shape } from './spatial.js';
 
 /**
  * Conflation for OpenStreetMap: before a feature's first export, find OSM elements that may already
- * be the same object — same tag family, near or overlapping, similar name — and decide:
+ * be the same object — same tag family, at the same place, similar name — and decide:
  *
- *   no candidate                         → create (as without conflation)
- *   exactly one candidate and it is strong → link: merge our tags into that element
- *   several candidates, or a weak one    → needs_decision: a reviewer picks one or "create new"
+ *   no candidate                            → create (as without conflation)
+ *   one strong candidate, any other named and clearly another object (DOMINANCE)
+ *                                           → link: merge our tags into that element
+ *   otherwise                               → needs_decision: a reviewer picks one or "create new"
  *
- * A candidate is an element of the category's tag family within `pointRadiusM` of the feature (for
- * two areas: overlapping), whose name is at least `nameWeak` similar — or that has no name at all.
- * It is strong when its name is at least `nameStrong` similar. A differently named object nearby is
- * another object (two memorials on one square), not a candidate.
+ * Where: a point or line feature and a point candidate within `pointRadiusM`; a point inside an area
+ * candidate (distance 0) or within the radius of its outline; two areas overlapping by at least
+ * MIN_OVERLAP of the smaller one (a touching neighbour is another object). The lookup asks for the
+ * feature's bounds grown by SEARCH_MARGIN_M AND for the areas that cover the feature's
+ * representative point, however large (a memorial inside a 40 ha cemetery finds the cemetery).
  *
- * One lookup per feature: one Overpass query or one map call over the feature's bounds grown by
- * SEARCH_MARGIN_M, so an area around a point feature is found by its nearby outline too.
+ * What: a candidate has one of the category's tag families (config/osm-tags.yaml `match`); the
+ * first family is `primary`, the others `secondary` (amenity=grave_yard for a friedhof): a secondary
+ * one is strong only with a name similarity of 0.95 or more.
+ *
+ * Name: names.ts (tokens; a differently named object nearby is another object, not a candidate).
+ * Strong: name similarity ≥ nameStrong at the same place; an unnamed candidate is always weak.
  */
 export const SEARCH_MARGIN_M = 250;
+/** Two areas are the same place when they overlap by this share of the smaller one. */
+export const MIN_OVERLAP = 0.3;
+/** Where the map call (no area query of its own) looks for areas covering the point. */
+export const COVERING_SEARCH_M = 1_000;
+/** How far below the strong candidate's name similarity every other candidate must be for an automatic link. */
+export const DOMINANCE = 0.3;
 
 export interface OsmCandidate {
   type: OsmType;
@@ -47,8 +59,11 @@ export type OsmConflationDecision =
 
 export interface CandidateSource {
   readonly name: 'overpass' | 'map';
-  /** Elements of any of the families within `bounds`: exactly one HTTP request. */
-  find(bounds: Bounds, families: readonly TagFilter[]): Promise<OsmCandidate[]>;
+  /**
+   * Elements of any of the families within `bounds`, and the areas of the families that cover
+   * `probe` (a position of the feature) wherever their outline is.
+   */
+  find(bounds: Bounds, families: readonly TagFilter[], probe: Position): Promise<OsmCandidate[]>;
 }
 
 const round = (v: number, digits: number) => Number(v.toFixed(digits));
@@ -59,16 +74,44 @@ function geoJsonOf(shape: Shape): ScoredCandidate['geometry'] {
   return shape.rings.length === 1 ? { type: 'Polygon', coordinates: [shape.rings[0]] } : { type: 'MultiPolygon', coordinates: shape.rings.map((r) => [r]) };
 }
 
-export function scoreCandidates(snapshot: Pick<FeatureSnapshot, 'name' | 'geometry'>, found: OsmCandidate[], settings: Pick<ConflationSettings, 'pointRadiusM' | 'nameStrong' | 'nameWeak'>): ScoredCandidate[] {
+/** A position of the feature for the "areas covering it" query: the point, a line's middle vertex, an area's centroid (or first vertex). */
+export function probeOf(shape: Shape): Position {
+  if (shape.kind === 'point') return shape.position;
+  if (shape.kind === 'line') return shape.positions[Math.floor(shape.positions.length / 2)]!;
+  const ring = shape.rings[0]!;
+  const vertices = ring.slice(0, -1);
+  const centroid: Position = [vertices.reduce((s, p) => s + p[0], 0) / vertices.length, vertices.reduce((s, p) => s + p[1], 0) / vertices.length];
+  const projection = projectionAround(centroid);
+  return spatialRelation({ kind: 'point', position: centroid }, shape, projection).distanceM === 0 ? centroid : ring[0]!;
+}
+
+type Thresholds = Pick<ConflationSettings, 'pointRadiusM' | 'nameStrong' | 'nameWeak'>;
+
+export function scoreCandidates(snapshot: Pick<FeatureSnapshot, 'name' | 'geometry'>, found: OsmCandidate[], settings: Thresholds, families: readonly TagFilter[] = []): ScoredCandidate[] {
   const feature = shapeOfGeometry(snapshot.geometry);
   const projection = projectionAround(positionsOf(feature)[0]!);
   const scored: ScoredCandidate[] = [];
+  const seen = new Set<string>();
   for (const candidate of found) {
+    const key = `${candidate.type}/${candidate.id}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
     const relation = spatialRelation(feature, candidate.shape, projection);
-    const near = relation.overlap !== null ? relation.overlap > 0 || relation.distanceM <= settings.pointRadiusM / 3 : relation.distanceM <= settings.pointRadiusM;
+    // Same place: areas overlapping enough; otherwise within the radius (inside an area is 0 m).
+    const near = relation.overlap !== null ? relation.overlap >= MIN_OVERLAP : relation.distanceM <= settings.pointRadiusM;
     if (!near) continue;
     const similarity = bestNameSimilarity(snapshot.name, namesOf(candidate.tags));
-    if (similarity !== null && similarity < settings.nameWeak) continue;
+    // A differently named object nearby is another object; but an area of the family that largely
+    // overlaps or covers the feature is the same place whatever its name says: a reviewer decides.
+    const samePlace = relation.overlap !== null ? relation.overlap >= 0.5 : candidate.shape.kind === 'area' && feature.kind !== 'point' && relation.distanceM === 0;
+    if (similarity !== null && similarity < settings.nameWeak && !samePlace) continue;
+    const familyIndex = families.findIndex((f) => matchesFamily(candidate.tags, [f]));
+    const category: 'primary' | 'secondary' = familyIndex <= 0 ? 'primary' : 'secondary';
+    const place = relation.overlap !== null ? relation.overlap : 1 - Math.min(1, relation.distanceM / settings.pointRadiusM) / 2;
+    const score = (similarity ?? 0.4) * (category === 'primary' ? 1 : 0.9) * (0.6 + 0.4 * place);
+    // Areas: half of the smaller one overlapping, or MIN_OVERLAP with (nearly) the same name.
+    const enoughOverlap = relation.overlap === null || relation.overlap >= 0.5 || (similarity !== null && similarity >= 0.95);
+    const strong = similarity !== null && similarity >= settings.nameStrong && (category === 'primary' || similarity >= 0.95) && enoughOverlap;
     scored.push({
       type: candidate.type,
       id: candidate.id,
@@ -77,24 +120,33 @@ export function scoreCandidates(snapshot: Pick<FeatureSnapshot, 'name' | 'geomet
       distanceM: round(relation.distanceM, 1),
       overlap: relation.overlap === null ? null : round(relation.overlap, 2),
       nameSimilarity: similarity === null ? null : round(similarity, 2),
-      strength: similarity !== null && similarity >= settings.nameStrong ? 'strong' : 'weak',
+      strength: strong ? 'strong' : 'weak',
+      category,
+      score: round(score, 3),
       geometry: geoJsonOf(candidate.shape),
     });
   }
-  // Best first: strong before weak, then by name similarity, then by distance.
-  return scored.sort((a, b) => (a.strength === b.strength ? 0 : a.strength === 'strong' ? -1 : 1) || (b.nameSimilarity ?? 0) - (a.nameSimilarity ?? 0) || a.distanceM - b.distanceM);
+  // Best first: strong before weak, then by score, then by distance.
+  return scored.sort((a, b) => (a.strength === b.strength ? 0 : a.strength === 'strong' ? -1 : 1) || (b.score ?? 0) - (a.score ?? 0) || a.distanceM - b.distanceM);
 }
 
 /** The automatic decision over scored candidates. */
-export function decide(candidates: ScoredCandidate[]): OsmConflationDecision {
+export function decide(candidates: ScoredCandidate[], featureName?: string): OsmConflationDecision {
   if (candidates.length === 0) return { outcome: 'create', reason: 'no OSM element of this kind nearby', candidates, decidedBy: null };
-  if (candidates.length === 1 && candidates[0]!.strength === 'strong') {
-    const c = candidates[0]!;
+  const strong = candidates.filter((c) => c.strength === 'strong');
+  // One strong candidate, and every other one named and clearly another object (similarity at most
+  // DOMINANCE below it): the strong one. An unnamed neighbour could be the object itself: asked.
+  // Nor one whose name is ours and more ("Kriegerdenkmal 1870/71" next to "Kriegerdenkmal").
+  const clearlyOther = (c: ScoredCandidate) =>
+    c.nameSimilarity !== null && c.nameSimilarity <= (strong[0]!.nameSimilarity ?? 0) - DOMINANCE && !(featureName && namesOf(c.tags).some((n) => extendsName(featureName, n)));
+  const dominant = strong.length === 1 && candidates.every((c) => c === strong[0] || clearlyOther(c));
+  if (dominant) {
+    const c = strong[0]!;
     return {
       outcome: 'link',
       target: { type: c.type, id: c.id },
       moveGeometry: false,
-      reason: `one strong candidate: ${c.type} ${c.id} "${c.name ?? ''}" (name similarity ${c.nameSimilarity}, ${c.overlap !== null ? `overlap ${c.overlap}` : `${c.distanceM} m away`})`,
+      reason: `${candidates.length === 1 ? 'one strong candidate' : `one strong candidate of ${candidates.length}`}: ${c.type} ${c.id} "${c.name ?? ''}" (name similarity ${c.nameSimilarity}, ${c.overlap !== null ? `overlap ${c.overlap}` : `${c.distanceM} m away`}, score ${c.score})`,
       candidates,
       decidedBy: null,
     };
@@ -106,8 +158,30 @@ export function decide(candidates: ScoredCandidate[]): OsmConflationDecision {
 export async function conflate(snapshot: FeatureSnapshot, families: readonly TagFilter[], source: CandidateSource, settings: ConflationSettings): Promise<OsmConflationDecision> {
   const shape = shapeOfGeometry(snapshot.geometry);
   const bounds = searchBounds(shape, Math.max(settings.pointRadiusM, SEARCH_MARGIN_M));
-  const found = await source.find(bounds, families);
-  return decide(scoreCandidates(snapshot, found, settings));
+  const found = await source.find(bounds, families, probeOf(shape));
+  return decide(scoreCandidates(snapshot, found, settings, families), snapshot.name);
+}
+
+/**
+ * One-to-one: two features never link to the same OSM element without a question. Among automatic
+ * links (`decidedBy` null) to one element, every one becomes needs_decision, naming the others.
+ * Answers the decisions in the same order.
+ */
+export function oneToOne<K>(decisions: readonly { key: K; label: string; decision: OsmConflationDecision }[]): OsmConflationDecision[] {
+  const byTarget = new Map<string, number[]>();
+  decisions.forEach(({ decision }, i) => {
+    if (decision.outcome !== 'link' || decision.decidedBy !== null) return;
+    const k = `${decision.target.type}/${decision.target.id}`;
+    byTarget.set(k, [...(byTarget.get(k) ?? []), i]);
+  });
+  return decisions.map(({ decision }, i) => {
+    if (decision.outcome !== 'link' || decision.decidedBy !== null) return decision;
+    const k = `${decision.target.type}/${decision.target.id}`;
+    const sharing = byTarget.get(k)!;
+    if (sharing.length < 2) return decision;
+    const others = sharing.filter((j) => j !== i).map((j) => decisions[j]!.label);
+    return { outcome: 'needs_decision', reason: `${decision.target.type} ${decision.target.id} is also the best match of ${others.join(', ')}: one element, several features`, candidates: decision.candidates };
+  });
 }
 
 // ---- shapes of OSM data ---------------------------------------------------------------------------
@@ -180,16 +254,35 @@ export function candidatesFromOsmElements(elements: OsmElement[], families: read
 const qlString = (s: string) => `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
 const regexEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-/** One `nwr[…]` statement per family entry; alternatives of one key become an anchored regex. */
-export function overpassQuery(bounds: Bounds, families: readonly TagFilter[], timeoutSeconds: number): string {
+/**
+ * One `nwr[…](bbox)` statement per family entry (alternatives of one key become an anchored regex),
+ * and the family's ways and relations among the areas covering `probe` (`is_in` + `pivot`), so an
+ * area whose outline is far from the feature is found too.
+ */
+export function overpassQuery(bounds: Bounds, families: readonly TagFilter[], timeoutSeconds: number, probe?: Position): string {
   const f = (v: number) => v.toFixed(7);
-  const statements = families.map((entry) => {
-    const filters = Object.entries(entry).map(([k, values]) =>
-      values.length === 1 ? `[${qlString(k)}=${qlString(values[0]!)}]` : `[${qlString(k)}~${qlString(`^(${values.map(regexEscape).join('|')})$`)}]`,
-    );
-    return `  nwr${filters.join('')};`;
-  });
-  return `[out:json][timeout:${timeoutSeconds}][bbox:${f(bounds.south)},${f(bounds.west)},${f(bounds.north)},${f(bounds.east)}];\n(\n${statements.join('\n')}\n);\nout body geom;`;
+  const filtersOf = (entry: TagFilter) => Object.entries(entry).map(([k, values]) =>
+    values.length === 1 ? `[${qlString(k)}=${qlString(values[0]!)}]` : `[${qlString(k)}~${qlString(`^(${values.map(regexEscape).join('|')})$`)}]`,
+  ).join('');
+  const box = `(${f(bounds.south)},${f(bounds.west)},${f(bounds.north)},${f(bounds.east)})`;
+  const statements = families.map((entry) => `  nwr${filtersOf(entry)}${box};`);
+  if (probe) for (const entry of families) statements.push(`  way(pivot.covering)${filtersOf(entry)};`, `  rel(pivot.covering)${filtersOf(entry)};`);
+  const covering = probe ? `is_in(${f(probe[1])},${f(probe[0])})->.covering;\n` : '';
+  return `[out:json][timeout:${timeoutSeconds}];\n${covering}(\n${statements.join('\n')}\n);\nout body geom;`;
+}
+
+/** The candidates that are areas containing `probe`. */
+export function areasCovering(candidates: OsmCandidate[], probe: Position): OsmCandidate[] {
+  const point: Shape = { kind: 'point', position: probe };
+  const projection = projectionAround(probe);
+  return candidates.filter((c) => c.shape.kind === 'area' && spatialRelation(point, c.shape, projection).distanceM === 0);
+}
+
+/** The map call's box around `probe` for covering areas: COVERING_SEARCH_M, within the API's 0.25 square degrees. */
+export function coveringBounds(probe: Position): Bounds {
+  const { dLat, dLon } = metresToDegrees(COVERING_SEARCH_M, probe[1]);
+  const scale = Math.min(1, Math.sqrt(0.24 / (4 * dLat * dLon)));
+  return { south: probe[1] - dLat * scale, west: probe[0] - dLon * scale, north: probe[1] + dLat * scale, east: probe[0] + dLon * scale };
 }
 
 interface OverpassElement {
@@ -237,8 +330,8 @@ export class OverpassSource implements CandidateSource {
     this.fetchImpl = options.fetch ?? fetch;
   }
 
-  async find(bounds: Bounds, families: readonly TagFilter[]): Promise<OsmCandidate[]> {
-    const query = overpassQuery(bounds, families, Math.max(1, Math.ceil(this.options.timeoutMs / 1000)));
+  async find(bounds: Bounds, families: readonly TagFilter[], probe?: Position): Promise<OsmCandidate[]> {
+    const query = overpassQuery(bounds, families, Math.max(1, Math.ceil(this.options.timeoutMs / 1000)), probe);
     let response: Response;
     let text: string;
     try {

@@ -1,6 +1,6 @@
 import { managedOsmKeys } from '../category-mapping.js';
 import { licenceRefusal, type ExportsSettings } from '../config.js';
-import { ConflationLookupError, OverpassSource, candidatesFromOsmElements, conflate, type CandidateSource, type OsmConflationDecision } from '../conflation/osm.js';
+import { ConflationLookupError, OverpassSource, areasCovering, candidatesFromOsmElements, conflate, coveringBounds, type CandidateSource, type OsmConflationDecision } from '../conflation/osm.js';
 import { RetryableExportError } from '../errors.js';
 import { InvalidGeometryError, assertExportableGeometry } from '../geometry.js';
 import type { OsmExportJournal } from '../journal.js';
@@ -49,6 +49,11 @@ export interface OsmExportRequest {
   previous: OsmExportRecord | null;
   /** Scoped to this one export of this one approved version. */
   journal: OsmExportJournal;
+  /**
+   * Another feature whose export record is this OSM element (one-to-one across exports), or null.
+   * An automatic link to such an element becomes a question instead.
+   */
+  linkedElsewhere?: (type: OsmType, id: number) => Promise<string | null>;
 }
 
 export interface OsmExporterDeps {
@@ -169,7 +174,16 @@ export class OsmExporter {
     if (conflation.source === 'overpass' && conflation.overpassUrl) {
       return new OverpassSource({ url: conflation.overpassUrl, userAgent: this.deps.settings.userAgent, timeoutMs: this.deps.settings.httpTimeoutMs, ...(this.deps.fetch ? { fetch: this.deps.fetch } : {}) });
     }
-    return { name: 'map', find: async (bounds, families) => candidatesFromOsmElements(await client.map(bounds), families) };
+    // The map call has no area query: when nothing in the box covers the point, a second call over
+    // COVERING_SEARCH_M around it adds the areas that do.
+    return {
+      name: 'map',
+      find: async (bounds, families, probe) => {
+        const near = candidatesFromOsmElements(await client.map(bounds), families);
+        if (areasCovering(near, probe).length > 0) return near;
+        return [...near, ...areasCovering(candidatesFromOsmElements(await client.map(coveringBounds(probe)), families), probe)];
+      },
+    };
   }
 
   /**
@@ -248,6 +262,9 @@ export class OsmExporter {
       decision = await journal.recordedDecision();
       if (!decision) {
         decision = await conflate(snapshot, families, this.candidateSource(client), this.deps.settings.osm.conflation);
+        // One-to-one: an element another feature is exported to is never linked without a question.
+        const other = decision.outcome === 'link' && request.linkedElsewhere ? await request.linkedElsewhere(decision.target.type, decision.target.id) : null;
+        if (other && decision.outcome === 'link') decision = { outcome: 'needs_decision', reason: `${decision.target.type} ${decision.target.id} is already the OSM element of feature ${other}: one element, two features`, candidates: decision.candidates };
         await journal.recordDecision(decision);
       }
       if (decision.outcome === 'needs_decision') return { status: 'needs_decision', reason: decision.reason, candidates: decision.candidates };

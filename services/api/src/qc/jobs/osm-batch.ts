@@ -252,6 +252,11 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
         snapshot: row.transition.snapshot,
         previous: await exportRecord<OsmExportRecord>(deps.db, row.featureId, 'osm'),
         journal: createPostgresJournal(deps.db, row.id),
+        linkedElsewhere: async (type: string, id: number) =>
+          ((await deps.db.query(
+            `SELECT feature_id AS "featureId" FROM qc.export_records WHERE target = 'osm' AND record->>'type' = $1::text AND (record->>'id')::bigint = $2::bigint AND feature_id <> $3::text LIMIT 1`,
+            [type, id, row.featureId],
+          )).rows[0]?.featureId as string | undefined) ?? null,
       };
       if (row.journalChangesetId !== null && row.journalPlan === null) {
         // Journaled by the one-feature export of an earlier release: it recovers that changeset itself.
@@ -267,6 +272,27 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
     }
   });
   parts.sort((a, b) => rows.indexOf(a.row) - rows.indexOf(b.row));
+
+  // One-to-one within the batch: exports linked automatically (their latest journaled decision) to
+  // the same OSM element are all asked instead, whether their plan changes the element or not.
+  const automatic = (await deps.db.query(
+    `SELECT DISTINCT ON (job_id) job_id AS "jobId", chosen, decided_by AS "decidedBy", outcome, candidates
+     FROM qc.conflation_decisions WHERE target = 'osm' AND job_id = ANY($1::bigint[]) ORDER BY job_id, id DESC`,
+    [rows.map((r) => r.id)],
+  )).rows as { jobId: string; chosen: string | null; decidedBy: string | null; outcome: string; candidates: unknown[] }[];
+  const byTarget = new Map<string, typeof automatic>();
+  for (const d of automatic) if (d.outcome === 'link' && d.decidedBy === null && d.chosen) byTarget.set(d.chosen, [...(byTarget.get(d.chosen) ?? []), d]);
+  for (const [target, sharing] of byTarget) {
+    if (sharing.length < 2) continue;
+    for (const d of sharing) {
+      const row = rows.find((r) => r.id === Number(d.jobId))!;
+      const others = sharing.filter((x) => x !== d).map((x) => `feature ${rows.find((r) => r.id === Number(x.jobId))!.featureId}`).join(', ');
+      const reason = `${target.replace('/', ' ')} is also the best match of ${others} in this batch: one element, several features`;
+      await createPostgresJournal(deps.db, row.id).recordDecision({ outcome: 'needs_decision', reason, candidates: d.candidates as never });
+      outcomes.set(row.id, { status: 'needs_decision', reason, candidates: d.candidates });
+    }
+  }
+  parts.splice(0, parts.length, ...parts.filter((p) => !(outcomes.get(p.row.id)?.status === 'needs_decision')));
 
   // Two parts touching the same existing element cannot share an upload: the later one waits.
   const seen = new Set<string>();
