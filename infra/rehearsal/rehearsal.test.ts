@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadTargets } from '../../services/shared/targets.js';
 import { targetUids } from '../stack/targets.js';
@@ -25,20 +25,46 @@ const STEPS = [
   '5 GeoServer provisioning ran against the GeoServer double',
   '5b a WFS-T insert through the proxy as a signed-in contributor is recorded under that user; anonymous WFS-T gets 401',
   "6 a signed push reaches the webhook through the proxy; the target's builder builds it and the target's own site container serves it",
+"6d each site is told what its target may know: the platform's sites where the API and sign-in are, a preview site the API only",
   '6b the branch site (code from team pushes) never receives the session cookie',
   "6c a site's code cannot take another target's port or the webhook's: it binds them in its own namespace and receives nothing",
   '7 the backup job writes a dump that restores into an empty cluster',
 ];
 
+/** Runs `npm run stack:rehearse` with these arguments: its output and exit code. */
+async function rehearse(args: string[]): Promise<{ output: string; exitCode: number | null }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'rehearse.ts'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  const exitCode = await new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  console.log(output.split('\n').filter((l) => /^(PASS|FAIL|stack up|rehearsal| {2}- )/.test(l)).join('\n'));
+  return { output, exitCode };
+}
+
+const lineOf = (output: string, step: string) => output.split('\n').find((l) => l.slice(5).startsWith(step));
+
+/** No process of any target's site or build user remains, and no rehearsal cgroup holds a process. */
+function leftovers(): string[] {
+  const uids = loadTargets(join(import.meta.dirname, '../../config/targets.yaml')).flatMap((t) => Object.values(targetUids(t.deployPath)));
+  const processes = uids.flatMap((uid) => {
+    const found = spawnSync('pgrep', ['-a', '-U', String(uid)], { encoding: 'utf8' });
+    return found.stdout.split('\n').filter(Boolean).map((line) => `uid ${uid}: ${line}`);
+  });
+  const cgroups = ['/sys/fs/cgroup/unified', '/sys/fs/cgroup/pids', '/sys/fs/cgroup/freezer', '/sys/fs/cgroup']
+    .filter((root) => existsSync(join(root, 'cgroup.procs')))
+    .flatMap((root) => readdirSync(root).filter((name) => name.startsWith('rehearsal-')).map((name) => join(root, name)))
+    .filter((dir) => existsSync(join(dir, 'cgroup.procs')) && readFileSync(join(dir, 'cgroup.procs'), 'utf8').trim() !== '')
+    .map((dir) => `cgroup ${dir} still holds processes`);
+  return [...processes, ...cgroups];
+}
+
+// The two rehearsals run one after the other (one file): they share the proxy's address and the targets' users.
 describe.skipIf(Boolean(missing))('the stack rehearsal (npm run stack:rehearse)', () => {
   let output = '';
   let exitCode: number | null = null;
   beforeAll(async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'rehearse.ts')], { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
-    exitCode = await new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-    console.log(output.split('\n').filter((l) => /^(PASS|FAIL|stack up|rehearsal| {2}- )/.test(l)).join('\n'));
+    ({ output, exitCode } = await rehearse([]));
   }, 900_000);
 
   it('brings every declared container up: the services healthy, every job exited 0', () => {
@@ -49,26 +75,39 @@ describe.skipIf(Boolean(missing))('the stack rehearsal (npm run stack:rehearse)'
   });
 
   it.each(STEPS)('passes step %s', (step) => {
-    const line = output.split('\n').find((l) => l.slice(5).startsWith(step));
+    const line = lineOf(output, step);
     expect(line, `no line for step ${step}`).toBeDefined();
     expect(line).toMatch(/^PASS /);
   });
 
-  it('leaves no process behind: none of its sites\' and builds\' users runs anything, and its cgroup is gone', () => {
-    const uids = loadTargets(join(import.meta.dirname, '../../config/targets.yaml')).flatMap((t) => Object.values(targetUids(t.deployPath)));
-    const left = uids.flatMap((uid) => {
-      const found = spawnSync('pgrep', ['-a', '-U', String(uid)], { encoding: 'utf8' });
-      return found.stdout.split('\n').filter(Boolean).map((line) => `uid ${uid}: ${line}`);
-    });
-    expect(left).toEqual([]);
-    const cgroups = ['/sys/fs/cgroup/unified', '/sys/fs/cgroup/pids', '/sys/fs/cgroup/freezer', '/sys/fs/cgroup']
-      .filter((root) => existsSync(join(root, 'cgroup.procs')))
-      .flatMap((root) => readdirSync(root).filter((name) => name.startsWith('rehearsal-')).map((name) => join(root, name)));
-    expect(cgroups.filter((dir) => readdirSync(dir).length > 0 && spawnSync('cat', [join(dir, 'cgroup.procs')], { encoding: 'utf8' }).stdout.trim() !== '')).toEqual([]);
+  it("leaves no process behind: none of its sites' and builds' users runs anything, and its cgroup is gone", () => {
+    expect(leftovers()).toEqual([]);
   });
 
   it('exits 0 only when every step passed', () => {
     const failed = /^FAIL /m.test(output);
     expect(exitCode).toBe(failed ? 1 : 0);
+  });
+});
+
+describe.skipIf(Boolean(missing))("the rehearsal with the QC worker's way out and the sites' settings cut (--break worker-egress --break site-settings)", () => {
+  let output = '';
+  let exitCode: number | null = null;
+  const broken = [STEPS.find((s) => s.startsWith('4b '))!, STEPS.find((s) => s.startsWith('6d '))!];
+  beforeAll(async () => {
+    ({ output, exitCode } = await rehearse(['--break', 'worker-egress', '--break', 'site-settings']));
+  }, 900_000);
+
+  it.each(broken)('fails step %s', (step) => {
+    expect(lineOf(output, step)).toMatch(/^FAIL /);
+  });
+
+  it('passes every other step, and exits 1', () => {
+    for (const step of STEPS.filter((s) => !broken.includes(s))) expect(lineOf(output, step), step).toMatch(/^PASS /);
+    expect(exitCode).toBe(1);
+  });
+
+  it('leaves no process behind either', () => {
+    expect(leftovers()).toEqual([]);
   });
 });

@@ -21,7 +21,7 @@ import { startSmtpDouble } from '../../test/doubles/smtp.js';
 import { UPSTREAMS } from '../routes.js';
 import { exampleConfig } from '../testing/pulumi-mocks.js';
 import { clusterUnavailable } from './postgres.js';
-import { rehearseStack } from './runner.js';
+import { BROKEN_WIRES, rehearseStack, type BrokenWire } from './runner.js';
 import { CHROMIUM, runSteps } from './steps.js';
 
 export function missingTools(): string | undefined {
@@ -79,6 +79,13 @@ async function main(): Promise<number> {
     return 2;
   }
   const verbose = process.argv.includes('--verbose');
+  const breakWires = process.argv.flatMap((arg, i) => (arg === '--break' ? [process.argv[i + 1] ?? ''] : []));
+  const unknown = breakWires.filter((w) => !(BROKEN_WIRES as readonly string[]).includes(w));
+  if (unknown.length) {
+    console.log(`usage: npm run stack:rehearse -- [--verbose] [--break ${BROKEN_WIRES.join('|')}]…`);
+    return 2;
+  }
+  if (breakWires.length) console.log(`rehearsing with broken wires: ${breakWires.join(', ')}`);
   const began = Date.now();
   const scratch = mkdtempSync(join(tmpdir(), 'rehearsal-'));
   const elapsed = () => `${((Date.now() - began) / 1000).toFixed(1)} s`;
@@ -125,7 +132,7 @@ async function main(): Promise<number> {
     port: pushTo.port,
   };
   const other = targets.targets.find((t) => t.key !== pushTo.key)!;
-  const stack = await rehearseStack({ scratch, config, say, outside });
+  const stack = await rehearseStack({ scratch, config, say, outside, breakWires: breakWires as BrokenWire[] });
   try {
     console.log(`stack up after ${elapsed()}:`);
     for (const c of stack.containers.values()) {

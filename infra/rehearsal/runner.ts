@@ -117,6 +117,30 @@ function parseEnvList(list: string[] = []): Record<string, string> {
 /** The loopback IP Caddy binds (its own, so ports 80/443 do not collide with anything on 127.0.0.1). */
 export const PROXY_IP = '127.80.80.1';
 
+/**
+ * Wires a rehearsal can cut (`npm run stack:rehearse -- --break <wire> [--break <wire>]`), each as a change to what the
+ * program declares, to show that the rehearsal then fails at the step that depends on it:
+ *   worker-egress  the QC worker loses its network with a route out        → step 4b
+ *   clients-sync   the clients sync is pointed at a Hydra that is not there → the stack stops at that job
+ *   site-settings  the sites are told nothing (no SITE_ENV_*)              → step 6d
+ */
+export const BROKEN_WIRES = ['worker-egress', 'clients-sync', 'site-settings'] as const;
+export type BrokenWire = (typeof BROKEN_WIRES)[number];
+
+function cutWires(wires: readonly BrokenWire[], name: string, inputs: Inputs, routesOut: Set<string>): Inputs {
+  return wires.reduce((cut, wire) => cutWire(wire, name, cut, routesOut), inputs);
+}
+
+function cutWire(wire: BrokenWire, name: string, inputs: Inputs, routesOut: Set<string>): Inputs {
+  if (wire === 'worker-egress' && name === 'qc-worker') return { ...inputs, networksAdvanced: (inputs.networksAdvanced ?? []).filter((n) => !routesOut.has(n.name)) };
+  if (wire === 'clients-sync' && name === 'clients-sync') {
+    const env = (inputs.envs ?? []).filter((e) => !e.startsWith('HYDRA_ADMIN_URL=') && !e.startsWith('CLIENTS_SYNC_DEADLINE_SECONDS='));
+    return { ...inputs, envs: [...env, 'HYDRA_ADMIN_URL=http://hydra-admin-moved:4445', 'CLIENTS_SYNC_DEADLINE_SECONDS=3'] };
+  }
+  if (wire === 'site-settings' && name.startsWith('site-')) return { ...inputs, envs: (inputs.envs ?? []).filter((e) => !e.startsWith('SITE_ENV_')) };
+  return inputs;
+}
+
 /** The pseudo-network of the world outside the stack: joined by every container on a network with a route out. */
 export const INTERNET = 'internet (outside the stack)';
 
@@ -129,6 +153,8 @@ export interface RehearsalOptions {
    * (`internal: false`), as the internet is.
    */
   outside?: { alias: string; port: number; loopbackPort: number }[];
+  /** Wires of the declared stack to cut before starting it (BROKEN_WIRES), to show which step then fails. */
+  breakWires?: BrokenWire[];
   /** Log lines of the rehearsal (one per container event). */
   say(line: string): void;
 }
@@ -716,7 +742,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
               if (inputs.internal !== true) routesOut.add(String(inputs.name));
               break;
             case 'docker:index/container:Container': {
-              const result = await newContainer(args.name, inputs as Inputs);
+              const result = await newContainer(args.name, cutWires(options.breakWires ?? [], args.name, inputs as Inputs, routesOut));
               if (result.exitCode !== undefined) state.exitCode = result.exitCode;
               break;
             }

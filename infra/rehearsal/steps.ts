@@ -414,6 +414,42 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       return `push of ${after.slice(0, 8)} to ${ctx.pushTarget.branch}: 202, built by builder-${ctx.pushTarget.deployPath}, ${ctx.pushTarget.domain} serves it from site-${ctx.pushTarget.deployPath} (uid ${uid}, own network namespace) through the proxy`;
     });
 
+    await step(results, "6d each site is told what its target may know: the platform's sites where the API and sign-in are, a preview site the API only", async () => {
+      const environ = (pid: number): Record<string, string> =>
+        Object.fromEntries(
+          readFileSync(`/proc/${pid}/environ`, 'utf8')
+            .split('\0')
+            .filter((e) => e.includes('='))
+            .map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]),
+        );
+      /** The site process a container's supervisor runs: the descendant that was given PORT. */
+      const siteProcess = (containerPid: number): number | undefined => {
+        const queue = [containerPid];
+        for (let seen = 0; queue.length > 0 && seen < 200; seen++) {
+          const pid = queue.shift()!;
+          if (pid !== containerPid && environ(pid).PORT) return pid;
+          queue.push(...execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' }).split('\n').map((l) => Number(l.trim())).filter((n) => n > 0));
+        }
+        return undefined;
+      };
+      const preview = stack.containers.get(`site-${ctx.pushTarget.deployPath}`);
+      assert(preview?.pid !== undefined, `site-${ctx.pushTarget.deployPath} is not running`);
+      const previewSite = siteProcess(preview.pid);
+      assert(previewSite, `no site process under site-${ctx.pushTarget.deployPath} (step 6 deployed none?)`);
+      const seen = environ(previewSite);
+      assert(seen.API_PUBLIC_URL === `https://${domains.api!}`, `the preview site's process has API_PUBLIC_URL=${seen.API_PUBLIC_URL ?? '(unset)'}`);
+      const leaked = ['KRATOS_PUBLIC_URL', 'LOGIN_URL'].filter((k) => k in seen);
+      assert(leaked.length === 0, `the preview site's process was told ${leaked.join(', ')}`);
+      // The platform's site (main): its container's process holds the settings it passes on to the site.
+      const main = [...stack.containers.values()].find((c) => c.name === 'site-main');
+      assert(main?.pid !== undefined, 'site-main is not running');
+      const declared = environ(main.pid);
+      for (const [name, value] of [['SITE_ENV_API_PUBLIC_URL', `https://${domains.api!}`], ['SITE_ENV_KRATOS_PUBLIC_URL', `https://${domains.kratos!}`], ['SITE_ENV_LOGIN_URL', https(domains.kratos!, '/self-service/login/browser')]] as const) {
+        assert(declared[name] === value, `site-main's process has ${name}=${declared[name] ?? '(unset)'}, not ${value}`);
+      }
+      return `the preview site's process sees API_PUBLIC_URL=${seen.API_PUBLIC_URL} and no sign-in setting; site-main passes on the API, Kratos and its login`;
+    });
+
     await step(results, '6b the branch site (code from team pushes) never receives the session cookie', async () => {
       const me = signedIn.get('contributor');
       assert(me, 'no signed-in browser (step 1b failed)');
