@@ -185,7 +185,8 @@ describe.skipIf(!hydraContracts)('the API container', () => {
   });
 
   it('accepts an opaque access token granted for its audience, with the role of the token session', async () => {
-    const token = await issueOpaqueToken(hydra, 'user-admin', { role: 'admin' }, ['geodata-api']);
+    // An admin's session with a second factor (the consent step puts acr into the token): /api/users wants AAL2 for admins.
+    const token = await issueOpaqueToken(hydra, 'user-admin', { role: 'admin', acr: 'aal2', amr: ['pwd', 'totp'] }, ['geodata-api']);
     expect(token).toMatch(/^ory_at_/);
     const response = await fetch(`${baseUrl}/api/users`, { headers: { authorization: `Bearer ${token}` } });
     expect(response.status, output).toBe(200);
