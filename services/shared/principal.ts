@@ -38,6 +38,20 @@ export interface Principal {
   aal?: Aal;
 }
 
+/**
+ * A cached answer may be older than what the identity service knows now: a person who just verified the
+ * address or stepped up to a second factor would be refused by a session answer cached before. A
+ * principal from such a cache carries (non-enumerable, never serialised) a way to ask again, uncached;
+ * guards use it before they refuse for one of those two reasons (auth/assurance.ts, auth/middleware.ts).
+ */
+export const REFRESH = Symbol('principal.refresh');
+
+/** The principal asked for afresh, when its resolver can; undefined otherwise (or when no longer signed in). */
+export async function refreshed(principal: Principal): Promise<Principal | undefined> {
+  const refresh = (principal as { [REFRESH]?: () => Promise<Principal | undefined> })[REFRESH];
+  return refresh ? refresh() : undefined;
+}
+
 /** aal1: one factor (password, passkey without user verification, social login); aal2: a second factor too. */
 export type Aal = 'aal1' | 'aal2';
 

@@ -23,8 +23,10 @@ let api: IdentityApiHarness;
 beforeAll(async () => {
   if (MISSING) return;
   db = await createTestDatabase();
-  // No whoami caching: a verification or step-up done in Kratos counts at the next request.
-  api = await startIdentityApi(db, { sessionTtlMs: 0 });
+  // whoami answers cached for a minute (on the harness' test clock, which does not move): a verification
+  // or step-up done in Kratos must still count at the next request, because the guards ask again before
+  // they refuse for those reasons.
+  api = await startIdentityApi(db, { sessionTtlMs: 60_000 });
 });
 afterAll(async () => {
   if (MISSING) return;
@@ -61,6 +63,7 @@ describe.skipIf(MISSING)('AAL2 for reviewers and admins where it matters', () =>
     expect((await api.request('GET', '/api/qc/queue', { session })).status).toBe(200);
     expectStepUp(await api.request('POST', `/api/qc/approve/${id}`, { session, origin: APP_ORIGIN, body: {} }));
     expectStepUp(await api.request('POST', `/api/qc/reject/${id}`, { session, origin: APP_ORIGIN, body: { reason: 'no' } }));
+    const asked = api.kratos.public.count('toSession');
     // The second factor raises the same Kratos session to aal2 (as the TOTP login does).
     const stored = [...api.kratos.sessions.values()].find((s) => s.id === sessionId)!;
     stored.aal = 'aal2';
@@ -68,6 +71,11 @@ describe.skipIf(MISSING)('AAL2 for reviewers and admins where it matters', () =>
     const approved = await api.request('POST', `/api/qc/approve/${id}`, { session, origin: APP_ORIGIN, body: {} });
     expect(approved.status).toBe(200);
     expect(identity.role).toBe('reviewer');
+    // The cached aal1 answer was not trusted for the refusal: Kratos was asked again, once.
+    expect(api.kratos.public.count('toSession')).toBe(asked + 1);
+    // …and the fresh answer is cached: reading the queue asks Kratos no more.
+    expect((await api.request('GET', '/api/qc/queue', { session })).status).toBe(200);
+    expect(api.kratos.public.count('toSession')).toBe(asked + 1);
   });
 
   it('an admin at aal1 cannot delete features, list users or change roles; at aal2 it can', async () => {

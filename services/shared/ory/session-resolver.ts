@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FrontendApi } from '@ory/kratos-client';
-import type { Principal } from '../principal.js';
+import { REFRESH, type Principal } from '../principal.js';
 import { whoami } from './kratos-session.js';
 import { roleFrom } from '../roles.js';
 import { TtlCache } from './ttl-cache.js';
@@ -72,7 +72,7 @@ export function createSessionResolver(options: SessionResolverOptions): SessionR
     return undefined;
   }
 
-  return {
+  const resolver: SessionResolver = {
     async resolve(credentials) {
       const found = credentialKey(credentials);
       if (!found) return 'anonymous';
@@ -94,6 +94,16 @@ export function createSessionResolver(options: SessionResolverOptions): SessionR
           emailVerified: emailVerified(traits.email, session.identity.verifiable_addresses),
           aal: session.authenticator_assurance_level === 'aal2' || session.authenticator_assurance_level === 'aal3' ? 'aal2' : 'aal1',
         };
+        // Ask Kratos again, past the cache: for a guard about to refuse an unverified address or a
+        // missing second factor, which the person may have just fixed.
+        Object.defineProperty(principal, REFRESH, {
+          enumerable: false,
+          value: async (): Promise<Principal | undefined> => {
+            resolver.forget(credentials);
+            const again = await resolver.resolve(credentials);
+            return typeof again === 'string' ? undefined : again;
+          },
+        });
         return { value: principal, expiresAt: Math.min(now() + ttlMs, expiresAt) };
       });
     },
@@ -102,4 +112,5 @@ export function createSessionResolver(options: SessionResolverOptions): SessionR
       if (found) cache.delete(found.key);
     },
   };
+  return resolver;
 }

@@ -1,6 +1,6 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { AppError } from '../../../shared/errors.js';
-import type { Principal, Role } from '../../../shared/principal.js';
+import { refreshed, type Principal, type Role } from '../../../shared/principal.js';
 import { principalOf } from './middleware.js';
 import { effectiveRole } from './permissions.js';
 
@@ -49,10 +49,19 @@ export function assertAssurance(principal: Principal, what: string, policy: Assu
   if (needsStepUp(principal, policy)) throw aal2Required(what);
 }
 
-/** The route guard, after the permission check: `router.post('/approve/:id', requirePermission(…), requireSecondFactor('approve features'), …)`. */
+/**
+ * The route guard, after the permission check: `router.post('/approve/:id', requirePermission(…), requireSecondFactor('approve features'), …)`.
+ * Before refusing, a cached session is asked again: the person may have just stepped up.
+ */
 export function requireSecondFactor(what: string): RequestHandler {
-  return (_req: Request, res: Response, next) => {
-    assertAssurance(principalOf(res), what, policyOf(res));
+  return async (_req: Request, res: Response, next) => {
+    const policy = policyOf(res);
+    let principal = principalOf(res);
+    if (needsStepUp(principal, policy)) {
+      const fresh = await refreshed(principal);
+      if (fresh) res.locals.principal = principal = fresh;
+    }
+    assertAssurance(principal, what, policy);
     next();
   };
 }

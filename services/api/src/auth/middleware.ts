@@ -1,6 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { assertCan } from './permissions.js';
-import { ANONYMOUS, type Authenticator, type Permission, type Principal } from '../../../shared/principal.js';
+import { assertCan, can } from './permissions.js';
+import { ANONYMOUS, refreshed, type Authenticator, type Permission, type Principal } from '../../../shared/principal.js';
 
 /**
  * Resolves the caller once per request; later handlers read it with principalOf(res). Idempotent: when
@@ -23,10 +23,19 @@ export function principalOf(res: Response): Principal {
   return (res.locals.principal as Principal | undefined) ?? ANONYMOUS;
 }
 
-/** Guard a route by one permission: anonymous → 401 with a Bearer challenge, lacking role → 403. */
+/**
+ * Guard a route by one permission: anonymous → 401 with a Bearer challenge, lacking role → 403. An
+ * unverified address is looked at again past the session cache before the refusal (it may just have
+ * been verified).
+ */
 export function requirePermission(permission: Permission, what: string = permission): RequestHandler {
-  return (_req, res, next) => {
-    assertCan(principalOf(res), permission, what);
+  return async (_req, res, next) => {
+    let principal = principalOf(res);
+    if (principal.emailVerified === false && !can(principal, permission)) {
+      const fresh = await refreshed(principal);
+      if (fresh) res.locals.principal = principal = fresh;
+    }
+    assertCan(principal, permission, what);
     next();
   };
 }
