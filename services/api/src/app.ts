@@ -28,6 +28,8 @@ import { createCheckService } from './qc/checks.js';
 import { checkRoutes } from './qc/checks-routes.js';
 import { createClaimService } from './qc/claims.js';
 import { claimRoutes } from './qc/claims-routes.js';
+import { createNoticeService } from './qc/notices.js';
+import { noticeRoutes } from './qc/notices-routes.js';
 import { mountQc } from './qc/routes.js';
 import { createDecisionService } from './qc/decisions.js';
 import { createQcService } from './qc/service.js';
@@ -138,7 +140,7 @@ export function createApp(given: AppDependencies): Express {
     decisions: createDecisionService(deps.db, qcOptions),
     authenticator: deps.authenticator,
   });
-  app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })));
+  app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })), noticeRoutes(createNoticeService(deps.db)));
   const tiles = createTileService(deps.db);
   app.use('/api/tiles', tileRoutes(tiles));
   app.use('/api/imports', importRoutes(createImportService(deps.db, { onWrite: extents.invalidate }), { demo: !(deps.production ?? false) }));

@@ -9,6 +9,7 @@ import { qcOpenApiPaths } from './qc/openapi.js';
 import { FeatureHistorySchema } from './qc/schema.js';
 import { tilePaths } from './tiles/openapi.js';
 import { importPaths } from './imports/openapi.js';
+import { noticePaths } from './qc/notices-openapi.js';
 import { EDIT_NOTE_MAX, FeatureCollectionSchema, FeatureIdSchema, FeatureSchema, ListQuerySchema, ProblemSchema } from '../../shared/features/schema.js';
 import { userPaths } from './users/openapi.js';
 
@@ -149,6 +150,7 @@ export function buildOpenApiDocument() {
       ...checkPaths,
       ...tilePaths,
       ...importPaths,
+      ...noticePaths,
       '/healthz': { get: { summary: 'the process is up', responses: { '200': { description: 'ok', content: { 'application/json': { schema: z.object({ status: z.literal('ok') }) } } } } } },
       '/readyz': {
         get: {

@@ -4,6 +4,7 @@ import { withTransaction, type Db, type DbClient, type Queryable } from '../db/p
 import type { Query } from '../features/queries.js';
 import { AppError } from '../../../shared/errors.js';
 import * as sql from './queries.js';
+import { noticeOfDecision } from './notices.js';
 import {
   ALLOWED_FROM,
   RERUNNABLE_JOB_STATUSES,
@@ -75,6 +76,8 @@ export function createQcService(db: Db, options: QcServiceOptions) {
         ),
       );
       const transitionRow = inserted.rows[0] as { id: string; json: unknown; jobs: { id: number; task: JobTask }[] };
+      // The submitter's notice of the decision (mailed by the worker, shown on /qc/mine), in this transaction.
+      if (action !== 'submit') await noticeOfDecision(client, { featureId, transitionId: transitionRow.id, action, reason: comment, actor, actorName: principal.name ?? null, recipient: current.submittedBy });
       const jobs: TransitionResult['jobs'] = transitionRow.jobs.map((r) => ({ id: Number(r.id), task: r.task }));
       return { featureId, status: to, version: current.version, transition: transitionRow.json, jobs };
     });

@@ -5,6 +5,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { withTransaction, type Db } from '../db/pool.js';
 import type { ExportsSettings } from '../exports/config.js';
+import { startNoticeMailer } from '../notifications/contributor-notice.js';
 import { createSmtpMailer, type Mailer } from '../notifications/mailer.js';
 import { relayOutbox, startRelay, type Relay } from './jobs/relay.js';
 import { qcTaskList } from './jobs/tasks.js';
@@ -70,6 +71,7 @@ export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
   }, deps.worker.heartbeatMs);
   timer.unref();
 
+  const mailer = deps.mailer === undefined ? createSmtpMailer(deps.settings.mail, deps.settings.httpTimeoutMs) : deps.mailer;
   let runner: Runner;
   try {
     runner = await run({
@@ -85,7 +87,7 @@ export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
       taskList: qcTaskList({
         db: pool,
         settings: deps.settings,
-        mailer: deps.mailer === undefined ? createSmtpMailer(deps.settings.mail, deps.settings.httpTimeoutMs) : deps.mailer,
+        mailer,
         logger: log,
         processId,
       }),
@@ -96,6 +98,8 @@ export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
   }
   // The outbox relay: transitions write qc.jobs rows only; this turns them into graphile jobs.
   const relay: Relay = startRelay(pool, { intervalMs: deps.worker.pollIntervalMs, logger: log });
+  // Contributors' e-mails about decisions on their submissions (qc.notices, migration 022).
+  const notices = startNoticeMailer(pool, mailer, { intervalMs: deps.worker.pollIntervalMs, reviewLink: deps.settings.reviewers.reviewLink, logger: log });
   log.info({ concurrency: deps.worker.concurrency }, 'QC worker started');
 
   return {
@@ -104,6 +108,7 @@ export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
     async stop() {
       clearInterval(timer);
       await relay.stop();
+      await notices.stop();
       await beating;
       await runner.stop();
       await pool.query(`DELETE FROM qc.worker_processes WHERE id = $1::text`, [processId]).catch(() => undefined);
