@@ -7,6 +7,7 @@
  * - POST /api/0.6/changeset/:id/upload        (osmChange → diffResult; atomic; 409 on stale versions)
  * - PUT  /api/0.6/changeset/:id/close
  * - PUT  /api/0.6/changeset/:id               (new tags of an open changeset)
+ * - GET  /api/0.6/user/details                (the token's user: id, display_name)
  * - GET  /api/0.6/changeset/:id/download      (osmChange of what the changeset did)
  * - GET  /api/0.6/node/:id, /way/:id[/full], /relation/:id[/full], /:type/:id/:version (history)
  * - GET  /api/0.6/map?bbox=left,bottom,right,top  (every node in the box, the ways using them with all
@@ -470,6 +471,10 @@ export async function startOsmApiDouble(options: { users?: Record<string, OsmUse
       const changeset = changesets.get(Number(m[1]));
       if (!changeset) throw new HttpError(404, '');
       return { status: 200, type: 'application/xml', body: renderDownload(changeset) };
+    }
+    if (path === '/api/0.6/user/details') {
+      const user = authenticate(req);
+      return { status: 200, type: 'application/xml', body: `<osm version="0.6" generator="osm-api-double"><user id="${user.uid}" display_name="${escapeXml(user.displayName)}" account_created="2026-01-01T00:00:00Z"/></osm>` };
     }
     if (path === '/api/0.6/map') {
       if (method !== 'GET') throw new HttpError(405, 'Only method GET is supported');

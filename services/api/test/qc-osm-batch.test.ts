@@ -96,7 +96,7 @@ describe('one changeset per batch of nearby approvals', () => {
       // The import conventions on the batch's changeset, closed after the upload.
       const changeset = osm.changeset(batchChangeset)!;
       expect(changeset.open).toBe(false);
-      expect(changeset.tags).toMatchObject({ import: 'yes', hashtags: '#leipzig-import', created_by: 'feature-platform-tests/1.0', source: 'survey;city feature platform' });
+      expect(changeset.tags).toMatchObject({ import: 'yes', hashtags: '#leipzig-import', created_by: 'feature-platform-tests/1.0', source: 'municipal feature register (city feature platform)' });
       expect(changeset.tags.comment).toBe('4 features (blumenbeet, denkmal, friedhof) from the city feature platform #leipzig-import');
       expect(osm.changeset(farJob.result!.changesetId as number)!.tags.comment).toMatch(/^denkmal "Batch Elbwiesen-Denkmal"/);
 

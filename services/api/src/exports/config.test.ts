@@ -34,6 +34,14 @@ describe('export configuration', () => {
         REVIEWER_EMAILS: ' a@example.org, b@example.org ,',
         SMTP_URL: 'smtp://mail:25',
         AGENCY_EMAIL: 'gis@agency.example',
+        // The production servers need the import's paperwork since issue 27 (going-live.test.ts).
+        OSM_IMPORT_PAGE_URL: 'https://wiki.openstreetmap.org/wiki/Import/City',
+        OSM_IMPORT_ACCOUNT: 'City_import',
+        FEATURE_PUBLIC_URL: 'https://map.city.example/features/{featureId}',
+        EXPORT_CONTACT: 'gis@city.example',
+        EXPORT_DATA_LICENCE: 'CC0-1.0',
+        WIKIBASE_BOT_ACCOUNT: 'CityBot',
+        WIKIBASE_REFERENCE_ITEM: 'Q42',
       }),
     );
     expect(settings.osm.apiUrl).toBe('https://api.openstreetmap.org');

@@ -15,12 +15,28 @@ const emailList = z
 const booleanFlag = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 
 export const DEFAULT_OSM_API_URL = 'https://master.apis.dev.openstreetmap.org';
-export const DEFAULT_USER_AGENT = 'feature-mapping-platform/0.1 (QC exports)';
+/** Without EXPORT_CONTACT the User-Agent names where the software lives; production requires a contact. */
+export const DEFAULT_USER_AGENT = 'feature-mapping-platform/0.1 (QC exports; +https://wiki.openstreetmap.org/wiki/Import/Guidelines)';
+export const userAgentWithContact = (contact: string) => `feature-mapping-platform/0.1 (QC exports; contact: ${contact})`;
+/** The production servers: writing there is an import (OSM) or a bot's edit (Wikidata). */
+export const PRODUCTION_OSM_HOSTS = ['api.openstreetmap.org', 'www.openstreetmap.org', 'openstreetmap.org'];
+export const PRODUCTION_WIKIBASE_HOSTS = ['www.wikidata.org', 'wikidata.org'];
+const hostOf = (url: string | undefined) => {
+  try {
+    return url ? new URL(url).hostname.toLowerCase() : '';
+  } catch {
+    return '';
+  }
+};
+export const isProductionOsm = (url: string) => PRODUCTION_OSM_HOSTS.includes(hostOf(url));
+export const isProductionWikibase = (url: string | undefined) => PRODUCTION_WIKIBASE_HOSTS.includes(hostOf(url));
 
 export const exportsEnvShape = {
   OSM_API_URL: z.url({ protocol: /^https?$/ }).default(DEFAULT_OSM_API_URL),
   OSM_ACCESS_TOKEN: optionalSecret,
-  EXPORT_USER_AGENT: z.string().min(8).default(DEFAULT_USER_AGENT),
+  // A contact (e-mail or page) for the OSM and Wikidata operators; part of the default User-Agent.
+  EXPORT_CONTACT: z.string().min(3).max(200).optional(),
+  EXPORT_USER_AGENT: z.string().min(8).optional(),
   EXPORT_HTTP_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
   WIKIBASE_URL: z.url({ protocol: /^https?$/ }).optional(),
   WIKIBASE_USERNAME: z.string().min(1).optional(),
@@ -40,7 +56,12 @@ export const exportsEnvShape = {
   OSM_TAG_MAPPING_FILE: z.string().min(1).default(DEFAULT_OSM_TAG_MAPPING_FILE),
   // Import conventions: changeset tags and the edit rate.
   OSM_CHANGESET_COMMENT: z.string().min(1).max(255).default('{kategorie} "{name}" (feature {featureId}, version {version})'),
-  OSM_CHANGESET_SOURCE: z.string().min(1).max(255).default('survey;city feature platform'),
+  // The dataset the import takes from (not survey: nobody surveyed it for OSM).
+  OSM_CHANGESET_SOURCE: z.string().min(1).max(255).default('municipal feature register (city feature platform)'),
+  // The import's documentation page on the OSM wiki (changeset tag url=*), and the dedicated import
+  // account's display name; both required for the production API.
+  OSM_IMPORT_PAGE_URL: z.url({ protocol: /^https$/ }).optional(),
+  OSM_IMPORT_ACCOUNT: z.string().min(1).max(255).optional(),
   OSM_CHANGESET_HASHTAGS: z.string().regex(/^#[\w-]+(;#[\w-]+)*$/, 'hashtags like #city-import;#fmp').default('#fmp-import'),
   OSM_CHANGESET_IMPORT: booleanFlag.default(true),
   // Changes (elements created, modified or deleted), not features, per hour across all batches.
@@ -61,10 +82,12 @@ export const exportsEnvShape = {
   WIKIBASE_BOT_ACCOUNT: z.string().min(1).max(255).optional(),
   WIKIBASE_BOT_APPROVAL_URL: z.url({ protocol: /^https?$/ }).optional(),
   WIKIBASE_REFERENCE_ITEM: z.string().regex(/^Q[1-9]\d*$/).optional(),
+  // The feature's public page, for Wikidata references (P854). No default: a reference to
+  // localhost would be published for everyone to follow.
   FEATURE_PUBLIC_URL: z
     .string()
     .regex(/^https?:\/\/.*\{featureId\}/, 'an http(s) URL containing {featureId}')
-    .default('http://localhost:8080/api/features/{featureId}'),
+    .optional(),
   WIKIBASE_PROPERTY_STATED_IN: z.string().regex(/^P[1-9]\d*$/).default('P248'),
   WIKIBASE_PROPERTY_REFERENCE_URL: z.string().regex(/^P[1-9]\d*$/).default('P854'),
   WIKIBASE_PROPERTY_RETRIEVED: z.string().regex(/^P[1-9]\d*$/).default('P813'),
@@ -96,6 +119,27 @@ export function checkExportsEnv(env: ExportsEnv, ctx: z.RefinementCtx): void {
   if (env.OSM_CONFLATION_NAME_WEAK > env.OSM_CONFLATION_NAME_STRONG) issue('OSM_CONFLATION_NAME_WEAK', 'must not exceed OSM_CONFLATION_NAME_STRONG');
   if (env.WIKIBASE_BOT && !env.WIKIBASE_BOT_APPROVAL_URL) issue('WIKIBASE_BOT_APPROVAL_URL', 'required when WIKIBASE_BOT is on: the page where the bot was approved');
   if (env.WIKIBASE_OAUTH2_TOKEN && env.WIKIBASE_USERNAME) issue('WIKIBASE_OAUTH2_TOKEN', 'use either WIKIBASE_OAUTH2_TOKEN or WIKIBASE_USERNAME/PASSWORD, not both');
+  if (env.FEATURE_PUBLIC_URL && /^https?:\/\/(localhost|127\.|\[::1\])/i.test(env.FEATURE_PUBLIC_URL)) issue('FEATURE_PUBLIC_URL', 'must be a public URL, not localhost: references point readers there');
+  // Going live is gated (docs/qc.md "Going live"): the production servers only with the import's
+  // paperwork configured, so no undocumented import or unapproved bot can start by a changed URL.
+  if (isProductionOsm(env.OSM_API_URL)) {
+    const live = 'required to write to the production OSM API (an import: docs/qc.md "Going live")';
+    if (!env.OSM_IMPORT_PAGE_URL) issue('OSM_IMPORT_PAGE_URL', `${live}: the import's page on the OSM wiki`);
+    if (!env.OSM_IMPORT_ACCOUNT) issue('OSM_IMPORT_ACCOUNT', `${live}: the dedicated import account (e.g. "Kleinbergen_import")`);
+    if (!env.FEATURE_PUBLIC_URL) issue('FEATURE_PUBLIC_URL', `${live}: the public page of each feature`);
+    if (!env.EXPORT_CONTACT) issue('EXPORT_CONTACT', `${live}: a contact for the OSM operators (User-Agent)`);
+    if (!env.EXPORT_DATA_LICENCE) issue('EXPORT_DATA_LICENCE', `${live}: the dataset's licence (changeset source:license)`);
+    if (/survey/i.test(env.OSM_CHANGESET_SOURCE)) issue('OSM_CHANGESET_SOURCE', 'a municipal dataset is not a survey: name the dataset');
+  }
+  if (isProductionWikibase(env.WIKIBASE_URL)) {
+    const live = 'required to edit Wikidata (a bot: docs/qc.md "Going live")';
+    if (!env.WIKIBASE_BOT_ACCOUNT) issue('WIKIBASE_BOT_ACCOUNT', `${live}: the dedicated bot account`);
+    if (!env.WIKIBASE_BOT_APPROVAL_URL) issue('WIKIBASE_BOT_APPROVAL_URL', `${live}: the bot's approval (Wikidata:Requests for permissions/Bot/…)`);
+    if (!env.WIKIBASE_BOT) issue('WIKIBASE_BOT', `${live}: edits carry the bot flag`);
+    if (!env.WIKIBASE_REFERENCE_ITEM) issue('WIKIBASE_REFERENCE_ITEM', `${live}: the dataset's item for "stated in"`);
+    if (!env.FEATURE_PUBLIC_URL) issue('FEATURE_PUBLIC_URL', `${live}: the public page of each feature`);
+    if (!env.EXPORT_CONTACT) issue('EXPORT_CONTACT', `${live}: a contact for the Wikidata operators (User-Agent)`);
+  }
 }
 
 /** The stand-alone schema (tests, CLIs); the API composes the fragment into its own schema instead. */
@@ -116,6 +160,10 @@ export interface ChangesetSettings {
   comment: string;
   source: string;
   hashtags: string;
+  /** The import's wiki page (changeset tag url=*), when configured. */
+  importPage: string | undefined;
+  /** The dedicated import account; the exporter refuses when the token belongs to another. */
+  account: string | undefined;
   importTag: boolean;
   /** Changes per hour (OSM_MAX_EDITS_PER_HOUR). */
   maxEditsPerHour: number;
@@ -143,7 +191,8 @@ export interface LicenceSettings {
 }
 export interface WikibaseReferenceSettings {
   statedInItem: string | undefined;
-  publicUrl: string;
+  /** The feature's public page ({featureId}); undefined: no reference URL. */
+  publicUrl: string | undefined;
   statedInProperty: string;
   referenceUrlProperty: string;
   retrievedProperty: string;
@@ -189,7 +238,7 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
   if (env.WIKIBASE_OAUTH2_TOKEN) credentials = { oauth2Token: env.WIKIBASE_OAUTH2_TOKEN };
   else if (env.WIKIBASE_USERNAME && env.WIKIBASE_PASSWORD) credentials = { username: env.WIKIBASE_USERNAME, password: env.WIKIBASE_PASSWORD };
   return {
-    userAgent: env.EXPORT_USER_AGENT,
+    userAgent: env.EXPORT_USER_AGENT ?? (env.EXPORT_CONTACT ? userAgentWithContact(env.EXPORT_CONTACT) : DEFAULT_USER_AGENT),
     httpTimeoutMs: env.EXPORT_HTTP_TIMEOUT_MS,
     licence: { licence: env.EXPORT_DATA_LICENCE, statement: env.EXPORT_LICENCE_STATEMENT },
     osm: {
@@ -207,6 +256,8 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
         comment: env.OSM_CHANGESET_COMMENT,
         source: env.OSM_CHANGESET_SOURCE,
         hashtags: env.OSM_CHANGESET_HASHTAGS,
+        importPage: env.OSM_IMPORT_PAGE_URL,
+        account: env.OSM_IMPORT_ACCOUNT,
         importTag: env.OSM_CHANGESET_IMPORT,
         maxEditsPerHour: env.OSM_MAX_EDITS_PER_HOUR,
         maxChangesPerChangeset: env.OSM_MAX_CHANGES_PER_CHANGESET,

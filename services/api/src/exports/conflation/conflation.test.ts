@@ -96,7 +96,7 @@ describe.each(['overpass', 'map'] as const)('OSM conflation through %s', (source
     expect(way.nodes).toEqual([...nodeIds, nodeIds[0]]);
     // The import conventions on the changeset.
     const changeset = osm.changeset(record.changesetId!)!;
-    expect(changeset.tags).toMatchObject({ source: 'survey;city feature platform', hashtags: '#fmp-import', import: 'yes', created_by: 'feature-mapping-platform-tests/1.0', 'source:license': 'CC0-1.0' });
+    expect(changeset.tags).toMatchObject({ source: 'municipal feature register (city feature platform)', hashtags: '#fmp-import', import: 'yes', created_by: 'feature-mapping-platform-tests/1.0', 'source:license': 'CC0-1.0' });
     expect(changeset.tags.comment).toContain(snapshot.id);
     expect(changeset.tags.comment).toContain('#fmp-import');
     expect(journal.entries.decision).toMatchObject({ outcome: 'link', target: { type: 'way', id: wayId }, decidedBy: null });

@@ -73,6 +73,14 @@ export class OsmApiClient {
     throw new OsmApiError(response.status, text, operation);
   }
 
+  /** The display name of the token's account (GET /api/0.6/user/details). */
+  async accountName(): Promise<string> {
+    const text = await this.call('user details', 'GET', '/user/details');
+    const match = /display_name="([^"]*)"/.exec(text);
+    if (!match) throw new OsmApiError(200, text, 'user details (no display_name)');
+    return match[1]!.replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+  }
+
   async createChangeset(tags: OsmTags): Promise<number> {
     const text = await this.call('changeset create', 'PUT', '/changeset/create', serializeChangesetCreate(tags));
     const id = Number(text.trim());

@@ -202,11 +202,26 @@ export class OsmExporter {
     return { client: this.client, rule };
   }
 
+  private accountChecked: Promise<string | null> | null = null;
+
+  /**
+   * With OSM_IMPORT_ACCOUNT set, the token must belong to that dedicated account (checked once per
+   * exporter): an import never runs under a personal account by a mixed-up token. null when it does.
+   */
+  private wrongAccount(client: OsmApiClient): Promise<string | null> {
+    const wanted = this.deps.settings.osm.changeset.account;
+    if (!wanted) return Promise.resolve(null);
+    this.accountChecked ??= client.accountName().then((name) => (name === wanted ? null : `the OSM token belongs to "${name}", not to the import account OSM_IMPORT_ACCOUNT="${wanted}"`));
+    return this.accountChecked;
+  }
+
   async export(request: OsmExportRequest): Promise<ExportOutcome<OsmExportRecord>> {
     const gate = this.gate(request);
     if ('outcome' in gate) return gate.outcome;
     const { client, rule } = gate;
     try {
+      const wrong = await this.wrongAccount(client);
+      if (wrong) return { status: 'failed', reason: wrong };
       assertExportableGeometry(request.snapshot.geometry);
       return await this.run(client, request, rule, familiesOf(rule));
     } catch (error) {
@@ -230,6 +245,8 @@ export class OsmExporter {
     const { client, rule } = gate;
     const { snapshot } = request;
     try {
+      const wrong = await this.wrongAccount(client);
+      if (wrong) return { status: 'failed', reason: wrong };
       assertExportableGeometry(snapshot.geometry);
       const resolved = await this.resolvePrevious(client, request, familiesOf(rule));
       if ('status' in resolved) return resolved;
@@ -471,6 +488,7 @@ export class OsmExporter {
       hashtags: conventions.hashtags,
     };
     if (conventions.importTag) tags.import = 'yes';
+    if (conventions.importPage) tags.url = conventions.importPage;
     const licence = this.deps.settings.licence;
     if (licence.licence) tags['source:license'] = licence.licence;
     return tags;

@@ -266,7 +266,7 @@ export class WikibaseExporter {
     const { references } = this.deps.settings.wikibase;
     const out: Record<string, string> = {};
     if (references.statedInItem) out[references.statedInProperty] = references.statedInItem;
-    out[references.referenceUrlProperty] = references.publicUrl.replaceAll('{featureId}', encodeURIComponent(snapshot.id));
+    if (references.publicUrl) out[references.referenceUrlProperty] = references.publicUrl.replaceAll('{featureId}', encodeURIComponent(snapshot.id));
     out[references.retrievedProperty] = new Date().toISOString().slice(0, 10);
     return out;
   }
