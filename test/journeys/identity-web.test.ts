@@ -21,7 +21,7 @@ import { launchChromium, missingForBrowserTests, startWebStack, type WebStack } 
  */
 const MISSING = lacks('the identity journey through the web app', requirements.chromium(), requirements.contracts(), binary('jsonnet', 'apt-get install jsonnet: Kratos\' claims mappers are Jsonnet'));
 const WEB_MISSING = missingForBrowserTests();
-if (!MISSING && WEB_MISSING) console.warn(`skipped: the identity journey through the web app needs ${WEB_MISSING}`);
+if (!MISSING && WEB_MISSING) console.warn(`skipped: the identity journey through the web app: ${WEB_MISSING}`);
 
 describe.skipIf(MISSING || WEB_MISSING)('signing in, verifying and stepping up through the web app', () => {
   let identity: IdentityStack;
