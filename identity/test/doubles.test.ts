@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Configuration, OAuth2Api } from '@ory/hydra-client';
 import { ContractServer } from '../../test/doubles/ory/contract-server.js';
 import { hydraSpec, HydraDouble } from '../../test/doubles/ory/hydra-double.js';
-import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
+import { KratosDouble, type KratosOidcProvider } from '../../test/doubles/ory/kratos-double.js';
+import { OidcStandIn } from '../../test/doubles/ory/oidc-provider.js';
 import { OpenApiContract } from '../../test/doubles/ory/openapi-contract.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
@@ -250,5 +251,60 @@ describe.skipIf(MISSING)('Kratos double: browser registration flow', () => {
     const response = await submit(id, cookie, { csrf_token: cookie.split('=')[1]!, 'traits.email': 'nopw@example.org', 'traits.name': 'No Password', method: 'password' });
     expect(response.status).toBe(400);
     expect(drain(double.public).join()).toContain("must have required property 'password'");
+  });
+});
+
+describe.skipIf(MISSING)('Kratos double: social sign-in as Kratos does it', () => {
+  let double: KratosDouble;
+  let provider: OidcStandIn;
+  beforeAll(async () => {
+    const providers: KratosOidcProvider[] = [];
+    double = await new KratosDouble({ loginUiUrl: 'http://127.0.0.1:9/login', allowedReturnUrls: ['http://127.0.0.1:9'], oidcProviders: providers }).start();
+    provider = await new OidcStandIn({ clientId: 'kratos', clientSecret: 'secret', redirectUris: () => [double.callbackUrl('city')] }).start();
+    providers.push({ id: 'city', label: 'City', issuerUrl: provider.issuer, clientId: 'kratos', clientSecret: 'secret', scope: ['openid', 'email'], mapClaims: () => Promise.reject(new Error('not reached in these tests')) });
+  });
+  afterAll(async () => {
+    await double?.close();
+    await provider?.close();
+  });
+
+  async function startSignIn(): Promise<{ location: string; continuity: string; csrfCookie: string }> {
+    const created = await fetch(`${double.public.url}/self-service/login/browser`, { redirect: 'manual' });
+    const csrfCookie = created.headers.get('set-cookie')!.split(';')[0]!;
+    const id = new URL(created.headers.get('location')!).searchParams.get('flow')!;
+    const flow = (await (await fetch(`${double.public.url}/self-service/login/flows?id=${id}`, { headers: { cookie: csrfCookie } })).json()) as { ui: { nodes: Array<{ group: string; attributes: { name: string; value?: string } }> } };
+    expect(flow.ui.nodes.filter((n) => n.group === 'oidc').map((n) => n.attributes)).toEqual([expect.objectContaining({ name: 'provider', value: 'city' })]);
+    const response = await fetch(`${double.public.url}/self-service/login?flow=${id}`, {
+      method: 'POST',
+      headers: { cookie: csrfCookie, 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify({ method: 'oidc', provider: 'city', csrf_token: csrfCookie.split('=')[1] }),
+    });
+    expect(response.status).toBe(422);
+    const body = (await response.json()) as { redirect_browser_to: string; error: { id: string } };
+    expect(body.error.id).toBe('browser_location_change_required');
+    return { location: body.redirect_browser_to, continuity: response.headers.get('set-cookie')!.split(';')[0]!, csrfCookie };
+  }
+
+  it('sends the browser to the provider with state, nonce, PKCE (S256) and the callback as redirect URI, on contract', async () => {
+    const { location } = await startSignIn();
+    const url = new URL(location);
+    expect(`${url.origin}${url.pathname}`).toBe(`${provider.issuer}/auth`);
+    expect(url.searchParams.get('redirect_uri')).toBe(`${double.public.url}/self-service/methods/oidc/callback/city`);
+    expect(url.searchParams.get('code_challenge_method')).toBe('S256');
+    for (const name of ['state', 'nonce', 'code_challenge']) expect(url.searchParams.get(name), name).toBeTruthy();
+    expect(drain(double.public)).toEqual([]);
+  });
+
+  it('refuses a callback from another browser (no continuity cookie) and an unknown state, signing nobody in', async () => {
+    const { location, continuity } = await startSignIn();
+    const state = new URL(location).searchParams.get('state')!;
+    const callback = (query: string, cookie?: string) => fetch(`${double.callbackUrl('city')}?${query}`, { redirect: 'manual', ...(cookie ? { headers: { cookie } } : {}) });
+    for (const response of [await callback(`code=x&state=${state}`), await callback(`code=x&state=unknown`, continuity)]) {
+      expect(response.status).toBe(303);
+      expect(response.headers.get('location')).toContain('/login?error=');
+      expect(response.headers.get('set-cookie')).toBeNull();
+    }
+    expect(double.public.count('oidcCallback')).toBe(2);
+    expect(drain(double.public)).toEqual([]);
   });
 });
