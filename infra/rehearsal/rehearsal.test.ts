@@ -29,6 +29,7 @@ const STEPS = [
   '6b the branch site (code from team pushes) never receives the session cookie',
   "6c a site's code cannot take another target's port or the webhook's: it binds them in its own namespace and receives nothing",
   '7 the backup job writes a dump that restores into an empty cluster',
+  '8 the contributor signs out everywhere: Hydra and Kratos end their sessions, the token and the cookie no longer sign anyone in',
 ];
 
 /** Runs `npm run stack:rehearse` with these arguments: its output and exit code. */

@@ -549,6 +549,39 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
         empty.stop();
       }
     });
+
+    // 8 ------------------------------------------------------------------------------------------
+    await step(results, '8 the contributor signs out everywhere: Hydra and Kratos end their sessions, the token and the cookie no longer sign anyone in', async () => {
+      const me = signedIn.get('contributor');
+      assert(me, 'no signed-in contributor (step 1b failed)');
+      const whoami = (cookie: string) => viaProxy(stack, https(domains.kratos!, '/sessions/whoami'), { headers: { cookie, accept: 'application/json' } });
+      assert((await whoami(me.sessionCookie)).status === 200, 'the session cookie was not valid before signing out: the step would prove nothing');
+      const page = await me.context.newPage();
+      try {
+        // RP-initiated logout at Hydra; the login app asks, then ends the Kratos session and Hydra's.
+        await page.goto(https(domains.hydra!, '/oauth2/sessions/logout'));
+        // Done once Hydra has answered its logout verifier (where the browser lands after that, the
+        // app's start page, is not part of this check).
+        const verified = page.waitForResponse((r) => r.url().includes('logout_verifier='), { timeout: 15_000 });
+        await page.getByRole('button', { name: 'Sign out' }).click();
+        await verified;
+      } finally {
+        await page.close();
+      }
+      const cookies = await me.context.cookies(https(domains.api!));
+      const session = cookies.find((c) => c.name === 'ory_kratos_session');
+      const kratosAnswer = await whoami(session ? `${session.name}=${session.value}` : me.sessionCookie);
+      assert(kratosAnswer.status === 401, `Kratos still knows the session after signing out (whoami ${kratosAnswer.status})`);
+      // The API caches a token's introspection for INTROSPECTION_CACHE_SECONDS (the stack: 10 s).
+      const signedOut = Date.now();
+      let last: Reply | undefined;
+      const refused = await until('the old access token refused by the API', async () => {
+        last = await viaProxy(stack, https(domains.api!, '/api/users'), { headers: { authorization: `Bearer ${me.accessToken}` } });
+        return last.status === 401 ? true : undefined;
+      }, 20_000).then(() => true, () => false);
+      assert(refused, `the access token still signs in ${((Date.now() - signedOut) / 1000).toFixed(0)} s after signing out (${last?.status}: ${last?.body.slice(0, 120)})`);
+      return `signed out through Hydra and the login app: whoami with the old cookie 401 at once, the old access token 401 after ${((Date.now() - signedOut) / 1000).toFixed(1)} s`;
+    });
   } finally {
     await browser?.close();
   }

@@ -101,6 +101,9 @@ export function declareFeatures(ctx: StackContext, { networks, volumes }: StackN
       DATA_DIR: '/var/lib/api',
       // The QC worker runs in a container of its own (infra/stack/worker.ts), the only one with a way out.
       WORKER_ENABLED: 'false',
+      // A sign-out (its tokens revoked, its Kratos session ended) holds at the API within 10 s.
+      INTROSPECTION_CACHE_SECONDS: '10',
+      SESSION_CACHE_SECONDS: '10',
       LOG_LEVEL: cfg.logLevel,
     }),
     user: 'node',

@@ -9,8 +9,9 @@ import type { RouteContext } from './context.js';
 /**
  * GET /logout?logout_challenge=… — Hydra's logout request. A logout a client started with a valid
  * id_token_hint (`rp_initiated`) proceeds at once; otherwise the user confirms with a form (a link alone
- * must not be able to sign someone out). Accepting ends the browser's Kratos session (admin API) and
- * then Hydra's, so the user is signed out of every subdomain.
+ * must not be able to sign someone out). Accepting ends the browser's Kratos session (admin API),
+ * revokes the subject's consent sessions (so every token Hydra issued for them stops working) and then
+ * ends Hydra's login session, so the user is signed out of every subdomain and every client.
  */
 export function createLogoutRoutes(ctx: RouteContext): { show: RequestHandler; submit: RequestHandler } {
   const { ory, config } = ctx;
@@ -33,8 +34,26 @@ export function createLogoutRoutes(ctx: RouteContext): { show: RequestHandler; s
     }
   }
 
+  /**
+   * Hydra's logout ends its login session only; the access and refresh tokens its clients hold stay
+   * valid until they expire. Signing out everywhere revokes the subject's consent sessions too, which
+   * invalidates every token issued for them (the API then refuses them once its introspection cache,
+   * INTROSPECTION_CACHE_SECONDS, has let go).
+   */
+  async function revokeTokens(challenge: string): Promise<void> {
+    const { subject } = (await ory.oauth2.getOAuth2LogoutRequest({ logoutChallenge: challenge })).data;
+    if (!subject) return;
+    await ory.oauth2.revokeOAuth2ConsentSessions({ subject, all: true });
+  }
+
   async function accept(req: Request, res: Response, challenge: string): Promise<void> {
     await endKratosSession(req);
+    try {
+      await revokeTokens(challenge);
+    } catch (error) {
+      // A challenge already answered (410) or unknown (404) is answered below as such.
+      if (oryStatus(error) !== 404 && oryStatus(error) !== 410) throw error;
+    }
     await answerChallenge(res, () => ory.oauth2.acceptOAuth2LogoutRequest({ logoutChallenge: challenge }));
   }
 

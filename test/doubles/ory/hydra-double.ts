@@ -166,6 +166,7 @@ export class HydraDouble {
       .on('getOAuth2ConsentRequest', (r) => this.getConsent(r))
       .on('acceptOAuth2ConsentRequest', (r) => this.acceptConsent(r))
       .on('rejectOAuth2ConsentRequest', (r) => this.rejectConsent(r))
+      .on('revokeOAuth2ConsentSessions', (r) => this.revokeConsentSessions(r))
       .on('getOAuth2LogoutRequest', (r) => this.getLogout(r))
       .on('acceptOAuth2LogoutRequest', (r) => this.acceptLogout(r))
       .on('rejectOAuth2LogoutRequest', (r) => this.rejectLogout(r))
@@ -503,8 +504,9 @@ export class HydraDouble {
       const logout = [...this.logouts.values()].find((l) => l.verifier === verifier);
       if (!logout) return { status: 302, headers: { location: `${this.options.postLogoutRedirect}?error=invalid_request` } };
       logout.verifier = undefined;
+      // As Hydra: a logout ends the login session; tokens stay valid until they expire or the subject's
+      // consent sessions are revoked (revokeOAuth2ConsentSessions, which the login app calls).
       for (const [cookie, session] of this.authSessions) if (session.sessionId === logout.sid) this.authSessions.delete(cookie);
-      for (const token of this.tokens.values()) if (token.subject === logout.subject) token.active = false;
       const target = new URL(logout.postLogoutRedirect ?? this.options.postLogoutRedirect);
       if (logout.state) target.searchParams.set('state', logout.state);
       return { status: 302, headers: { location: target.toString(), 'set-cookie': `${AUTH_COOKIE}=; Path=/; Max-Age=0` } };
@@ -533,6 +535,23 @@ export class HydraDouble {
     };
     this.logouts.set(logout.challenge, logout);
     return { status: 302, headers: { location: `${this.options.logoutUrl}?logout_challenge=${logout.challenge}` } };
+  }
+
+  /**
+   * DELETE /admin/oauth2/auth/sessions/consent?subject=…[&client=…|&all=true]: forgets the subject's
+   * remembered consents and, as Hydra documents, invalidates every access and refresh token issued
+   * for them.
+   */
+  private revokeConsentSessions(request: DoubleRequest): DoubleResponse {
+    const subject = request.query.get('subject');
+    const client = request.query.get('client');
+    if (!subject) return oauthError(400, 'invalid_request', 'Query parameter subject is required');
+    if (!client && request.query.get('all') !== 'true') return oauthError(400, 'invalid_request', 'Query parameter client or all=true is required');
+    for (const key of [...this.rememberedConsents.keys()]) {
+      if (key === `${subject} ${client}` || (!client && key.startsWith(`${subject} `))) this.rememberedConsents.delete(key);
+    }
+    for (const token of this.tokens.values()) if (token.subject === subject && (!client || token.clientId === client)) token.active = false;
+    return { status: 204 };
   }
 
   private getLogout(request: DoubleRequest): DoubleResponse {
