@@ -60,6 +60,8 @@ export interface StoredItem {
   id: string;
   type: 'item';
   labels: Record<string, { language: string; value: string }>;
+  /** Descriptions by language (wbeditentity `descriptions`); absent when none was set. */
+  descriptions?: Record<string, { language: string; value: string }>;
   claims: Record<string, Statement[]>;
   lastrevid: number;
   deleted?: boolean;
@@ -417,6 +419,14 @@ export async function startMediaWikiDouble(
       }
       if (typeof label.value !== 'string' || label.value.trim() === '' || label.value.length > 250) throw new ApiError('modification-failed', `Invalid label for ${lang}`);
       item.labels[lang] = { language: lang, value: label.value };
+    }
+    for (const [lang, description] of Object.entries((data.descriptions ?? {}) as Record<string, { language?: string; value?: string }>)) {
+      if (description.language !== lang) throw new ApiError('inconsistent-language', `Inconsistent language: ${lang} and ${String(description.language)}`);
+      if (typeof description.value !== 'string' || description.value.length > 250) throw new ApiError('modification-failed', `Invalid description for ${lang}`);
+      // As Wikibase: a label and a description together must not be another item's in that language.
+      const clash = [...items.values()].find((other) => other.id !== item.id && !other.deleted && other.labels[lang]?.value === item.labels[lang]?.value && other.descriptions?.[lang]?.value === description.value);
+      if (clash) throw new ApiError('modification-failed', `Item ${clash.id} already has label "${item.labels[lang]?.value}" associated with language code ${lang}, using the same description text.`);
+      item.descriptions = { ...(item.descriptions ?? {}), [lang]: { language: lang, value: description.value } };
     }
     for (const [property, statements] of Object.entries((data.claims ?? {}) as Record<string, Record<string, unknown>[]>)) {
       if (!Array.isArray(statements)) throw new ApiError('invalid-claim', `Claims of ${property} must be a list`);

@@ -92,6 +92,15 @@ export const exportsEnvShape = {
   WIKIBASE_PROPERTY_REFERENCE_URL: z.string().regex(/^P[1-9]\d*$/).default('P854'),
   WIKIBASE_PROPERTY_RETRIEVED: z.string().regex(/^P[1-9]\d*$/).default('P813'),
   WIKIBASE_PROPERTY_OSM_RELATION: z.string().regex(/^P[1-9]\d*$/).default('P402'),
+  WIKIBASE_PROPERTY_SUBCLASS_OF: z.string().regex(/^P[1-9]\d*$/).default('P279'),
+  WIKIBASE_PROPERTY_COUNTRY: z.string().regex(/^P[1-9]\d*$/).default('P17'),
+  WIKIBASE_PROPERTY_LOCATED_IN: z.string().regex(/^P[1-9]\d*$/).default('P131'),
+  // Where the features are: country (P17) and administrative unit (P131) of every new item, when set.
+  WIKIBASE_COUNTRY_ITEM: z.string().regex(/^Q[1-9]\d*$/).optional(),
+  WIKIBASE_LOCATED_IN_ITEM: z.string().regex(/^Q[1-9]\d*$/).optional(),
+  // The description of a new item: {Kategorie} (capitalised category) and {place} are replaced.
+  WIKIBASE_DESCRIPTION: z.string().min(3).max(250).default('{Kategorie} in {place}'),
+  WIKIBASE_PLACE_NAME: z.string().min(1).max(100).optional(),
   WIKIBASE_CONFLATION_RADIUS_M: z.coerce.number().min(10).max(10_000).default(100),
   SMTP_URL: z.url({ protocol: /^smtps?$/ }).optional(),
   MAIL_FROM: z.string().min(3).default('Feature platform <noreply@localhost>'),
@@ -206,6 +215,12 @@ export interface WikibaseSettings {
   instanceOfProperty: string;
   coordinatesProperty: string;
   osmRelationProperty: string;
+  subclassOfProperty: string;
+  /** P17 / P131 of new items, when configured. */
+  country: { property: string; item: string | undefined };
+  locatedIn: { property: string; item: string | undefined };
+  /** The description of a new item ({Kategorie}, {place}); null when the template needs a place that is not configured. */
+  description: { template: string; place: string | undefined };
   maxlag: number;
   maxlagRetries: number;
   botAccount: string | undefined;
@@ -274,6 +289,10 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
       instanceOfProperty: env.WIKIBASE_PROPERTY_INSTANCE_OF,
       coordinatesProperty: env.WIKIBASE_PROPERTY_COORDINATES,
       osmRelationProperty: env.WIKIBASE_PROPERTY_OSM_RELATION,
+      subclassOfProperty: env.WIKIBASE_PROPERTY_SUBCLASS_OF,
+      country: { property: env.WIKIBASE_PROPERTY_COUNTRY, item: env.WIKIBASE_COUNTRY_ITEM },
+      locatedIn: { property: env.WIKIBASE_PROPERTY_LOCATED_IN, item: env.WIKIBASE_LOCATED_IN_ITEM },
+      description: { template: env.WIKIBASE_DESCRIPTION, place: env.WIKIBASE_PLACE_NAME },
       maxlag: env.WIKIBASE_MAXLAG,
       maxlagRetries: env.WIKIBASE_MAXLAG_RETRIES,
       botAccount: env.WIKIBASE_BOT_ACCOUNT,

@@ -207,7 +207,9 @@ describe('Wikibase conflation and references', () => {
     expect(snaks.P813![0]!.datavalue!.value).toMatchObject({ time: today(), precision: 11 });
   }
 
-  it('an existing item near the feature with the class and a similar label gets only the missing statements, each with references', async () => {
+  // Formerly linked and edited automatically (issue 27: references added to a falsely linked item);
+  // an item found by label and place alone is now asked about, and edited once a reviewer confirms.
+  it('an existing item near the feature with the class and a similar label is asked about first; confirmed, it gets only the missing statements, each with references', async () => {
     const itemId = wiki.addItem({
       labels: { de: 'Südfriedhof', en: 'South Cemetery' },
       claims: {
@@ -218,6 +220,10 @@ describe('Wikibase conflation and references', () => {
     const before = structuredClone(wiki.items.get(itemId)!);
     const snapshot = feature({ type: 'Polygon', coordinates: [rectangle(12.39, 51.32, 0.004, 0.003)] }, { name: 'Suedfriedhof' });
     const journal = createMemoryJournal();
+    const asked = await wikiExporter().export({ snapshot, previous: null, journal, osmLink: { type: 'relation', id: 777, wikidata: null } });
+    expect(asked).toMatchObject({ status: 'needs_decision', reason: expect.stringContaining(`one strong candidate found by label and place: ${itemId}`) as string });
+    expect(wiki.items.get(itemId)).toEqual(before);
+    await journal.recordMatch({ outcome: 'link', itemId, reason: 'reviewer confirmed', candidates: [], decidedBy: { id: 'rita', name: 'Rita' } });
     const outcome = await wikiExporter().export({ snapshot, previous: null, journal, osmLink: { type: 'relation', id: 777, wikidata: null } });
     const record = exported(outcome);
     expect(record).toMatchObject({ itemId, linked: true });

@@ -6,7 +6,9 @@ import type { Decider } from './osm.js';
  * already is that object — one carrying the OSM link (P402 = the relation the OSM export linked to,
  * or the item named in the linked element's `wikidata` tag), or one with a coordinate (P625) within
  * WIKIBASE_CONFLATION_RADIUS_M, an instance of (P31) the category's class, and a similar label.
- * The outcomes mirror OSM's: create / link (one strong candidate) / needs_decision.
+ * WIKIBASE_CONFLATION_RADIUS_M, an instance of (P31) the category's class or a subclass of it (P279),
+ * and a similar label. Only the OSM link links automatically; an item found by label and place is
+ * asked about (create / link via OSM / needs_decision).
  */
 export type { WikibaseCandidate };
 
@@ -22,9 +24,11 @@ export function decideWikibase(candidates: WikibaseCandidate[]): WikibaseConflat
   const linked = sorted.filter((c) => c.viaOsmLink);
   // The OSM link names the item outright; it wins over nearby look-alikes.
   if (linked.length === 1) return { outcome: 'link', itemId: linked[0]!.itemId, reason: `linked from OSM: ${linked[0]!.itemId}`, candidates: sorted, decidedBy: null };
+  // Found by label and place alone: a reviewer confirms before the platform edits someone's item (a
+  // false link would get our statements and references).
   if (sorted.length === 1 && strong.length === 1) {
     const c = strong[0]!;
-    return { outcome: 'link', itemId: c.itemId, reason: `one strong candidate: ${c.itemId} "${c.label ?? ''}" (name similarity ${c.nameSimilarity}, ${c.distanceM} m away)`, candidates: sorted, decidedBy: null };
+    return { outcome: 'needs_decision', reason: `one strong candidate found by label and place: ${c.itemId} "${c.label ?? ''}" (name similarity ${c.nameSimilarity}, ${c.distanceM} m away); a reviewer confirms the link`, candidates: sorted };
   }
   return { outcome: 'needs_decision', reason: sorted.length > 1 ? `${sorted.length} candidate items` : 'one weak candidate item', candidates: sorted };
 }

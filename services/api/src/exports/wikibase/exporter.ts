@@ -202,12 +202,17 @@ export class WikibaseExporter {
       intent = `fmp-export:${snapshot.id}:v${snapshot.version}:${randomUUID().slice(0, 8)}`;
       await journal.recordIntent(intent);
     }
+    const description = this.description(snapshot);
     const params = {
       type: 'item',
       labels: { [settings.language]: label },
+      ...(description ? { descriptions: { [settings.language]: description } } : {}),
       claims: {
         [settings.instanceOfProperty]: { value: wikidataClass, references: [reference] },
         [settings.coordinatesProperty]: { value: coordinate, references: [reference] },
+        ...(settings.country.item ? { [settings.country.property]: { value: settings.country.item, references: [reference] } } : {}),
+        ...(settings.locatedIn.item ? { [settings.locatedIn.property]: { value: settings.locatedIn.item, references: [reference] } } : {}),
+        ...(request.osmLink?.type === 'relation' ? { [settings.osmRelationProperty]: { value: String(request.osmLink.id), references: [reference] } } : {}),
       },
       summary: `${this.summary(snapshot, 'create')} [${intent}]`,
     } as Parameters<WbEdit['entity']['create']>[0];
@@ -252,6 +257,13 @@ export class WikibaseExporter {
     return reader.currentUserName();
   }
 
+  /** "Friedhof in Kleinbergen": WIKIBASE_DESCRIPTION with {Kategorie} and {place}; null when the template needs a place not configured. */
+  private description(snapshot: FeatureSnapshot): string | null {
+    const { template, place } = this.deps.settings.wikibase.description;
+    if (template.includes('{place}') && !place) return template.includes(' in {place}') ? template.replace(' in {place}', '').replaceAll('{Kategorie}', capitalised(snapshot.kategorie)).replaceAll('{kategorie}', snapshot.kategorie) : null;
+    return template.replaceAll('{Kategorie}', capitalised(snapshot.kategorie)).replaceAll('{kategorie}', snapshot.kategorie).replaceAll('{place}', place ?? '').slice(0, 250);
+  }
+
   private summary(snapshot: FeatureSnapshot, kind: 'create' | 'update'): string {
     const approval = this.deps.settings.wikibase.botApprovalUrl;
     return `${kind === 'create' ? 'Created' : 'Updated'} from approved feature ${snapshot.id} version ${snapshot.version}${approval ? ` (bot approval: ${approval})` : ''}`;
@@ -293,6 +305,8 @@ export class WikibaseExporter {
    */
   private statementsLackingOurReference(item: WikibaseItem, settings: WikibaseSettings, reference: Record<string, string>, wikidataClass: string, coordinate: Coordinate): string[] {
     const ourUrl = reference[settings.references.referenceUrlProperty];
+    // Without a public URL our reference cannot be told from others': existing statements are left alone.
+    if (ourUrl === undefined) return [];
     const hasOurs = (statement: WikibaseItem['claims'][string][number]) =>
       (statement.references ?? []).some((r) => {
         const snaks = Array.isArray(r.snaks) ? (r.snaks as { property?: string; datavalue?: { value?: unknown } }[]) : Object.values(r.snaks as Record<string, { property?: string; datavalue?: { value?: unknown } }[]>).flat();
@@ -308,6 +322,24 @@ export class WikibaseExporter {
       if (haversineM(coordinate, { latitude: v.latitude, longitude: v.longitude }) <= 25 && !hasOurs(statement)) out.push(statement.id);
     }
     return out;
+  }
+
+  /**
+   * Whether one of `classes` is `target` or a subclass of it (P279, breadth first up to
+   * SUBCLASS_DEPTH levels, at most SUBCLASS_READS class items read): "war memorial" is a memorial.
+   */
+  private async isSubclass(reader: WikibaseReader, settings: WikibaseSettings, classes: string[], target: string): Promise<boolean> {
+    const seen = new Set<string>(classes);
+    let level = classes;
+    for (let depth = 0; depth <= SUBCLASS_DEPTH && level.length > 0; depth++) {
+      if (level.includes(target)) return true;
+      if (seen.size > SUBCLASS_READS) return false;
+      const items = await reader.getItems(level);
+      const parents = items.flatMap((item) => (item.claims[settings.subclassOfProperty] ?? []).map((st) => (st.mainsnak.datavalue?.value as { id?: string } | undefined)?.id)).filter((c): c is string => c !== undefined && !seen.has(c));
+      parents.forEach((c) => seen.add(c));
+      level = [...new Set(parents)];
+    }
+    return false;
   }
 
   /**
@@ -331,8 +363,8 @@ export class WikibaseExporter {
     const out: WikibaseCandidate[] = [];
     for (const item of items) {
       const viaOsmLink = linkedIds.has(item.id);
-      const classes = (item.claims[settings.instanceOfProperty] ?? []).map((s) => (s.mainsnak.datavalue?.value as { id?: string } | undefined)?.id);
-      if (!viaOsmLink && !classes.includes(wikidataClass)) continue;
+      const classes = (item.claims[settings.instanceOfProperty] ?? []).map((s) => (s.mainsnak.datavalue?.value as { id?: string } | undefined)?.id).filter((c): c is string => c !== undefined);
+      if (!viaOsmLink && !(await this.isSubclass(reader, settings, classes, wikidataClass))) continue;
       const similarity = bestNameSimilarity(name, Object.values(item.labels).map((l) => l.value));
       if (!viaOsmLink && similarity !== null && similarity < thresholds.nameWeak) continue;
       const position = item.claims[settings.coordinatesProperty]?.[0]?.mainsnak.datavalue?.value as { latitude?: number; longitude?: number } | undefined;
@@ -349,6 +381,12 @@ export class WikibaseExporter {
     return out;
   }
 }
+
+const capitalised = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+/** How far up the P279 tree a class is followed, and how many class items at most are read for one feature. */
+const SUBCLASS_DEPTH = 5;
+const SUBCLASS_READS = 60;
 
 function haversineM(a: { latitude: number; longitude: number }, b: { latitude: number; longitude: number }): number {
   const rad = Math.PI / 180;

@@ -68,9 +68,11 @@ describe('conflation decided by a reviewer', () => {
     expect(candidates.map((c) => c.id).sort()).toEqual([70000001, 70000002]);
     let reviews = (await reviewsOf(api, id)) as unknown as { decisions: Record<string, unknown>[] };
     expect(reviews.decisions.filter((d) => d.target === 'osm')).toMatchObject([{ outcome: 'needs_decision', decidedBy: null, jobId: waiting.id }]);
-    // The Wikibase export looked too (its own job): nothing nearby, so it decided to create an item.
-    const wikibaseDecision = await waitFor('the Wikibase conflation decision', async () => ((await reviewsOf(api, id)) as unknown as { decisions: Record<string, unknown>[] }).decisions.find((d) => d.target === 'wikibase'));
-    expect(wikibaseDecision).toMatchObject({ outcome: 'create', decidedBy: null });
+    // The Wikibase export waits for the OSM export (it reads its link), without a decision of its own
+    // yet; before issue 27 it raced ahead and decided while the OSM export waited for the reviewer.
+    const wikibaseWaiting = await waitFor('the Wikibase export to wait for the OSM export', async () => (await reviewsOf(api, id)).jobs.find((j) => j.task === 'wikibase_export' && j.reason === 'waits for the OSM export of this approval (needs_decision)'));
+    expect(wikibaseWaiting).toMatchObject({ status: 'queued', attempts: 0 });
+    expect(((await reviewsOf(api, id)) as unknown as { decisions: Record<string, unknown>[] }).decisions.filter((d) => d.target === 'wikibase')).toEqual([]);
     expect(osm.acceptedUploads).toHaveLength(0);
 
     // The review desk: reviewers list the conflations waiting for them, with the candidates and the
@@ -129,6 +131,10 @@ describe('conflation decided by a reviewer', () => {
       { outcome: 'link', chosen: 'node/70000002', decidedBy: 'rolf', reason: 'reviewer chose node 70000002: the obelisk is the one' },
     ]);
     expect((reviews as unknown as { exportRecords: { osm: unknown } }).exportRecords.osm).toMatchObject({ type: 'node', id: 70000002, linked: true });
+
+    // After the OSM export the Wikibase export runs: nothing nearby, so it decides to create an item.
+    const wikibaseDecision = await waitFor('the Wikibase conflation decision', async () => ((await reviewsOf(api, id)) as unknown as { decisions: Record<string, unknown>[] }).decisions.find((d) => d.target === 'wikibase'));
+    expect(wikibaseDecision).toMatchObject({ outcome: 'create', decidedBy: null });
 
     // The feature's history shows every decision too, automatic or human, newest first.
     const history = await api.request('GET', `/api/features/${id}/history`);

@@ -7,7 +7,7 @@ import type { ExportsSettings } from '../../exports/config.js';
 import { WikibaseExporter, type WikibaseExportRecord } from '../../exports/wikibase/exporter.js';
 import type { Mailer } from '../../notifications/mailer.js';
 import { ReviewerNotifier } from '../../notifications/reviewer-notice.js';
-import { TASK_IDENTIFIERS, type JobTask } from '../states.js';
+import { TASK_IDENTIFIERS, queueNameOf, type JobTask } from '../states.js';
 import {
   exportRecord,
   osmLinkOf,
@@ -89,6 +89,7 @@ export async function runJobAttempt(task: JobTask, payload: unknown, helpers: He
     return;
   }
   if (task === 'osm_export') return runOsmExportAttempt(jobId, helpers, deps);
+  if (task === 'wikibase_export' && (await waitForOsmExport(jobId, helpers, deps))) return;
   const job = await startAttempt(deps.db, jobId, deps.processId, helpers.job.locked_by);
   if (!job) {
     deps.logger.info({ jobId, task }, 'QC job already finished; nothing to do');
@@ -115,6 +116,28 @@ export async function runJobAttempt(task: JobTask, payload: unknown, helpers: He
     log.warn({ err: error }, 'QC job failed; graphile-worker retries it with backoff');
     throw error;
   }
+}
+
+/**
+ * The Wikibase export of an approval runs after its OSM export, in order: it reads the OSM link
+ * (P402, the element's wikidata tag) the OSM export leaves. While that export is queued, running,
+ * retrying or waiting for a reviewer, the Wikibase job is put back (no attempt used) and looks again
+ * after a tenth of its age, between 2 s and 10 min. Answers true when it was put back.
+ */
+async function waitForOsmExport(jobId: number, helpers: Helpers, deps: TaskDeps): Promise<boolean> {
+  const { rows } = await deps.db.query(
+    `SELECT o.status AS "osmStatus", w.feature_id AS "featureId", extract(epoch FROM clock_timestamp() - w.created_at) AS "ageSeconds"
+     FROM qc.jobs w JOIN qc.jobs o ON o.transition_id = w.transition_id AND o.task = 'osm_export'
+     WHERE w.id = $1::bigint AND w.status IN ('queued', 'retrying')`,
+    [jobId],
+  );
+  const row = rows[0] as { osmStatus: string; featureId: string; ageSeconds: number } | undefined;
+  if (!row || !['queued', 'running', 'retrying', 'needs_decision'].includes(row.osmStatus)) return false;
+  const delayMs = Math.min(600_000, Math.max(2_000, (Number(row.ageSeconds) * 1000) / 10));
+  await helpers.addJob(TASK_IDENTIFIERS.wikibase_export, { jobId }, { queueName: queueNameOf('wikibase_export', row.featureId) ?? undefined, runAt: new Date(Date.now() + delayMs), maxAttempts: helpers.job.max_attempts });
+  await deps.db.query(`UPDATE qc.jobs SET reason = $2::text, updated_at = clock_timestamp() WHERE id = $1::bigint`, [jobId, `waits for the OSM export of this approval (${row.osmStatus})`]);
+  deps.logger.info({ jobId, osmStatus: row.osmStatus }, 'Wikibase export waits for the OSM export');
+  return true;
 }
 
 /**

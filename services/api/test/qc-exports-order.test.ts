@@ -1,0 +1,79 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { prepareQueue, reviewsOf, startWorker, waitFor } from './qc-harness.js';
+
+/**
+ * The Wikibase export of an approval runs after its OSM export (issue 27, docs/qc.md "Jobs"): while
+ * the OSM export is retrying after a 429, the Wikibase job waits without using an attempt; once the
+ * OSM export has linked the community's node, whose wikidata tag names an item, the Wikibase export
+ * links that item instead of creating a duplicate. Before, the two raced in separate queues.
+ */
+let db: TestDatabase;
+let api: TestApi;
+let osm: OsmApiDouble;
+let wiki: MediaWikiDouble;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await prepareQueue(db);
+  osm = await startOsmApiDouble();
+  wiki = await startMediaWikiDouble();
+  api = await startTestApi(db);
+});
+afterAll(async () => {
+  await api?.close();
+  await osm?.close();
+  await wiki?.close();
+  await db?.close();
+});
+
+describe('the Wikibase export follows the OSM export', () => {
+  it('waits while the OSM export retries, then links the item the OSM element names; no duplicate item', async () => {
+    const entity = (id: string) => ({ 'entity-type': 'item', 'numeric-id': Number(id.slice(1)), id });
+    const itemId = wiki.addItem({ labels: { de: 'Gedenkstein Rodau' }, claims: { P31: [{ type: 'wikibase-entityid', value: entity('Q4989906') }] } });
+    osm.seed(`<osm version="0.6"><node id="99000001" version="2" lat="51.61" lon="11.91"><tag k="historic" v="memorial"/><tag k="name" v="Gedenkstein Rodau"/><tag k="wikidata" v="${itemId}"/></node></osm>`);
+    const contributor = await api.tokenFor('contributor', 'conny');
+    const reviewer = await api.tokenFor('reviewer', 'rita');
+    const created = await api.request('POST', '/api/features', { token: contributor, body: aFeature({ geometry: { type: 'Point', coordinates: [11.91001, 51.61001] }, properties: { name: 'Gedenkstein Rodau', kategorie: 'denkmal', telefon: '0345 1234' } }) });
+    const id = created.json.id as string;
+    expect((await api.request('POST', '/api/qc/submit', { token: contributor, body: { featureId: id } })).status).toBe(200);
+    expect((await api.request('POST', `/api/qc/approve/${id}`, { token: reviewer })).status).toBe(200);
+
+    osm.injectFault({ method: 'POST', path: /\/upload$/, mode: 'status', status: 429, headers: { 'retry-after': '3' } });
+    const worker = await startWorker(db, {
+      OSM_API_URL: osm.url,
+      OSM_ACCESS_TOKEN: 'test-token',
+      WIKIBASE_URL: wiki.url,
+      WIKIBASE_USERNAME: 'Exporter@qc',
+      WIKIBASE_PASSWORD: 'bot-password-123',
+      EXPORT_DATA_LICENCE: 'CC0-1.0',
+      EXPORT_CONTACT: 'qc@example.org',
+      EXPORT_HTTP_TIMEOUT_MS: '60000',
+    });
+    try {
+      const waiting = await waitFor('the Wikibase export to wait for the retrying OSM export', async () => {
+        const jobs = (await reviewsOf(api, id)).jobs;
+        const osmJob = jobs.find((j) => j.task === 'osm_export')!;
+        const wikiJob = jobs.find((j) => j.task === 'wikibase_export')!;
+        return osmJob.status === 'retrying' && wikiJob.reason?.startsWith('waits for the OSM export of this approval') ? wikiJob : undefined;
+      });
+      expect(waiting.status).toBe('queued');
+      expect(waiting.attempts).toBe(0);
+      expect(wiki.createdItems()).toHaveLength(0);
+
+      const done = await waitFor('both exports', async () => {
+        const jobs = (await reviewsOf(api, id)).jobs;
+        return jobs.filter((j) => j.task === 'osm_export' || j.task === 'wikibase_export').every((j) => j.status === 'exported' || j.status === 'unchanged') ? jobs : undefined;
+      }, 30_000);
+      expect(done.find((j) => j.task === 'osm_export')!.result).toMatchObject({ type: 'node', id: 99000001, linked: true });
+      expect(done.find((j) => j.task === 'wikibase_export')!.result).toMatchObject({ itemId, linked: true });
+      expect(wiki.createdItems()).toHaveLength(0);
+      expect(osm.element('node', 99000001)!.tags).toMatchObject({ wikidata: itemId, phone: '+49 345 1234' });
+    } finally {
+      await worker.stop();
+    }
+  });
+});
