@@ -1,6 +1,7 @@
 import * as pulumi from '@pulumi/pulumi';
 import * as random from '@pulumi/random';
 import type { Target } from '../services/shared/targets.js';
+import { loadOidcClientSecrets } from './config.js';
 
 /**
  * Every secret of the stack, each either set by the operator (`pulumi config set --secret <key> ...`)
@@ -62,6 +63,8 @@ export type StackSecrets = Record<SecretName, pulumi.Output<string>> & {
    * variable the worker reads → the value. SMTP_URL is `exportsSmtpUrl`, else smtpConnectionUri.
    */
   exportSecrets: Record<string, pulumi.Output<string>>;
+  /** The social sign-in providers' client secrets, a JSON object by provider id (config oidcClientSecrets); unset: none. */
+  oidcClientSecrets: pulumi.Output<string> | undefined;
   /** One shared webhook secret per deploy target, keyed by the target's `secret` variable name. */
   webhookTargetSecrets: Record<string, pulumi.Output<string>>;
   /**
@@ -132,5 +135,6 @@ export function loadSecrets(config: pulumi.Config, targets: Target[]): StackSecr
     const given = config.getSecret(key);
     if (given) exportSecrets[variable] = given;
   }
-  return { ...secrets, smtpConnectionUri, exportSecrets, webhookTargetSecrets, webhookPreviousSecrets };
+  const oidcClientSecrets = loadOidcClientSecrets(config);
+  return { ...secrets, smtpConnectionUri, exportSecrets, oidcClientSecrets, webhookTargetSecrets, webhookPreviousSecrets };
 }

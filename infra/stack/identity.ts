@@ -2,7 +2,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
-import { containerEnvironment, renderTemplate, substitute, type ServiceName } from '../../services/shared/identity-config/render.js';
+import { containerEnvironment, OIDC_PROVIDERS_VARIABLE, OIDC_SECRETS_VARIABLE, renderTemplate, substitute, type ServiceName } from '../../services/shared/identity-config/render.js';
 import { job, service, succeeded, type Limits } from '../containers.js';
 import { ENTRY_POINTS } from '../images.js';
 import { ADMIN_UPSTREAMS, UPSTREAMS } from '../routes.js';
@@ -87,13 +87,17 @@ export function declareIdentity(ctx: StackContext, { networks, volumes }: StackN
   const hydraDsn = pulumi.interpolate`postgres://hydra:${secrets.hydraDbPassword}@identity-db:5432/hydra?sslmode=disable&max_conns=20&max_idle_conns=4`;
   /** Ory's own variable names for the secrets (services/shared/identity-config/render.ts owns the mapping). */
   const oryEnv = (svc: ServiceName, values: Record<string, pulumi.Input<string>>) =>
-    pulumi.all(values).apply((resolved) => containerEnvironment(svc, resolved));
+    pulumi.all(values).apply((resolved) => containerEnvironment(svc, resolved, cfg.identityConfigDir));
   const kratosSecretsEnv = oryEnv('kratos', {
     KRATOS_DSN: kratosDsn,
     KRATOS_SECRETS_DEFAULT: secrets.kratosDefaultSecret,
     KRATOS_SECRETS_COOKIE: secrets.kratosCookieSecret,
     KRATOS_SECRETS_CIPHER: secrets.kratosCipherSecret,
     KRATOS_SMTP_URI: secrets.smtpConnectionUri,
+    // Social sign-in (docs/identity.md): the providers as declared, their client secrets from the
+    // secret oidcClientSecrets; rendered together into Kratos' one secret providers variable.
+    [OIDC_PROVIDERS_VARIABLE]: JSON.stringify(cfg.oidcProviders),
+    ...(secrets.oidcClientSecrets ? { [OIDC_SECRETS_VARIABLE]: secrets.oidcClientSecrets } : {}),
   });
   const hydraSecretsEnv = oryEnv('hydra', {
     HYDRA_DSN: hydraDsn,
