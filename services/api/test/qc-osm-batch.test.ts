@@ -114,6 +114,26 @@ describe('one changeset per batch of nearby approvals', () => {
     }
   });
 
+  it('two features drawn edge to edge in one batch share the nodes of their common vertices (no duplicated nodes)', async () => {
+    // Two flower beds side by side: the east edge of one is the west edge of the other.
+    const a = [[12.3501, 51.3301], [12.3503, 51.3301], [12.3503, 51.3302], [12.3501, 51.3302], [12.3501, 51.3301]];
+    const b = [[12.3503, 51.3301], [12.3505, 51.3301], [12.3505, 51.3302], [12.3503, 51.3302], [12.3503, 51.3301]];
+    const ids = [await approved('Beet West', 'blumenbeet', { type: 'Polygon', coordinates: [a] }), await approved('Beet Ost', 'blumenbeet', { type: 'Polygon', coordinates: [b] })];
+    const nodesBefore = osm.visible('node').length;
+    const uploadsBefore = osm.acceptedUploads.length;
+    const worker = await startWorker(db, WORKER_ENV);
+    try {
+      const jobs = await exported(ids);
+      expect(osm.acceptedUploads.length - uploadsBefore).toBe(1);
+      // Six corners in all, two of them shared.
+      expect(osm.visible('node').length - nodesBefore).toBe(6);
+      const [west, east] = jobs.map((j) => osm.element('way', j.result!.id as number)!.nodes!);
+      expect(west!.filter((n) => east!.includes(n))).toHaveLength(2);
+    } finally {
+      await worker.stop();
+    }
+  });
+
   it('the hourly edit limit holds across batches: a batch takes only what the limit leaves, the rest waits with the reason', async () => {
     // The limit counts changes (OSM_MAX_EDITS_PER_HOUR, docs/qc.md): a point is one.
     const doneThisHour = (await db.pool.query<{ n: number }>(`SELECT coalesce(sum(coalesce(osm_changes, 1)), 0)::int AS n FROM qc.jobs WHERE task = 'osm_export' AND status = 'exported'`)).rows[0]!.n;

@@ -35,13 +35,40 @@ export function combineParts(parts: readonly BatchPart[]): { parts: BatchPart[];
     offset += -lowest;
     return result;
   });
+  // One node per position across the batch: a created untagged node at the position of one created
+  // by an earlier part becomes that node (each part keeps it in its own change, so its signature
+  // for crash recovery is unchanged; the combined upload creates it once).
+  const canonical = new Map<string, number>();
+  const shared = shifted.map((part) => {
+    const rename = new Map<number, number>();
+    for (const e of part.change.create) {
+      if (e.type !== 'node' || Object.keys(e.tags).length > 0 || (part.root.type === 'node' && part.root.id === e.id)) continue;
+      const k = `${e.lat.toFixed(7)},${e.lon.toFixed(7)}`;
+      const first = canonical.get(k);
+      if (first === undefined) canonical.set(k, e.id);
+      else rename.set(e.id, first);
+    }
+    if (rename.size === 0) return part;
+    const r = (id: number) => rename.get(id) ?? id;
+    const move = (e: OsmElement): OsmElement => (e.type === 'node' ? { ...e, id: r(e.id) } : e.type === 'way' ? { ...e, nodeRefs: e.nodeRefs.map(r) } : e);
+    return { ...part, change: { ...part.change, create: part.change.create.map(move), modify: part.change.modify.map(move) } };
+  });
+  const seen = new Set<string>();
+  const once = (e: OsmElement) => {
+    const k = elementKey(e.type, e.id);
+    if (e.id > 0 || !seen.has(k)) {
+      seen.add(k);
+      return true;
+    }
+    return false;
+  };
   return {
-    parts: shifted,
+    parts: shared,
     change: {
-      create: shifted.flatMap((p) => p.change.create),
-      modify: shifted.flatMap((p) => p.change.modify),
-      delete: shifted.flatMap((p) => p.change.delete),
-      deleteIfUnused: shifted.flatMap((p) => p.change.deleteIfUnused),
+      create: shared.flatMap((p) => p.change.create).filter(once),
+      modify: shared.flatMap((p) => p.change.modify),
+      delete: shared.flatMap((p) => p.change.delete),
+      deleteIfUnused: shared.flatMap((p) => p.change.deleteIfUnused),
     },
   };
 }
