@@ -38,6 +38,8 @@ function workerProcess(): ReturnType<typeof startWorkerProcess> {
     {
       OSM_API_URL: osm.url,
       OSM_ACCESS_TOKEN: 'test-token',
+      // These exports go up without a plan review (docs/qc.md "Nothing reaches OSM unseen"); qc-osm-plan-review.test.ts reviews them.
+      OSM_AUTO_UPLOAD_CATEGORIES: 'friedhof,blumenbeet,denkmal',
       WIKIBASE_URL: wiki.url,
       WIKIBASE_USERNAME: 'Exporter@qc',
       WIKIBASE_PASSWORD: 'bot-password-123',
@@ -66,11 +68,12 @@ describe('crash safety', () => {
       expect((await api.request('POST', `/api/qc/approve/${created.json.id}`, { token: reviewer })).status).toBe(200);
     }
 
-    // The first OSM upload and the first item creation are applied, but never answered.
+    // The first OSM upload and the first item creation are applied, but never answered. (The item is
+    // another feature's: a Wikibase export runs after its own OSM export, which is held.)
     osm.injectFault({ method: 'POST', path: /\/upload$/, mode: 'hold-after-processing' });
     wiki.injectFault({ action: 'wbeditentity', when: (p) => p.new === 'item', mode: 'hold-after-processing' });
     const first = workerProcess();
-    await waitFor('the doubles to hold an applied upload and an applied item creation', async () => osm.acceptedUploads.length === 1 && wiki.createdItems().length === 1, 60_000).catch((error: Error) => {
+    await waitFor('the doubles to hold an applied upload and an applied item creation', async () => osm.acceptedUploads.length >= 1 && wiki.createdItems().length === 1, 60_000).catch((error: Error) => {
       throw new Error(`${error.message}\n${first.output()}`);
     });
     first.kill('SIGKILL');

@@ -45,6 +45,8 @@ beforeAll(async () => {
   worker = await startWorker(db, {
     OSM_API_URL: osm.url,
     OSM_ACCESS_TOKEN: 'test-token',
+    // These exports go up without a plan review (docs/qc.md "Nothing reaches OSM unseen"); qc-osm-plan-review.test.ts reviews them.
+    OSM_AUTO_UPLOAD_CATEGORIES: 'friedhof,blumenbeet,denkmal',
     WIKIBASE_URL: wiki.url,
     WIKIBASE_USERNAME: 'Exporter@qc',
     WIKIBASE_PASSWORD: 'bot-password-123',

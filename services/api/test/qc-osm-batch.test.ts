@@ -23,6 +23,8 @@ const children: ChildProcess[] = [];
 const WORKER_ENV = {
   OSM_API_URL: '',
   OSM_ACCESS_TOKEN: 'test-token',
+  // These exports go up without a plan review (docs/qc.md "Nothing reaches OSM unseen"); qc-osm-plan-review.test.ts reviews them.
+  OSM_AUTO_UPLOAD_CATEGORIES: 'friedhof,blumenbeet,denkmal',
   EXPORT_USER_AGENT: 'feature-platform-tests/1.0',
   EXPORT_DATA_LICENCE: 'CC0-1.0',
   EXPORT_HTTP_TIMEOUT_MS: '60000',

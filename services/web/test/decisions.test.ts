@@ -54,6 +54,8 @@ describe.skipIf(missing !== undefined)('conflation decisions on the review desk'
         WORKER_POLL_INTERVAL_MS: '200',
         OSM_API_URL: osm.url,
         OSM_ACCESS_TOKEN: 'test-token',
+        // These exports go up without a plan review (docs/qc.md "Nothing reaches OSM unseen"); qc-osm-plan-review.test.ts reviews them.
+        OSM_AUTO_UPLOAD_CATEGORIES: 'friedhof,blumenbeet,denkmal',
         OVERPASS_URL: overpass.url,
         EXPORT_USER_AGENT: 'feature-platform-tests/1.0',
         EXPORT_DATA_LICENCE: 'CC0-1.0',

@@ -217,7 +217,11 @@ export function listJobs(statuses: readonly JobStatus[], task: JobTask | undefin
           'candidates', CASE WHEN j.status = 'needs_decision' THEN
             (SELECT d.candidates FROM qc.conflation_decisions d
               WHERE d.job_id = j.id AND d.target = CASE j.task WHEN 'osm_export' THEN 'osm' ELSE 'wikibase' END
-              ORDER BY d.id DESC LIMIT 1) END)) ORDER BY j.id DESC), '[]'::json)::text AS json
+              ORDER BY d.id DESC LIMIT 1) END,
+          -- The OSM plan waiting for a reviewer (osmChange, preview, tag changes), issue 27.
+          'plan', CASE WHEN j.status = 'needs_decision' AND j.task = 'osm_export' THEN
+            (SELECT d.decision->'plan' FROM qc.conflation_decisions d
+              WHERE d.job_id = j.id AND d.target = 'osm' ORDER BY d.id DESC LIMIT 1) END)) ORDER BY j.id DESC), '[]'::json)::text AS json
       FROM (SELECT * FROM qc.jobs j WHERE j.status = ANY($1::text[]) AND ($2::text IS NULL OR j.task = $2::text)
             ORDER BY j.id DESC LIMIT $3::int) j
       JOIN qc.transitions t ON t.id = j.transition_id`,

@@ -85,6 +85,21 @@ export const JobListItemSchema = JobSchema.extend({
     .array(z.record(z.string(), z.unknown()))
     .nullable()
     .meta({ description: 'needs_decision: the candidates of the pending conflation decision (OSM: type, id, tags, geometry, score; Wikibase: itemId, label, distance); null otherwise' }),
+  plan: z
+    .object({
+      osmChange: z.string().meta({ description: 'the osmChange as it will be uploaded (changeset 0)' }),
+      action: z.enum(['create', 'modify', 'none']),
+      target: z.object({ type: z.string(), id: z.number(), name: z.string().nullable() }).nullable(),
+      score: z.number().nullable(),
+      distanceM: z.number().nullable(),
+      tagChanges: z.array(z.object({ key: z.string(), before: z.string().nullable(), after: z.string().nullable() })),
+      kept: z.array(z.object({ key: z.string(), ours: z.string().nullable(), theirs: z.string().nullable() })),
+      preview: z.object({ before: z.record(z.string(), z.unknown()).nullable(), after: z.record(z.string(), z.unknown()) }).meta({ description: 'GeoJSON Features of the element before and after' }),
+      proposed: z.union([z.literal('create'), z.object({ type: z.string(), id: z.number() })]).meta({ description: 'the choice that confirms the plan on POST /api/qc/jobs/{id}/decision' }),
+    })
+    .nullable()
+    .optional()
+    .meta({ description: 'an OSM export waiting for its plan to be reviewed (docs/qc.md "Nothing reaches OSM unseen"); null otherwise' }),
 }).meta({ id: 'QcJobListItem' });
 
 export const QcItemSchema = z

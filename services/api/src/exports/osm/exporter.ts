@@ -90,6 +90,8 @@ export interface OsmExportPart {
   ownChangesets?: number[];
   /** Values someone else changed since our last export, kept although we wanted others. */
   kept?: KeptValue[];
+  /** The root's tags on OSM before this change ({} for a creation): the review's tag diff. */
+  beforeTags?: OsmTags;
 }
 
 export interface PreparedOsmExport {
@@ -112,7 +114,7 @@ export function recordOf(part: Pick<OsmExportPart, 'root' | 'linked' | 'written'
 }
 
 /** What a plan says beyond the osmChange: merge base, kept values, linked state. */
-type PlannedExport = OsmPlan & Pick<OsmExportPart, 'linked' | 'written' | 'ownChangesets' | 'kept'>;
+type PlannedExport = OsmPlan & Pick<OsmExportPart, 'linked' | 'written' | 'ownChangesets' | 'kept' | 'beforeTags'>;
 
 /** "kept operator=Stadtwerke (ours: Stadt)" for the outcome's detail. */
 export function keptDetail(kept: readonly KeptValue[] | undefined): string | undefined {
@@ -262,6 +264,7 @@ export class OsmExporter {
         ...(plan.written ? { written: plan.written } : {}),
         ...(plan.ownChangesets ? { ownChangesets: plan.ownChangesets } : {}),
         ...(plan.kept && plan.kept.length > 0 ? { kept: plan.kept } : {}),
+        beforeTags: plan.beforeTags ?? {},
       };
       if (isEmptyChange(plan.change)) return { status: 'unchanged', result: recordOf(part, plan.root.id, plan.unchangedRootVersion!, null) };
       return { part };
@@ -348,7 +351,7 @@ export class OsmExporter {
     if (!previous) {
       const wanted = featureTags(snapshot, this.categoryTags(rule, geometry), rootKindOf(geometry) === 'relation');
       const ctx = geometry.type === 'Point' ? emptyContext() : await this.context(client, geometry, [], []);
-      return { ...planFirstExport(geometry, wanted, ctx), written: wanted, ownChangesets: [] };
+      return { ...planFirstExport(geometry, wanted, ctx), written: wanted, ownChangesets: [], beforeTags: {} };
     }
     const elements = await client.fetchFull(previous.type, previous.id);
     if (!elements) throw new PlanConflictError(`${previous.type} ${previous.id} was deleted on OSM`);
@@ -361,7 +364,7 @@ export class OsmExporter {
       const merged = threeWayTags(base, existing.tags, featureTags(snapshot, {}, false));
       const geometryOwned = previous.geometryOwned === true;
       const linked = { ownedKeys: Object.keys(merged.written).sort(), geometryOwned };
-      const common = { linked, written: merged.written, ownChangesets: own, kept: merged.kept };
+      const common = { linked, written: merged.written, ownChangesets: own, kept: merged.kept, beforeTags: existing.tags };
       if (geometryOwned) {
         if (reExportRootKind(geometry, previous.type) !== previous.type) throw new PlanConflictError(`the reviewer chose to move ${previous.type} ${previous.id} to the feature's geometry, but a ${geometry.type} cannot become a ${previous.type}`);
         const ctx = { ...(await this.context(client, geometry, elements, own)), reviewerMoves: true };
@@ -374,7 +377,7 @@ export class OsmExporter {
     const wanted = featureTags(snapshot, this.categoryTags(rule, geometry), kind === 'relation');
     const merged = threeWayTags(base, existing.tags, wanted);
     const ctx = geometry.type === 'Point' ? { ...emptyContext(), current: new Map(elements.map((e) => [elementKey(e.type, e.id), e] as const)) } : await this.context(client, geometry, elements, own);
-    return { ...planReExport(geometry, merged.tags, previous, ctx), written: merged.written, ownChangesets: own, kept: merged.kept };
+    return { ...planReExport(geometry, merged.tags, previous, ctx), written: merged.written, ownChangesets: own, kept: merged.kept, beforeTags: existing.tags };
   }
 
   /** The category's tags for the feature's geometry, or a question when it has none valid there. */

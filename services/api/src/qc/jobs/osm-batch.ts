@@ -3,7 +3,9 @@ import type { Logger } from 'pino';
 import { withTransaction, type Db, type Queryable } from '../../db/pool.js';
 import { RetryableExportError } from '../../exports/errors.js';
 import { combineParts, findPartInDownload, touchedExisting, type BatchPart, type Download } from '../../exports/osm/batch.js';
+import type { ScoredOsmCandidate } from '../../../../shared/conflation.js';
 import { OsmApiError, type OsmApiClient } from '../../exports/osm/client.js';
+import { reviewOf, rootCandidate } from '../../exports/osm/review.js';
 import { CHANGESET_CLOSED, changeCount } from '../../exports/osm/model.js';
 import { OsmExporter, outcomeOfError, recordOf, type OsmExportRecord } from '../../exports/osm/exporter.js';
 import type { FeatureSnapshot } from '../../exports/types.js';
@@ -276,10 +278,12 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
   // One-to-one within the batch: exports linked automatically (their latest journaled decision) to
   // the same OSM element are all asked instead, whether their plan changes the element or not.
   const automatic = (await deps.db.query(
-    `SELECT DISTINCT ON (job_id) job_id AS "jobId", chosen, decided_by AS "decidedBy", outcome, candidates
-     FROM qc.conflation_decisions WHERE target = 'osm' AND job_id = ANY($1::bigint[]) ORDER BY job_id, id DESC`,
+    `SELECT DISTINCT ON (d.job_id) d.job_id AS "jobId", d.chosen, d.decided_by AS "decidedBy", d.outcome, d.candidates,
+       (SELECT p.decision->'plan'->>'osmChange' FROM qc.conflation_decisions p
+         WHERE p.job_id = d.job_id AND p.target = 'osm' AND p.id < d.id ORDER BY p.id DESC LIMIT 1) AS "answeredPlan"
+     FROM qc.conflation_decisions d WHERE d.target = 'osm' AND d.job_id = ANY($1::bigint[]) ORDER BY d.job_id, d.id DESC`,
     [rows.map((r) => r.id)],
-  )).rows as { jobId: string; chosen: string | null; decidedBy: string | null; outcome: string; candidates: unknown[] }[];
+  )).rows as { jobId: string; chosen: string | null; decidedBy: string | null; outcome: string; candidates: unknown[]; answeredPlan: string | null }[];
   const byTarget = new Map<string, typeof automatic>();
   for (const d of automatic) if (d.outcome === 'link' && d.decidedBy === null && d.chosen) byTarget.set(d.chosen, [...(byTarget.get(d.chosen) ?? []), d]);
   for (const [target, sharing] of byTarget) {
@@ -293,6 +297,29 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
     }
   }
   parts.splice(0, parts.length, ...parts.filter((p) => !(outcomes.get(p.row.id)?.status === 'needs_decision')));
+
+  // Nothing reaches OSM unseen: a plan goes up when a reviewer confirmed exactly this plan (the
+  // decision answering a pending plan whose osmChange is this one's), or when its category may be
+  // uploaded automatically (OSM_AUTO_UPLOAD_CATEGORIES). Every other plan is stored with the job's
+  // pending decision and waits on the desk.
+  const latest = new Map(automatic.map((d) => [Number(d.jobId), d] as const));
+  for (const p of [...parts]) {
+    const snapshot = p.row.transition.snapshot;
+    if (deps.settings.osm.autoUpload.has(snapshot.kategorie)) continue;
+    const d = latest.get(p.row.id);
+    const candidates = (d?.candidates ?? []) as ScoredOsmCandidate[];
+    const matched = d?.outcome === 'link' ? (candidates.find((c) => `${c.type}/${c.id}` === d.chosen) ?? null) : null;
+    const review = reviewOf(snapshot, p.part, p.part.beforeTags ?? {}, matched, null);
+    if (d?.decidedBy && d.answeredPlan === review.osmChange) continue;
+    const offered = review.proposed === 'create' || candidates.some((c) => c.type === p.part.root.type && c.id === p.part.root.id)
+      ? candidates
+      : [rootCandidate(p.part, p.part.beforeTags ?? {}, review.preview.before?.geometry ?? null), ...candidates];
+    const what = review.action === 'create' ? 'create a new element' : `${review.action === 'none' ? 'keep' : 'modify'} ${p.part.root.type} ${p.part.root.id}`;
+    const reason = `the plan awaits a reviewer: ${what}, ${review.tagChanges.length} tag change${review.tagChanges.length === 1 ? '' : 's'}${d?.decidedBy && d.answeredPlan ? ' (OSM or the choice changed since the last plan)' : ''}`;
+    await createPostgresJournal(deps.db, p.row.id).recordDecision({ outcome: 'needs_decision', reason, candidates: offered, plan: review });
+    outcomes.set(p.row.id, { status: 'needs_decision', reason, candidates: offered });
+    parts.splice(parts.indexOf(p), 1);
+  }
 
   // Two parts touching the same existing element cannot share an upload: the later one waits.
   const seen = new Set<string>();
