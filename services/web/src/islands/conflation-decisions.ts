@@ -11,6 +11,8 @@ const JOB_POLL_LIMIT = 120;
 interface DecisionPage {
   /** The job shown for deciding (absent when none waits). */
   job?: { id: number; featureId: string; featureGeometry: Geometry | null; candidates: Array<Geometry | null> };
+  /** The OSM plan the job waits with: confirming chooses `proposed`; the map shows before and after. */
+  plan?: { proposed: 'create' | { type: 'node' | 'way' | 'relation'; id: number }; before: Geometry | null; after: Geometry };
   /** The job decided just before this page was loaded: its export is followed until it finishes. */
   decided?: { jobId: number; featureId: string; name: string; choice: string; target: string };
 }
@@ -48,8 +50,14 @@ export function mountConflationDecisions(): void {
     const checked = radios.findIndex((radio) => radio.checked);
     return checked >= 0 && checked < job.candidates.length && job.candidates[checked] ? drawn.indexOf(job.candidates[checked]) : undefined;
   };
-  const draw = () => map?.showCandidates(job.featureGeometry ?? undefined, drawn, chosenIndex());
+  // With a plan: the element after the upload as the feature, and as it is now as the one candidate.
+  const plan = page.plan;
+  const draw = () =>
+    plan ? map?.showCandidates(plan.after, plan.before ? [plan.before] : [], plan.before ? 0 : undefined) : map?.showCandidates(job.featureGeometry ?? undefined, drawn, chosenIndex());
   draw();
+  document.getElementById('confirm-plan')?.addEventListener('click', () => {
+    if (plan) void decide(plan.proposed);
+  });
 
   form.addEventListener('change', () => {
     draw();
@@ -67,9 +75,9 @@ export function mountConflationDecisions(): void {
     void decide();
   });
 
-  async function decide(): Promise<void> {
+  async function decide(confirmed?: NonNullable<DecisionPage['plan']>['proposed']): Promise<void> {
     const checked = radios.find((radio) => radio.checked);
-    const choice = checked ? choiceOf(checked.value) : undefined;
+    const choice = confirmed ?? (checked ? choiceOf(checked.value) : undefined);
     if (!choice) {
       error.textContent = t('decisions.chooseRequired');
       radios[0]?.focus();
@@ -77,7 +85,7 @@ export function mountConflationDecisions(): void {
     }
     button.disabled = true;
     message.textContent = '';
-    const body = { choice, moveGeometry: moveGeometry?.checked ?? false, ...(comment?.value.trim() ? { comment: comment.value.trim() } : {}) };
+    const body = { choice, moveGeometry: confirmed ? false : (moveGeometry?.checked ?? false), ...(comment?.value.trim() ? { comment: comment.value.trim() } : {}) };
     const response = await api(`/api/qc/jobs/${job!.id}/decision`, { method: 'POST', body: JSON.stringify(body) });
     if (!response.ok) {
       message.textContent = t('decisions.failed', { message: await problemText(response) });
