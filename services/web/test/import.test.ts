@@ -1,9 +1,13 @@
 /**
  * The import page in a real headless Chromium against the real API on PostGIS: a contributor finds
- * "Import" in the navigation, chooses a GeoJSON file (English) and a CSV file (German) with one bad row
- * each, checks it (every row's result in the table, the rows on the map), imports the valid rows with
+ * "Import" in the navigation, chooses a GeoJSON file (English), a CSV file (German), a GeoPackage and a
+ * zipped Shapefile with one bad row each, checks it (every row's result in the table, the rows on the map), imports the valid rows with
  * the button that counts them, and the features are there; a guest gets no link and no form.
  */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { launchChromium, missingForBrowserTests, openPage, seriousViolations, startWebStack, type WebStack } from './harness.js';
@@ -72,6 +76,35 @@ describe.skipIf(missing !== undefined)('the import page in a browser', () => {
     expect(await names()).toEqual(expect.arrayContaining(['CSV-Denkmal', 'CSV-Beet']));
     expect(await names()).not.toContain('Ohne Ort');
   }, 120_000);
+
+  /** A GeoPackage and a zipped Shapefile of the GeoJSON's points, written by GDAL (as a user's GIS would). */
+  function gdalFile(name: string, driver: string, features = JSON.parse(GEOJSON) as { features: Array<{ geometry: { type: string } }> }): Buffer {
+    const dir = mkdtempSync(join(tmpdir(), 'import-page-'));
+    try {
+      const source = join(dir, 'source.geojson');
+      writeFileSync(source, JSON.stringify({ type: 'FeatureCollection', features: features.features.filter((f) => f.geometry.type === 'Point') }));
+      execFileSync('ogr2ogr', ['-f', driver, join(dir, name), source], { stdio: 'pipe' });
+      return readFileSync(join(dir, name));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  for (const [format, name, driver] of [['GeoPackage', 'punkte.gpkg', 'GPKG'], ['zipped Shapefile', 'punkte.shp.zip', 'ESRI Shapefile']] as const) {
+    it(`imports a ${format} with a bad row through the page`, async () => {
+      const page = await openPage(browser, stack.webUrl, contexts, { role: 'contributor', sub: 'ina' }, { locale: 'en-GB' });
+      await page.goto(`${stack.webUrl}/import`);
+      const bytes = gdalFile(name, driver);
+      await page.getByLabel('File').setInputFiles({ name: name.replace('.shp.zip', '.zip'), mimeType: 'application/octet-stream', buffer: bytes });
+      await page.getByRole('button', { name: 'Check' }).click();
+      await expect.poll(() => page.getByRole('status').first().textContent(), { timeout: 20_000 }).toBe('2 rows: 1 valid, 1 with problems.');
+      // A Shapefile cuts attribute names to 10 characters: Bezeichnung → Bezeichnun, still taken for the name.
+      expect(await page.getByLabel('Name', { exact: true }).inputValue()).toBe(driver === 'ESRI Shapefile' ? 'Bezeichnun' : 'Bezeichnung');
+      expect(await page.getByRole('row', { name: /Spielplatz/ }).textContent()).toMatch(/kategorie/);
+      await page.getByRole('button', { name: 'Import 1 features' }).click();
+      await expect.poll(() => page.getByRole('status').first().textContent(), { timeout: 20_000 }).toBe('1 features imported; 1 rows not imported.');
+    }, 120_000);
+  }
 
   it('a guest sees no Import link and no form', async () => {
     const page = await openPage(browser, stack.webUrl, contexts, { role: 'guest', sub: 'gast' }, { locale: 'en-GB' });

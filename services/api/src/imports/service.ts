@@ -64,7 +64,8 @@ export interface CommitResult {
 export function guessMapping(fields: string[]): Mapping {
   const mapping: Mapping = {};
   for (const target of TARGETS) {
-    const found = GUESSES[target].map((guess) => fields.find((f) => f.toLowerCase() === guess)).find((f) => f !== undefined);
+    // A Shapefile's DBF cuts attribute names to 10 characters (Bezeichnung → Bezeichnun).
+    const found = GUESSES[target].map((guess) => fields.find((f) => f.toLowerCase() === guess || (f.length === 10 && guess.startsWith(f.toLowerCase())))).find((f) => f !== undefined);
     if (found !== undefined) mapping[target] = found;
   }
   return mapping;
