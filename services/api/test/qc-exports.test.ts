@@ -260,6 +260,8 @@ describe('re-approval after an edit', () => {
       expect(records.wikibase?.itemId).toBe(firstRecords[name].wikibase?.itemId);
     }
     expect(wiki.items.get(firstRecords.point.wikibase!.itemId)!.labels.de!.value).toBe(`${names.point} neu`);
+    // The link back from OSM (issue 27): the re-export wrote the feature's item as wikidata=* on its element.
+    expect(osm.element('node', firstRecords.point.osm.id)!.tags.wikidata).toBe(firstRecords.point.wikibase!.itemId);
 
     const agencyUpdate = JSON.parse(deliveries.filter((d) => d.body.includes(ids.point)).at(-1)!.body);
     expect(agencyUpdate).toMatchObject({ kind: 'updated', previousVersion: 1, geometryChanged: true, changes: [{ field: 'name', before: names.point, after: `${names.point} neu` }] });

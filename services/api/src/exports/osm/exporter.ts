@@ -54,6 +54,11 @@ export interface OsmExportRequest {
    * An automatic link to such an element becomes a question instead.
    */
   linkedElsewhere?: (type: OsmType, id: number) => Promise<string | null>;
+  /**
+   * The feature's Wikidata item (its Wikibase export record), written as `wikidata=*` on the element:
+   * the link back from OSM, through the same three-way merge (a different value someone set stays).
+   */
+  wikidataItem?: string | null;
 }
 
 export interface OsmExporterDeps {
@@ -253,7 +258,7 @@ export class OsmExporter {
       const resolved = await this.resolvePrevious(client, request, familiesOf(rule));
       if ('status' in resolved) return resolved;
       const { previous, decision } = resolved;
-      const plan = await this.plan(client, snapshot, previous, rule);
+      const plan = await this.plan(client, snapshot, previous, rule, request.wikidataItem ?? null);
       const detail = [decision?.outcome === 'link' ? `merged into existing ${decision.target.type} ${decision.target.id}: ${decision.reason}` : undefined, keptDetail(plan.kept)].filter(Boolean).join('; ');
       const part: PreparedOsmExport['part'] = {
         root: plan.root,
@@ -311,7 +316,7 @@ export class OsmExporter {
       }
     }
 
-    const plan = await this.plan(client, snapshot, previous, rule);
+    const plan = await this.plan(client, snapshot, previous, rule, request.wikidataItem ?? null);
     const record = (id: number, version: number, changeset: number | null): OsmExportRecord => recordOf(plan, id, version, changeset);
     if (isEmptyChange(plan.change)) {
       // An empty changeset left open by an earlier attempt would linger for an hour.
@@ -346,10 +351,11 @@ export class OsmExporter {
    * keeping node identity (plan.ts). A linked element keeps its geometry unless a reviewer chose to
    * move it.
    */
-  private async plan(client: OsmApiClient, snapshot: FeatureSnapshot, previous: OsmExportRecord | null, rule: CategoryMapping[string]): Promise<PlannedExport> {
+  private async plan(client: OsmApiClient, snapshot: FeatureSnapshot, previous: OsmExportRecord | null, rule: CategoryMapping[string], wikidataItem: string | null): Promise<PlannedExport> {
     const { geometry } = snapshot;
+    const link = wikidataItem && /^Q[1-9]\d*$/.test(wikidataItem) ? { wikidata: wikidataItem } : {};
     if (!previous) {
-      const wanted = featureTags(snapshot, this.categoryTags(rule, geometry), rootKindOf(geometry) === 'relation');
+      const wanted = { ...featureTags(snapshot, this.categoryTags(rule, geometry), rootKindOf(geometry) === 'relation'), ...link };
       const ctx = geometry.type === 'Point' ? emptyContext() : await this.context(client, geometry, [], []);
       return { ...planFirstExport(geometry, wanted, ctx), written: wanted, ownChangesets: [], beforeTags: {} };
     }
@@ -361,7 +367,7 @@ export class OsmExporter {
     const base = await this.mergeBase(client, previous);
     if (previous.linked) {
       // The category tags are left out: the element already carries its family's tagging.
-      const merged = threeWayTags(base, existing.tags, featureTags(snapshot, {}, false));
+      const merged = threeWayTags(base, existing.tags, { ...featureTags(snapshot, {}, false), ...link });
       const geometryOwned = previous.geometryOwned === true;
       const linked = { ownedKeys: Object.keys(merged.written).sort(), geometryOwned };
       const common = { linked, written: merged.written, ownChangesets: own, kept: merged.kept, beforeTags: existing.tags };
@@ -374,7 +380,7 @@ export class OsmExporter {
       return { change: { create: [], modify: [{ ...existing, tags: merged.tags }], delete: [], deleteIfUnused: [] }, root: previous, ...common };
     }
     const kind = reExportRootKind(geometry, previous.type);
-    const wanted = featureTags(snapshot, this.categoryTags(rule, geometry), kind === 'relation');
+    const wanted = { ...featureTags(snapshot, this.categoryTags(rule, geometry), kind === 'relation'), ...link };
     const merged = threeWayTags(base, existing.tags, wanted);
     const ctx = geometry.type === 'Point' ? { ...emptyContext(), current: new Map(elements.map((e) => [elementKey(e.type, e.id), e] as const)) } : await this.context(client, geometry, elements, own);
     return { ...planReExport(geometry, merged.tags, previous, ctx), written: merged.written, ownChangesets: own, kept: merged.kept, beforeTags: existing.tags };

@@ -198,6 +198,20 @@ describe('three-way tag merge: a value someone else changed since our last expor
   });
 });
 
+describe('the link back from OSM to Wikidata', () => {
+  it('a re-export writes wikidata=<the feature\'s item>; a different item someone set on the element stays', async () => {
+    const first = snapshot({ type: 'Point', coordinates: A });
+    const previous = exported(await run(first, null));
+    const record = exported(await exporter().export({ snapshot: { ...first, version: 2 }, previous, journal: createMemoryJournal(), wikidataItem: 'Q4711' }));
+    expect(osm.element('node', previous.id)!.tags.wikidata).toBe('Q4711');
+
+    osm.editAsSomeoneElse('node', previous.id, (node) => Object.assign(node.tags, { wikidata: 'Q99' }));
+    const outcome = await exporter().export({ snapshot: { ...first, version: 3, telefon: '+49 345 3' }, previous: record, journal: createMemoryJournal(), wikidataItem: 'Q4711' });
+    expect(outcome.status === 'exported' && outcome.detail).toContain('wikidata=Q99 (ours: Q4711)');
+    expect(osm.element('node', previous.id)!.tags).toMatchObject({ wikidata: 'Q99', phone: '+49 345 3' });
+  });
+});
+
 describe('tags valid for the geometry', () => {
   it('a point friedhof is a grave_yard node, never landuse on a node', async () => {
     const record = exported(await run(snapshot({ type: 'Point', coordinates: A }), null));

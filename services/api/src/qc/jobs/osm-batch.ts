@@ -254,6 +254,7 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
         snapshot: row.transition.snapshot,
         previous: await exportRecord<OsmExportRecord>(deps.db, row.featureId, 'osm'),
         journal: createPostgresJournal(deps.db, row.id),
+        wikidataItem: (await exportRecord<{ itemId?: string }>(deps.db, row.featureId, 'wikibase'))?.itemId ?? null,
         linkedElsewhere: async (type: string, id: number) =>
           ((await deps.db.query(
             `SELECT feature_id AS "featureId" FROM qc.export_records WHERE target = 'osm' AND record->>'type' = $1::text AND (record->>'id')::bigint = $2::bigint AND feature_id <> $3::text LIMIT 1`,
