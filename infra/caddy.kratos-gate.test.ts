@@ -1,13 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIdentityStack, type IdentityStack } from '../identity/test/harness.js';
-import { freePort } from '../test/helpers/ports.js';
 import { lacks, requirements } from '../test/helpers/requirements.js';
-import { renderCaddyfile, type ProxyRoute } from './caddy.js';
+import type { ProxyRoute } from './caddy.js';
+import { CaddyRunner, EXAMPLE_DOMAINS, send as sendTo, type Answer } from './testing/caddy-runner.js';
 import { proxyRoutes } from './routes.js';
 
 const MISSING = lacks('the Kratos gate tests in a real Caddy', requirements.caddy());
@@ -20,39 +15,15 @@ const MISSING = lacks('the Kratos gate tests in a real Caddy', requirements.cadd
  * through the proxy was never stopped.
  */
 
-const DOMAINS = {
-  api: 'api.example.org',
-  geo: 'geo.example.org',
-  auth: 'auth.example.org',
-  accounts: 'accounts.example.org',
-  kratos: 'id.example.org',
-  hydra: 'oauth.example.org',
-  webhook: 'hooks.example.org',
-};
+const DOMAINS = EXAMPLE_DOMAINS;
 const PER_IP = 12;
 const PER_ACCOUNT = 3;
 
-let dir: string;
-let caddy: ChildProcess | undefined;
+const caddy = new CaddyRunner();
 let proxyPort: number;
 let identity: IdentityStack;
 
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-const send = (method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
-  new Promise<Answer>((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: proxyPort, method, path, headers: { host: DOMAINS.kratos, ...headers } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+const send = (method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<Answer> => sendTo(proxyPort, method, DOMAINS.kratos, path, headers, body);
 
 interface Flow {
   id: string;
@@ -80,29 +51,19 @@ const wrongPassword = (flow: Flow, identifier: string) =>
 
 beforeAll(async () => {
   if (MISSING) return;
-  dir = mkdtempSync(join(tmpdir(), 'infra-kratos-gate-'));
   identity = await startIdentityStack({ loginLimit: { perIp: PER_IP, perAccount: PER_ACCOUNT, windowMs: 60_000 } });
   identity.kratos.addIdentity({ email: 'ada@example.org', name: 'Ada', password: 'the-right-password-1' });
   const kratos = proxyRoutes(DOMAINS, [], { selfServiceUi: false }).find((r) => r.domain === DOMAINS.kratos);
   if (!kratos?.gate) throw new Error('the stack\'s Kratos route has no gate');
   const hostPort = (url: string) => new URL(url).host;
   const routes: ProxyRoute[] = [{ ...kratos, upstream: hostPort(identity.kratos.public.url), gate: { ...kratos.gate, upstream: hostPort(identity.appUrl) } }];
-  proxyPort = await freePort();
-  const file = join(dir, 'Caddyfile');
-  writeFileSync(file, renderCaddyfile({ acmeEmail: 'ops@example.org', internalCidrs: ['10.0.0.0/8'], routes, plainHttpPort: proxyPort }));
-  caddy = spawn('caddy', ['run', '--config', file, '--adapter', 'caddyfile'], { stdio: 'ignore', env: { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir } });
-  const deadline = Date.now() + 10_000;
-  while (!(await send('GET', '/self-service/login/browser').then((a) => a.status === 303, () => false))) {
-    if (Date.now() > deadline) throw new Error('caddy did not start');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  proxyPort = await caddy.start(['10.0.0.0/8'], routes);
 }, 60_000);
 
 afterAll(async () => {
   if (MISSING) return;
-  caddy?.kill('SIGTERM');
+  caddy.stopAll();
   await identity?.close();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 describe.skipIf(MISSING)("Kratos' public self-service path behind the proxy", () => {

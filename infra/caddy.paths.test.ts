@@ -1,13 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer as createHttpServer, request, type Server } from 'node:http';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { createServer as createHttpServer, type Server } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
-import { renderCaddyfile, type ProxyRoute } from './caddy.js';
+import type { ProxyRoute } from './caddy.js';
 import { proxyRoutes } from './routes.js';
-import { freePort } from '../test/helpers/ports.js';
+import { CaddyRunner, EXAMPLE_DOMAINS, send } from './testing/caddy-runner.js';
 import { lacks, requirements } from '../test/helpers/requirements.js';
 
 const MISSING = lacks('the proxy path normalisation tests in a real Caddy', requirements.caddy());
@@ -22,51 +18,15 @@ const MISSING = lacks('the proxy path normalisation tests in a real Caddy', requ
  * path the two could read differently must be refused before an upstream sees it.
  */
 
-const DOMAINS = {
-  api: 'api.example.org',
-  geo: 'geo.example.org',
-  auth: 'auth.example.org',
-  accounts: 'accounts.example.org',
-  kratos: 'id.example.org',
-  hydra: 'oauth.example.org',
-  webhook: 'hooks.example.org',
-};
+const DOMAINS = EXAMPLE_DOMAINS;
 
-let dir: string;
 let geoserver: Server;
 let api: Server;
 const seenByGeoserver: string[] = [];
 const seenByApi: string[] = [];
-const caddies: ChildProcess[] = [];
+const caddy = new CaddyRunner();
 let outside: number;
 let inside: number;
-
-async function startCaddy(name: string, internalCidrs: string[], routes: ProxyRoute[]): Promise<number> {
-  const port = await freePort();
-  const file = join(dir, `Caddyfile.${name}`);
-  writeFileSync(file, renderCaddyfile({ acmeEmail: 'ops@example.org', internalCidrs, routes, plainHttpPort: port }));
-  const caddy = spawn('caddy', ['run', '--config', file, '--adapter', 'caddyfile'], { stdio: 'ignore', env: { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir } });
-  caddies.push(caddy);
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    if (await send(port, 'GET', 'nowhere.invalid', '/').then(() => true, () => false)) return port;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('caddy did not start');
-}
-
-/** node:http sends the path exactly as given (fetch would normalise it, and drops Host). */
-const send = (port: number, method: string, host: string, path: string) =>
-  new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method, path, headers: { host } }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
 
 /** What a servlet container may read as a guarded path although Caddy's `path` matcher does not. */
 const VARIANTS = [
@@ -97,7 +57,6 @@ const VARIANTS = [
 
 beforeAll(async () => {
   if (MISSING) return;
-  dir = mkdtempSync(join(tmpdir(), 'infra-caddy-paths-'));
   geoserver = createHttpServer((req, res) => {
     seenByGeoserver.push(`${req.method} ${req.url}`);
     res.end(`geoserver saw ${req.url}`);
@@ -112,16 +71,15 @@ beforeAll(async () => {
   const geo = proxyRoutes(DOMAINS, [], { selfServiceUi: false }).find((r) => r.domain === DOMAINS.geo);
   if (!geo?.forwardAuth) throw new Error('the stack has no GeoServer route with forward auth');
   const routes: ProxyRoute[] = [{ ...geo, upstream: `127.0.0.1:${geoPort}`, forwardAuth: { ...geo.forwardAuth, upstream: `127.0.0.1:${apiPort}` } }];
-  outside = await startCaddy('outside', ['10.0.0.0/8'], routes);
-  inside = await startCaddy('inside', ['127.0.0.0/8'], routes);
+  outside = await caddy.start(['10.0.0.0/8'], routes);
+  inside = await caddy.start(['127.0.0.0/8'], routes);
 }, 30_000);
 
 afterAll(async () => {
   if (MISSING) return;
-  for (const caddy of caddies) caddy.kill('SIGTERM');
+  caddy.stopAll();
   await closeGracefully(geoserver, 500);
   await closeGracefully(api, 500);
-  rmSync(dir, { recursive: true, force: true });
 });
 
 beforeEach(() => {
@@ -164,13 +122,13 @@ describe.skipIf(MISSING)('the proxy matches a normalised path in front of GeoSer
     ];
     for (const path of passing) {
       const answer = await send(outside, 'GET', DOMAINS.geo, path);
-      expect(answer, path).toEqual({ status: 200, body: `geoserver saw ${path}` });
+      expect(answer, path).toMatchObject({ status: 200, body: `geoserver saw ${path}` });
     }
     expect(seenByGeoserver).toEqual(passing.map((p) => `GET ${p}`));
   });
 
   it('keeps the guarded paths for internal clients and refuses them to others', async () => {
-    expect(await send(inside, 'GET', DOMAINS.geo, '/geoserver/rest/workspaces')).toEqual({ status: 200, body: 'geoserver saw /geoserver/rest/workspaces' });
+    expect(await send(inside, 'GET', DOMAINS.geo, '/geoserver/rest/workspaces')).toMatchObject({ status: 200, body: 'geoserver saw /geoserver/rest/workspaces' });
     expect((await send(outside, 'GET', DOMAINS.geo, '/geoserver/rest/workspaces')).status).toBe(403);
     expect((await send(outside, 'GET', DOMAINS.geo, '/geoserver/web/')).status).toBe(403);
   });
