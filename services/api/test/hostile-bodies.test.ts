@@ -170,6 +170,7 @@ const ENTRIES: Entry[] = [
   { name: 'POST /api/qc/submit', method: 'POST', path: () => '/api/qc/submit', template: () => ({ featureId, comment: 'bitte prüfen' }), paths: [['featureId'], ['comment']] },
   { name: 'POST /api/qc/approve/{id}', method: 'POST', path: () => `/api/qc/approve/${featureId}`, template: () => ({ comment: 'ok' }), paths: [['comment']] },
   { name: 'POST /api/qc/reject/{id}', method: 'POST', path: () => `/api/qc/reject/${featureId}`, template: () => ({ reason: 'falsch' }), paths: [['reason']] },
+  { name: 'POST /api/qc/items/{id}/comments', method: 'POST', path: () => `/api/qc/items/${featureId}/comments`, template: () => ({ body: 'Ist das Beet noch da?' }), paths: [['body']] },
   {
     name: 'POST /api/qc/jobs/{id}/decision',
     method: 'POST',
