@@ -151,6 +151,31 @@ describe.skipIf(missing !== undefined)('importing a file with one bad row', () =
     expect(anonymous.status).toBe(401);
   });
 
+  it('a 10 000-feature import leaves other requests served: /healthz answers within 250 ms throughout', async () => {
+    const city = demoCity(10_000);
+    const file = Buffer.from(JSON.stringify({ type: 'FeatureCollection', features: city.rows.map((r) => ({ type: 'Feature', geometry: r.geometry, properties: r.attributes })) }));
+    let done = false;
+    const latencies: number[] = [];
+    const probe = (async () => {
+      while (!done) {
+        const started = performance.now();
+        await fetch(`${api.url}/healthz`).then((r) => r.arrayBuffer());
+        latencies.push(performance.now() - started);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    const started = performance.now();
+    const response = await importing('commit', 'stadt.geojson', '', file);
+    const ms = performance.now() - started;
+    done = true;
+    await probe;
+    expect(response.status, response.text.slice(0, 300)).toBe(201);
+    expect(response.json.imported).toBe(10_000);
+    console.log(`10 000 features imported in ${Math.round(ms)} ms; /healthz meanwhile: ${latencies.length} answers, slowest ${Math.round(Math.max(...latencies))} ms`);
+    expect(latencies.length).toBeGreaterThan(10);
+    expect(Math.max(...latencies)).toBeLessThan(250);
+  }, 120_000);
+
   it('is not counted against the per-request write limit (2 a minute here)', async () => {
     const bytes = Buffer.from(JSON.stringify(GEOJSON));
     for (let i = 0; i < 4; i++) expect((await importing('check', 'orte.geojson', MAPPING, bytes)).status).toBe(200);
