@@ -55,6 +55,10 @@ describe.skipIf(missing !== undefined)('notices and the comment thread in a brow
     expect(notice).toMatch(/was rejected by rita on .*\. Reason: The bust stands on the east side of the park\./);
     expect(await notices.getByRole('link', { name: 'Büste am Park' }).getAttribute('href')).toBe(`/features/${encodeURIComponent(id)}`);
     expect(await seriousViolations(contributor)).toEqual([]);
+    await notices.getByRole('button', { name: 'Mark all as read' }).click();
+    await expect.poll(() => notices.getByRole('heading').textContent(), { timeout: 10_000 }).toBe('Notices');
+    await contributor.reload();
+    expect(await contributor.getByRole('region', { name: /^Notices/ }).getByRole('heading').textContent()).toBe('Notices');
 
     const german = await openPage(browser, stack.webUrl, contexts, { role: 'contributor', sub: 'nina' });
     await german.goto(`${stack.webUrl}/qc/mine`);

@@ -50,6 +50,7 @@ export const de = {
   'qc.notices.approved': 'wurde am {when} von {actor} freigegeben.',
   'qc.notices.reason': 'Begründung: {reason}',
   'qc.notices.comment': 'Kommentar: {reason}',
+  'qc.notices.markRead': 'Alle als gelesen markieren',
   'lang.de': 'Deutsch',
   'lang.en': 'English',
   'role.guest': 'Gast',

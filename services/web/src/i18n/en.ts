@@ -52,6 +52,7 @@ export const en: Record<keyof typeof de, string> = {
   'qc.notices.approved': 'was approved by {actor} on {when}.',
   'qc.notices.reason': 'Reason: {reason}',
   'qc.notices.comment': 'Comment: {reason}',
+  'qc.notices.markRead': 'Mark all as read',
   'lang.de': 'Deutsch',
   'lang.en': 'English',
   'role.guest': 'Guest',
