@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { ConfigError } from '../../../shared/config.js';
+import { DEFAULT_CONFLATION_QUALITY_FILE, autoUploadRefusal, loadConflationQuality } from './conflation-quality.js';
 import { DEFAULT_OSM_TAG_MAPPING_FILE, loadOsmTagMapping, type OsmTagMapping } from './osm-tag-mapping.js';
 
 /**
@@ -74,6 +76,7 @@ export const exportsEnvShape = {
     .string()
     .transform((raw) => raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0))
     .default([]),
+  OSM_CONFLATION_QUALITY_FILE: z.string().min(1).default(DEFAULT_CONFLATION_QUALITY_FILE),
   OSM_MAX_CHANGES_PER_CHANGESET: z.coerce.number().int().min(10).max(10_000).default(10_000),
   // One changeset per batch of nearby approvals: at most this many features, all within this
   // distance of the first one's centroid (1 = one changeset per feature).
@@ -135,6 +138,19 @@ export function checkExportsEnv(env: ExportsEnv, ctx: z.RefinementCtx): void {
   if (env.OSM_CONFLATION_NAME_WEAK > env.OSM_CONFLATION_NAME_STRONG) issue('OSM_CONFLATION_NAME_WEAK', 'must not exceed OSM_CONFLATION_NAME_STRONG');
   if (env.WIKIBASE_BOT && !env.WIKIBASE_BOT_APPROVAL_URL) issue('WIKIBASE_BOT_APPROVAL_URL', 'required when WIKIBASE_BOT is on: the page where the bot was approved');
   if (env.WIKIBASE_OAUTH2_TOKEN && env.WIKIBASE_USERNAME) issue('WIKIBASE_OAUTH2_TOKEN', 'use either WIKIBASE_OAUTH2_TOKEN or WIKIBASE_USERNAME/PASSWORD, not both');
+  // A category's exports go up unreviewed only when the labelled set measured it good enough.
+  if (env.OSM_AUTO_UPLOAD_CATEGORIES.length > 0) {
+    try {
+      const quality = loadConflationQuality(env.OSM_CONFLATION_QUALITY_FILE);
+      for (const kategorie of env.OSM_AUTO_UPLOAD_CATEGORIES) {
+        const refusal = autoUploadRefusal(quality, kategorie);
+        if (refusal) issue('OSM_AUTO_UPLOAD_CATEGORIES', `${refusal} (threshold: precision ${quality.threshold.precision} on at least ${quality.threshold.minCases} cases, ${env.OSM_CONFLATION_QUALITY_FILE}); its plans must be reviewed`);
+      }
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      issue('OSM_CONFLATION_QUALITY_FILE', error.message);
+    }
+  }
   if (env.FEATURE_PUBLIC_URL && /^https?:\/\/(localhost|127\.|\[::1\])/i.test(env.FEATURE_PUBLIC_URL)) issue('FEATURE_PUBLIC_URL', 'must be a public URL, not localhost: references point readers there');
   // Going live is gated (docs/qc.md "Going live"): the production servers only with the import's
   // paperwork configured, so no undocumented import or unapproved bot can start by a changed URL.

@@ -4,6 +4,9 @@
  * import page, the dataset's source and licence; the User-Agent carries a contact; an import runs
  * only under its dedicated account. Against the OSM API 0.6 double for the account check.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseEnv } from '../../../shared/config.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../../test/doubles/osm-api.js';
@@ -81,6 +84,21 @@ describe('going live is gated at configuration load', () => {
     expect(exportsSettingsFrom(parseEnv(ExportsEnvSchema, {})).userAgent).toBe(DEFAULT_USER_AGENT);
     expect(DEFAULT_USER_AGENT).toMatch(/\+https:\/\//);
     expect(exportsSettingsFrom(parseEnv(ExportsEnvSchema, { EXPORT_CONTACT: 'a@b.example' })).userAgent).toContain('contact: a@b.example');
+  });
+});
+
+describe('automatic upload per category needs the labelled set\'s figures', () => {
+  it('a category measured at precision >= 0.98 on >= 20 cases may go up unreviewed; one below, or unknown, is refused at load', () => {
+    const settings = exportsSettingsFrom(parseEnv(ExportsEnvSchema, { OSM_AUTO_UPLOAD_CATEGORIES: 'friedhof, denkmal' }));
+    expect([...settings.osm.autoUpload]).toEqual(['friedhof', 'denkmal']);
+    expect(refusal({ OSM_AUTO_UPLOAD_CATEGORIES: 'parkbank' })).toMatch(/OSM_AUTO_UPLOAD_CATEGORIES: parkbank has no figures in the labelled set/);
+    const dir = mkdtempSync(join(tmpdir(), 'quality-'));
+    const file = join(dir, 'quality.yaml');
+    writeFileSync(file, 'threshold: { precision: 0.98, minCases: 20 }\ncategories:\n  friedhof: { cases: 50, automaticMerges: 40, falseMerges: 2 }\n  denkmal: { cases: 12, automaticMerges: 10, falseMerges: 0 }\n');
+    expect(refusal({ OSM_AUTO_UPLOAD_CATEGORIES: 'friedhof', OSM_CONFLATION_QUALITY_FILE: file })).toMatch(/friedhof's automatic merges have precision 0.950 in the labelled set, below 0.98/);
+    expect(refusal({ OSM_AUTO_UPLOAD_CATEGORIES: 'denkmal', OSM_CONFLATION_QUALITY_FILE: file })).toMatch(/denkmal has 12 cases in the labelled set, fewer than 20/);
+    expect(refusal({ OSM_AUTO_UPLOAD_CATEGORIES: 'denkmal', OSM_CONFLATION_QUALITY_FILE: join(dir, 'missing.yaml') })).toContain('OSM_CONFLATION_QUALITY_FILE');
+    expect(exportsSettingsFrom(parseEnv(ExportsEnvSchema, {})).osm.autoUpload.size).toBe(0);
   });
 });
 

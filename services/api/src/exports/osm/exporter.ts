@@ -353,7 +353,7 @@ export class OsmExporter {
    */
   private async plan(client: OsmApiClient, snapshot: FeatureSnapshot, previous: OsmExportRecord | null, rule: CategoryMapping[string], wikidataItem: string | null): Promise<PlannedExport> {
     const { geometry } = snapshot;
-    const link = wikidataItem && /^Q[1-9]\d*$/.test(wikidataItem) ? { wikidata: wikidataItem } : {};
+    const link: OsmTags = wikidataItem && /^Q[1-9]\d*$/.test(wikidataItem) ? { wikidata: wikidataItem } : {};
     if (!previous) {
       const wanted = { ...featureTags(snapshot, this.categoryTags(rule, geometry), rootKindOf(geometry) === 'relation'), ...link };
       const ctx = geometry.type === 'Point' ? emptyContext() : await this.context(client, geometry, [], []);
