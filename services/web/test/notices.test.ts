@@ -1,7 +1,8 @@
 /**
  * People around a review, in a real headless Chromium against the real API on PostGIS: a reviewer
  * writes in the comment thread of a QC item (/qc/{id}), rejects the feature with a reason, and the
- * contributor finds the notice with the reason on /qc/mine — in English and in German.
+ * contributor finds the notice with the reason on /qc/mine — in English and in German — and answers in
+ * the thread there.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext } from 'playwright-core';
@@ -53,12 +54,23 @@ describe.skipIf(missing !== undefined)('notices and the comment thread in a brow
     const notice = (await notices.getByRole('listitem').allTextContents()).join('\n').replace(/\s+/g, ' ');
     expect(notice).toContain('Büste am Park');
     expect(notice).toMatch(/was rejected by rita on .*\. Reason: The bust stands on the east side of the park\./);
-    expect(await notices.getByRole('link', { name: 'Büste am Park' }).getAttribute('href')).toBe(`/features/${encodeURIComponent(id)}`);
+    // One link per feature on the page: the submissions table's.
+    expect(await contributor.getByRole('link', { name: 'Büste am Park' }).getAttribute('href')).toBe(`/features/${encodeURIComponent(id)}`);
     expect(await seriousViolations(contributor)).toEqual([]);
     await notices.getByRole('button', { name: 'Mark all as read' }).click();
     await expect.poll(() => notices.getByRole('heading').textContent(), { timeout: 10_000 }).toBe('Notices');
     await contributor.reload();
     expect(await contributor.getByRole('region', { name: /^Notices/ }).getByRole('heading').textContent()).toBe('Notices');
+
+    // The contributor's side of the thread: collapsed per submission on /qc/mine, loaded when opened.
+    await contributor.getByText('Comments on Büste am Park').click();
+    const mineThread = contributor.getByRole('group').filter({ hasText: 'Comments on Büste am Park' });
+    await expect.poll(() => mineThread.getByRole('listitem').allTextContents(), { timeout: 10_000 }).toEqual([expect.stringContaining('Please add a photo of the plaque.')]);
+    await mineThread.getByLabel('Comment', { exact: true }).fill('Photo follows tomorrow.');
+    await mineThread.getByRole('button', { name: 'Add comment' }).click();
+    await expect.poll(() => mineThread.getByRole('listitem').count(), { timeout: 10_000 }).toBe(2);
+    const stored = await stack.api<{ items: Array<{ author: string; body: string }> }>('GET', `/api/qc/items/${encodeURIComponent(id)}/comments`, { token: tokens.rita });
+    expect(stored.body.items.map((c) => `${c.author}: ${c.body}`)).toEqual(['rita: Please add a photo of the plaque.', 'nina: Photo follows tomorrow.']);
 
     const german = await openPage(browser, stack.webUrl, contexts, { role: 'contributor', sub: 'nina' });
     await german.goto(`${stack.webUrl}/qc/mine`);

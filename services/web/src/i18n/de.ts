@@ -38,6 +38,7 @@ export const de = {
   'import.demo': 'Demodaten laden',
   'import.demoDone': '{imported} Demo-Objekte geladen.',
   'qc.comments.title': 'Kommentare',
+  'qc.comments.show': 'Kommentare zu {name}',
   'qc.comments.none': 'Noch keine Kommentare.',
   'qc.comments.label': 'Kommentar',
   'qc.comments.add': 'Kommentar hinzufügen',

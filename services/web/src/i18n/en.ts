@@ -40,6 +40,7 @@ export const en: Record<keyof typeof de, string> = {
   'import.demo': 'Load demo data',
   'import.demoDone': '{imported} demo features loaded.',
   'qc.comments.title': 'Comments',
+  'qc.comments.show': 'Comments on {name}',
   'qc.comments.none': 'No comments yet.',
   'qc.comments.label': 'Comment',
   'qc.comments.add': 'Add comment',
