@@ -40,6 +40,8 @@ function workerProcess(): ReturnType<typeof startWorkerProcess> {
       OSM_ACCESS_TOKEN: 'test-token',
       // These exports go up without a plan review (docs/qc.md "Nothing reaches OSM unseen"); qc-osm-plan-review.test.ts reviews them.
       OSM_AUTO_UPLOAD_CATEGORIES: 'friedhof,blumenbeet,denkmal',
+      // The follow-up export writing wikidata= is qc-exports-order.test.ts's subject; here it would add uploads.
+      OSM_WIKIDATA_LINK_BACK: 'false',
       WIKIBASE_URL: wiki.url,
       WIKIBASE_USERNAME: 'Exporter@qc',
       WIKIBASE_PASSWORD: 'bot-password-123',

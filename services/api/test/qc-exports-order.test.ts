@@ -78,4 +78,39 @@ describe('the Wikibase export follows the OSM export', () => {
       await worker.stop();
     }
   });
+
+  it('the link back: after the Wikibase export created the item, an OSM export of the same approval writes wikidata=<item> on the element', async () => {
+    const contributor = await api.tokenFor('contributor', 'conny');
+    const reviewer = await api.tokenFor('reviewer', 'rita');
+    const created = await api.request('POST', '/api/features', { token: contributor, body: aFeature({ geometry: { type: 'Point', coordinates: [11.93, 51.63] }, properties: { name: 'Gedenkstein Neubau', kategorie: 'denkmal' } }) });
+    const id = created.json.id as string;
+    expect((await api.request('POST', '/api/qc/submit', { token: contributor, body: { featureId: id } })).status).toBe(200);
+    expect((await api.request('POST', `/api/qc/approve/${id}`, { token: reviewer })).status).toBe(200);
+    const worker = await startWorker(db, {
+      OSM_API_URL: osm.url,
+      OSM_ACCESS_TOKEN: 'test-token',
+      OSM_AUTO_UPLOAD_CATEGORIES: 'denkmal',
+      WIKIBASE_URL: wiki.url,
+      WIKIBASE_USERNAME: 'Exporter@qc',
+      WIKIBASE_PASSWORD: 'bot-password-123',
+      EXPORT_DATA_LICENCE: 'CC0-1.0',
+      EXPORT_CONTACT: 'qc@example.org',
+    });
+    try {
+      const linked = await waitFor('the element to carry its item', async () => {
+        const reviews = await reviewsOf(api, id);
+        const item = (reviews.exportRecords.wikibase as { itemId?: string } | undefined)?.itemId;
+        const element = reviews.exportRecords.osm as { type: 'node'; id: number } | undefined;
+        return item && element && osm.element('node', element.id)?.tags.wikidata === item ? { item, element } : undefined;
+      }, 30_000);
+      const jobs = (await reviewsOf(api, id)).jobs.filter((j) => j.task === 'osm_export');
+      expect(jobs.map((j) => j.status)).toEqual(['exported', 'exported']);
+      expect(wiki.createdItems().filter((i) => i.labels.de?.value === 'Gedenkstein Neubau').map((i) => i.id)).toEqual([linked.item]);
+      // Written once: the follow-up's record carries it, so no further export is queued.
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect((await reviewsOf(api, id)).jobs.filter((j) => j.task === 'osm_export')).toHaveLength(2);
+    } finally {
+      await worker.stop();
+    }
+  });
 });

@@ -76,6 +76,9 @@ export const exportsEnvShape = {
     .string()
     .transform((raw) => raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0))
     .default([]),
+  // After a Wikibase export, an OSM export of the same approval writes wikidata=<item> on the element
+  // (a reviewed plan like any other), so the link goes both ways from the first approval.
+  OSM_WIKIDATA_LINK_BACK: booleanFlag.default(true),
   OSM_CONFLATION_QUALITY_FILE: z.string().min(1).default(DEFAULT_CONFLATION_QUALITY_FILE),
   OSM_MAX_CHANGES_PER_CHANGESET: z.coerce.number().int().min(10).max(10_000).default(10_000),
   // One changeset per batch of nearby approvals: at most this many features, all within this
@@ -210,6 +213,8 @@ export interface OsmSettings {
   apiUrl: string;
   /** Categories uploaded without a reviewer confirming the plan; every other plan waits for one. */
   autoUpload: ReadonlySet<string>;
+  /** Queue an OSM export that writes wikidata=* after a Wikibase export made or found the item. */
+  wikidataLinkBack: boolean;
   accessToken: string | undefined;
   conflation: ConflationSettings;
   changeset: ChangesetSettings;
@@ -284,6 +289,7 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
     osm: {
       apiUrl: env.OSM_API_URL.replace(/\/+$/, ''),
       autoUpload: new Set(env.OSM_AUTO_UPLOAD_CATEGORIES),
+      wikidataLinkBack: env.OSM_WIKIDATA_LINK_BACK,
       accessToken: env.OSM_ACCESS_TOKEN,
       conflation: {
         enabled: env.OSM_CONFLATION,

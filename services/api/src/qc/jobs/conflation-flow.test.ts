@@ -34,6 +34,8 @@ beforeAll(async () => {
     OSM_ACCESS_TOKEN: 'test-token',
     // These exports go up without a plan review (docs/qc.md "Nothing reaches OSM unseen"); qc-osm-plan-review.test.ts reviews them.
     OSM_AUTO_UPLOAD_CATEGORIES: 'friedhof,blumenbeet,denkmal',
+    // The follow-up export writing wikidata= is qc-exports-order.test.ts's subject; here it would add uploads.
+    OSM_WIKIDATA_LINK_BACK: 'false',
     OVERPASS_URL: overpass.url,
     WIKIBASE_URL: wiki.url,
     WIKIBASE_USERNAME: 'Exporter@qc',
@@ -160,6 +162,8 @@ describe('OSM edit rate', () => {
       OSM_ACCESS_TOKEN: 'test-token',
       // These exports go up without a plan review (docs/qc.md "Nothing reaches OSM unseen"); qc-osm-plan-review.test.ts reviews them.
       OSM_AUTO_UPLOAD_CATEGORIES: 'friedhof,blumenbeet,denkmal',
+      // The follow-up export writing wikidata= is qc-exports-order.test.ts's subject; here it would add uploads.
+      OSM_WIKIDATA_LINK_BACK: 'false',
       OVERPASS_URL: overpass.url,
       EXPORT_USER_AGENT: 'feature-platform-tests/1.0',
       EXPORT_DATA_LICENCE: 'CC0-1.0',

@@ -104,6 +104,7 @@ export async function runJobAttempt(task: JobTask, payload: unknown, helpers: He
     }
     const { outcome, recordTarget } = ran;
     await finishAttempt(deps.db, job, outcome, recordTarget);
+    if (task === 'wikibase_export' && (outcome.status === 'exported' || outcome.status === 'unchanged')) await queueWikidataLinkBack(job, (outcome.result as WikibaseExportRecord).itemId, deps);
     log.info({ status: outcome.status, reason: 'reason' in outcome ? outcome.reason : undefined }, 'QC job finished');
   } catch (error) {
     const message = (error as Error).message ?? String(error);
@@ -116,6 +117,28 @@ export async function runJobAttempt(task: JobTask, payload: unknown, helpers: He
     log.warn({ err: error }, 'QC job failed; graphile-worker retries it with backoff');
     throw error;
   }
+}
+
+/**
+ * The link back from OSM: when the Wikibase export made or found the feature's item and the OSM
+ * element (as the platform last wrote it) does not carry it yet, an OSM export of the same approval
+ * is queued (through the outbox) to write `wikidata=<item>` — planned, merged three ways and reviewed
+ * like any other. Only for the feature's latest approval (an older snapshot is never exported again),
+ * and not while another OSM export of the feature is on its way.
+ */
+async function queueWikidataLinkBack(job: JobContext, itemId: string, deps: TaskDeps): Promise<void> {
+  if (!deps.settings.osm.wikidataLinkBack || !/^Q[1-9]\d*$/.test(itemId)) return;
+  const { rowCount } = await deps.db.query(
+    `INSERT INTO qc.jobs (transition_id, feature_id, version, task, max_attempts)
+     SELECT w.transition_id, w.feature_id, w.version, 'osm_export', w.max_attempts
+     FROM qc.jobs w JOIN qc.export_records r ON r.feature_id = w.feature_id AND r.target = 'osm'
+     WHERE w.id = $1::bigint
+       AND coalesce(r.record->'tags'->>'wikidata', '') <> $2::text
+       AND w.version = (SELECT max(t.version) FROM qc.transitions t WHERE t.feature_id = w.feature_id AND t.action = 'approve')
+       AND NOT EXISTS (SELECT 1 FROM qc.jobs o WHERE o.feature_id = w.feature_id AND o.task = 'osm_export' AND o.status IN ('queued', 'running', 'retrying', 'needs_decision'))`,
+    [job.id, itemId],
+  );
+  if (rowCount) deps.logger.info({ jobId: job.id, featureId: job.featureId, itemId }, 'queued an OSM export writing wikidata= (the link back)');
 }
 
 /**
