@@ -105,6 +105,9 @@ export const exportsEnvShape = {
   WIKIBASE_PROPERTY_REFERENCE_URL: z.string().regex(/^P[1-9]\d*$/).default('P854'),
   WIKIBASE_PROPERTY_RETRIEVED: z.string().regex(/^P[1-9]\d*$/).default('P813'),
   WIKIBASE_PROPERTY_OSM_RELATION: z.string().regex(/^P[1-9]\d*$/).default('P402'),
+  // The OSM link for ways and nodes (P402 is for relations); on Wikidata P10689 and P11693. Unset: none.
+  WIKIBASE_PROPERTY_OSM_WAY: z.string().regex(/^P[1-9]\d*$/).optional(),
+  WIKIBASE_PROPERTY_OSM_NODE: z.string().regex(/^P[1-9]\d*$/).optional(),
   WIKIBASE_PROPERTY_SUBCLASS_OF: z.string().regex(/^P[1-9]\d*$/).default('P279'),
   WIKIBASE_PROPERTY_COUNTRY: z.string().regex(/^P[1-9]\d*$/).default('P17'),
   WIKIBASE_PROPERTY_LOCATED_IN: z.string().regex(/^P[1-9]\d*$/).default('P131'),
@@ -245,6 +248,9 @@ export interface WikibaseSettings {
   instanceOfProperty: string;
   coordinatesProperty: string;
   osmRelationProperty: string;
+  /** The OSM link of a way / a node, when configured (P402 is for relations). */
+  osmWayProperty: string | undefined;
+  osmNodeProperty: string | undefined;
   subclassOfProperty: string;
   /** P17 / P131 of new items, when configured. */
   country: { property: string; item: string | undefined };
@@ -322,6 +328,8 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
       coordinatesProperty: env.WIKIBASE_PROPERTY_COORDINATES,
       osmRelationProperty: env.WIKIBASE_PROPERTY_OSM_RELATION,
       subclassOfProperty: env.WIKIBASE_PROPERTY_SUBCLASS_OF,
+      osmWayProperty: env.WIKIBASE_PROPERTY_OSM_WAY,
+      osmNodeProperty: env.WIKIBASE_PROPERTY_OSM_NODE,
       country: { property: env.WIKIBASE_PROPERTY_COUNTRY, item: env.WIKIBASE_COUNTRY_ITEM },
       locatedIn: { property: env.WIKIBASE_PROPERTY_LOCATED_IN, item: env.WIKIBASE_LOCATED_IN_ITEM },
       description: { template: env.WIKIBASE_DESCRIPTION, place: env.WIKIBASE_PLACE_NAME },

@@ -212,7 +212,10 @@ export class WikibaseExporter {
         [settings.coordinatesProperty]: { value: coordinate, references: [reference] },
         ...(settings.country.item ? { [settings.country.property]: { value: settings.country.item, references: [reference] } } : {}),
         ...(settings.locatedIn.item ? { [settings.locatedIn.property]: { value: settings.locatedIn.item, references: [reference] } } : {}),
-        ...(request.osmLink?.type === 'relation' ? { [settings.osmRelationProperty]: { value: String(request.osmLink.id), references: [reference] } } : {}),
+        ...(() => {
+          const property = osmLinkProperty(settings, request.osmLink?.type);
+          return property && request.osmLink ? { [property]: { value: String(request.osmLink.id), references: [reference] } } : {};
+        })(),
       },
       summary: `${this.summary(snapshot, 'create')} [${intent}]`,
     } as Parameters<WbEdit['entity']['create']>[0];
@@ -292,7 +295,8 @@ export class WikibaseExporter {
     const claims: Record<string, unknown[]> = {};
     if ((item.claims[settings.instanceOfProperty] ?? []).length === 0) claims[settings.instanceOfProperty] = [{ value: wikidataClass, references: [reference] }];
     if ((item.claims[settings.coordinatesProperty] ?? []).length === 0) claims[settings.coordinatesProperty] = [{ value: coordinate, references: [reference] }];
-    if (osmLink?.type === 'relation' && (item.claims[settings.osmRelationProperty] ?? []).length === 0) claims[settings.osmRelationProperty] = [{ value: String(osmLink.id), references: [reference] }];
+    const linkProperty = osmLinkProperty(settings, osmLink?.type);
+    if (osmLink && linkProperty && (item.claims[linkProperty] ?? []).length === 0) claims[linkProperty] = [{ value: String(osmLink.id), references: [reference] }];
     const changes: Record<string, unknown> = {};
     if (!item.labels[settings.language]) changes.labels = { [settings.language]: label };
     if (Object.keys(claims).length > 0) changes.claims = claims;
@@ -383,6 +387,14 @@ export class WikibaseExporter {
 }
 
 const capitalised = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+/** The item's property for the OSM element: P402 for a relation, the configured way / node property otherwise. */
+function osmLinkProperty(settings: WikibaseSettings, type: string | undefined): string | undefined {
+  if (type === 'relation') return settings.osmRelationProperty;
+  if (type === 'way') return settings.osmWayProperty;
+  if (type === 'node') return settings.osmNodeProperty;
+  return undefined;
+}
 
 /** How far up the P279 tree a class is followed, and how many class items at most are read for one feature. */
 const SUBCLASS_DEPTH = 5;

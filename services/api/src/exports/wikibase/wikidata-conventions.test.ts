@@ -16,7 +16,7 @@ let wiki: MediaWikiDouble;
 beforeAll(async () => {
   wiki = await startMediaWikiDouble({
     users: [{ name: 'KleinbergenBot', loginName: 'KleinbergenBot@export', password: 'bot-password-123', bot: true, oauth2Token: 'wiki-oauth2-token' }],
-    properties: { P31: 'wikibase-item', P279: 'wikibase-item', P625: 'globe-coordinate', P17: 'wikibase-item', P131: 'wikibase-item', P248: 'wikibase-item', P854: 'url', P813: 'time', P402: 'external-id' },
+    properties: { P11693: 'external-id', P31: 'wikibase-item', P279: 'wikibase-item', P625: 'globe-coordinate', P17: 'wikibase-item', P131: 'wikibase-item', P248: 'wikibase-item', P854: 'url', P813: 'time', P402: 'external-id' },
     seedItems: ['Q39614', 'Q4989906', 'Q183', 'Q77777', 'Q100', 'Q575759'],
   });
 });
@@ -65,6 +65,19 @@ describe('new items', () => {
       expect(edit.params.assert).toBe('bot');
       expect(String(edit.headers['user-agent'])).toContain('contact: geodaten@kleinbergen.example');
     }
+  });
+});
+
+describe('the OSM link on the item', () => {
+  it('a node gets the configured node property (Wikidata: P11693), with our reference; without it, none', async () => {
+    const withLink = await exporter({ WIKIBASE_PROPERTY_OSM_NODE: 'P11693' }).export({ snapshot: feature({ name: 'Gedenkstein Nordtor', kategorie: 'denkmal' }), previous: null, journal: createMemoryJournal(), osmLink: { type: 'node', id: 123456, wikidata: null } });
+    if (withLink.status !== 'exported') throw new Error(JSON.stringify(withLink));
+    const item = wiki.items.get(withLink.result.itemId)!;
+    expect(item.claims.P11693![0]!.mainsnak.datavalue!.value).toBe('123456');
+    expect(item.claims.P11693![0]!.references).toHaveLength(1);
+    const without = await exporter().export({ snapshot: feature({ name: 'Gedenkstein Südtor', kategorie: 'denkmal' }), previous: null, journal: createMemoryJournal(), osmLink: { type: 'node', id: 123457, wikidata: null } });
+    if (without.status !== 'exported') throw new Error(JSON.stringify(without));
+    expect(wiki.items.get(without.result.itemId)!.claims.P11693).toBeUndefined();
   });
 });
 
