@@ -30,6 +30,11 @@ RUN npm prune --omit=dev --no-audit --no-fund
 
 # ---- runtime: code owned by root and read-only for the service user
 FROM ${NODE_IMAGE} AS runtime
+# GDAL's ogr2ogr reads the imports (GeoJSON, GeoPackage, CSV, zipped Shapefile; services/api/src/imports).
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gdal-bin \
+ && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production PORT=8080 DATA_DIR=/var/lib/api
 WORKDIR /app
 COPY --from=runtime-deps /app/node_modules ./node_modules
