@@ -20,7 +20,7 @@ beforeAll(async () => {
       smtpConnectionUri: 'smtp://mail.example.org:25/',
       osmAccessToken: 'osm-token-from-the-operator',
       wikibasePassword: 'wikibase-password-from-the-operator',
-      exportSettings: { OSM_API_URL: 'https://api.openstreetmap.org', WIKIBASE_URL: 'https://www.wikidata.org', AGENCY_WEBHOOK_URL: 'https://agency.example.net/notices', REVIEWER_EMAILS: 'qc@example.org' },
+      exportSettings: { OSM_API_URL: 'https://master.apis.dev.openstreetmap.org', WIKIBASE_URL: 'https://test.wikidata.org', AGENCY_WEBHOOK_URL: 'https://agency.example.net/notices', REVIEWER_EMAILS: 'qc@example.org' },
     },
     secretKeys: ['smtpConnectionUri', 'osmAccessToken', 'wikibasePassword'],
   });
@@ -56,8 +56,8 @@ describe('the way out for approvals', () => {
   it('the worker gets the operator\'s export settings, the credentials as secrets, and the web app\'s address for its links', () => {
     const worker = container('qc-worker');
     expect(worker.env).toMatchObject({
-      OSM_API_URL: 'https://api.openstreetmap.org',
-      WIKIBASE_URL: 'https://www.wikidata.org',
+      OSM_API_URL: 'https://master.apis.dev.openstreetmap.org',
+      WIKIBASE_URL: 'https://test.wikidata.org',
       AGENCY_WEBHOOK_URL: 'https://agency.example.net/notices',
       REVIEWER_EMAILS: 'qc@example.org',
       OSM_ACCESS_TOKEN: 'osm-token-from-the-operator',
