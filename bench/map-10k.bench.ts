@@ -65,7 +65,8 @@ async function main(): Promise<void> {
   const webOrigin = `http://127.0.0.1:${await freePort()}`;
   await migrate(pool);
   await seed(pool);
-  const api = await startApiProcess({ DATABASE_URL: database.url, DATA_DIR: dataDir, CORS_ORIGINS: webOrigin, WORKER_ENABLED: 'false', LOG_LEVEL: 'warn', NODE_ENV: 'development' });
+  console.log(`${TOTAL} features in ${database.kind}`);
+  const api = await startApiProcess({ DATABASE_URL: database.url, DATA_DIR: dataDir, CORS_ORIGINS: webOrigin, WORKER_ENABLED: 'false', LOG_LEVEL: 'info', NODE_ENV: 'development' });
   const web = await startWebServer({ port: Number(new URL(webOrigin).port), env: { API_PUBLIC_URL: api.base, PUBLIC_BASE_URL: webOrigin, BASEMAP_URL: tiles.url, NODE_ENV: 'development' } });
   let browser: Browser | undefined;
   try {
@@ -80,10 +81,15 @@ async function main(): Promise<void> {
       const context = await browser!.newContext({ viewport });
       const page = await context.newPage();
       await page.goto(url);
-      await page.waitForFunction(() => {
-        const map = (globalThis as unknown as PageGlobals).document.getElementById('map');
-        return map.dataset.loadedAt !== undefined && map.dataset.loaded !== 'false' && Number(map.dataset.renderedAt ?? 0) > Number(map.dataset.loadedAt);
-      }, undefined, { timeout: 120_000 });
+      await page
+        .waitForFunction(() => {
+          const map = (globalThis as unknown as PageGlobals).document.getElementById('map');
+          return map.dataset.loadedAt !== undefined && map.dataset.loaded !== 'false' && Number(map.dataset.renderedAt ?? 0) > Number(map.dataset.loadedAt);
+        }, undefined, { timeout: 60_000 })
+        .catch(async (error: unknown) => {
+          const state = await page.evaluate(() => ({ ...(globalThis as unknown as PageGlobals).document.getElementById('map').dataset }));
+          throw new Error(`${url} was not ready within 60 s: ${JSON.stringify(state)}`, { cause: error });
+        });
       const result = await page.evaluate(() => {
         const map = (globalThis as unknown as PageGlobals).document.getElementById('map');
         return { ms: Number(map.dataset.renderedAt), count: Number(map.dataset.loaded) };
@@ -128,10 +134,12 @@ async function main(): Promise<void> {
       readyEmpty.push((await ready(empty)).ms);
       panFull.push(await longestWhilePanning(full));
       panEmpty.push(await longestWhilePanning(empty));
+      console.log(`round ${run + 1}: ready ${readyFull.at(-1)!.toFixed(0)} / ${readyEmpty.at(-1)!.toFixed(0)} ms, longest task ${panFull.at(-1)!.toFixed(0)} / ${panEmpty.at(-1)!.toFixed(0)} ms`);
     }
     console.log(`database: ${database.kind}; Chromium headless, ${viewport.width} × ${viewport.height}; ${RUNS} interleaved rounds; ${TOTAL} features in view`);
     printTable([
       { measure: 'navigation → 10 000 features counted and drawn (median ms)', value: median(readyFull).toFixed(0), baseline: `${median(readyEmpty).toFixed(0)} (same map, nothing in view)`, ratio: ratio(median(readyFull), median(readyEmpty)), target: '≤ 2000 ms' },
+      { measure: 'longest main-thread task panning/zooming by keys (median of rounds, ms)', value: median(panFull).toFixed(0), baseline: `${median(panEmpty).toFixed(0)} (same keys, nothing in view)`, ratio: median(panEmpty) > 0 ? ratio(median(panFull), median(panEmpty)) : 'n/a', target: '≤ 100 ms' },
       { measure: 'longest main-thread task panning/zooming by keys (max of rounds, ms)', value: Math.max(...panFull).toFixed(0), baseline: `${Math.max(...panEmpty).toFixed(0)} (same keys, nothing in view)`, ratio: Math.max(...panEmpty) > 0 ? ratio(Math.max(...panFull), Math.max(...panEmpty)) : 'n/a', target: '≤ 100 ms' },
     ]);
     console.log(`rounds (ms) ready: ${readyFull.map((v) => v.toFixed(0)).join(', ')}; empty: ${readyEmpty.map((v) => v.toFixed(0)).join(', ')}`);
