@@ -17,7 +17,10 @@ describe('the site’s runtime configuration', () => {
 
   it('reads the URLs at run time, so one build serves every target', () => {
     const config = loadWebConfig({ API_PUBLIC_URL: 'https://api.example.org/', WMS_URL: 'https://geo.example.org/wms', BASEMAP_URL: 'https://tiles.example.org/{z}/{x}/{y}.png' });
-    expect(config).toMatchObject({ apiPublicUrl: 'https://api.example.org', apiUrl: 'https://api.example.org', wms: { url: 'https://geo.example.org/wms' }, basemap: { url: 'https://tiles.example.org/{z}/{x}/{y}.png' } });
+    expect(config).toMatchObject({ apiPublicUrl: 'https://api.example.org', apiUrl: 'https://api.example.org', wms: { url: 'https://geo.example.org/wms' } });
+    // BASEMAP_URL is the first background map; WMS_URL also offers GeoServer as one (config/basemaps.yaml).
+    expect(config.basemaps[0]).toMatchObject({ id: 'configured', type: 'xyz', url: 'https://tiles.example.org/{z}/{x}/{y}.png' });
+    expect(config.basemaps.find((basemap) => basemap.id === 'geoserver')).toMatchObject({ type: 'wms', url: 'https://geo.example.org/wms' });
   });
 });
 
