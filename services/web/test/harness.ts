@@ -145,9 +145,13 @@ export async function startWebStack(options: { webEnv?: Record<string, string>; 
     await db.close();
     rmSync(dataDir, { recursive: true, force: true });
   };
+  // The web server is kept as soon as it runs: when the API fails to start, stop() must end it too
+  // (with Promise.all's result alone it was left running after the failure).
+  const webStarted = startWebServer({ port: webPort, env: webEnv }).then((started) => (web = started));
   try {
-    [web] = await Promise.all([startWebServer({ port: webPort, env: webEnv }), waitFor(`${apiUrl}/healthz`, api.child, api.output)]);
+    await Promise.all([webStarted, waitFor(`${apiUrl}/healthz`, api.child, api.output)]);
   } catch (error) {
+    await webStarted.catch(() => undefined);
     await stop();
     throw error;
   }
