@@ -348,6 +348,24 @@ describe(`CQL2 Basic (${walk(CONFORMANCE.basicCql2)}) and advanced comparison op
   }
 });
 
+describe(`CQL2 case-insensitive comparison (${walk(CONFORMANCE.caseInsensitive)})`, () => {
+  const cases: Array<[string, string]> = [
+    ["CASEI(name) LIKE CASEI('oBJEKT 1%')", "lower(name) LIKE 'objekt 1%'"],
+    ["CASEI(name) = CASEI('OBJEKT 9')", "lower(name) = 'objekt 9'"],
+    ["CASEI(kategorie) IN (CASEI('DENKMAL'), CASEI('Blumenbeet'))", "kategorie IN ('denkmal', 'blumenbeet')"],
+    ["CASEI(\"name\") <> CASEI('objekt 9') AND name LIKE 'Objekt 1_'", "lower(name) <> 'objekt 9' AND name LIKE 'Objekt 1_'"],
+  ];
+  for (const [filter, where] of cases) {
+    it(`/req/case-insensitive-comparison/*: ${filter}`, async () => {
+      expect(await all(`${ITEMS}?limit=100&filter=${encodeURIComponent(filter)}`)).toEqual(await sqlIds(where));
+    });
+  }
+  it('/req/case-insensitive-comparison/*: the same in CQL2 JSON', async () => {
+    const filter = { op: 'like', args: [{ op: 'casei', args: [{ property: 'name' }] }, { op: 'casei', args: ['oBJEKT 1%'] }] };
+    expect(await all(`${ITEMS}?limit=100&filter-lang=cql2-json&filter=${encodeURIComponent(JSON.stringify(filter))}`)).toEqual(await sqlIds("lower(name) LIKE 'objekt 1%'"));
+  });
+});
+
 describe(`CQL2 basic spatial functions (${walk(CONFORMANCE.basicSpatial)}) plus other geometry literals (${walk(CONFORMANCE.basicSpatialPlus)})`, () => {
   const cases: Array<[string, string]> = [
     ['S_INTERSECTS(geometry, BBOX(13.095, 52.4, 13.205, 52.6))', 'ST_Intersects(f.geom, ST_MakeEnvelope(13.095, 52.4, 13.205, 52.6, 4326))'],

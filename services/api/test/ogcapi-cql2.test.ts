@@ -53,7 +53,7 @@ describe('CQL2 text', () => {
     ["name = 'O''Brien' )", 18, 'after a complete expression'],
     ["name = 'offen", 7, 'unterminated string'],
     ['version ~ 2', 8, 'unexpected character'],
-    ['casei(name) = 1', 0, 'function casei is not supported'],
+    ['accenti(name) = 1', 0, 'function accenti is not supported'],
     ["updatedAt > TIMESTAMP('gestern')", 22, 'not an RFC 3339 timestamp'],
     ['S_INTERSECTS(geometry, POLYGON((0 0, 1 0, 1 1, 0 0.5)))', 23, 'must be closed'],
     ['S_INTERSECTS(geometry, BBOX(1, 2, 3))', 23, 'BBOX takes 4'],

@@ -165,3 +165,25 @@ describe('no database wording reaches a client', () => {
     expect(response.text).not.toMatch(/escape character|postgres|SQL/i);
   });
 });
+
+describe('case-insensitive comparison (CQL2 CASEI)', () => {
+  it('CASEI(name) LIKE CASEI(…) finds a name in any spelling of its letters; plain LIKE keeps the case', async () => {
+    await db.pool.query(`INSERT INTO features.features (id, name, kategorie, geom) VALUES ('muehle', 'Alter Friedhof an der MÜHLE', 'friedhof', ST_SetSRID(ST_MakePoint(13.41, 52.51), 4326))`);
+    // Letters beyond ASCII fold as the database's LC_CTYPE says (C.UTF-8, en_US.UTF-8: ü = Ü); ASCII always.
+    const casei = await filtered("CASEI(name) LIKE CASEI('%aLTer friedhof AN DER m%')");
+    expect(casei.status, casei.text).toBe(200);
+    expect(ids(casei.json)).toEqual(['muehle']);
+    expect(ids((await filtered("name LIKE '%aLTer%'")).json)).toEqual([]);
+    const json = await get(`${ITEMS}?filter-lang=cql2-json&filter=${encodeURIComponent(JSON.stringify({ op: '=', args: [{ op: 'casei', args: [{ property: 'kategorie' }] }, { op: 'casei', args: ['FRIEDHOF'] }] }))}`);
+    expect(json.status, json.text).toBe(200);
+    expect(ids(json.json)).toEqual(['berlin', 'muehle']);
+  });
+
+  it('CASEI of a number, of a function or of nothing is a 400 naming the filter', async () => {
+    for (const filter of ["CASEI(version) = CASEI('1')", "CASEI(CASEI(name)) = 'x'", 'CASEI() = name']) {
+      const response = await filtered(filter);
+      expect(response.status, filter).toBe(400);
+      expect(response.json.code, filter).toBe('INVALID_FILTER');
+    }
+  });
+});

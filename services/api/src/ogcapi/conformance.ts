@@ -17,6 +17,7 @@ export const CONFORMANCE = {
   cql2Json: 'http://www.opengis.net/spec/cql2/1.0/conf/cql2-json',
   basicCql2: 'http://www.opengis.net/spec/cql2/1.0/conf/basic-cql2',
   advancedComparison: 'http://www.opengis.net/spec/cql2/1.0/conf/advanced-comparison-operators',
+  caseInsensitive: 'http://www.opengis.net/spec/cql2/1.0/conf/case-insensitive-comparison',
   basicSpatial: 'http://www.opengis.net/spec/cql2/1.0/conf/basic-spatial-functions',
   basicSpatialPlus: 'http://www.opengis.net/spec/cql2/1.0/conf/basic-spatial-functions-plus',
   createReplaceDelete: 'http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/create-replace-delete',

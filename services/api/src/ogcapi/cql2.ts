@@ -14,6 +14,8 @@ import { AppError } from '../../../shared/errors.js';
  * - Basic CQL2: AND, OR, NOT, = <> < <= > >=, IS [NOT] NULL, string/number/boolean literals,
  *   TIMESTAMP('…') and DATE('…') literals, parentheses;
  * - Advanced comparison operators: [NOT] LIKE, [NOT] BETWEEN, [NOT] IN (…);
+ * - Case-insensitive comparison: CASEI(a property or a string), in any comparison, LIKE and IN (Unicode
+ *   lower case on both sides, PostgreSQL's lower());
  * - Basic spatial functions (plus): S_INTERSECTS with BBOX(…) or a WKT POINT, LINESTRING, POLYGON,
  *   MULTIPOINT, MULTILINESTRING or MULTIPOLYGON (and their GeoJSON form in CQL2 JSON).
  */
@@ -24,7 +26,9 @@ export type Scalar =
   | { kind: 'number'; value: number }
   | { kind: 'boolean'; value: boolean }
   | { kind: 'timestamp'; value: string }
-  | { kind: 'date'; value: string };
+  | { kind: 'date'; value: string }
+  /** CASEI(…) of a property or a string (not of another function: the argument is one level deep). */
+  | { kind: 'casei'; arg: { kind: 'property'; name: string } | { kind: 'string'; value: string } };
 
 export type SpatialOperand = { kind: 'property'; name: string } | { kind: 'bbox'; coords: number[] } | { kind: 'geometry'; geometry: GeoJsonGeometry };
 
@@ -317,6 +321,17 @@ export function parseCql2Text(source: string): Expr {
       return t.upper === 'TIMESTAMP' ? { kind: 'timestamp', value: checkTimestamp(text, { position: s.pos }) } : { kind: 'date', value: checkDate(text, { position: s.pos }) };
     }
     if (RESERVED.has(t.upper)) return fail(`expected a property or a literal but found ${t.text}`, t);
+    if (t.upper === 'CASEI' && isOp(peek(1), '(')) {
+      next();
+      expectOp('(');
+      const a = next();
+      let arg: { kind: 'property'; name: string } | { kind: 'string'; value: string };
+      if (a.type === 'string') arg = { kind: 'string', value: a.text };
+      else if (a.type === 'word' && (a.quoted || (!RESERVED.has(a.upper) && !isOp(peek(), '(')))) arg = { kind: 'property', name: a.text };
+      else return fail(`CASEI takes a property or a string, not ${describe(a)}`, a);
+      expectOp(')');
+      return { kind: 'casei', arg };
+    }
     if (isOp(peek(1), '(')) return fail(`the function ${t.text} is not supported`, t);
     next();
     return { kind: 'property', name: t.text };
@@ -482,6 +497,12 @@ function jsonScalar(node: unknown, path: string): Scalar {
     if (keys.length === 1 && typeof node.property === 'string' && node.property.length > 0) return { kind: 'property', name: node.property };
     if (keys.length === 1 && typeof node.timestamp === 'string') return { kind: 'timestamp', value: checkTimestamp(node.timestamp, { path }) };
     if (keys.length === 1 && typeof node.date === 'string') return { kind: 'date', value: checkDate(node.date, { path }) };
+    if (node.op === 'casei' && keys.length === 2 && Array.isArray(node.args) && node.args.length === 1) {
+      const arg: unknown = node.args[0];
+      if (typeof arg === 'string' && !arg.includes('\u0000')) return { kind: 'casei', arg: { kind: 'string', value: arg } };
+      if (isObject(arg) && Object.keys(arg).length === 1 && typeof arg.property === 'string' && arg.property.length > 0) return { kind: 'casei', arg: { kind: 'property', name: arg.property } };
+      throw filterError('casei takes one argument: a property {"property": …} or a string', { path: `${path}.args[0]` });
+    }
     if (typeof node.op === 'string') throw filterError(`the function or operator "${node.op}" is not supported here`, { path });
   }
   throw filterError('expected a property {"property": …}, a string, number or boolean, or {"timestamp"|"date": …}', { path });

@@ -273,6 +273,9 @@ class FilterTranslator {
         return 'timestamp';
       case 'date':
         return 'date';
+      case 'casei':
+        if (this.typeOf(s.arg) !== 'string') throw filterError('CASEI applies to strings only', {});
+        return 'string';
     }
   }
 
@@ -305,6 +308,9 @@ class FilterTranslator {
         return this.params.add(s.value, 'timestamptz');
       case 'date':
         return this.params.add(s.value, 'date');
+      case 'casei':
+        // Unicode lower case (the database's UTF-8 rules) on both sides of the comparison.
+        return `lower(${this.scalar(s.arg)})`;
     }
   }
 

@@ -2,19 +2,9 @@ import type { Feature } from './types.js';
 
 /**
  * Searching the whole dataset by name and address, through the API's OGC API Features endpoint: its
- * CQL2 `filter` with LIKE, and its cursor (`next` links). GET /api/features has no text search, and the
- * CQL2 LIKE of the API is case-sensitive (CASEI is not implemented): the filter asks for the text as
- * typed, in lower case, in upper case and with each word capitalised, which finds "Alter Friedhof"
- * for "alter", "Alter", "ALTER" and "alter friedhof" alike. Mixed case such as "aLTer" is matched only
- * as typed.
+ * CQL2 `filter` with a case-insensitive LIKE (`CASEI`, the case-insensitive comparison class) and its
+ * cursor (`next` links), so "aLTer" finds "Alter Friedhof" like "alter" does.
  */
-
-/** The ways a search text is commonly written, each once. */
-export function caseVariants(text: string): string[] {
-  const lower = text.toLocaleLowerCase('de');
-  const words = lower.replace(/(^|[\s\-(/])(\p{L})/gu, (_, before: string, letter: string) => before + letter.toLocaleUpperCase('de'));
-  return [...new Set([text, lower, text.toLocaleUpperCase('de'), words, text.charAt(0).toLocaleUpperCase('de') + text.slice(1)])];
-}
 
 /** A CQL2 string literal of a LIKE pattern matching the text anywhere: quotes doubled, wildcards escaped. */
 const containing = (text: string) => `'%${text.replace(/[\\%_]/g, (c) => `\\${c}`).replace(/'/g, "''")}%'`;
@@ -23,9 +13,7 @@ const containing = (text: string) => `'%${text.replace(/[\\%_]/g, (c) => `\\${c}
 export function searchFilter(query: string): string | undefined {
   const text = query.trim();
   if (!text) return undefined;
-  return caseVariants(text)
-    .flatMap((variant) => ['name', 'adresse'].map((property) => `${property} LIKE ${containing(variant)}`))
-    .join(' OR ');
+  return ['name', 'adresse'].map((property) => `CASEI(${property}) LIKE CASEI(${containing(text)})`).join(' OR ');
 }
 
 /** The OGC API items path of a search page: text, kategorie and status filters, page size, cursor. */
