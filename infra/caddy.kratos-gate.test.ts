@@ -99,6 +99,16 @@ describe.skipIf(MISSING)("Kratos' public self-service path behind the proxy", ()
     expect(answers[limited]!.headers['retry-after']).toBeDefined();
   });
 
+  it('the gate passes on a path in plain form only (asked directly, past the proxy): an encoded or dot segment is a 400 that never reaches Kratos', async () => {
+    const appPort = Number(new URL(identity.appUrl).port);
+    const before = identity.kratos.violations.length;
+    for (const path of ['/kratos-gate/self-service/%2e%2e/sessions/whoami', '/kratos-gate/self-service/../admin/identities', '/kratos-gate/self-service//login', '/kratos-gate/self-service/login;x']) {
+      const answer = await sendTo(appPort, 'POST', '127.0.0.1', path, { 'content-type': 'application/json' }, '{}');
+      expect({ status: answer.status, body: answer.body }, path).toEqual({ status: 400, body: 'Bad Request: the path must be in plain form' });
+    }
+    expect(identity.kratos.violations.length).toBe(before);
+  });
+
   it('starting a flow stays Kratos\' own (GETs are not gated, and the exhausted address may still start one); every exchange was on contract', async () => {
     expect((await send('GET', '/self-service/login/browser')).status).toBe(303);
     expect(identity.kratos.violations).toEqual([]);

@@ -55,7 +55,13 @@ export function loginFailed(status: number, location: string | undefined): boole
 export function createKratosGate(options: { kratosPublicUrl: string; limiters: RequestHandler[] }): Router {
   const router = express.Router();
   const base = options.kratosPublicUrl.replace(/\/+$/, '');
-  router.post(`${GATED_PATH}*rest`, express.raw({ type: () => true, limit: GATE_BODY_LIMIT }), (req, _res, next) => {
+  router.post(`${GATED_PATH}*rest`, express.raw({ type: () => true, limit: GATE_BODY_LIMIT }), (req, res, next) => {
+    // Only a path in plain form goes on: an encoded or dot segment could resolve to another Kratos path.
+    const path = req.originalUrl.slice(GATE_PREFIX.length).split('?')[0]!;
+    if (!path.startsWith(GATED_PATH) || /[%;\\]|\/\/|\/\.\.?(\/|$)/.test(path)) {
+      res.status(400).type('text/plain').send('Bad Request: the path must be in plain form');
+      return;
+    }
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     rawBodies.set(req, raw);
     // Only the identifier is left for the limiters (createLoginRateLimiters reads req.body.identifier).
