@@ -5,7 +5,7 @@ import type { ProxyRoute } from './caddy.js';
 import { CaddyRunner, EXAMPLE_DOMAINS, send as sendTo, type Answer } from './testing/caddy-runner.js';
 import { proxyRoutes } from './routes.js';
 
-const MISSING = lacks('the Kratos gate tests in a real Caddy', requirements.caddy());
+const MISSING = lacks('the Kratos gate tests in a real Caddy', requirements.caddy(), requirements.contracts());
 
 /**
  * Login rate limiting covers Kratos' own public path, not only the login app's page: the stack's route
