@@ -31,7 +31,8 @@ const branchOf = (team: Team, name: string) => `feature/team-${team}/${name}`;
 function deploy(team: Team, branch: string, env: Record<string, string> = {}, commit?: string) {
   return runScript(join(platform, 'scripts/deploy-branch.sh'), [branch, dirOf(team), String(ports[team]), repo.url, ...(commit ? [commit] : [])], {
     RESTART_COMMAND: restartFixtureSite,
-    HEALTH_TIMEOUT_SECONDS: '20',
+    // How long a restarted fixture site may take to answer: generous, a loaded CI machine needed over 20 s once.
+    HEALTH_TIMEOUT_SECONDS: '60',
     KEEP_RELEASES: '3',
     BUILD_USER: users[team].buildUser,
     SITE_USER: users[team].siteUser,

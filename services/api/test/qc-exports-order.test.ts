@@ -103,7 +103,11 @@ describe('the Wikibase export follows the OSM export', () => {
         const element = reviews.exportRecords.osm as { type: 'node'; id: number } | undefined;
         return item && element && osm.element('node', element.id)?.tags.wikidata === item ? { item, element } : undefined;
       }, 30_000);
-      const jobs = (await reviewsOf(api, id)).jobs.filter((j) => j.task === 'osm_export');
+      // The job records its outcome just after the upload the element shows: wait for that write too.
+      const jobs = await waitFor('both OSM exports recorded', async () => {
+        const found = (await reviewsOf(api, id)).jobs.filter((j) => j.task === 'osm_export');
+        return found.every((j) => j.status !== 'running' && j.status !== 'queued') ? found : undefined;
+      }, 10_000);
       expect(jobs.map((j) => j.status)).toEqual(['exported', 'exported']);
       expect(wiki.createdItems().filter((i) => i.labels.de?.value === 'Gedenkstein Neubau').map((i) => i.id)).toEqual([linked.item]);
       // Written once: the follow-up's record carries it, so no further export is queued.
