@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
+import { forwardTo, LateServers } from '../../test/helpers/late-servers.js';
+import { freePort } from '../../test/helpers/ports.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 /**
@@ -17,7 +17,10 @@ const MISSING = lacks('the client sync retry tests on the Hydra double', require
 const CLI = join(import.meta.dirname, '../src/clients/sync-cli.ts');
 
 let hydra: HydraDouble;
-const servers: Server[] = [];
+const late = new LateServers();
+const listen = late.listen.bind(late);
+/** Passes a request on to the real double once the stand-in is done refusing. */
+const forward = forwardTo(() => hydra.admin.url);
 
 beforeAll(async () => {
   if (MISSING) return;
@@ -28,7 +31,7 @@ afterAll(async () => {
   await hydra.close();
 });
 afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => new Promise((done) => s.close(done))));
+  await late.closeAll();
   if (!MISSING) expect(hydra.violations).toEqual([]);
 });
 
@@ -60,31 +63,6 @@ function sync(file: string, hydraAdminUrl: string, deadlineSeconds: number, onSt
     });
     child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr, ms: Date.now() - started }));
   });
-}
-
-function listen(handler: (req: IncomingMessage, res: ServerResponse) => void, port = 0): Promise<number> {
-  const server = createServer(handler);
-  servers.push(server);
-  return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
-}
-
-/** A loopback port nothing listens on (yet): connections to it are refused. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((done) => server.close(done));
-  return port;
-}
-
-/** Hands a request on to the Hydra double's admin API. */
-function forward(req: IncomingMessage, res: ServerResponse): void {
-  const target = new URL(req.url ?? '/', hydra.admin.url);
-  const upstream = request(target, { method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {
-    res.writeHead(answer.statusCode ?? 502, answer.headers);
-    answer.pipe(res);
-  });
-  req.pipe(upstream);
 }
 
 describe.skipIf(MISSING)('client sync against a Hydra that is still starting', () => {

@@ -1,11 +1,11 @@
 import { execFile } from 'node:child_process';
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GeoServerClient } from './client.js';
 import { provisionGeoServer, type ProvisionOptions } from './provision.js';
 import { startFakeGeoServer, type FakeGeoServer } from './testing/fake-geoserver.js';
+import { forwardTo, LateServers } from '../../test/helpers/late-servers.js';
+import { freePort } from '../../test/helpers/ports.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 /**
@@ -34,40 +34,20 @@ const options = (overrides: Partial<ProvisionOptions> = {}): ProvisionOptions =>
 });
 
 let geoserver: FakeGeoServer;
-const servers: Server[] = [];
+const late = new LateServers();
+const listen = late.listen.bind(late);
+/** Passes a request on to the real double once the stand-in is done refusing. */
+const forward = forwardTo(() => geoserver.url);
 
 beforeEach(async () => {
   if (MISSING) return;
   geoserver = await startFakeGeoServer(ADMIN);
 });
 afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => new Promise((done) => s.close(done))));
+  await late.closeAll();
   if (MISSING) return;
   await geoserver.close();
 });
-
-function listen(handler: (req: IncomingMessage, res: ServerResponse) => void, port = 0): Promise<number> {
-  const server = createServer(handler);
-  servers.push(server);
-  return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((done) => server.close(done));
-  return port;
-}
-
-function forward(req: IncomingMessage, res: ServerResponse): void {
-  const target = new URL(req.url ?? '/', geoserver.url);
-  const upstream = request(target, { method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {
-    res.writeHead(answer.statusCode ?? 502, answer.headers);
-    answer.pipe(res);
-  });
-  req.pipe(upstream);
-}
 
 describe.skipIf(MISSING)('GeoServer provisioning against a GeoServer that is still starting', () => {
   it('retries while connections are refused and GeoServer answers 503, with growing waits, then provisions', async () => {
