@@ -1,6 +1,6 @@
 import proxyAddress from 'proxy-addr';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { exampleConfig, installMocks, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { declaredContainer, exampleConfig, installMocks, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 
 /**
  * The API's change limit keys callers without credentials on their address, which in the stack only
@@ -8,7 +8,6 @@ import { exampleConfig, installMocks, reveal, type RegisteredResource } from './
  * from nobody a client could be. Read from the program under the runtime mocks.
  */
 
-const CONTAINER = 'docker:index/container:Container';
 const NETWORK = 'docker:index/network:Network';
 let registered: RegisteredResource[];
 
@@ -22,12 +21,7 @@ beforeAll(async () => {
   await Promise.all([api, proxy].map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
 });
 
-const container = (name: string) => {
-  const found = registered.find((r) => r.type === CONTAINER && r.name === name);
-  if (!found) throw new Error(`the program declares no container ${name}`);
-  const envs = (reveal(found.inputs.envs ?? []) as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)] as const);
-  return { env: Object.fromEntries(envs), networks: ((reveal(found.inputs.networksAdvanced) as { name: string }[] | undefined) ?? []).map((n) => n.name) };
-};
+const container = (name: string) => declaredContainer(registered, name);
 const network = (name: string) => registered.find((r) => r.type === NETWORK && reveal(r.inputs.name) === name);
 
 describe("the API's client address", () => {

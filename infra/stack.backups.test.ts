@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { isPinnedImage } from './images.js';
-import { exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 
 /**
  * Backups off the host: with `backupOffsite` set, a second target copies every dump, encrypted, to
@@ -37,8 +37,8 @@ const found = (name: string) => {
   if (!resource) throw new Error(`the program declares no container ${name}`);
   return resource;
 };
-const envOf = (name: string) => Object.fromEntries((reveal(found(name).inputs.envs) as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
-const networksOf = (name: string) => ((reveal(found(name).inputs.networksAdvanced) as { name: string }[] | undefined) ?? []).map((n) => n.name);
+const envOf = (name: string) => declaredContainer(registered, name).env;
+const networksOf = (name: string) => declaredContainer(registered, name).networks;
 const volumesOf = (name: string) => (reveal(found(name).inputs.volumes) as { volumeName: string; containerPath: string; readOnly?: boolean }[] | undefined) ?? [];
 
 describe('the off-host copy of the backups', () => {

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 
 /**
  * Social sign-in from the stack configuration: the providers an operator declares (oidcProviders) and
@@ -29,8 +29,8 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => kratos.id.apply(() => resolve()));
 });
 
-const declared = (name: string) => registered.find((r) => r.type === CONTAINER && r.name === name)!;
-const envOf = (name: string) => Object.fromEntries((reveal(declared(name).inputs.envs) as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+const declared = (name: string) => declaredContainer(registered, name);
+const envOf = (name: string) => declared(name).env;
 
 describe('social sign-in providers declared in the stack', () => {
   it.each(['kratos', 'kratos-migrate'])('%s gets every provider with its client secret and the mapper inlined, in Kratos\' providers variable', (name) => {

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadStackConfig } from './config.js';
 import { ENTRY_POINTS } from './images.js';
-import { exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 
 /**
  * Approvals leave the platform through one container: the QC worker, the only one on a network with a
@@ -30,11 +30,8 @@ beforeAll(async () => {
 });
 
 const container = (name: string) => {
-  const found = registered.find((r) => r.type === CONTAINER && r.name === name);
-  if (!found) throw new Error(`the program declares no container ${name}`);
-  const rawEnvs = (found.inputs.envs as unknown) ?? [];
-  const envs = (reveal(rawEnvs) as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)] as const);
-  return { inputs: found.inputs, rawEnvs, env: Object.fromEntries(envs), networks: ((reveal(found.inputs.networksAdvanced) as { name: string }[] | undefined) ?? []).map((n) => n.name) };
+  const declared = declaredContainer(registered, name);
+  return { ...declared, rawEnvs: declared.inputs.envs ?? [] };
 };
 const network = (name: string) => registered.find((r) => r.type === NETWORK && reveal(r.inputs.name) === name);
 const containersOn = (net: string) => registered.filter((r) => r.type === CONTAINER && ((reveal(r.inputs.networksAdvanced) as { name: string }[] | undefined) ?? []).some((n) => n.name === net)).map((r) => r.name);

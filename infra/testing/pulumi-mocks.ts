@@ -45,6 +45,15 @@ export function reveal(value: unknown): unknown {
   return value;
 }
 
+/** A declared container as the policy tests read it: its inputs, its environment by name, the names of its networks. */
+export function declaredContainer(registered: RegisteredResource[], name: string): { inputs: Record<string, unknown>; env: Record<string, string>; networks: string[] } {
+  const found = registered.find((r) => r.type === 'docker:index/container:Container' && r.name === name);
+  if (!found) throw new Error(`the program declares no container ${name}`);
+  const env = Object.fromEntries(((reveal(found.inputs.envs) as string[] | undefined) ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+  const networks = ((reveal(found.inputs.networksAdvanced) as { name: string }[] | undefined) ?? []).map((n) => n.name);
+  return { inputs: found.inputs, env, networks };
+}
+
 /** Every string in a value that is NOT inside a secret envelope (where a plaintext secret must never be). */
 export function plainStrings(value: unknown): string[] {
   if (isSecretEnvelope(value)) return [];
