@@ -57,7 +57,14 @@ export const OidcProviderSchema = z
   // No client_secret or other key: the secret is the Pulumi secret oidcClientSecrets.
   .strict();
 
+/**
+ * Where the stack runs: `docker`, every container on one Docker host (infra/stack.ts), or `kubernetes`,
+ * the same parts on a cluster (infra/k8s/stack.ts, settings in the `kubernetes` key, infra/k8s/config.ts).
+ */
+export const TARGETS = ['docker', 'kubernetes'] as const;
+
 export const StackConfigSchema = z.object({
+  target: z.enum(TARGETS),
   domains: DomainsSchema,
   acmeEmail: z.string().email(),
   internalCidrs: z.array(cidr).min(1),
@@ -136,6 +143,7 @@ function resolveFromRepo(path: string): string {
 
 export function loadStackConfig(config: pulumi.Config = new pulumi.Config()): StackConfig {
   const raw = {
+    target: config.get('target') ?? 'docker',
     domains: config.getObject<unknown>('domains'),
     acmeEmail: config.get('acmeEmail'),
     internalCidrs: config.getObject<unknown>('internalCidrs') ?? DEFAULT_INTERNAL_CIDRS,

@@ -1,14 +1,11 @@
 import * as pulumi from '@pulumi/pulumi';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { parse as parseYaml, stringify as toYaml } from 'yaml';
-import { containerEnvironment, OIDC_PROVIDERS_VARIABLE, OIDC_SECRETS_VARIABLE, renderTemplate, substitute, type ServiceName } from '../../services/shared/identity-config/render.js';
 import { job, service, succeeded, type Limits } from '../containers.js';
 import { ENTRY_POINTS } from '../images.js';
 import { ADMIN_UPSTREAMS, UPSTREAMS } from '../routes.js';
-import { env, fileUpload, https, LIMITS, nodeHttpCheck, pgReadyCheck, readRepoFile, wgetCheck, type StackContext } from './common.js';
+import { env, fileUpload, LIMITS, nodeHttpCheck, pgReadyCheck, readRepoFile, wgetCheck, type StackContext } from './common.js';
 import type { StackImages } from './images.js';
 import type { StackNetwork } from './network.js';
+import { accountsUiEnvironment, hydraSecretEnvironment, identityFiles, kratosSecretEnvironment, loginEnvironment } from './settings.js';
 
 /**
  * Identity: its database and roles, the Kratos and Hydra migrations and servers, the login/consent
@@ -30,8 +27,6 @@ export const CLIENTS_FILE_IN_CONTAINER = '/etc/config/identity/clients.yaml';
 export function declareIdentity(ctx: StackContext, { networks, volumes }: StackNetwork, images: StackImages) {
   const { cfg, secrets, n } = ctx;
   const { app, admin, egress } = networks;
-  const domains = cfg.domains;
-
   const identityLimits: Limits = { ...LIMITS.identity, ...(cfg.identityDiskLimit ? { diskSize: cfg.identityDiskSize } : {}) };
   const identityDb = service('identity-db', n('identity-db'), {
     image: images.remote.postgres.imageId,
@@ -64,49 +59,17 @@ export function declareIdentity(ctx: StackContext, { networks, volumes }: StackN
   const kratosAdminUrl = `http://${ADMIN_UPSTREAMS.kratosAdmin.host}:${ADMIN_UPSTREAMS.kratosAdmin.port}`;
   const hydraAdminUrl = `http://${ADMIN_UPSTREAMS.hydraAdmin.host}:${ADMIN_UPSTREAMS.hydraAdmin.port}`;
   const kratosPublicInternal = `http://${UPSTREAMS.kratosPublic.host}:${UPSTREAMS.kratosPublic.port}`;
-  // Non-secret values of the identity templates (identity/config/*.yml); secrets go in as Ory's env vars.
-  const templateEnv = {
-    IDENTITY_PARENT_DOMAIN: cfg.parentDomain,
-    IDENTITY_AUTH_URL: https(domains.auth),
-    IDENTITY_ACCOUNTS_URL: cfg.selfServiceUi ? https(domains.accounts) : https(domains.auth),
-    IDENTITY_APP_URL: cfg.appUrl,
-    KRATOS_PUBLIC_URL: `${https(domains.kratos)}/`,
-    KRATOS_ADMIN_URL: `${kratosAdminUrl}/`,
-    HYDRA_PUBLIC_URL: `${https(domains.hydra)}/`,
-    HYDRA_ADMIN_URL: `${hydraAdminUrl}/`,
-    IDENTITY_SMTP_FROM: cfg.smtpFrom,
-    KRATOS_IDENTITY_SCHEMA_URL: 'file:///etc/config/kratos/identity.schema.json',
-    IDENTITY_API_AUDIENCE: cfg.apiAudience,
-  };
-  const renderedConfig = (svc: ServiceName) => toYaml(renderTemplate(svc, templateEnv, cfg.identityConfigDir));
-  const kratosYml = renderedConfig('kratos');
-  const hydraYml = renderedConfig('hydra');
-  // The clients file is rendered here, with the stack's values, so the sync job needs no template variable.
-  const clientsYml = toYaml(substitute(parseYaml(readFileSync(join(cfg.identityConfigDir, 'clients.yaml'), 'utf8')), templateEnv, 'clients.yaml:'));
+  const urls = { kratosAdmin: kratosAdminUrl, hydraAdmin: hydraAdminUrl, kratosPublicInternal };
+  // The identity templates rendered with the stack's values (shared with the Kubernetes target).
+  const files = identityFiles(cfg, urls, 'file:///etc/config/kratos/identity.schema.json');
+  const { kratosYml, hydraYml, clientsYml } = files;
   const kratosDsn = pulumi.interpolate`postgres://kratos:${secrets.kratosDbPassword}@identity-db:5432/kratos?sslmode=disable&max_conns=20&max_idle_conns=4`;
   const hydraDsn = pulumi.interpolate`postgres://hydra:${secrets.hydraDbPassword}@identity-db:5432/hydra?sslmode=disable&max_conns=20&max_idle_conns=4`;
-  /** Ory's own variable names for the secrets (services/shared/identity-config/render.ts owns the mapping). */
-  const oryEnv = (svc: ServiceName, values: Record<string, pulumi.Input<string>>) =>
-    pulumi.all(values).apply((resolved) => containerEnvironment(svc, resolved, cfg.identityConfigDir));
-  const kratosSecretsEnv = oryEnv('kratos', {
-    KRATOS_DSN: kratosDsn,
-    KRATOS_SECRETS_DEFAULT: secrets.kratosDefaultSecret,
-    KRATOS_SECRETS_COOKIE: secrets.kratosCookieSecret,
-    KRATOS_SECRETS_CIPHER: secrets.kratosCipherSecret,
-    KRATOS_SMTP_URI: secrets.smtpConnectionUri,
-    // Social sign-in (docs/identity.md): the providers as declared, their client secrets from the
-    // secret oidcClientSecrets; rendered together into Kratos' one secret providers variable.
-    [OIDC_PROVIDERS_VARIABLE]: JSON.stringify(cfg.oidcProviders),
-    ...(secrets.oidcClientSecrets ? { [OIDC_SECRETS_VARIABLE]: secrets.oidcClientSecrets } : {}),
-  });
-  const hydraSecretsEnv = oryEnv('hydra', {
-    HYDRA_DSN: hydraDsn,
-    HYDRA_SECRETS_SYSTEM: secrets.hydraSystemSecret,
-    HYDRA_SECRETS_COOKIE: secrets.hydraCookieSecret,
-  });
+  const kratosSecretsEnv = kratosSecretEnvironment(cfg, secrets, kratosDsn);
+  const hydraSecretsEnv = hydraSecretEnvironment(cfg, secrets, hydraDsn);
   const kratosUploads = [
     fileUpload('/etc/config/kratos/kratos.yml', kratosYml),
-    fileUpload('/etc/config/kratos/identity.schema.json', readFileSync(join(cfg.identityConfigDir, 'identity.schema.json'), 'utf8')),
+    fileUpload('/etc/config/kratos/identity.schema.json', files.identitySchema),
   ];
   const hydraUploads = [fileUpload('/etc/config/hydra/hydra.yml', hydraYml)];
   const withEnv = (secretEnv: pulumi.Output<Record<string, string>>, extra: Record<string, string>) =>
@@ -190,21 +153,7 @@ export function declareIdentity(ctx: StackContext, { networks, volumes }: StackN
       { network: admin },
     ],
     // identity/src/app/config.ts (docs/identity.md) owns these names.
-    envs: env({
-      NODE_ENV: 'production',
-      IDENTITY_PORT: String(UPSTREAMS.login.port),
-      IDENTITY_AUTH_URL: https(domains.auth),
-      IDENTITY_APP_URL: cfg.appUrl,
-      KRATOS_PUBLIC_URL: https(domains.kratos),
-      KRATOS_PUBLIC_INTERNAL_URL: kratosPublicInternal,
-      KRATOS_ADMIN_URL: kratosAdminUrl,
-      HYDRA_ADMIN_URL: hydraAdminUrl,
-      IDENTITY_COOKIE_SECRET: secrets.loginCookieSecret,
-      ...(cfg.selfServiceUi ? { IDENTITY_ACCOUNTS_URL: https(domains.accounts) } : {}),
-      // Only the proxy reaches the app (internal network): trust its X-Forwarded-For for rate limits.
-      IDENTITY_TRUST_PROXY: 'uniquelocal',
-      LOG_LEVEL: cfg.logLevel,
-    }),
+    envs: env(loginEnvironment(cfg, secrets, urls)),
     user: 'node',
     readOnly: true,
     tmpfs: { '/tmp': 'rw,noexec,nosuid,size=64m' },
@@ -217,14 +166,7 @@ export function declareIdentity(ctx: StackContext, { networks, volumes }: StackN
         image: images.selfServiceUi.imageId,
         limits: identityLimits,
         networks: [{ network: app, aliases: [UPSTREAMS.accountsUi.host] }],
-        envs: env({
-          PORT: String(UPSTREAMS.accountsUi.port),
-          KRATOS_PUBLIC_URL: kratosPublicInternal,
-          KRATOS_BROWSER_URL: https(domains.kratos),
-          COOKIE_SECRET: secrets.accountsUiSecret,
-          CSRF_COOKIE_NAME: '__Host-accounts-csrf',
-          CSRF_COOKIE_SECRET: secrets.accountsUiSecret,
-        }),
+        envs: env(accountsUiEnvironment(cfg, secrets, urls)),
         healthcheck: { test: nodeHttpCheck(UPSTREAMS.accountsUi.port, '/health/alive'), interval: '15s' },
         dependsOn: [kratos],
       })
@@ -234,7 +176,7 @@ export function declareIdentity(ctx: StackContext, { networks, volumes }: StackN
     containers: { identityDb, kratos, hydra, login, accountsUi },
     jobs: { identityDbRoles, kratosMigrate, hydraMigrate, clientsSync },
     /** What the API and the proxy need to reach identity. */
-    urls: { kratosAdmin: kratosAdminUrl, hydraAdmin: hydraAdminUrl, kratosPublicInternal },
+    urls,
     /** The rendered files exactly as the containers receive them (the config checks read these). */
     rendered: { kratosYml, hydraYml, clientsYml },
   };

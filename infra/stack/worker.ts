@@ -4,6 +4,7 @@ import { env, LIMITS, type StackContext } from './common.js';
 import type { StackFeatures } from './features.js';
 import type { StackImages } from './images.js';
 import type { StackNetwork } from './network.js';
+import { workerEnvironment } from './settings.js';
 
 /**
  * The QC worker: the one container that sends what an approval sets off (the reviewers' and
@@ -27,15 +28,7 @@ export function declareWorker(ctx: StackContext, { networks }: StackNetwork, ima
     readOnly: true,
     tmpfs: { '/tmp': 'rw,noexec,nosuid,size=64m' },
     capabilities: { keep: [] },
-    envs: env({
-      NODE_ENV: 'production',
-      DATABASE_URL: features.databaseUrl,
-      WEB_PUBLIC_URL: cfg.appUrl,
-      MAIL_FROM: cfg.smtpFrom,
-      LOG_LEVEL: cfg.logLevel,
-      ...cfg.exportSettings,
-      ...secrets.exportSecrets,
-    }),
+    envs: env(workerEnvironment(cfg, secrets, features.databaseUrl)),
     healthcheck: { test: ['CMD', ...ENTRY_POINTS.qcWorkerHealth], interval: '30s', startPeriod: '30s' },
     labels: { 'platform.after': succeeded('api-migrate', features.jobs.apiMigrate) },
     dependsOn: [features.jobs.apiMigrate],
