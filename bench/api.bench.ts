@@ -35,7 +35,7 @@ import { API_SESSION_SETTINGS, createPool } from '../services/api/src/db/pool.js
 import { closeGracefully, listen } from '../services/shared/http-server.js';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
 import { listConditions } from '../services/api/src/features/queries.js';
-import { createApiServer } from '../services/api/src/http/server.js';
+import { serveApp } from '../services/api/src/http/server.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { Bbox } from '../services/shared/features/schema.js';
 import { GRID_TOTAL, gridBbox, seedFeatureGrid } from './feature-grid.js';
@@ -74,11 +74,11 @@ function rawSql(bbox: Bbox, limit: number): { text: string; values: unknown[] } 
 
 // --- the API process --------------------------------------------------------------------------------
 
-async function startApiInProcess(databaseUrl: string, dataDir: string, options: { fastPaths?: boolean } = {}): Promise<{ base: string; stop(): Promise<void> }> {
+async function startApiInProcess(databaseUrl: string, dataDir: string): Promise<{ base: string; stop(): Promise<void> }> {
   // As server.ts configures it for PostgreSQL (boot.ts): the API's session settings.
   const db = createPool(databaseUrl, { max: 10, settings: API_SESSION_SETTINGS });
   const authenticator = await createAuthenticator({ production: false, dataDir });
-  const server = createApiServer(createApp({ db, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }), ...options }));
+  const server = await serveApp(createApp({ db, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }) }));
   const port = await listen(server, 0, '127.0.0.1');
   return {
     base: `http://127.0.0.1:${port}`,

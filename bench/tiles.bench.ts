@@ -19,7 +19,7 @@
  * stops. BENCH_QUICK=1 shortens every phase.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Agent, createServer, get } from 'node:http';
+import { Agent, get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -29,6 +29,7 @@ import { createAuthenticator } from '../services/api/src/auth/index.js';
 import { API_SESSION_SETTINGS, createPool } from '../services/api/src/db/pool.js';
 import { fingerprintQuery, rawTileQuery } from '../services/api/src/tiles/queries.js';
 import { closeGracefully, listen } from '../services/shared/http-server.js';
+import { serveApp } from '../services/api/src/http/server.js';
 import { GRID_TOTAL } from './feature-grid.js';
 import { openGridDatabase } from './grid-database.js';
 import { median, percentile, printTable, ratio } from './stats.js';
@@ -66,7 +67,7 @@ async function startApiInProcess(databaseUrl: string, dataDir: string): Promise<
   // The API's session settings, as services/api/src/boot.ts gives them on a PostgreSQL server.
   const db = createPool(databaseUrl, { max: 10, settings: API_SESSION_SETTINGS });
   const authenticator = await createAuthenticator({ production: false, dataDir });
-  const server = createServer(createApp({ db, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }) }));
+  const server = await serveApp(createApp({ db, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }) }));
   const port = await listen(server, 0, '127.0.0.1');
   return {
     base: `http://127.0.0.1:${port}`,

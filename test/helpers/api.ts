@@ -9,7 +9,7 @@
 import { pino } from 'pino';
 import { createApp } from '../../services/api/src/app.js';
 import { createAuthenticator } from '../../services/api/src/auth/index.js';
-import { createApiServer } from '../../services/api/src/http/server.js';
+import { serveApp } from '../../services/api/src/http/server.js';
 import type { Role } from '../../services/shared/principal.js';
 import type { ApiConfig } from '../../services/api/src/config.js';
 import { closeGracefully, listen } from '../../services/shared/http-server.js';
@@ -53,7 +53,7 @@ export async function startTestApi(db: TestDatabase, options: { config?: Partial
   const issuer = await startTestIssuer();
   const authenticator = await readyAuthenticator(issuer);
   const config = { rateLimit: { writesPerMinute: 0 }, ...options.config };
-  const server = createApiServer(createApp({ db: db.pool, config, authenticator, logger: pino({ level: 'silent' }) }));
+  const server = await serveApp(createApp({ db: db.pool, config, authenticator, logger: pino({ level: 'silent' }) }));
   const port = await listen(server, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${port}`;
   // Every response of the suite is checked against the OpenAPI document the API serves.

@@ -1,9 +1,10 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
 import type { IdentityApi } from '@ory/kratos-client';
-import express, { type Express } from 'express';
-import rateLimit from 'express-rate-limit';
+import fastifyRateLimit from '@fastify/rate-limit';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticate } from './auth/middleware.js';
+import { DEFAULT_ASSURANCE } from './auth/assurance.js';
 import type { DevKeys } from './auth/dev-keys.js';
 import { devTokenRoutes } from './auth/dev-token-route.js';
 import { forwardAuthRoutes } from './auth/forward-route.js';
@@ -14,13 +15,14 @@ import type { Db } from './db/pool.js';
 import { AppError } from '../../shared/errors.js';
 import { featureRoutes } from './features/routes.js';
 import { createFeatureService } from './features/service.js';
-import { allowedOrigins as corsOrigins, cors } from './http/cors.js';
-import { featureCreateFastPath } from './features/create-fast-path.js';
-import { featureReadFastPath } from './features/read-fast-path.js';
-import { idempotentCreate } from './http/idempotency.js';
+import { BODY_LIMIT_BYTES, installBodyReader } from './http/body.js';
+import { cors } from './http/cors.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
+import { conditionalGet, sendJson, type Hook } from './http/fastify.js';
+import { idempotentCreate } from './http/idempotency.js';
 import { changeLimitKey, oncePerRequest, trustFunction } from './http/rate-limit-key.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
+import { createApiServer, requestIdOf, type ApiServerOptions } from './http/server.js';
 import { openApiRoutes } from './openapi.js';
 import { createCollectionExtents } from './ogcapi/extent.js';
 import { ogcApiRoutes } from './ogcapi/routes.js';
@@ -30,12 +32,11 @@ import { createClaimService } from './qc/claims.js';
 import { claimRoutes } from './qc/claims-routes.js';
 import { createNoticeService } from './qc/notices.js';
 import { noticeRoutes } from './qc/notices-routes.js';
-import { mountQc } from './qc/routes.js';
+import { qcRoutes, reviewRoutes } from './qc/routes.js';
 import { createDecisionService } from './qc/decisions.js';
 import { createQcService } from './qc/service.js';
 import { createTileService } from './tiles/service.js';
 import { tileRoutes } from './tiles/routes.js';
-import { tileFastPath } from './tiles/fast-path.js';
 import { importRoutes } from './imports/routes.js';
 import { createImportService } from './imports/service.js';
 import { createUserRecorder, recordingCallers } from './users/recorder.js';
@@ -55,30 +56,50 @@ export interface AppDependencies {
   devKeys?: DevKeys | undefined;
   /** Refuses the development token route even when keys are handed in. */
   production?: boolean;
-  /**
-   * Answer a plain single-feature GET and a plain create without Express (features/read-fast-path.ts,
-   * features/create-fast-path.ts). On by default; tests turn it off to compare both answers.
-   */
-  fastPaths?: boolean;
+  /** The HTTP server's timeouts (http/server.ts); the documented ones by default. */
+  server?: ApiServerOptions;
 }
 
-/** The API as an Express app built from its dependencies; server.ts listens, tests use port 0. */
-export function createApp(given: AppDependencies): Express {
-  // Every part that asks who the caller is (the change limit's key, the fast paths, the routers) gets
-  // one answer per request.
+/**
+ * The API as a Fastify app built from its dependencies; serveApp (http/server.ts) readies it and hands
+ * out its HTTP server, which boot.ts and tests listen on.
+ *
+ * The request's path (docs/api.md "The request's path through the code"): Node's server (timeouts,
+ * problem+json for what Node refuses, the request id) → Fastify's router → the scope's hooks
+ * (/api and /ogcapi alike: nosniff, CORS, the change limit, the caller, the CSRF Origin check) → the
+ * route's own (its permission, then the body: media type, bytes, JSON) → the handler → a service →
+ * its queries.
+ */
+export function createApp(given: AppDependencies): FastifyInstance {
+  // Every part that asks who the caller is (the change limit's key, the scopes' hooks) gets one answer per request.
   const deps = { ...given, authenticator: oncePerRequest(given.authenticator) };
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('etag', false); // feature ETags are versions, set by the routes
-  app.set('query parser', 'simple');
-  // Read by the second-factor guard (auth/assurance.ts); reviewer and admin when unset.
-  if (deps.config.assurance) app.locals.assurance = deps.config.assurance;
+  const app = Fastify({
+    // Node's server as http/server.ts makes it: timeouts, client errors as problem+json, the request id.
+    serverFactory: (handler) => createApiServer(handler, { ...deps.server, logger: deps.logger }),
+    // createApiServer answers Node's client errors itself (problem+json); Fastify adds nothing.
+    clientErrorHandler: () => undefined,
+    genReqId: (req) => requestIdOf(req) ?? randomUUID(),
+    // Whose X-Forwarded-For names the client (API_TRUST_PROXY); request.ip and the change limit's key agree.
+    trustProxy: trustFunction(deps.config.rateLimit.trustProxy ?? []),
+    bodyLimit: BODY_LIMIT_BYTES,
+    // As the API always routed: paths case-insensitive, a trailing slash ignored, ids up to the URL limit.
+    routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, maxParamLength: 16 * 1024 },
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    disableRequestLogging: true,
+    return503OnClosing: false,
+    // A malformed %-escape in the path, refused by the router before any route: as every other refusal.
+    frameworkErrors: (error, request, reply) => problemHandler(deps.logger)(error, request, reply),
+  });
+  app.decorate('assurance', deps.config.assurance ?? DEFAULT_ASSURANCE);
+  app.decorateRequest('principal', undefined);
+  installBodyReader(app);
+  app.setErrorHandler(problemHandler(deps.logger));
+  app.setNotFoundHandler(notFoundHandler);
+  app.addHook('onSend', conditionalGet);
 
   const migrationNames = readMigrations().map((m) => m.name);
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
-  app.get('/readyz', async (_req, res) => {
+  app.get('/healthz', async (_request, reply) => sendJson(reply, { status: 'ok' }));
+  app.get('/readyz', async (_request, reply) => {
     let pending: string[];
     try {
       pending = await pendingMigrations(deps.db, migrationNames);
@@ -86,85 +107,94 @@ export function createApp(given: AppDependencies): Express {
       throw new AppError('SERVICE_UNAVAILABLE', 'the database is not reachable', { cause: error });
     }
     if (pending.length > 0) throw new AppError('SERVICE_UNAVAILABLE', `the database is not migrated: pending ${pending.join(', ')}`);
-    res.json({ status: 'ready' });
+    return sendJson(reply, { status: 'ready' });
   });
 
-  app.use('/api', (_req, res, next) => {
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    next();
-  });
-  // Before the rate limit: preflights are answered here and never count as changes.
+  // One budget for changes through either API (docs/api.md "Rate limit"); a hook of both scopes below.
+  const writesPerMinute = deps.config.rateLimit.writesPerMinute;
+  if (writesPerMinute > 0) {
+    void app.register(fastifyRateLimit, {
+      global: false,
+      max: writesPerMinute,
+      timeWindow: 60_000,
+      // The caller's own budget, else the client address (http/rate-limit-key.ts).
+      keyGenerator: changeLimitKey({ authenticator: deps.authenticator }),
+      enableDraftSpec: true,
+      addHeaders: { 'retry-after': false },
+      errorResponseBuilder: () => new AppError('TOO_MANY_REQUESTS', 'too many changes; retry in a minute', { headers: { 'Retry-After': '60' } }),
+    });
+  }
+
   const allowedOrigins = deps.config.cors?.origins ?? [];
-  app.use('/api', cors({ origins: allowedOrigins }));
-  // Whose X-Forwarded-For names the client (API_TRUST_PROXY); req.ip and the change limit's key agree.
-  const trustProxy = trustFunction(deps.config.rateLimit.trustProxy ?? []);
-  app.set('trust proxy', trustProxy);
-  const changeLimit =
-    deps.config.rateLimit.writesPerMinute > 0
-      ? rateLimit({
-          windowMs: 60_000,
-          limit: deps.config.rateLimit.writesPerMinute,
-          // Imports (POST /api/imports…) have limits of their own (imports/routes.ts): a file of 10 000
-          // features is one request, and its checks and retries must not use up the edits' budget.
-          skip: (req) => req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS' || /^\/api\/imports(?:\/|\?|$)/.test(req.originalUrl),
-          // The caller's own budget, else the client address (http/rate-limit-key.ts); computed from
-          // Node's request alone, so the create fast path, which has no Express request, counts under the same key.
-          keyGenerator: changeLimitKey({ authenticator: deps.authenticator, trustProxy }),
-          // X-Forwarded-For is read on purpose, from trusted proxies only (the key generator above).
-          validate: { xForwardedForHeader: false },
-          standardHeaders: 'draft-7',
-          legacyHeaders: false,
-          handler: (_req, _res, next) => next(new AppError('TOO_MANY_REQUESTS', 'too many changes; retry in a minute', { headers: { 'Retry-After': '60' } })),
-        })
-      : undefined;
-  if (changeLimit) app.use(['/api', '/ogcapi'], changeLimit); // one budget for changes through either API
-  app.use('/api', openApiRoutes());
-  // Every /api route below: the caller once (and recorded in users.users on first sight), then the CSRF
-  // Origin check for cookie-authenticated changes. Routers' own authenticate() reuse this answer.
   const userRecorder = createUserRecorder(deps.db, deps.logger);
   const authenticator = recordingCallers(deps.authenticator, userRecorder);
-  app.use('/api', authenticate(authenticator), originCheckForCookieWrites({ origins: allowedOrigins }));
-  // Writes through /api/features change the /ogcapi collections' extents too.
+  // Writes through /api/features and /api/imports change the /ogcapi collections' extents too.
   const extents = createCollectionExtents(deps.db);
-  const features = createFeatureService(deps.db, { onWrite: extents.invalidate });
-  // Mounted first among the /api routers (most traffic, and no other router shares its paths; a path it
-  // does not route, such as /api/features/{id}/reviews, falls through to the routers below).
-  app.use('/api/features', authenticate(deps.authenticator), featureRoutes(features, { beforeCreate: [idempotentCreate(deps.db, { logger: deps.logger })] }));
-  app.use('/api/auth', forwardAuthRoutes({ origins: allowedOrigins }));
-  app.use('/api/dev', devTokenRoutes({ keys: deps.devKeys, production: deps.production ?? false }));
-  app.use('/api/users', userRoutes(createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder })));
-  const claims = createClaimService(deps.db);
-  const qcOptions = { maxAttempts: deps.config.qc?.maxAttempts ?? 12 };
-  mountQc(app, {
-    service: createQcService(deps.db, { ...qcOptions, beforeDecision: claims.assertMayDecide }),
-    decisions: createDecisionService(deps.db, qcOptions),
-    authenticator: deps.authenticator,
-  });
-  app.use('/api/qc', claimRoutes(claims), checkRoutes(createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent })), noticeRoutes(createNoticeService(deps.db)));
-  const tiles = createTileService(deps.db);
-  app.use('/api/tiles', tileRoutes(tiles));
-  app.use('/api/imports', importRoutes(createImportService(deps.db, { onWrite: extents.invalidate }), { demo: !(deps.production ?? false) }));
-  app.use('/ogcapi', ogcApiRoutes({ db: deps.db, authenticator: recordingCallers(deps.authenticator, userRecorder), origins: allowedOrigins, extents }));
-  app.use(notFoundHandler);
-  app.use(problemHandler(deps.logger));
 
-  if (deps.fastPaths ?? true) {
-    // In front of Express: the app function calls app.handle for every request, so the fast path sees
-    // each one first and hands all it does not answer to Express unchanged.
-    const fastRead = featureReadFastPath({ service: features, authenticator, allowedOrigins: corsOrigins(allowedOrigins) });
-    const fastCreate = featureCreateFastPath({
-      service: features,
-      authenticator: deps.authenticator,
-      record: (principal) => userRecorder.record(principal),
-      allowedOrigins: corsOrigins(allowedOrigins),
-      rateLimit: changeLimit,
-      logger: deps.logger,
+  /**
+   * The hooks every /api and /ogcapi request passes, in this order: nosniff; CORS (preflights end
+   * here and never count as changes); the change limit (before authentication: a refused change
+   * counts too); the caller (recorded in users.users on first sight); the CSRF Origin check for
+   * cookie-authenticated changes. `authenticated: false` stops after the limit (the OpenAPI document).
+   */
+  const scopeHooks = (scope: FastifyInstance, options: { authenticated: boolean }): void => {
+    scope.addHook('onRequest', async (_request, reply) => {
+      reply.header('X-Content-Type-Options', 'nosniff');
     });
-    // (app.handle is Express' documented-in-source entry point, missing from its type definitions.)
-    const internals = app as unknown as { handle(req: IncomingMessage, res: ServerResponse, done?: unknown): void };
-    const handle = internals.handle.bind(app);
-    const fastTile = tileFastPath({ tiles, authenticator, allowedOrigins: corsOrigins(allowedOrigins) });
-    internals.handle = (req, res, done) => fastCreate(req, res, () => fastRead(req, res, () => fastTile(req, res, () => handle(req, res, done))));
-  }
+    scope.addHook('onRequest', cors({ origins: allowedOrigins }));
+    if (writesPerMinute > 0) scope.addHook('onRequest', changeLimit(scope));
+    if (!options.authenticated) return;
+    scope.addHook('onRequest', authenticate(authenticator));
+    scope.addHook('onRequest', originCheckForCookieWrites({ origins: allowedOrigins }));
+    scope.setNotFoundHandler(notFoundHandler);
+  };
+
+  void app.register(
+    async (api) => {
+      await api.register(async (docs) => {
+        scopeHooks(docs, { authenticated: false });
+        await docs.register(openApiRoutes);
+      });
+      await api.register(async (scope) => {
+        scopeHooks(scope, { authenticated: true });
+        const features = createFeatureService(deps.db, { onWrite: extents.invalidate });
+        await scope.register(featureRoutes, { prefix: '/features', service: features, idempotency: idempotentCreate(deps.db, { logger: deps.logger }) });
+        const qcOptions = { maxAttempts: deps.config.qc?.maxAttempts ?? 12 };
+        const claims = createClaimService(deps.db);
+        const qc = createQcService(deps.db, { ...qcOptions, beforeDecision: claims.assertMayDecide });
+        await scope.register(reviewRoutes, { service: qc });
+        await scope.register(forwardAuthRoutes, { prefix: '/auth', origins: allowedOrigins });
+        await scope.register(devTokenRoutes, { prefix: '/dev', keys: deps.devKeys, production: deps.production ?? false });
+        await scope.register(userRoutes, { prefix: '/users', service: createUserService({ db: deps.db, logger: deps.logger, identityAdmin: deps.identityAdmin, recorder: userRecorder }) });
+        await scope.register(qcRoutes, { prefix: '/qc', service: qc, decisions: createDecisionService(deps.db, qcOptions) });
+        await scope.register(claimRoutes, { prefix: '/qc', claims });
+        await scope.register(checkRoutes, { prefix: '/qc', checks: createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent }) });
+        await scope.register(noticeRoutes, { prefix: '/qc', notices: createNoticeService(deps.db) });
+        await scope.register(tileRoutes, { prefix: '/tiles', tiles: createTileService(deps.db) });
+        await scope.register(importRoutes, { prefix: '/imports', imports: createImportService(deps.db, { onWrite: extents.invalidate }), demo: !(deps.production ?? false) });
+      });
+    },
+    { prefix: '/api' },
+  );
+  void app.register(
+    async (scope) => {
+      scopeHooks(scope, { authenticated: true });
+      await scope.register(ogcApiRoutes, { db: deps.db, extents });
+    },
+    { prefix: '/ogcapi' },
+  );
   return app;
+}
+
+/**
+ * The change limit of a scope: every method but GET, HEAD and OPTIONS, except imports (a file of
+ * 10 000 features is one request, and imports have limits of their own: imports/routes.ts).
+ */
+function changeLimit(scope: FastifyInstance): Hook {
+  const limit = scope.rateLimit();
+  return async (request, reply) => {
+    if (request.method === 'GET' || request.method === 'HEAD' || request.method === 'OPTIONS') return;
+    if (/^\/api\/imports(?:\/|\?|$)/i.test(request.url)) return;
+    return limit.call(scope, request, reply);
+  };
 }

@@ -7,7 +7,7 @@ import type { ApiConfig } from './config.js';
 import { apiDatabaseOptions, startEmbeddedDatabase, type EmbeddedDatabase } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
 import { API_SESSION_SETTINGS, createPool } from './db/pool.js';
-import { createApiServer } from './http/server.js';
+import { serveApp } from './http/server.js';
 import { migrateQueue, startQcWorker, type QcWorker } from './qc/worker.js';
 
 export interface RunningApi {
@@ -69,7 +69,7 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
     const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
     const devKeys = !config.production && !config.auth.jwksUrl ? await loadOrCreateDevKeys(config.dataDir) : undefined;
     // A slow or stalled client must not hold a connection forever (http/server.ts has the limits).
-    const server = createApiServer(createApp({ db, config, authenticator, identityAdmin, logger, devKeys, production: config.production }), { logger });
+    const server = await serveApp(createApp({ db, config, authenticator, identityAdmin, logger, devKeys, production: config.production }));
     await schemaReady;
     checkpoint();
     const port = await listen(server, config.port);

@@ -1,7 +1,9 @@
 import { createRequire } from 'node:module';
-import express, { Router } from 'express';
+import fastifyStatic from '@fastify/static';
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiResponsesObject } from 'zod-openapi';
+import { sendText } from './http/fastify.js';
 import { withIdempotencyKey } from './http/idempotency-openapi.js';
 import { checkPaths } from './qc/checks-openapi.js';
 import { claimPaths } from './qc/claims-openapi.js';
@@ -178,20 +180,16 @@ const INITIALIZER = `window.onload = function () {
 };
 `;
 
-export function openApiRoutes(): Router {
+/** GET /api/openapi.json and the Swagger UI at /api/docs/, in the /api scope before authentication. */
+export async function openApiRoutes(app: FastifyInstance): Promise<void> {
   const document = JSON.stringify(buildOpenApiDocument());
-  const router = Router();
-  router.get('/openapi.json', (_req, res) => {
-    res.type('application/json').send(document);
+  app.get('/openapi.json', async (_request, reply) => sendText(reply, 'application/json', document));
+  app.get('/docs/swagger-initializer.js', async (_request, reply) => sendText(reply, 'text/javascript', INITIALIZER));
+  // Relative asset URLs in the page need the trailing slash: /api/docs redirects to /api/docs/ (the
+  // router, which ignores a trailing slash, would serve the page at both).
+  app.get('/docs', async (request, reply) => {
+    if (request.url.split('?')[0]!.endsWith('/')) return reply.sendFile('index.html', { maxAge: 3_600_000 });
+    return reply.redirect('/api/docs/', 301);
   });
-  router.get('/docs', (req, res, next) => {
-    // Relative asset URLs in the page need the trailing slash.
-    if (req.originalUrl.split('?')[0] === '/api/docs') return res.redirect(301, '/api/docs/');
-    next();
-  });
-  router.get('/docs/swagger-initializer.js', (_req, res) => {
-    res.type('text/javascript').send(INITIALIZER);
-  });
-  router.use('/docs', express.static(swaggerUiDir, { index: 'index.html', maxAge: '1h' }));
-  return router;
+  await app.register(fastifyStatic, { root: swaggerUiDir, prefix: '/docs/', index: 'index.html', maxAge: 3_600_000, decorateReply: true });
 }

@@ -7,7 +7,7 @@
  * The Kratos double models the public whoami and the admin getIdentity; the admin patchIdentity the API
  * uses for role changes is added here (the contract server checks its JSON Patch body against the spec).
  */
-import { createApiServer } from '../src/http/server.js';
+import { serveApp } from '../src/http/server.js';
 import { assertDocumented, fetchResponseChecker } from './openapi-responses.js';
 import { randomUUID } from 'node:crypto';
 import { Configuration as HydraConfiguration, OAuth2Api } from '@ory/hydra-client';
@@ -116,7 +116,7 @@ export async function startIdentityApi(
           }),
         });
   const identityAdmin = new IdentityApi(new KratosConfiguration({ basePath: options.kratosAdminUrl ?? kratos.admin.url, baseOptions }));
-  const server = createApiServer(
+  const server = await serveApp(
     createApp({
       db: options.pool ?? db.pool,
       config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } },

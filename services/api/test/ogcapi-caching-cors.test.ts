@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { createApp } from '../src/app.js';
 import { createAuthenticator } from '../src/auth/index.js';
-import { createApiServer } from '../src/http/server.js';
+import { serveApp } from '../src/http/server.js';
 import { closeGracefully, listen } from '../../shared/http-server.js';
 
 /**
@@ -29,7 +29,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   dataDir = mkdtempSync(join(tmpdir(), 'ogcapi-caching-'));
   const authenticator = await createAuthenticator({ production: false, dataDir });
-  server = createApiServer(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } }, authenticator, logger: pino({ level: 'silent' }) }));
+  server = await serveApp(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } }, authenticator, logger: pino({ level: 'silent' }) }));
   base = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
   await db.pool.query(`INSERT INTO features.features (id, name, kategorie, geom) VALUES ('c1', 'Eins', 'denkmal', ST_SetSRID(ST_MakePoint(13.4, 52.5), 4326))`);
 });

@@ -12,11 +12,11 @@ import { startTestIssuer, type TestIssuer } from '../../../test/helpers/test-iss
 import { closeGracefully, listen } from '../../shared/http-server.js';
 import { createApp } from '../src/app.js';
 import { createAuthenticator } from '../src/auth/index.js';
-import { createApiServer } from '../src/http/server.js';
+import { serveApp } from '../src/http/server.js';
 
 let db: TestDatabase;
 let issuer: TestIssuer;
-let server: ReturnType<typeof createApiServer>;
+let server: Awaited<ReturnType<typeof serveApp>>;
 let url: string;
 const logLines: Array<Record<string, unknown>> = [];
 
@@ -33,7 +33,7 @@ beforeAll(async () => {
       },
     }),
   );
-  server = createApiServer(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger }), { logger });
+  server = await serveApp(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger }));
   url = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
 });
 afterAll(async () => {

@@ -1,7 +1,8 @@
-import type { Request, RequestHandler, Response } from 'express';
+import type { FastifyRequest } from 'fastify';
 import { AppError } from '../../../shared/errors.js';
 import { refreshed, type Principal, type Role } from '../../../shared/principal.js';
 import { principalOf } from './middleware.js';
+import type { Hook } from '../http/fastify.js';
 import { effectiveRole } from './permissions.js';
 
 /**
@@ -27,9 +28,9 @@ export const DEFAULT_ASSURANCE: AssurancePolicy = Object.freeze({ aal2Roles: Obj
 /** The step-up every client can follow: Kratos' browser login asking for the second factor. */
 export const STEP_UP_PATH = '/self-service/login/browser?aal=aal2';
 
-/** Where the app keeps its policy (app.locals.assurance); the default when the app sets none. */
-export function policyOf(res: Response): AssurancePolicy {
-  return (res.app?.locals?.assurance as AssurancePolicy | undefined) ?? DEFAULT_ASSURANCE;
+/** Where the app keeps its policy (decorated as `assurance`, app.ts); the default when the app sets none. */
+export function policyOf(request: FastifyRequest): AssurancePolicy {
+  return (request.server as { assurance?: AssurancePolicy }).assurance ?? DEFAULT_ASSURANCE;
 }
 
 export function needsStepUp(principal: Principal, policy: AssurancePolicy = DEFAULT_ASSURANCE): boolean {
@@ -50,19 +51,18 @@ export function assertAssurance(principal: Principal, what: string, policy: Assu
 }
 
 /**
- * The route guard, after the permission check: `router.post('/approve/:id', requirePermission(…), requireSecondFactor('approve features'), …)`.
+ * The route guard, after the permission check: `onRequest: [requirePermission(…), requireSecondFactor('approve features')]`.
  * Before refusing, a cached session is asked again: the person may have just stepped up.
  */
-export function requireSecondFactor(what: string): RequestHandler {
-  return async (_req: Request, res: Response, next) => {
-    const policy = policyOf(res);
-    let principal = principalOf(res);
+export function requireSecondFactor(what: string): Hook {
+  return async (request) => {
+    const policy = policyOf(request);
+    let principal = principalOf(request);
     if (needsStepUp(principal, policy)) {
       const fresh = await refreshed(principal);
-      if (fresh) res.locals.principal = principal = fresh;
+      if (fresh) request.principal = principal = fresh;
     }
     assertAssurance(principal, what, policy);
-    next();
   };
 }
 

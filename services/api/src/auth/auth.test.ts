@@ -1,10 +1,10 @@
 import { execFile } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import express from 'express';
+import Fastify from 'fastify';
 import { SignJWT, UnsecuredJWT, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listen, closeGracefully } from '../../../shared/http-server.js';
@@ -178,14 +178,14 @@ describe('the middleware over HTTP', () => {
 
   beforeAll(async () => {
     issuer = await startTestIssuer();
-    const app = express();
-    app.use(authenticate(createJwtAuthenticator({ jwksUrl: issuer.jwksUrl, issuer: issuer.issuer })));
-    app.get('/who', (_req, res) => res.json(principalOf(res)));
-    app.post('/things', requirePermission('create', 'create things'), (_req, res) => res.status(201).json({ ok: true }));
-    app.use((error: AppError, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
-      res.status(error.statusCode ?? 500).set(error.headers ?? {}).json({ code: error.code });
-    });
-    server = createServer(app);
+    const app = Fastify();
+    app.decorateRequest('principal', undefined);
+    app.addHook('onRequest', authenticate(createJwtAuthenticator({ jwksUrl: issuer.jwksUrl, issuer: issuer.issuer })));
+    app.get('/who', async (request) => principalOf(request));
+    app.post('/things', { onRequest: requirePermission('create', 'create things') }, async (_request, reply) => reply.code(201).send({ ok: true }));
+    app.setErrorHandler((error: AppError, _request, reply) => reply.code(error.statusCode ?? 500).headers(error.headers ?? {}).send({ code: error.code }));
+    await app.ready();
+    server = app.server;
     base = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
   });
   afterAll(async () => {

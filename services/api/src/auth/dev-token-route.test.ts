@@ -1,4 +1,5 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { serveApp } from '../http/server.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,7 +31,7 @@ describe('the development token route', () => {
     const authenticator = await createAuthenticator({ production: false, dataDir });
     const devKeys = options.withKeys ? await loadOrCreateDevKeys(dataDir) : undefined;
     const app = createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }), devKeys, production: options.production });
-    const server = createServer(app);
+    const server = await serveApp(app);
     servers.push(server);
     return `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
   }

@@ -1,8 +1,9 @@
-import { Router } from 'express';
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../../../shared/errors.js';
 import { ROLES } from '../../../shared/principal.js';
 import { jsonBody } from '../http/body.js';
+import { sendJson } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import type { DevKeys } from './dev-keys.js';
 
@@ -22,18 +23,16 @@ const DevTokenRequest = z.strictObject({
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 
-export function devTokenRoutes(options: { keys: DevKeys | undefined; production: boolean }): Router {
-  const router = Router();
-  router.post('/token', (req, _res, next) => {
-    if (options.production || !options.keys) return next(new AppError('NOT_FOUND', 'development tokens exist only where the API runs with its development key'));
-    if (!LOOPBACK.has(req.socket.remoteAddress ?? '')) return next(new AppError('FORBIDDEN', 'development tokens are handed out to loopback callers only'));
-    next();
-  }, ...jsonBody(), async (req, res) => {
-    const { role, sub } = parseOrThrow(DevTokenRequest, req.body, 'VALIDATION_FAILED', 'token request');
+export async function devTokenRoutes(app: FastifyInstance, options: { keys: DevKeys | undefined; production: boolean }): Promise<void> {
+  const allowed = async (request: { socket: { remoteAddress?: string | undefined } }) => {
+    if (options.production || !options.keys) throw new AppError('NOT_FOUND', 'development tokens exist only where the API runs with its development key');
+    if (!LOOPBACK.has(request.socket.remoteAddress ?? '')) throw new AppError('FORBIDDEN', 'development tokens are handed out to loopback callers only');
+  };
+  app.post('/token', { onRequest: allowed, ...jsonBody() }, async (request, reply) => {
+    const { role, sub } = parseOrThrow(DevTokenRequest, request.body, 'VALIDATION_FAILED', 'token request');
     // Development only: the token stands for a complete sign-in, second factor included (acr aal2).
     const token = await options.keys!.sign({ sub, role, acr: 'aal2' }, '12h');
-    res.setHeader('Cache-Control', 'no-store');
-    res.json({ token, expiresIn: 12 * 3600 });
+    reply.header('Cache-Control', 'no-store');
+    return sendJson(reply, { token, expiresIn: 12 * 3600 });
   });
-  return router;
 }

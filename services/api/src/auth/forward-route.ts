@@ -1,4 +1,4 @@
-import { Router } from 'express';
+import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../../shared/errors.js';
 import type { Principal } from '../../../shared/principal.js';
 import { principalOf } from './middleware.js';
@@ -32,22 +32,18 @@ export function geoServerUserOf(principal: Principal): string | undefined {
   return `u_${principal.id.toLowerCase().replace(/-/g, '')}`;
 }
 
-export function forwardAuthRoutes(options: { origins: readonly string[] }): Router {
-  const router = Router();
-  router.get('/forward', (req, res) => {
-    const principal = principalOf(res);
+export async function forwardAuthRoutes(app: FastifyInstance, options: { origins: readonly string[] }): Promise<void> {
+  app.get('/forward', async (request, reply) => {
+    const principal = principalOf(request);
     assertCan(principal, 'create', 'edit features through GeoServer WFS-T');
     // Caddy forwards the client's Origin with the other request headers.
-    const origin = req.headers.origin;
+    const origin = request.headers.origin;
     if (principal.via === 'session' && origin !== undefined && !options.origins.includes(origin)) {
       throw new AppError('FORBIDDEN', `a change with the session cookie from ${origin} is refused`);
     }
     const user = geoServerUserOf(principal);
     if (!user) throw new AppError('FORBIDDEN', 'this account has no identity id GeoServer can name');
-    res.setHeader('Cache-Control', 'no-store');
-    res.setHeader(USER_HEADER, user);
-    res.setHeader(ROLE_HEADER, `ROLE_${principal.role.toUpperCase()}`);
-    res.status(204).end();
+    reply.header('Cache-Control', 'no-store').header(USER_HEADER, user).header(ROLE_HEADER, `ROLE_${principal.role.toUpperCase()}`);
+    return reply.code(204).send();
   });
-  return router;
 }

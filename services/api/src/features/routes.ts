@@ -1,112 +1,116 @@
-import { Router, type Request, type RequestHandler, type Response } from 'express';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { principalOf, requirePermission } from '../auth/middleware.js';
 import { requireSecondFactor } from '../auth/assurance.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
+import type { IdempotencySteps } from '../http/idempotency.js';
+import { header, methodNotAllowed, param, sendText, singleValued, type Hook } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { EDIT_NOTE_MAX, FeatureSchema, ListQuerySchema, type FeatureInput } from '../../../shared/features/schema.js';
 import { etagOf, parseIfMatch, type FeatureService } from './service.js';
 
 const GEOJSON = 'application/geo+json';
 
-/**
- * /api/features. Each route states its permission first, so an anonymous caller gets 401 (and a
- * caller whose role lacks it 403) before any body is read.
- */
-export function featureRoutes(service: FeatureService, options: { beforeCreate?: RequestHandler[] } = {}): Router {
-  const router = Router();
+export interface FeatureRouteOptions {
+  service: FeatureService;
+  /** Steps of a create with Idempotency-Key (http/idempotency.ts), after the body is validated. */
+  idempotency?: IdempotencySteps;
+}
 
-  router.get('/', requirePermission('read', 'read features'), async (req, res) => {
-    const query = parseOrThrow(ListQuerySchema, singleValued(req.query), 'INVALID_QUERY', 'query');
+/**
+ * /api/features, a plugin under the /api scope (app.ts). Each route states its permission first (an
+ * onRequest hook), so an anonymous caller gets 401 (and a caller whose role lacks it 403) before any
+ * body is read.
+ */
+export async function featureRoutes(app: FastifyInstance, { service, idempotency }: FeatureRouteOptions): Promise<void> {
+  app.get('/', { onRequest: requirePermission('read', 'read features') }, async (request, reply) => {
+    const query = parseOrThrow(ListQuerySchema, singleValued(request.query), 'INVALID_QUERY', 'query');
     const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
     const started = performance.now();
     const page = await service.list(query, after);
     // How much of the response time is the database: visible in browser dev tools and the benchmark.
-    res.setHeader('Server-Timing', `db;dur=${(performance.now() - started).toFixed(1)}`);
+    reply.header('Server-Timing', `db;dur=${(performance.now() - started).toFixed(1)}`);
     const links: Array<{ rel: string; href: string; type: string }> = [];
     if (page.nextAfter !== null) {
-      const href = withCursor(req, encodeCursor(page.nextAfter));
+      const href = withCursor(request, encodeCursor(page.nextAfter));
       links.push({ rel: 'next', href, type: GEOJSON });
-      res.setHeader('Link', `<${href}>; rel="next"`);
+      reply.header('Link', `<${href}>; rel="next"`);
     }
     const head = `{"type":"FeatureCollection","numberReturned":${page.count},"links":${JSON.stringify(links)},"features":`;
-    res.type(GEOJSON);
-    writeEnvelope(res, head, page.featuresJson, '}');
+    return sendEnvelope(reply, GEOJSON, head, page.featuresJson, '}');
   });
 
-  // beforeCreate: the Idempotency-Key handling (http/idempotency.ts), between validation and the create:
-  // a body that is not a feature is refused before a key is reserved (or its body hashed).
-  const validFeature: RequestHandler = (req, _res, next) => {
-    req.body = parseOrThrow(FeatureSchema, req.body, 'VALIDATION_FAILED', 'feature');
-    next();
+  // The body is parsed (jsonBody), validated as a feature, then the Idempotency-Key is handled: a body
+  // that is not a feature is refused before a key is reserved (or its body hashed).
+  const body = jsonBody();
+  const validFeature: Hook = async (request) => {
+    request.body = parseOrThrow(FeatureSchema, request.body, 'VALIDATION_FAILED', 'feature');
   };
-  router.post('/', requirePermission('create', 'create features'), ...jsonBody(), validFeature, ...(options.beforeCreate ?? []), async (req, res) => {
-    const created = await service.create(principalOf(res), req.body as FeatureInput);
-    res
-      .status(201)
-      .location(`${req.baseUrl}/${encodeURIComponent(created.id)}`)
-      .setHeader('ETag', etagOf(created.version))
-      .type(GEOJSON)
-      .send(created.json);
+  app.post(
+    '/',
+    {
+      onRequest: requirePermission('create', 'create features'),
+      preParsing: body.preParsing,
+      preValidation: body.preValidation,
+      preHandler: idempotency ? [validFeature, idempotency.preHandler] : validFeature,
+      ...(idempotency ? { onSend: idempotency.onSend, onResponse: idempotency.onResponse } : {}),
+    },
+    async (request, reply) => {
+      const created = await service.create(principalOf(request), request.body as FeatureInput);
+      reply.code(201).header('Location', `${collectionPath(request)}/${encodeURIComponent(created.id)}`).header('ETag', etagOf(created.version));
+      return sendText(reply, GEOJSON, created.json);
+    },
+  );
+
+  app.get('/:id', { onRequest: requirePermission('read', 'read features') }, async (request, reply) => {
+    const feature = await service.get(featureId(request));
+    reply.header('ETag', etagOf(feature.version)).header('Cache-Control', 'no-cache');
+    return sendText(reply, GEOJSON, feature.json);
   });
 
-  router.get('/:id', requirePermission('read', 'read features'), async (req, res) => {
-    const feature = await service.get(featureId(req));
-    res.setHeader('ETag', etagOf(feature.version));
-    res.setHeader('Cache-Control', 'no-cache');
-    res.type(GEOJSON).send(feature.json);
+  app.put('/:id', { onRequest: requirePermission('update:own', 'update features'), ...body }, async (request, reply) => {
+    const id = featureId(request);
+    const input = parseOrThrow(FeatureSchema, request.body, 'VALIDATION_FAILED', 'feature');
+    const updated = await service.replace(principalOf(request), id, input, parseIfMatch(header(request, 'if-match')), editNote(header(request, 'x-edit-note')));
+    reply.header('ETag', etagOf(updated.version));
+    return sendText(reply, GEOJSON, updated.json);
   });
 
-  router.put('/:id', requirePermission('update:own', 'update features'), ...jsonBody(), async (req, res) => {
-    const id = featureId(req);
-    const input = parseOrThrow(FeatureSchema, req.body, 'VALIDATION_FAILED', 'feature');
-    const updated = await service.replace(principalOf(res), id, input, parseIfMatch(req.get('if-match')), editNote(req.get('x-edit-note')));
-    res.setHeader('ETag', etagOf(updated.version));
-    res.type(GEOJSON).send(updated.json);
+  app.delete('/:id', { onRequest: [requirePermission('delete', 'delete features'), requireSecondFactor('delete features')] }, async (request, reply) => {
+    await service.remove(principalOf(request), featureId(request), parseIfMatch(header(request, 'if-match')));
+    return reply.code(204).send();
   });
 
-  router.delete('/:id', requirePermission('delete', 'delete features'), requireSecondFactor('delete features'), async (req, res) => {
-    await service.remove(principalOf(res), featureId(req), parseIfMatch(req.get('if-match')));
-    res.status(204).end();
-  });
-
-  router.get('/:id/history', requirePermission('read', 'read feature history'), async (req, res) => {
-    const id = featureId(req);
+  app.get('/:id/history', { onRequest: requirePermission('read', 'read feature history') }, async (request, reply) => {
+    const id = featureId(request);
     const { versionsJson, decisionsJson } = await service.history(id);
-    res.type('application/json').send(`{"featureId":${JSON.stringify(id)},"versions":${versionsJson},"decisions":${decisionsJson}}`);
+    return sendText(reply, 'application/json', `{"featureId":${JSON.stringify(id)},"versions":${versionsJson},"decisions":${decisionsJson}}`);
   });
 
-  router.all(['/', '/:id', '/:id/history'], (req, res) => {
-    const allow = req.path === '/' ? 'GET, HEAD, POST' : req.path.endsWith('/history') ? 'GET, HEAD' : 'GET, HEAD, PUT, DELETE';
-    res.setHeader('Allow', allow);
-    throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: ${allow}`);
-  });
-
-  return router;
+  methodNotAllowed(app, ['/', '/:id', '/:id/history'], (url) => (url === '/' ? 'GET, HEAD, POST' : url.endsWith('/history') ? 'GET, HEAD' : 'GET, HEAD, PUT, DELETE'), (method, allow) => `${method} is not supported here; allowed: ${allow}`);
 }
 
 /**
- * A JSON document whose big middle part (the features array, stored text joined in Node) is written
- * between its head and tail rather than concatenated with them, which would copy megabytes once more.
- * The middle is encoded to UTF-8 once, and used for both its length and the write; the three writes
- * leave in one writev.
+ * A JSON document whose big middle part (the features array, stored text joined in Node) sits between
+ * its head and tail: one string (V8 joins them without copying) encoded once when it is written.
  */
-export function writeEnvelope(res: Response, head: string, middle: string, tail: string): void {
-  const body = Buffer.from(middle, 'utf8');
-  res.setHeader('Content-Length', Buffer.byteLength(head) + body.length + Buffer.byteLength(tail));
-  res.cork();
-  res.write(head);
-  res.write(body);
-  res.end(tail);
-  res.uncork();
+export function sendEnvelope(reply: FastifyReply, type: string, head: string, middle: string, tail: string): FastifyReply {
+  return sendText(reply, type, head + middle + tail);
+}
+
+/** The collection's path (/api/features) as the client named it, for Location. */
+function collectionPath(request: FastifyRequest): string {
+  const end = request.url.indexOf('?');
+  const path = end === -1 ? request.url : request.url.slice(0, end);
+  return path.endsWith('/') ? path.slice(0, -1) : path;
 }
 
 /**
  * The id from the path. Ids written outside the API (WFS-T, SQL) may use characters the API would
  * not hand out, so lookups accept any text a row could hold; something no row can hold is a 404.
  */
-function featureId(req: Request): string {
-  const id = req.params.id as string;
+function featureId(request: FastifyRequest): string {
+  const id = param(request, 'id');
   if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
   return id;
 }
@@ -137,16 +141,6 @@ export function editNote(header: string | undefined): string | undefined {
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
-/** Repeated query parameters (?limit=1&limit=2) are ambiguous: refuse them by name. */
-function singleValued(query: Request['query']): Record<string, unknown> {
-  for (const [key, value] of Object.entries(query)) {
-    if (Array.isArray(value)) {
-      throw new AppError('INVALID_QUERY', `invalid query: ${key}: must be given once`, { fields: [{ field: key, message: 'must be given once' }] });
-    }
-  }
-  return query;
-}
-
 const CURSOR_PREFIX = 'c1.';
 
 /** The cursor is the last id of the previous page; opaque to clients so its format may change. */
@@ -165,8 +159,8 @@ function decodeCursor(cursor: string): string {
   return id;
 }
 
-function withCursor(req: Request, cursor: string): string {
-  const url = new URL(req.originalUrl, 'http://localhost');
+function withCursor(request: FastifyRequest, cursor: string): string {
+  const url = new URL(request.url, 'http://localhost');
   url.searchParams.set('cursor', cursor);
   return `${url.pathname}${url.search}`;
 }

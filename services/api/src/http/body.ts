@@ -1,8 +1,10 @@
 import { isUtf8 } from 'node:buffer';
-import express, { type Request, type RequestHandler } from 'express';
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
+import type { FastifyInstance, FastifyRequest, preParsingAsyncHookHandler } from 'fastify';
 import { AppError } from '../../../shared/errors.js';
 import { LONE_SURROGATE } from '../../../shared/features/schema.js';
 import { MAX_JSON_DEPTH, shapeViolation } from '../../../shared/json-shape.js';
+import type { Hook } from './fastify.js';
 import { fieldName } from './validate.js';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 
@@ -29,42 +31,76 @@ export interface JsonBodyOptions {
   types?: readonly string[];
   /** Headers of the 415 answer (Accept-Post, Accept-Patch); Accept-Post of JSON_MEDIA_TYPES by default. */
   acceptHeaders?: Record<string, string>;
-  /** A request without a body passes with req.body undefined (else it is a 400). */
+  /** A request without a body passes with request.body undefined (else it is a 400). */
   optional?: boolean;
 }
 
 /**
- * Body handling for JSON endpoints, the one reader of every JSON body of the API: the media type and
- * its charset are checked before anything is read (415), the body is capped at 1 MiB (413) and read
- * as bytes, then parseJsonBody turns them into a value or a 400. The reader's own errors (size, aborted
- * request, Content-Encoding) are translated in http/problem.ts.
+ * The one reader of request bodies (app.ts installs it for every route): the bytes, at most the
+ * route's body limit (1 MiB, imports 32 MiB; Fastify answers 413 past it, http/problem.ts words it),
+ * inflated when the client compressed them (gzip, deflate, br; the inflated bytes count against the
+ * same limit), whatever the media type. What a route takes is its own choice: jsonBody() for JSON.
  */
-export function jsonBody(options: JsonBodyOptions = {}): RequestHandler[] {
-  const types = [...(options.types ?? JSON_MEDIA_TYPES)];
+export function installBodyReader(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, bytes, done) => {
+    try {
+      done(null, inflated(bytes as Buffer, request.headers['content-encoding'], request.routeOptions.bodyLimit ?? BODY_LIMIT_BYTES));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+}
+
+function inflated(bytes: Buffer, encoding: string | undefined, limit: number): Buffer {
+  const coding = encoding?.trim().toLowerCase() ?? 'identity';
+  const inflate = coding === 'gzip' || coding === 'x-gzip' ? gunzipSync : coding === 'deflate' ? inflateSync : coding === 'br' ? brotliDecompressSync : undefined;
+  if (coding === 'identity') return bytes;
+  if (!inflate) throw new AppError('UNSUPPORTED_MEDIA_TYPE', `unsupported Content-Encoding: ${coding.slice(0, 40)}`);
+  try {
+    return inflate(bytes, { maxOutputLength: limit });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw new AppError('PAYLOAD_TOO_LARGE', `the request body exceeds ${limit / 1024 / 1024} MiB`);
+    throw new AppError('BAD_REQUEST', `the request body is not valid ${coding} data`, { statusCode: 400, cause: error });
+  }
+}
+
+/**
+ * Body handling for JSON routes (spread into the route's options): the media type and its charset are
+ * checked before anything is read (415), the bytes are read by the body reader above, then
+ * parseJsonBody turns them into a value or a 400.
+ */
+export function jsonBody(options: JsonBodyOptions = {}): { preParsing: preParsingAsyncHookHandler; preValidation: Hook } {
+  const types = new Set(options.types ?? JSON_MEDIA_TYPES);
   const acceptHeaders = options.acceptHeaders ?? { 'Accept-Post': JSON_MEDIA_TYPES.join(', ') };
-  const requireJson: RequestHandler = (req, _res, next) => {
-    if (!hasBody(req)) {
-      if (options.optional) return next();
-      return next(new AppError('VALIDATION_FAILED', 'a JSON request body is required', { fields: [{ field: '(body)', message: 'is required' }] }));
-    }
-    if (!req.is(types)) {
-      return next(new AppError('UNSUPPORTED_MEDIA_TYPE', `Content-Type must be ${types.join(' or ')}, not ${req.get('content-type') ?? '(none)'}`, { headers: acceptHeaders }));
-    }
-    const charset = charsetOf(req.get('content-type'));
-    if (charset !== undefined && charset !== 'utf-8') {
-      return next(new AppError('UNSUPPORTED_MEDIA_TYPE', `the request body must be UTF-8, not ${charset.slice(0, 40)}`, { headers: acceptHeaders }));
-    }
-    next();
+  const listed = [...types].join(' or ');
+  return {
+    preParsing: async (request, _reply, payload) => {
+      if (!hasBody(request)) {
+        if (options.optional) return payload;
+        throw new AppError('VALIDATION_FAILED', 'a JSON request body is required', { fields: [{ field: '(body)', message: 'is required' }] });
+      }
+      const contentType = request.headers['content-type'];
+      if (contentType === undefined || !types.has(mediaTypeOf(contentType))) {
+        throw new AppError('UNSUPPORTED_MEDIA_TYPE', `Content-Type must be ${listed}, not ${contentType?.slice(0, 100) ?? '(none)'}`, { headers: acceptHeaders });
+      }
+      const charset = charsetOf(contentType);
+      if (charset !== undefined && charset !== 'utf-8') {
+        throw new AppError('UNSUPPORTED_MEDIA_TYPE', `the request body must be UTF-8, not ${charset.slice(0, 40)}`, { headers: acceptHeaders });
+      }
+      return payload;
+    },
+    preValidation: async (request) => {
+      if (!Buffer.isBuffer(request.body)) return; // no body (optional)
+      request.body = await readJsonValue(request.body);
+    },
   };
-  const read = express.raw({ limit: BODY_LIMIT_BYTES, type: types });
-  const parse: RequestHandler = (req, _res, next) => {
-    if (!Buffer.isBuffer(req.body)) return next(); // no body (optional)
-    readJsonValue(req.body).then((value) => {
-      req.body = value;
-      next();
-    }, next);
-  };
-  return [requireJson, read, parse];
+}
+
+/** The media type of a Content-Type, lower case, without parameters. */
+function mediaTypeOf(contentType: string): string {
+  const end = contentType.indexOf(';');
+  return (end === -1 ? contentType : contentType.slice(0, end)).trim().toLowerCase();
 }
 
 /**
@@ -186,6 +222,7 @@ function charsetOf(contentType: string | undefined): string | undefined {
   return match ? match[2]!.toLowerCase() : undefined;
 }
 
-function hasBody(req: Request): boolean {
-  return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
+function hasBody(request: FastifyRequest): boolean {
+  const { headers } = request;
+  return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
 }

@@ -1,5 +1,5 @@
-import type { RequestHandler } from 'express';
 import { AppError } from '../../../shared/errors.js';
+import { addVary, type Hook } from './fastify.js';
 
 /**
  * CORS for the platform's own sites only (CORS_ORIGINS). A browser on an allowed origin may call the API
@@ -33,41 +33,37 @@ export function normalizeOrigin(value: string): string {
   return url.origin;
 }
 
-/**
- * The CORS headers of an answer to a request that is not a preflight, for callers writing headers
- * themselves (the feature read fast path, features/read-fast-path.ts) exactly as cors() sets them.
- */
-export function simpleRequestCorsHeaders(allowed: ReadonlySet<string>, origin: string | undefined): Record<string, string> {
-  // Answers differ by Origin: shared caches must keep them apart.
-  if (origin === undefined || !allowed.has(origin)) return { Vary: 'Origin' };
-  return { Vary: 'Origin', 'Access-Control-Allow-Origin': origin, 'Access-Control-Allow-Credentials': 'true', 'Access-Control-Expose-Headers': EXPOSED_HEADERS };
-}
-
 export function allowedOrigins(origins: readonly string[]): ReadonlySet<string> {
   return new Set(origins.map(normalizeOrigin));
 }
 
-export function cors(options: CorsOptions): RequestHandler {
+/**
+ * The scope's first onRequest hook after nosniff (app.ts): CORS headers on every answer, errors
+ * included, and preflights answered here (204, or 403 for a foreign origin) before the change limit.
+ * Not @fastify/cors: that one answers a foreign origin's preflight 204 without headers, where the
+ * platform refuses it with a problem document the web app and the tests rely on.
+ */
+export function cors(options: CorsOptions): Hook {
   const allowed = allowedOrigins(options.origins);
   const maxAge = String(options.maxAgeSeconds ?? 600);
-  return (req, res, next) => {
-    const origin = req.headers.origin;
+  return async (request, reply) => {
+    const origin = request.headers.origin;
     // Answers differ by Origin: shared caches must keep them apart.
-    res.vary('Origin');
+    addVary(reply, 'Origin');
     const isAllowed = origin !== undefined && allowed.has(origin);
-    const isPreflight = req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined;
+    const isPreflight = request.method === 'OPTIONS' && request.headers['access-control-request-method'] !== undefined;
     if (isAllowed) {
-      res.setHeader('Access-Control-Allow-Origin', origin);
-      res.setHeader('Access-Control-Allow-Credentials', 'true');
+      reply.header('Access-Control-Allow-Origin', origin);
+      reply.header('Access-Control-Allow-Credentials', 'true');
     }
     if (!isPreflight) {
-      if (isAllowed) res.setHeader('Access-Control-Expose-Headers', EXPOSED_HEADERS);
-      return next();
+      if (isAllowed) reply.header('Access-Control-Expose-Headers', EXPOSED_HEADERS);
+      return;
     }
-    if (!isAllowed) return next(new AppError('FORBIDDEN', `cross-origin requests from ${origin ?? '(no origin)'} are not allowed`));
-    res.setHeader('Access-Control-Allow-Methods', ALLOWED_METHODS);
-    res.setHeader('Access-Control-Allow-Headers', ALLOWED_HEADERS);
-    res.setHeader('Access-Control-Max-Age', maxAge);
-    res.status(204).end();
+    if (!isAllowed) throw new AppError('FORBIDDEN', `cross-origin requests from ${origin ?? '(no origin)'} are not allowed`);
+    reply.header('Access-Control-Allow-Methods', ALLOWED_METHODS);
+    reply.header('Access-Control-Allow-Headers', ALLOWED_HEADERS);
+    reply.header('Access-Control-Max-Age', maxAge);
+    return reply.code(204).send();
   };
 }

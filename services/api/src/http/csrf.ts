@@ -1,7 +1,7 @@
-import type { RequestHandler } from 'express';
 import { principalOf } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
 import { normalizeOrigin } from './cors.js';
+import type { Hook } from './fastify.js';
 
 /**
  * CSRF protection for cookie-authenticated changes. The browser attaches the Kratos session cookie
@@ -17,16 +17,16 @@ import { normalizeOrigin } from './cors.js';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-export function originCheckForCookieWrites(options: { origins: readonly string[] }): RequestHandler {
+export function originCheckForCookieWrites(options: { origins: readonly string[] }): Hook {
   const allowed = new Set(options.origins.map(normalizeOrigin));
-  return (req, res, next) => {
-    if (SAFE_METHODS.has(req.method) || principalOf(res).via !== 'session') return next();
-    const origin = req.headers.origin;
+  return async (request) => {
+    if (SAFE_METHODS.has(request.method) || principalOf(request).via !== 'session') return;
+    const origin = request.headers.origin;
     if (origin === undefined || origin === 'null') {
-      return next(new AppError('CSRF_REJECTED', 'a change authenticated by the session cookie must carry an Origin header', { statusCode: 403 }));
+      throw new AppError('CSRF_REJECTED', 'a change authenticated by the session cookie must carry an Origin header', { statusCode: 403 });
     }
-    if (allowed.has(origin) || isSameOrigin(origin, req.headers.host)) return next();
-    return next(new AppError('CSRF_REJECTED', `a change authenticated by the session cookie is not accepted from ${origin}`, { statusCode: 403 }));
+    if (allowed.has(origin) || isSameOrigin(origin, request.headers.host)) return;
+    throw new AppError('CSRF_REJECTED', `a change authenticated by the session cookie is not accepted from ${origin}`, { statusCode: 403 });
   };
 }
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Request, RequestHandler, Response } from 'express';
+import type { FastifyReply, FastifyRequest, onResponseAsyncHookHandler, onSendAsyncHookHandler } from 'fastify';
 import type { Logger } from 'pino';
 import { principalOf } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
@@ -7,6 +7,7 @@ import { fromDatabaseError } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
 import { getFeature, type Query } from '../features/queries.js';
 import { etagOf } from '../features/service.js';
+import type { Hook } from './fastify.js';
 
 /**
  * Idempotency-Key for POST /api/features (docs/api.md "Idempotency-Key"), so an offline client that
@@ -53,22 +54,38 @@ interface KeyRow {
 /** Headers of the first answer that a replay repeats. */
 const REPLAYED_HEADERS = ['location', 'etag', 'content-type'];
 
-export function idempotentCreate(db: Db, options: IdempotencyOptions = {}): RequestHandler {
+/**
+ * The three steps of a create with Idempotency-Key, spread into the route's options: preHandler
+ * (after the body is validated: reserve the key, or replay/refuse), onSend (record a 201 before it
+ * leaves) and onResponse (an error answer releases the key).
+ */
+export interface IdempotencySteps {
+  preHandler: Hook;
+  onSend: onSendAsyncHookHandler;
+  onResponse: onResponseAsyncHookHandler;
+}
+
+export function idempotentCreate(db: Db, options: IdempotencyOptions = {}): IdempotencySteps {
   const waitMs = options.waitMs ?? 10_000;
   const leaseSeconds = options.leaseSeconds ?? 60;
+  /** The reservation each request holds, and whether its answer was recorded. */
+  const held = new WeakMap<FastifyRequest, { id: string; recorded: boolean }>();
 
-  return async (req, res, next) => {
-    const key = req.get(IDEMPOTENCY_HEADER);
-    if (key === undefined) return next();
+  const preHandler: Hook = async (request, reply) => {
+    const header = request.headers['idempotency-key'];
+    const key = Array.isArray(header) ? header[0] : header;
+    if (key === undefined) return;
     if (!KEY_PATTERN.test(key)) {
       throw new AppError('VALIDATION_FAILED', `invalid ${IDEMPOTENCY_HEADER}: must be 1 to 255 visible ASCII characters`, {
         fields: [{ field: IDEMPOTENCY_HEADER, message: 'must be 1 to 255 visible ASCII characters' }],
       });
     }
-    const caller = principalOf(res).id;
-    if (caller === null) return next(); // only authenticated callers create; the route refuses the rest
-    const target = `${req.method} ${req.baseUrl}${req.path}`;
-    const hash = createHash('sha256').update(canonicalJson(req.body)).digest('hex');
+    const caller = principalOf(request).id;
+    if (caller === null) return; // only authenticated callers create; the route refuses the rest
+    const path = pathOf(request);
+    // As recorded since the first version (Express' baseUrl + path): the collection with one trailing slash.
+    const target = `${request.method} ${withoutTrailingSlashes(path)}/`;
+    const hash = createHash('sha256').update(canonicalJson(request.body)).digest('hex');
 
     let reservation: { id: string; tookOver: boolean } | undefined;
     const deadline = Date.now() + waitMs;
@@ -80,7 +97,7 @@ export function idempotentCreate(db: Db, options: IdempotencyOptions = {}): Requ
       if (row.requestHash !== hash || row.requestTarget !== target) {
         throw new AppError('IDEMPOTENCY_KEY_REUSED', `this ${IDEMPOTENCY_HEADER} was used for a different request; use a new key for a new request`, { statusCode: 422 });
       }
-      if (row.responseStatus !== null) return replay(res, { status: row.responseStatus, headers: row.responseHeaders ?? {}, body: row.responseBody ?? '' });
+      if (row.responseStatus !== null) return replay(reply, { status: row.responseStatus, headers: row.responseHeaders ?? {}, body: row.responseBody ?? '' });
       if (!row.locked) {
         reservation = await takeOver(db, caller, key, leaseSeconds);
         if (reservation) break;
@@ -92,51 +109,63 @@ export function idempotentCreate(db: Db, options: IdempotencyOptions = {}): Requ
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
 
-    const body = req.body as Record<string, unknown> | null;
+    const body = request.body as Record<string, unknown> | null;
     const isObject = body !== null && typeof body === 'object' && !Array.isArray(body);
     if (isObject && body.id === undefined) body.id = derivedId(caller, key, reservation.id);
     if (reservation.tookOver && isObject && typeof body.id === 'string') {
       // The previous holder may have created the feature and died before recording the answer.
-      const existing = await createdEarlier(db, body.id, caller, req.baseUrl);
+      const existing = await createdEarlier(db, body.id, caller, path);
       if (existing) {
         await store(db, reservation.id, existing).catch((error: unknown) => options.logger?.warn({ err: error }, 'could not record an idempotent answer'));
-        return replay(res, existing, false);
+        return replay(reply, existing, false);
       }
     }
-    recordAnswer(req, res, db, reservation.id, options.logger);
-    next();
+    held.set(request, { id: reservation.id, recorded: false });
   };
-}
 
-/** Wrap res.send so a 201 is recorded before it leaves; any error answer releases the key. */
-function recordAnswer(_req: Request, res: Response, db: Db, reservationId: string, logger: Logger | undefined): void {
-  const send = res.send.bind(res);
-  let recorded = false;
-  res.send = ((payload: unknown) => {
-    if (recorded || res.statusCode !== 201) return send(payload as never);
-    recorded = true;
+  // A 201 is recorded before it leaves; a failure to record is logged (a retry finds the feature by its id).
+  const onSend: onSendAsyncHookHandler = async (request, reply, payload) => {
+    const reservation = held.get(request);
+    if (!reservation || reservation.recorded || reply.statusCode !== 201) return payload;
+    reservation.recorded = true;
     const headers: Record<string, string> = {};
     for (const name of REPLAYED_HEADERS) {
-      const value = res.getHeader(name);
+      const value = reply.getHeader(name);
       if (value !== undefined) headers[name] = String(value);
     }
-    const body = Buffer.isBuffer(payload) ? payload.toString('utf8') : String(payload);
-    store(db, reservationId, { status: 201, headers, body })
-      .catch((error: unknown) => logger?.warn({ err: error }, 'could not record an idempotent answer; a retry will find the feature by its id'))
-      .finally(() => send(payload as never));
-    return res;
-  }) as Response['send'];
-  res.on('close', () => {
-    if (!recorded && res.headersSent && res.statusCode >= 400) {
-      run(db, releaseKey(reservationId)).catch((error: unknown) => logger?.warn({ err: error }, 'could not release an idempotency key'));
-    }
-  });
+    const text = Buffer.isBuffer(payload) ? payload.toString('utf8') : String(payload);
+    await store(db, reservation.id, { status: 201, headers, body: text }).catch((error: unknown) =>
+      options.logger?.warn({ err: error }, 'could not record an idempotent answer; a retry will find the feature by its id'),
+    );
+    return payload;
+  };
+
+  // Any error answer releases the key: nothing was created, so a retry may proceed.
+  const onResponse: onResponseAsyncHookHandler = async (request, reply) => {
+    const reservation = held.get(request);
+    if (!reservation || reservation.recorded || reply.statusCode < 400) return;
+    await run(db, releaseKey(reservation.id)).catch((error: unknown) => options.logger?.warn({ err: error }, 'could not release an idempotency key'));
+  };
+
+  return { preHandler, onSend, onResponse };
 }
 
-function replay(res: Response, stored: StoredResponse, replayed = true): void {
-  for (const [name, value] of Object.entries(stored.headers)) res.setHeader(name, value);
-  if (replayed) res.setHeader('Idempotent-Replayed', 'true');
-  res.status(stored.status).send(stored.body);
+/** The request's path without its query (the target a key is bound to, and the base of Location). */
+function pathOf(request: FastifyRequest): string {
+  const end = request.url.indexOf('?');
+  return end === -1 ? request.url : request.url.slice(0, end);
+}
+
+function withoutTrailingSlashes(path: string): string {
+  let end = path.length;
+  while (end > 0 && path.charCodeAt(end - 1) === 0x2f) end--;
+  return path.slice(0, end);
+}
+
+function replay(reply: FastifyReply, stored: StoredResponse, replayed = true): FastifyReply {
+  for (const [name, value] of Object.entries(stored.headers)) reply.header(name, value);
+  if (replayed) reply.header('Idempotent-Replayed', 'true');
+  return reply.code(stored.status).send(stored.body);
 }
 
 async function reserve(db: Db, caller: string, key: string, target: string, hash: string, leaseSeconds: number): Promise<{ id: string; tookOver: boolean } | undefined> {
@@ -162,13 +191,13 @@ async function store(db: Db, reservationId: string, response: StoredResponse): P
   await run(db, storeResponse(reservationId, response));
 }
 
-async function createdEarlier(db: Db, id: string, caller: string, baseUrl: string): Promise<StoredResponse | undefined> {
+async function createdEarlier(db: Db, id: string, caller: string, collectionPath: string): Promise<StoredResponse | undefined> {
   const { rows } = await run(db, { text: `SELECT f.created_by AS "createdBy" FROM features.features f WHERE f.id = $1::text`, values: [id] });
   if ((rows[0] as { createdBy: string | null } | undefined)?.createdBy !== caller) return undefined;
   const feature = await run(db, getFeature(id));
   const row = feature.rows[0] as { version: number; featureJson: string } | undefined;
   if (!row) return undefined;
-  return { status: 201, headers: { location: `${baseUrl}/${encodeURIComponent(id)}`, etag: etagOf(row.version), 'content-type': 'application/geo+json; charset=utf-8' }, body: row.featureJson };
+  return { status: 201, headers: { location: `${withoutTrailingSlashes(collectionPath)}/${encodeURIComponent(id)}`, etag: etagOf(row.version), 'content-type': 'application/geo+json; charset=utf-8' }, body: row.featureJson };
 }
 
 /** A UUID-shaped (version 8, RFC 9562) id from the caller, the key and the reservation. */

@@ -1,5 +1,5 @@
-import type { IncomingMessage } from 'node:http';
-import { ipKeyGenerator } from 'express-rate-limit';
+import type { FastifyRequest } from 'fastify';
+import { normalizeIP } from '@fastify/rate-limit';
 import proxyAddress from 'proxy-addr';
 import type { Authenticator, Principal } from '../../../shared/principal.js';
 
@@ -9,21 +9,20 @@ import type { Authenticator, Principal } from '../../../shared/principal.js';
  * - An authenticated caller: their own budget (`user:<id>`), whatever address they come from. In the
  *   stack every request arrives from the proxy, so keying on the address alone is one bucket for all.
  * - Anyone else (no credentials, or credentials that fail): the client address (`ip:<address>`, an
- *   IPv6 address by its /56 as express-rate-limit's ipKeyGenerator does). That is the TCP peer,
+ *   IPv6 address by its /56, @fastify/rate-limit's normalizeIP). That is the TCP peer,
  *   unless the peer is a proxy named in API_TRUST_PROXY: then proxy-addr walks X-Forwarded-For
  *   from the right, past the trusted hops, to the first address that is not one. What a client
  *   writes into the header itself is never believed: it sits left of the hop the proxy appended.
  *   A forged token, whatever subject it claims, fails authentication and counts as its address.
  *
- * The key is computed from Node's request alone, so the create fast path (which runs the limiter
- * before Express sees the request) and Express count under the same key.
+ * request.ip is Fastify's client address, computed by proxy-addr with the app's trust function.
  */
-export function changeLimitKey(options: { authenticator: Authenticator; trustProxy: TrustFunction }) {
-  const { authenticator, trustProxy } = options;
-  return async (req: IncomingMessage): Promise<string> => {
-    const principal = await authenticator.authenticate(req).catch(() => undefined);
+export function changeLimitKey(options: { authenticator: Authenticator }) {
+  const { authenticator } = options;
+  return async (request: FastifyRequest): Promise<string> => {
+    const principal = await authenticator.authenticate(request.raw).catch(() => undefined);
     if (principal?.id) return `user:${principal.id}`;
-    return `ip:${ipKeyGenerator(proxyAddress(req, trustProxy))}`;
+    return `ip:${normalizeIP(request.ip, 56)}`;
   };
 }
 
@@ -35,8 +34,8 @@ export function trustFunction(trusted: readonly string[]): TrustFunction {
 }
 
 /**
- * The authenticator answering once per request: the change limit's key, the create fast path and the
- * routes' authenticate() all ask for the same request's caller, and a session cookie or an opaque
+ * The authenticator answering once per request: the change limit's key and the scopes' authenticate()
+ * both ask for the same request's caller, and a session cookie or an opaque
  * token costs a call to Kratos or Hydra (cached, but still). Keyed weakly by the request object, so
  * the answer goes with the request. A rejection is kept too: the same credentials fail the same way.
  */

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { AppError, problemDocument } from '../../../shared/errors.js';
 
 /**
  * The API's HTTP server: the documented timeouts, and problem+json also for the answers Node gives
- * before Express sees a request (a malformed request line, an unknown method, headers or URL over
+ * before the router sees a request (a malformed request line, an unknown method, headers or URL over
  * 16 KiB, a request that stalls).
  */
 
@@ -87,4 +88,10 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex, logger:
       '\r\n' +
       body,
   );
+}
+
+/** The app readied (its plugins loaded) and its HTTP server, to listen on (boot.ts, tests). */
+export async function serveApp(app: FastifyInstance): Promise<Server> {
+  await app.ready();
+  return app.server;
 }

@@ -1,8 +1,9 @@
-import express, { Router, type RequestHandler } from 'express';
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../../../shared/errors.js';
 import { EDIT_NOTE_MAX, storableText } from '../../../shared/features/schema.js';
 import { principalOf, requirePermission } from '../auth/middleware.js';
+import { methodNotAllowed, sendJson, type Hook } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { demoCity } from './demo.js';
 import { TARGETS, type ImportService, type Mapping } from './service.js';
@@ -21,15 +22,16 @@ export const ImportQuerySchema = z.strictObject({
   note: storableText().max(EDIT_NOTE_MAX - 40, `must be at most ${EDIT_NOTE_MAX - 40} characters`).optional().meta({ description: 'the change note of the import, stored with every version it makes (default: "import of <filename>")' }),
 });
 
-/** Reads the body as bytes up to IMPORT_MAX_BYTES, whatever its media type (413 naming the limit). */
-const readFile: RequestHandler = (req, res, next) => {
-  const read = express.raw({ limit: IMPORT_MAX_BYTES, type: () => true });
-  read(req, res, (error?: unknown) => {
-    if ((error as { type?: string } | undefined)?.type === 'entity.too.large') return next(new AppError('PAYLOAD_TOO_LARGE', `the file exceeds ${IMPORT_MAX_BYTES / 1024 / 1024} MiB; split it`));
-    if (error) return next(error);
-    if (!Buffer.isBuffer(req.body) || req.body.length === 0) return next(new AppError('VALIDATION_FAILED', 'the request body must be the file', { fields: [{ field: 'file', message: 'is required' }] }));
-    next();
-  });
+/**
+ * The body is the file: any media type, up to IMPORT_MAX_BYTES (the route's bodyLimit; 413 naming the
+ * limit, http/problem.ts), never empty.
+ */
+const FILE_BODY = {
+  bodyLimit: IMPORT_MAX_BYTES,
+  config: { tooLarge: `the file exceeds ${IMPORT_MAX_BYTES / 1024 / 1024} MiB; split it` },
+  preValidation: (async (request) => {
+    if (!Buffer.isBuffer(request.body) || request.body.length === 0) throw new AppError('VALIDATION_FAILED', 'the request body must be the file', { fields: [{ field: 'file', message: 'is required' }] });
+  }) as Hook,
 };
 
 function mappingOf(query: z.output<typeof ImportQuerySchema>): Mapping | undefined {
@@ -46,27 +48,24 @@ function mappingOf(query: z.output<typeof ImportQuerySchema>): Mapping | undefin
  * counts requests and would make a 10 000-feature file one request anyway: imports have their own
  * limits (size, rows, GDAL time, two conversions at once).
  */
-export function importRoutes(imports: ImportService, options: { demo?: boolean } = {}): Router {
-  const router = Router();
+export async function importRoutes(app: FastifyInstance, { imports, demo }: { imports: ImportService; demo?: boolean }): Promise<void> {
   const guard = requirePermission('create', 'import features');
   // The import page's "Load demo data" (development only; `npm run seed` does the same from a shell).
-  router.post('/demo', guard, async (_req, res) => {
-    if (!options.demo) throw new AppError('NOT_FOUND', 'the demo data is offered in development only');
-    res.status(201).json(await imports.commitRows(principalOf(res), demoCity(), undefined, 'demo city'));
+  app.post('/demo', { onRequest: guard }, async (request, reply) => {
+    if (!demo) throw new AppError('NOT_FOUND', 'the demo data is offered in development only');
+    reply.code(201);
+    return sendJson(reply, await imports.commitRows(principalOf(request), demoCity(), undefined, 'demo city'));
   });
-  router.post('/check', guard, readFile, async (req, res) => {
-    const query = parseOrThrow(ImportQuerySchema, req.query, 'INVALID_QUERY', 'query');
-    res.setHeader('Cache-Control', 'no-store');
-    res.json(await imports.check(query.filename, req.body as Buffer, mappingOf(query)));
+  app.post('/check', { onRequest: guard, ...FILE_BODY }, async (request, reply) => {
+    const query = parseOrThrow(ImportQuerySchema, request.query, 'INVALID_QUERY', 'query');
+    reply.header('Cache-Control', 'no-store');
+    return sendJson(reply, await imports.check(query.filename, request.body as Buffer, mappingOf(query)));
   });
-  router.post('/', guard, readFile, async (req, res) => {
-    const query = parseOrThrow(ImportQuerySchema, req.query, 'INVALID_QUERY', 'query');
-    const result = await imports.commit(principalOf(res), query.filename, req.body as Buffer, mappingOf(query), query.note);
-    res.status(201).json(result);
+  app.post('/', { onRequest: guard, ...FILE_BODY }, async (request, reply) => {
+    const query = parseOrThrow(ImportQuerySchema, request.query, 'INVALID_QUERY', 'query');
+    const result = await imports.commit(principalOf(request), query.filename, request.body as Buffer, mappingOf(query), query.note);
+    reply.code(201);
+    return sendJson(reply, result);
   });
-  router.all(['/', '/check', '/demo'], (req, res) => {
-    res.setHeader('Allow', 'POST');
-    throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: POST`);
-  });
-  return router;
+  methodNotAllowed(app, ['/', '/check', '/demo'], 'POST');
 }

@@ -1,17 +1,16 @@
-import { Router, type Request, type RequestHandler, type Response } from 'express';
-import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
+import accepts from 'accepts';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { principalOf, requirePermission } from '../auth/middleware.js';
 import { can } from '../auth/permissions.js';
 import { requireSecondFactor } from '../auth/assurance.js';
 import type { Db } from '../db/pool.js';
-import { writeEnvelope } from '../features/routes.js';
+import { sendEnvelope } from '../features/routes.js';
 import { etagOf, parseIfMatch, createFeatureService } from '../features/service.js';
 import { jsonBody } from '../http/body.js';
-import { cors } from '../http/cors.js';
-import { originCheckForCookieWrites } from '../http/csrf.js';
+import { addVary, header, methodNotAllowed, param, sendText } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { AppError } from '../../../shared/errors.js';
 import { FeatureSchema, KATEGORIEN, type FeatureInput, type Kategorie } from '../../../shared/features/schema.js';
-import type { Authenticator } from '../../../shared/principal.js';
 import { CONFORMS_TO } from './conformance.js';
 import { contentCrsOf, withAxesSwapped, withoutCheckedBoxes } from './content-crs.js';
 import { CRS84, SUPPORTED_CRS, contentCrsHeader, parseCrs } from './crs.js';
@@ -54,26 +53,20 @@ export const COLLECTIONS: readonly Collection[] = [
 
 export interface OgcApiOptions {
   db: Db;
-  authenticator: Authenticator;
-  /** CORS_ORIGINS, as for /api. */
-  origins: readonly string[];
   /** Shared with /api/features, whose writes must empty it too (app.ts). */
   extents?: CollectionExtents;
 }
 
-export function ogcApiRoutes(options: OgcApiOptions): Router {
-  const router = Router();
+/**
+ * The /ogcapi scope's routes. The scope's hooks (app.ts: nosniff, CORS, the change limit, the caller,
+ * the CSRF Origin check) are the /api scope's.
+ */
+export async function ogcApiRoutes(router: FastifyInstance, options: OgcApiOptions): Promise<void> {
   const reads = createOgcReadService(options.db);
   const extents = options.extents ?? createCollectionExtents(options.db);
   const features = createFeatureService(options.db, { onWrite: extents.invalidate });
 
-  router.use((_req, res, next) => {
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    next();
-  });
-  router.use(cors({ origins: options.origins }), authenticate(options.authenticator), originCheckForCookieWrites({ origins: options.origins }));
-
-  router.get('/', requirePermission('read', 'read features'), (req, res) => {
+  router.get('/', { onRequest: requirePermission('read', 'read features') }, async (req, res) => {
     const { format } = formatOnly(req, res);
     const base = baseUrl(req);
     const doc = {
@@ -90,43 +83,43 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
       ],
     };
     if (format === 'html') return sendHtml(res, html.landingHtml(doc, home(base)));
-    res.type(JSON_TYPE).send(JSON.stringify(doc));
+    return sendText(res, JSON_TYPE, JSON.stringify(doc));
   });
 
-  router.get('/conformance', requirePermission('read', 'read features'), (req, res) => {
+  router.get('/conformance', { onRequest: requirePermission('read', 'read features') }, async (req, res) => {
     const { format } = formatOnly(req, res);
     if (format === 'html') return sendHtml(res, html.conformanceHtml(CONFORMS_TO, home(baseUrl(req))));
-    res.type(JSON_TYPE).send(JSON.stringify({ conformsTo: CONFORMS_TO }));
+    return sendText(res, JSON_TYPE, JSON.stringify({ conformsTo: CONFORMS_TO }));
   });
 
-  router.get('/api', requirePermission('read', 'read features'), (req, res) => {
+  router.get('/api', { onRequest: requirePermission('read', 'read features') }, async (req, res) => {
     const { format } = formatOnly(req, res);
     const base = baseUrl(req);
     if (format === 'html') {
       return sendHtml(res, html.landingHtml({ title: 'API-Definition', description: 'The OpenAPI 3.0 definition of this service.', links: [{ rel: 'service-desc', href: `${base}/api?f=json`, type: OPENAPI_TYPE, title: 'OpenAPI 3.0 (JSON)' }] }, home(base)));
     }
-    res.type(OPENAPI_TYPE).send(JSON.stringify(buildOgcOpenApiDocument(base)));
+    return sendText(res, OPENAPI_TYPE, JSON.stringify(buildOgcOpenApiDocument(base)));
   });
 
-  router.get('/collections', requirePermission('read', 'read features'), async (req, res) => {
+  router.get('/collections', { onRequest: requirePermission('read', 'read features') }, async (req, res) => {
     const { format } = formatOnly(req, res);
     const base = baseUrl(req);
     const views = COLLECTIONS.map((c) => collectionView(base, c));
     if (format === 'html') return sendHtml(res, html.collectionsHtml(views, home(base)));
     const boxes = await extents.get();
-    res.type(JSON_TYPE).send(JSON.stringify({ links: selfAndAlternate(`${base}/collections`, format, JSON_TYPE), collections: views.map((v) => collectionJson(v, boxes.get(v.id))) }));
+    return sendText(res, JSON_TYPE, JSON.stringify({ links: selfAndAlternate(`${base}/collections`, format, JSON_TYPE), collections: views.map((v) => collectionJson(v, boxes.get(v.id))) }));
   });
 
-  router.get('/collections/:collectionId', requirePermission('read', 'read features'), async (req, res) => {
+  router.get('/collections/:collectionId', { onRequest: requirePermission('read', 'read features') }, async (req, res) => {
     const collection = collectionOf(req);
     const { format } = formatOnly(req, res);
     const base = baseUrl(req);
     const view = collectionView(base, collection);
     if (format === 'html') return sendHtml(res, html.collectionHtml(view, home(base), { rel: 'data', href: `${base}/collections?f=html`, title: 'Sammlungen' }));
-    res.type(JSON_TYPE).send(JSON.stringify(collectionJson(view, (await extents.get()).get(view.id))));
+    return sendText(res, JSON_TYPE, JSON.stringify(collectionJson(view, (await extents.get()).get(view.id))));
   });
 
-  router.get('/collections/:collectionId/queryables', requirePermission('read', 'read features'), (req, res) => {
+  router.get('/collections/:collectionId/queryables', { onRequest: requirePermission('read', 'read features') }, async (req, res) => {
     const collection = collectionOf(req);
     const { format } = formatOnly(req, res);
     const base = baseUrl(req);
@@ -150,10 +143,10 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
       const links = Object.entries(properties).map(([name, p]) => ({ rel: 'queryable', href: `#${name}`, title: `${name} – ${(p as { description: string }).description}` }));
       return sendHtml(res, html.landingHtml({ title: `Queryables: ${collection.title}`, description: 'Properties a CQL2 filter may use.', links }, home(base)));
     }
-    res.type('application/schema+json').send(JSON.stringify(doc));
+    return sendText(res, 'application/schema+json', JSON.stringify(doc));
   });
 
-  router.get('/collections/:collectionId/items', requirePermission('read', 'read features'), async (req, res) => {
+  router.get('/collections/:collectionId/items', { onRequest: requirePermission('read', 'read features') }, async (req, res) => {
     const collection = collectionOf(req);
     const query = parseItemsQuery(req.query as Record<string, unknown>);
     const format = negotiate(req, res, query.format);
@@ -184,8 +177,8 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     if (hasNext) links.push({ rel: 'next', href: withParams(req, itemsUrl, { cursor: encodeCursor('after', page.lastId!) }), type: pageType, title: 'next page' });
     if (hasPrev) links.push({ rel: 'prev', href: withParams(req, itemsUrl, { cursor: encodeCursor('before', page.firstId!) }), type: pageType, title: 'previous page' });
     links.push({ rel: 'collection', href: `${base}/collections/${collection.id}`, type: JSON_TYPE, title: collection.title });
-    res.setHeader('Content-Crs', contentCrsHeader(query.crs));
-    res.setHeader('Link', links.filter((l) => l.rel === 'next' || l.rel === 'prev').map((l) => `<${l.href}>; rel="${l.rel}"`).join(', ') || `<${links[0]!.href}>; rel="self"`);
+    res.header('Content-Crs', contentCrsHeader(query.crs));
+    res.header('Link', links.filter((l) => l.rel === 'next' || l.rel === 'prev').map((l) => `<${l.href}>; rel="${l.rel}"`).join(', ') || `<${links[0]!.href}>; rel="self"`);
     if (format === 'html') {
       const items = JSON.parse(page.featuresJson) as Array<{ id: string; geometry: { type: string }; properties: Record<string, unknown> }>;
       const trail = [home(base), { rel: 'data', href: `${base}/collections?f=html`, title: 'Sammlungen' }, { rel: 'collection', href: `${base}/collections/${collection.id}?f=html`, title: collection.title }];
@@ -194,11 +187,10 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     // numberMatched only when it costs nothing: the whole result fits on this first page.
     const matched = cursor === undefined && !page.hasMore ? `"numberMatched":${page.count},` : '';
     const head = `{"type":"FeatureCollection","timeStamp":${JSON.stringify(new Date().toISOString())},${matched}"numberReturned":${page.count},"links":${JSON.stringify(links)},"features":`;
-    res.type(GEOJSON);
-    writeEnvelope(res, head, page.featuresJson, '}');
+    return sendEnvelope(res, GEOJSON, head, page.featuresJson, '}');
   });
 
-  router.get('/collections/:collectionId/items/:featureId', requirePermission('read', 'read features'), async (req, res) => {
+  router.get('/collections/:collectionId/items/:featureId', { onRequest: requirePermission('read', 'read features') }, async (req, res) => {
     const collection = collectionOf(req);
     const q = singleValues(req.query as Record<string, unknown>, ITEM_PARAMETERS);
     const format = negotiate(req, res, parseFormat(q.f));
@@ -215,51 +207,51 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     const feature = JSON.parse(found.json) as { id: string; geometry: { type: string }; properties: Record<string, unknown> };
     // Each representation its own ETag: a cache revalidating the HTML page must not get a 304 for the
     // GeoJSON (or the reverse). If-Match of a change takes the GeoJSON one, the feature's version.
-    res.setHeader('ETag', format === 'html' ? htmlEtagOf(found.version) : etagOf(found.version));
-    res.setHeader('Cache-Control', 'no-cache');
-    res.setHeader('Content-Crs', contentCrsHeader(crs));
+    res.header('ETag', format === 'html' ? htmlEtagOf(found.version) : etagOf(found.version));
+    res.header('Cache-Control', 'no-cache');
+    res.header('Content-Crs', contentCrsHeader(crs));
     if (format === 'html') {
       const trail = [home(base), { rel: 'collection', href: `${base}/collections/${collection.id}/items?f=html`, title: collection.title }];
       return sendHtml(res, html.itemHtml(feature, links, trail));
     }
-    res.type(GEOJSON).send(JSON.stringify({ ...feature, links }));
+    return sendText(res, GEOJSON, JSON.stringify({ ...feature, links }));
   });
 
   // --- Part 4: create, replace, update, delete --------------------------------------------------
 
-  router.post('/collections/:collectionId/items', requirePermission('create', 'create features'), ...body(WRITE_TYPES), async (req, res) => {
+  router.post('/collections/:collectionId/items', { onRequest: requirePermission('create', 'create features'), ...body(WRITE_TYPES) }, async (req, res) => {
     const collection = collectionOf(req);
     const input = featureInput(collection, await inStorageCrs(req, req.body));
-    const created = await features.create(principalOf(res), input);
+    const created = await features.create(principalOf(req), input);
     const base = baseUrl(req);
     res
-      .status(201)
-      .location(`${base}/collections/${collection.id}/items/${encodeURIComponent(created.id)}`)
-      .setHeader('ETag', etagOf(created.version))
-      .setHeader('Content-Crs', contentCrsHeader(CRS84))
-      .type(GEOJSON)
-      .send(created.json);
+      .code(201)
+      .header('Location', `${base}/collections/${collection.id}/items/${encodeURIComponent(created.id)}`)
+      .header('ETag', etagOf(created.version))
+      .header('Content-Crs', contentCrsHeader(CRS84));
+    return sendText(res, GEOJSON, created.json);
   });
 
-  router.put('/collections/:collectionId/items/:featureId', requirePermission('update:own', 'update features'), ...body(WRITE_TYPES), async (req, res) => {
+  router.put('/collections/:collectionId/items/:featureId', { onRequest: requirePermission('update:own', 'update features'), ...body(WRITE_TYPES) }, async (req, res) => {
     const collection = collectionOf(req);
     const id = featureIdOf(req);
     await assertInCollection(collection, id);
     const input = featureInput(collection, await inStorageCrs(req, req.body), id);
-    const updated = await features.replace(principalOf(res), id, input, parseIfMatch(req.get('if-match')));
-    res.setHeader('ETag', etagOf(updated.version)).setHeader('Content-Crs', contentCrsHeader(CRS84)).type(GEOJSON).send(updated.json);
+    const updated = await features.replace(principalOf(req), id, input, parseIfMatch(header(req, 'if-match')));
+    res.header('ETag', etagOf(updated.version)).header('Content-Crs', contentCrsHeader(CRS84));
+    return sendText(res, GEOJSON, updated.json);
   });
 
-  router.patch('/collections/:collectionId/items/:featureId', requirePermission('update:own', 'update features'), ...body([MERGE_PATCH, ...WRITE_TYPES]), async (req, res) => {
+  router.patch('/collections/:collectionId/items/:featureId', { onRequest: requirePermission('update:own', 'update features'), ...body([MERGE_PATCH, ...WRITE_TYPES]) }, async (req, res) => {
     const collection = collectionOf(req);
     const id = featureIdOf(req);
-    contentCrsOf(req.get('content-crs')); // an unsupported Content-Crs is refused before anything is read
+    contentCrsOf(header(req, 'content-crs')); // an unsupported Content-Crs is refused before anything is read
     if (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
       throw new AppError('VALIDATION_FAILED', 'a merge patch must be a JSON object', { fields: [{ field: '(body)', message: 'must be a JSON object' }] });
     }
     const current = await features.get(id);
     if (!belongs(collection, (JSON.parse(current.json) as { properties: { kategorie: string } }).properties.kategorie)) throw notFound(id, collection);
-    const expected = parseIfMatch(req.get('if-match'));
+    const expected = parseIfMatch(header(req, 'if-match'));
     if (expected !== undefined && expected !== '*' && !expected.includes(current.version)) {
       throw new AppError('PRECONDITION_FAILED', `the feature is at version ${current.version}; fetch it again and reapply your change`, { headers: { ETag: etagOf(current.version) } });
     }
@@ -271,57 +263,48 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
     const merged = mergePatch(base, patch);
     const input = featureInput(collection, merged, id);
     // The patch was applied to this version: a change committed in between makes it stale (412).
-    const updated = await features.replace(principalOf(res), id, input, [current.version]);
-    res.setHeader('ETag', etagOf(updated.version)).setHeader('Content-Crs', contentCrsHeader(CRS84)).type(GEOJSON).send(updated.json);
+    const updated = await features.replace(principalOf(req), id, input, [current.version]);
+    res.header('ETag', etagOf(updated.version)).header('Content-Crs', contentCrsHeader(CRS84));
+    return sendText(res, GEOJSON, updated.json);
   });
 
-  router.delete('/collections/:collectionId/items/:featureId', requirePermission('delete', 'delete features'), requireSecondFactor('delete features'), async (req, res) => {
+  router.delete('/collections/:collectionId/items/:featureId', { onRequest: [requirePermission('delete', 'delete features'), requireSecondFactor('delete features')] }, async (req, res) => {
     const collection = collectionOf(req);
     const id = featureIdOf(req);
     await assertInCollection(collection, id);
-    await features.remove(principalOf(res), id, parseIfMatch(req.get('if-match')));
-    res.status(204).end();
+    await features.remove(principalOf(req), id, parseIfMatch(header(req, 'if-match')));
+    return res.code(204).send();
   });
 
   // OPTIONS announces what this caller may do here: QGIS enables editing when POST/PUT/DELETE are listed.
-  router.options('/collections/:collectionId/items', (req, res) => {
+  router.options('/collections/:collectionId/items', async (req, res) => {
     collectionOf(req);
-    const principal = principalOf(res);
-    res.setHeader('Allow', ['GET', 'HEAD', ...(can(principal, 'create') ? ['POST'] : []), 'OPTIONS'].join(', '));
-    res.status(204).end();
+    const principal = principalOf(req);
+    res.header('Allow', ['GET', 'HEAD', ...(can(principal, 'create') ? ['POST'] : []), 'OPTIONS'].join(', '));
+    return res.code(204).send();
   });
-  router.options('/collections/:collectionId/items/:featureId', (req, res) => {
+  router.options('/collections/:collectionId/items/:featureId', async (req, res) => {
     collectionOf(req);
-    const principal = principalOf(res);
+    const principal = principalOf(req);
     const mayUpdate = can(principal, 'update') || can(principal, 'update:own');
-    res.setHeader('Allow', ['GET', 'HEAD', ...(mayUpdate ? ['PUT', 'PATCH'] : []), ...(can(principal, 'delete') ? ['DELETE'] : []), 'OPTIONS'].join(', '));
-    res.status(204).end();
+    res.header('Allow', ['GET', 'HEAD', ...(mayUpdate ? ['PUT', 'PATCH'] : []), ...(can(principal, 'delete') ? ['DELETE'] : []), 'OPTIONS'].join(', '));
+    return res.code(204).send();
   });
 
   const allowed: Record<string, string> = {
     '/collections/:collectionId/items': 'GET, HEAD, POST, OPTIONS',
     '/collections/:collectionId/items/:featureId': 'GET, HEAD, PUT, PATCH, DELETE, OPTIONS',
   };
-  for (const [path, allow] of Object.entries(allowed)) {
-    router.all(path, (req, res) => {
-      res.setHeader('Allow', allow);
-      throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: ${allow}`);
-    });
-  }
-  router.all(['/', '/conformance', '/api', '/collections', '/collections/:collectionId', '/collections/:collectionId/queryables'], (req, res) => {
-    res.setHeader('Allow', 'GET, HEAD');
-    throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: GET, HEAD`);
-  });
-
-  return router;
+  methodNotAllowed(router, Object.keys(allowed), (url) => allowed[url]!);
+  methodNotAllowed(router, ['/', '/conformance', '/api', '/collections', '/collections/:collectionId', '/collections/:collectionId/queryables'], 'GET, HEAD');
 
   /**
    * The body in storage coordinates (content-crs.ts): in EPSG:4326 (latitude first) its axes swapped,
    * in a projected CRS its bbox members checked and dropped and its geometry transformed by PostGIS;
    * then the feature API's validation applies as for CRS84.
    */
-  async function inStorageCrs(req: Request, body: unknown): Promise<unknown> {
-    const crs = contentCrsOf(req.get('content-crs'));
+  async function inStorageCrs(req: FastifyRequest, body: unknown): Promise<unknown> {
+    const crs = contentCrsOf(header(req, 'content-crs'));
     if (crs === CRS84 || !isRecord(body)) return body;
     if (crs.latitudeFirst) return withAxesSwapped(body);
     const checked = withoutCheckedBoxes(body, crs);
@@ -340,8 +323,8 @@ export function ogcApiRoutes(options: OgcApiOptions): Router {
 
 // --- helpers --------------------------------------------------------------------------------------
 
-function collectionOf(req: Request): Collection {
-  const id = req.params.collectionId as string;
+function collectionOf(req: FastifyRequest): Collection {
+  const id = param(req, 'collectionId');
   const collection = COLLECTIONS.find((c) => c.id === id);
   if (!collection) throw new AppError('NOT_FOUND', `no collection ${id}; the collections are ${COLLECTIONS.map((c) => c.id).join(', ')}`);
   return collection;
@@ -355,8 +338,8 @@ function notFound(id: string, collection: Collection): AppError {
   return new AppError('FEATURE_NOT_FOUND', `no feature with id ${id} in collection ${collection.id}`);
 }
 
-function featureIdOf(req: Request): string {
-  const id = req.params.featureId as string;
+function featureIdOf(req: FastifyRequest): string {
+  const id = param(req, 'featureId');
   if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
   return id;
 }
@@ -426,7 +409,7 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
 }
 
 /** JSON bodies (http/body.ts) of the media types given; anything else is 415 before reading. */
-function body(types: string[]): RequestHandler[] {
+function body(types: string[]) {
   return jsonBody({ types, acceptHeaders: { 'Accept-Patch': MERGE_PATCH, 'Accept-Post': WRITE_TYPES.join(', ') } });
 }
 
@@ -434,10 +417,10 @@ function body(types: string[]): RequestHandler[] {
  * The public base of /ogcapi for links: the scheme from X-Forwarded-Proto when a proxy (Caddy) set it,
  * the host the client asked for.
  */
-function baseUrl(req: Request): string {
-  const forwarded = req.get('x-forwarded-proto')?.split(',')[0]?.trim();
+function baseUrl(req: FastifyRequest): string {
+  const forwarded = header(req, 'x-forwarded-proto')?.split(',')[0]?.trim();
   const scheme = forwarded === 'https' || forwarded === 'http' ? forwarded : req.protocol;
-  return `${scheme}://${req.get('host') ?? 'localhost'}${req.baseUrl}`;
+  return `${scheme}://${header(req, 'host') ?? 'localhost'}/ogcapi`;
 }
 
 function home(base: string): Link {
@@ -449,10 +432,10 @@ function home(base: string): Link {
  * answer chosen by Accept says so (Vary: Accept), so a shared cache keeps the HTML and the JSON of one
  * URL apart.
  */
-function negotiate(req: Request, res: Response, format: Format | undefined): Format {
+function negotiate(req: FastifyRequest, res: FastifyReply, format: Format | undefined): Format {
   if (format) return format;
-  res.vary('Accept');
-  return req.accepts([GEOJSON, JSON_TYPE, HTML_TYPE]) === HTML_TYPE ? 'html' : 'json';
+  addVary(res, 'Accept');
+  return accepts(req.raw).type([GEOJSON, JSON_TYPE, HTML_TYPE]) === HTML_TYPE ? 'html' : 'json';
 }
 
 /**
@@ -461,7 +444,7 @@ function negotiate(req: Request, res: Response, format: Format | undefined): For
  * API definition included; refused there, GDAL would lose the OpenAPI document and filter on the
  * client. So the items parameters are accepted here and ignored; anything else is still a 400.
  */
-function formatOnly(req: Request, res: Response): { format: Format } {
+function formatOnly(req: FastifyRequest, res: FastifyReply): { format: Format } {
   const q = singleValues(req.query as Record<string, unknown>, ITEMS_PARAMETERS);
   return { format: negotiate(req, res, parseFormat(q.f)) };
 }
@@ -485,8 +468,8 @@ function selfAndAlternate(url: string, format: Format, jsonType: string): Link[]
 }
 
 /** This request's URL on another base path, with some parameters replaced. */
-function withParams(req: Request, url: string, replace: Record<string, string>): string {
-  const original = new URL(req.originalUrl, 'http://localhost');
+function withParams(req: FastifyRequest, url: string, replace: Record<string, string>): string {
+  const original = new URL(req.url, 'http://localhost');
   const result = new URL(url);
   original.searchParams.forEach((value, key) => result.searchParams.set(key, value));
   for (const [key, value] of Object.entries(replace)) result.searchParams.set(key, value);
@@ -523,6 +506,6 @@ function collectionJson(view: html.CollectionView, extent: Bbox4 | undefined) {
   };
 }
 
-function sendHtml(res: Response, page: string): void {
-  res.type('text/html; charset=utf-8').send(page);
+function sendHtml(res: FastifyReply, page: string): FastifyReply {
+  return sendText(res, 'text/html', page);
 }

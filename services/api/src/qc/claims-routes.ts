@@ -1,25 +1,21 @@
-import { Router } from 'express';
+import type { FastifyInstance } from 'fastify';
 import { principalOf, requirePermission } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
+import { methodNotAllowed, param, sendJson } from '../http/fastify.js';
 import type { ClaimService } from './claims.js';
 
-/** POST and DELETE /api/qc/claim/:id (docs/qc.md "Claims"). Mounted under /api/qc after authentication. */
-export function claimRoutes(claims: ClaimService): Router {
-  const router = Router();
-
-  router.post('/claim/:id', requirePermission('qc:review', 'claim features for review'), async (req, res) => {
-    res.json(await claims.claim(principalOf(res), featureIdOf(req.params.id as string)));
+/** POST and DELETE /api/qc/claim/:id (docs/qc.md "Claims"), in the /api/qc scope. */
+export async function claimRoutes(app: FastifyInstance, { claims }: { claims: ClaimService }): Promise<void> {
+  app.post('/claim/:id', { onRequest: requirePermission('qc:review', 'claim features for review') }, async (request, reply) => {
+    return sendJson(reply, await claims.claim(principalOf(request), featureIdOf(param(request, 'id'))));
   });
 
-  router.delete('/claim/:id', requirePermission('qc:review', 'release review claims'), async (req, res) => {
-    await claims.release(principalOf(res), featureIdOf(req.params.id as string));
-    res.status(204).end();
+  app.delete('/claim/:id', { onRequest: requirePermission('qc:review', 'release review claims') }, async (request, reply) => {
+    await claims.release(principalOf(request), featureIdOf(param(request, 'id')));
+    return reply.code(204).send();
   });
 
-  router.all('/claim/:id', (req, _res, next) => {
-    next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not allowed here; use POST or DELETE`, { headers: { Allow: 'POST, DELETE' } }));
-  });
-  return router;
+  methodNotAllowed(app, ['/claim/:id'], 'POST, DELETE', (method) => `${method} is not allowed here; use POST or DELETE`);
 }
 
 /** Any string a feature row could hold is looked up; anything else cannot exist. */

@@ -1,7 +1,8 @@
-import { Router } from 'express';
+import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../../shared/errors.js';
 import { principalOf, requirePermission } from '../auth/middleware.js';
 import { jsonBody } from '../http/body.js';
+import { methodNotAllowed, param, sendText } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { CommentBodySchema, type NoticeService } from './notices.js';
 
@@ -10,30 +11,26 @@ import { CommentBodySchema, type NoticeService } from './notices.js';
  * submissions. GET and POST /api/qc/items/{featureId}/comments: the review's comment thread, for those
  * who take part in reviews — contributors (who submit) and up; guests get 403.
  */
-export function noticeRoutes(notices: NoticeService): Router {
-  const router = Router();
-  const participant = (what: string) => requirePermission('qc:submit', what);
-  router.get('/notices', participant('read notices'), async (_req, res) => {
-    res.setHeader('Cache-Control', 'no-store');
-    res.type('application/json').send(await notices.mine(principalOf(res)));
+export async function noticeRoutes(app: FastifyInstance, { notices }: { notices: NoticeService }): Promise<void> {
+  const participant = (what: string) => ({ onRequest: requirePermission('qc:submit', what) });
+  app.get('/notices', participant('read notices'), async (request, reply) => {
+    reply.header('Cache-Control', 'no-store');
+    return sendText(reply, 'application/json', await notices.mine(principalOf(request)));
   });
-  router.post('/notices/read', participant('read notices'), async (_req, res) => {
-    await notices.markRead(principalOf(res));
-    res.status(204).end();
+  app.post('/notices/read', participant('read notices'), async (request, reply) => {
+    await notices.markRead(principalOf(request));
+    return reply.code(204).send();
   });
-  router.get('/items/:id/comments', participant('read review comments'), async (req, res) => {
-    res.setHeader('Cache-Control', 'no-store');
-    res.type('application/json').send(await notices.comments(featureId(req.params.id as string)));
+  app.get('/items/:id/comments', participant('read review comments'), async (request, reply) => {
+    reply.header('Cache-Control', 'no-store');
+    return sendText(reply, 'application/json', await notices.comments(featureId(param(request, 'id'))));
   });
-  router.post('/items/:id/comments', participant('comment on reviews'), ...jsonBody(), async (req, res) => {
-    const body = parseOrThrow(CommentBodySchema, req.body, 'VALIDATION_FAILED', 'comment');
-    res.status(201).type('application/json').send(await notices.addComment(principalOf(res), featureId(req.params.id as string), body.body));
+  app.post('/items/:id/comments', { ...participant('comment on reviews'), ...jsonBody() }, async (request, reply) => {
+    const body = parseOrThrow(CommentBodySchema, request.body, 'VALIDATION_FAILED', 'comment');
+    reply.code(201);
+    return sendText(reply, 'application/json', await notices.addComment(principalOf(request), featureId(param(request, 'id')), body.body));
   });
-  router.all(['/notices', '/notices/read', '/items/:id/comments'], (req, _res, next) => {
-    const methods = req.path === '/notices' ? 'GET, HEAD' : req.path === '/notices/read' ? 'POST' : 'GET, HEAD, POST';
-    next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not allowed here; use ${methods}`, { headers: { Allow: methods } }));
-  });
-  return router;
+  methodNotAllowed(app, ['/notices', '/notices/read', '/items/:id/comments'], (url) => (url === '/notices' ? 'GET, HEAD' : url === '/notices/read' ? 'POST' : 'GET, HEAD, POST'), (method, methods) => `${method} is not allowed here; use ${methods}`);
 }
 
 function featureId(id: string): string {

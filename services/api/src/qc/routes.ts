@@ -1,101 +1,92 @@
-import { Router, type Express } from 'express';
-import { authenticate, principalOf, requirePermission } from '../auth/middleware.js';
+import type { FastifyInstance } from 'fastify';
+import { principalOf, requirePermission } from '../auth/middleware.js';
 import { can } from '../auth/permissions.js';
 import { requireSecondFactor } from '../auth/assurance.js';
-import type { Authenticator } from '../../../shared/principal.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
+import { header, methodNotAllowed, param, sendJson, sendText } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { ApproveBodySchema, JobIdSchema, JobListQuerySchema, QueueQuerySchema, RejectBodySchema, SubmitBodySchema } from './schema.js';
 import { DecisionBodySchema, type DecisionService } from './decisions.js';
 import type { QcService } from './service.js';
 
 /**
- * /api/qc/* and GET /api/features/:id/reviews. Each route states its permission first, so an
- * anonymous caller gets 401 and a role without it 403 before a body is read.
+ * GET /api/features/:id/reviews, in the /api scope (app.ts), beside the feature routes' paths.
  */
-export function mountQc(app: Express, deps: { service: QcService; authenticator: Authenticator; decisions?: DecisionService }): void {
-  const auth = authenticate(deps.authenticator);
-  // Before the feature router, which would otherwise answer 404 for the sub-path.
-  app.get('/api/features/:id/reviews', auth, requirePermission('read', 'read reviews'), async (req, res) => {
-    res.type('application/json').send(await deps.service.reviews(featureId(req.params.id as string)));
+export async function reviewRoutes(app: FastifyInstance, { service }: { service: QcService }): Promise<void> {
+  app.get('/features/:id/reviews', { onRequest: requirePermission('read', 'read reviews') }, async (request, reply) => {
+    return sendText(reply, 'application/json', await service.reviews(featureId(param(request, 'id'))));
   });
-  app.use('/api/qc', auth, qcRoutes(deps.service, deps.decisions));
 }
 
-export function qcRoutes(service: QcService, decisions?: DecisionService): Router {
-  const router = Router();
-
+/**
+ * /api/qc/*. Each route states its permission first, so an anonymous caller gets 401 and a role
+ * without it 403 before a body is read.
+ */
+export async function qcRoutes(app: FastifyInstance, { service, decisions }: { service: QcService; decisions?: DecisionService }): Promise<void> {
   // Conflation: a reviewer picks a candidate or "create new" for a job waiting in needs_decision.
   if (decisions) {
-    router.post('/jobs/:id/decision', requirePermission('qc:review', 'decide conflations'), requireSecondFactor('decide conflations'), ...jsonBody(), async (req, res) => {
-      const id = JobIdSchema.safeParse(req.params.id);
+    app.post('/jobs/:id/decision', { onRequest: [requirePermission('qc:review', 'decide conflations'), requireSecondFactor('decide conflations')], ...jsonBody() }, async (request, reply) => {
+      const id = JobIdSchema.safeParse(param(request, 'id'));
       if (!id.success) throw new AppError('NOT_FOUND', 'no job with this id');
-      const body = parseOrThrow(DecisionBodySchema, req.body, 'VALIDATION_FAILED', 'decision');
-      res.type('application/json').send(await decisions.decide(principalOf(res), Number(id.data), body));
+      const body = parseOrThrow(DecisionBodySchema, request.body, 'VALIDATION_FAILED', 'decision');
+      return sendText(reply, 'application/json', await decisions.decide(principalOf(request), Number(id.data), body));
     });
   }
 
-  router.post('/submit', requirePermission('qc:submit', 'submit features for review'), ...jsonBody(), async (req, res) => {
-    const body = parseOrThrow(SubmitBodySchema, req.body, 'VALIDATION_FAILED', 'submission');
-    res.json(await service.submit(principalOf(res), body.featureId, blankToNull(body.comment)));
+  app.post('/submit', { onRequest: requirePermission('qc:submit', 'submit features for review'), ...jsonBody() }, async (request, reply) => {
+    const body = parseOrThrow(SubmitBodySchema, request.body, 'VALIDATION_FAILED', 'submission');
+    return sendJson(reply, await service.submit(principalOf(request), body.featureId, blankToNull(body.comment)));
   });
 
-  router.get('/queue', requirePermission('qc:review', 'see the review queue'), async (req, res) => {
-    const query = parseOrThrow(QueueQuerySchema, req.query, 'INVALID_QUERY', 'query');
-    res.type('application/json').send(`{"items":${await service.queue(query.limit)}}`);
+  app.get('/queue', { onRequest: requirePermission('qc:review', 'see the review queue') }, async (request, reply) => {
+    const query = parseOrThrow(QueueQuerySchema, request.query, 'INVALID_QUERY', 'query');
+    return sendText(reply, 'application/json', `{"items":${await service.queue(query.limit)}}`);
   });
 
   // The navigation's count: polled by every reviewer's open pages, so it is one index count and the
   // answer carries a weak ETag — an unchanged count costs a 304 with no body.
-  router.get('/queue/count', requirePermission('qc:review', 'see the review queue'), async (req, res) => {
+  app.get('/queue/count', { onRequest: requirePermission('qc:review', 'see the review queue') }, async (request, reply) => {
     const count = await service.queueCount();
     const etag = `W/"${count}"`;
-    res.setHeader('Cache-Control', 'no-cache');
-    res.setHeader('ETag', etag);
+    reply.header('Cache-Control', 'no-cache').header('ETag', etag);
     // Weak comparison (RFC 9110 §13.1.2): W/"3" and "3" name the same count.
     const weak = (tag: string) => tag.trim().replace(/^W\//, '');
-    if ((req.get('if-none-match') ?? '').split(',').some((tag) => tag.trim() === '*' || weak(tag) === weak(etag))) {
-      res.status(304).end();
-      return;
-    }
-    res.json({ count });
+    if ((header(request, 'if-none-match') ?? '').split(',').some((tag) => tag.trim() === '*' || weak(tag) === weak(etag))) return reply.code(304).send();
+    return sendJson(reply, { count });
   });
 
-  router.post('/approve/:id', requirePermission('qc:review', 'approve features'), requireSecondFactor('approve features'), ...jsonBody({ optional: true }), async (req, res) => {
-    const body = parseOrThrow(ApproveBodySchema, req.body ?? {}, 'VALIDATION_FAILED', 'approval');
-    res.json(await service.approve(principalOf(res), featureId(req.params.id as string), blankToNull(body.comment)));
+  app.post('/approve/:id', { onRequest: [requirePermission('qc:review', 'approve features'), requireSecondFactor('approve features')], ...jsonBody({ optional: true }) }, async (request, reply) => {
+    const body = parseOrThrow(ApproveBodySchema, request.body ?? {}, 'VALIDATION_FAILED', 'approval');
+    return sendJson(reply, await service.approve(principalOf(request), featureId(param(request, 'id')), blankToNull(body.comment)));
   });
 
-  router.post('/reject/:id', requirePermission('qc:review', 'reject features'), requireSecondFactor('reject features'), ...jsonBody(), async (req, res) => {
-    const body = parseOrThrow(RejectBodySchema, req.body, 'VALIDATION_FAILED', 'rejection');
-    res.json(await service.reject(principalOf(res), featureId(req.params.id as string), body.reason.trim()));
+  app.post('/reject/:id', { onRequest: [requirePermission('qc:review', 'reject features'), requireSecondFactor('reject features')], ...jsonBody() }, async (request, reply) => {
+    const body = parseOrThrow(RejectBodySchema, request.body, 'VALIDATION_FAILED', 'rejection');
+    return sendJson(reply, await service.reject(principalOf(request), featureId(param(request, 'id')), body.reason.trim()));
   });
 
   // Admins list jobs of any status; reviewers (qc:review) only those waiting for their conflation
   // decision, with the candidates, so the review desk can show them. Re-running stays with admins.
-  router.get('/jobs', requirePermission('qc:review', 'see QC jobs'), async (req, res) => {
-    const query = parseOrThrow(JobListQuerySchema, req.query, 'INVALID_QUERY', 'query');
-    const principal = principalOf(res);
+  app.get('/jobs', { onRequest: requirePermission('qc:review', 'see QC jobs') }, async (request, reply) => {
+    const query = parseOrThrow(JobListQuerySchema, request.query, 'INVALID_QUERY', 'query');
+    const principal = principalOf(request);
     const onlyDecisions = query.status.every((status) => status === 'needs_decision');
     if (!onlyDecisions && !can(principal, 'jobs:admin')) {
       throw new AppError('FORBIDDEN', `role ${principal.role} may list only the jobs waiting for a conflation decision (status=needs_decision)`);
     }
-    res.type('application/json').send(`{"jobs":${await service.jobs(query.status, query.task, query.limit)}}`);
+    return sendText(reply, 'application/json', `{"jobs":${await service.jobs(query.status, query.task, query.limit)}}`);
   });
 
-  router.post('/jobs/:id/rerun', requirePermission('jobs:admin', 're-run QC jobs'), requireSecondFactor('re-run QC jobs'), async (req, res) => {
-    const id = JobIdSchema.safeParse(req.params.id);
+  app.post('/jobs/:id/rerun', { onRequest: [requirePermission('jobs:admin', 're-run QC jobs'), requireSecondFactor('re-run QC jobs')] }, async (request, reply) => {
+    const id = JobIdSchema.safeParse(param(request, 'id'));
     if (!id.success) throw new AppError('NOT_FOUND', 'no job with this id');
-    res.type('application/json').send(await service.rerun(principalOf(res), Number(id.data)));
+    return sendText(reply, 'application/json', await service.rerun(principalOf(request), Number(id.data)));
   });
 
   const allow: Record<string, string> = { '/submit': 'POST', '/queue': 'GET, HEAD', '/queue/count': 'GET, HEAD', '/jobs': 'GET, HEAD' };
-  router.all(['/submit', '/queue', '/queue/count', '/jobs', '/approve/:id', '/reject/:id', '/jobs/:id/rerun', '/jobs/:id/decision'], (req, _res, next) => {
-    const methods = allow[req.path] ?? 'POST';
-    next(new AppError('METHOD_NOT_ALLOWED', `${req.method} is not allowed here; use ${methods}`, { headers: { Allow: methods } }));
-  });
-  return router;
+  const paths = ['/submit', '/queue', '/queue/count', '/jobs', '/approve/:id', '/reject/:id', '/jobs/:id/rerun', ...(decisions ? ['/jobs/:id/decision'] : [])];
+  methodNotAllowed(app, paths, (url) => allow[url] ?? 'POST', (method, methods) => `${method} is not allowed here; use ${methods}`);
 }
 
 /** Any string a feature row could hold is looked up; anything else cannot exist. */

@@ -1,8 +1,8 @@
-import { Router } from 'express';
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { requirePermission } from '../auth/middleware.js';
-import { AppError } from '../../../shared/errors.js';
 import { BboxSchema, codePoints, NAME_MAX, storableText } from '../../../shared/features/schema.js';
+import { addVary, header, methodNotAllowed, param, sendJson, singleValued } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { MAX_COUNT, parseTileAddress, type Tile, type TileService } from './service.js';
 
@@ -29,13 +29,6 @@ export const TileQuerySchema = z.strictObject({
     .meta({ description: 'only the features whose name contains this, ignoring case (the map\'s search by name)', example: 'friedhof' }),
 });
 
-/** Each query parameter once: a repeated one is a 400 naming it, not an array for the schema to misread. */
-function singleValued(query: Record<string, unknown>): void {
-  for (const [key, value] of Object.entries(query)) {
-    if (Array.isArray(value)) throw new AppError('INVALID_QUERY', `invalid query: ${key}: must be given once`, { fields: [{ field: key, message: 'must be given once' }] });
-  }
-}
-
 /**
  * GET /api/tiles/:z/:x/:y.mvt. Cache-Control lets browsers and proxies keep a tile but makes them
  * revalidate it every time (no-cache), so an edit is visible at once; an unchanged tile costs a 304.
@@ -46,39 +39,27 @@ function singleValued(query: Record<string, unknown>): void {
  * GET /api/tiles/count?bbox=…&atMost=N: whether a view holds more than N features (the map draws
  * from tiles then) and whether this database can serve tiles at all.
  */
-export function tileRoutes(tiles: TileService): Router {
-  const router = Router();
-  router.get('/count', requirePermission('read', 'read features'), async (req, res) => {
-    singleValued(req.query);
-    const query = parseOrThrow(DensityQuerySchema, req.query, 'INVALID_QUERY', 'query');
-    res.setHeader('Cache-Control', 'no-store');
-    res.json(await tiles.density(query.bbox, query.atMost));
+export async function tileRoutes(app: FastifyInstance, { tiles }: { tiles: TileService }): Promise<void> {
+  app.get('/count', { onRequest: requirePermission('read', 'read features') }, async (request, reply) => {
+    const query = parseOrThrow(DensityQuerySchema, singleValued(request.query), 'INVALID_QUERY', 'query');
+    reply.header('Cache-Control', 'no-store');
+    return sendJson(reply, await tiles.density(query.bbox, query.atMost));
   });
-  router.get('/:z/:x/:file', requirePermission('read', 'read tiles'), async (req, res) => {
-    const address = parseTileAddress(req.params.z as string, req.params.x as string, req.params.file as string);
-    singleValued(req.query);
-    const { name } = parseOrThrow(TileQuerySchema, req.query, 'INVALID_QUERY', 'query');
-    const tile = await tiles.render(address, req.get('if-none-match'), acceptsGzip(req.get('accept-encoding')), name);
-    for (const [name, value] of Object.entries(tileHeaders(tile))) res.setHeader(name, value);
+  app.get('/:z/:x/:file', { onRequest: requirePermission('read', 'read tiles') }, async (request, reply) => {
+    const address = parseTileAddress(param(request, 'z'), param(request, 'x'), param(request, 'file'));
+    const { name } = parseOrThrow(TileQuerySchema, singleValued(request.query), 'INVALID_QUERY', 'query');
+    const tile = await tiles.render(address, header(request, 'if-none-match'), acceptsGzip(header(request, 'accept-encoding')), name);
+    reply.headers(tileHeaders(tile));
     // Added to cors()' Vary: Origin, not in its place: answers differ by both.
-    res.vary('Accept-Encoding');
-    if (tile.bytes === null) {
-      res.statusCode = 304;
-      res.end();
-      return;
-    }
-    res.end(tile.bytes);
+    addVary(reply, 'Accept-Encoding');
+    if (tile.bytes === null) return reply.code(304).send();
+    return reply.send(tile.bytes);
   });
-  router.all(['/count', '/:z/:x/:file'], (req, res) => {
-    res.setHeader('Allow', 'GET, HEAD');
-    throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not supported here; allowed: GET, HEAD`);
-  });
-  return router;
+  methodNotAllowed(app, ['/count', '/:z/:x/:file'], 'GET, HEAD');
 }
 
 /**
- * The headers of a tile answer (200 or 304) besides Vary, CORS and nosniff: the same from this route
- * and from the fast path before Express (tiles/fast-path.ts).
+ * The headers of a tile answer (200 or 304) besides Vary, CORS and nosniff.
  */
 export function tileHeaders(tile: Tile): Record<string, string | number> {
   const headers: Record<string, string | number> = {

@@ -1,40 +1,37 @@
-import { Router } from 'express';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requirePermission } from '../auth/middleware.js';
 import { requireSecondFactor } from '../auth/assurance.js';
-import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
+import { sendJson, singleValued } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { RoleChangeSchema, UserIdSchema, UserListQuerySchema } from './schema.js';
 import type { UserService } from './service.js';
 
 /** /api/users: user administration, admin only (anonymous → 401, other roles → 403, before any body is read). */
-export function userRoutes(service: UserService): Router {
-  const router = Router();
-  router.use(requirePermission('users:admin', 'administer users'), requireSecondFactor('administer users'));
+export async function userRoutes(app: FastifyInstance, { service }: { service: UserService }): Promise<void> {
+  app.addHook('onRequest', requirePermission('users:admin', 'administer users'));
+  app.addHook('onRequest', requireSecondFactor('administer users'));
 
-  router.get('/', async (req, res) => {
-    const query = parseOrThrow(UserListQuerySchema, singleValued(req.query as Record<string, unknown>), 'INVALID_QUERY', 'query');
+  app.get('/', async (request, reply) => {
+    const query = parseOrThrow(UserListQuerySchema, singleValued(request.query), 'INVALID_QUERY', 'query');
     const users = await service.list(query);
     const last = users.length === query.limit ? users[users.length - 1] : undefined;
-    res.setHeader('Cache-Control', 'no-store');
-    res.json({ users, ...(last ? { next: `${req.baseUrl}?${new URLSearchParams({ ...(query.role ? { role: query.role } : {}), after: last.id, limit: String(query.limit) })}` } : {}) });
+    reply.header('Cache-Control', 'no-store');
+    return sendJson(reply, { users, ...(last ? { next: `${basePath(request)}?${new URLSearchParams({ ...(query.role ? { role: query.role } : {}), after: last.id, limit: String(query.limit) })}` } : {}) });
   });
 
-  router.put('/:id/role', ...jsonBody(), async (req, res) => {
-    const id = parseOrThrow(UserIdSchema, req.params.id, 'VALIDATION_FAILED', 'user id');
-    const { role } = parseOrThrow(RoleChangeSchema, req.body, 'VALIDATION_FAILED', 'role change');
+  app.put('/:id/role', jsonBody(), async (request, reply) => {
+    const id = parseOrThrow(UserIdSchema, (request.params as { id: string }).id, 'VALIDATION_FAILED', 'user id');
+    const { role } = parseOrThrow(RoleChangeSchema, request.body, 'VALIDATION_FAILED', 'role change');
     const user = await service.setRole(id, role);
-    res.setHeader('Cache-Control', 'no-store');
-    res.json(user);
+    reply.header('Cache-Control', 'no-store');
+    return sendJson(reply, user);
   });
-
-  return router;
 }
 
-/** A repeated query parameter is an error, not an array (as in the features routes). */
-function singleValued(query: Record<string, unknown>): Record<string, unknown> {
-  for (const [key, value] of Object.entries(query)) {
-    if (Array.isArray(value)) throw new AppError('INVALID_QUERY', `invalid query: ${key}: must be given once`, { fields: [{ field: key, message: 'must be given once' }] });
-  }
-  return query;
+/** /api/users as the client named it (Express' baseUrl). */
+function basePath(request: FastifyRequest): string {
+  const end = request.url.indexOf('?');
+  const path = end === -1 ? request.url : request.url.slice(0, end);
+  return path.endsWith('/') ? path.slice(0, -1) : path;
 }

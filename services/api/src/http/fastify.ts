@@ -1,0 +1,105 @@
+/**
+ * What every route plugin of the API shares on Fastify: the caller on the request, hooks typed for
+ * route options, the Vary helper, the 405 routes and the one way a text answer is sent.
+ */
+import fresh from 'fresh';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onSendAsyncHookHandler } from 'fastify';
+import type { Principal } from '../../../shared/principal.js';
+import { AppError } from '../../../shared/errors.js';
+import type { AssurancePolicy } from '../auth/assurance.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The caller, resolved once per request by the scope's authentication hook (auth/middleware.ts). */
+    principal: Principal | undefined;
+  }
+  interface FastifyContextConfig {
+    /** The detail of a 413 on this route, when it has words of its own (imports). */
+    tooLarge?: string;
+  }
+  interface FastifyInstance {
+    /** Which roles need a second factor for sensitive actions (auth/assurance.ts). */
+    assurance: AssurancePolicy;
+  }
+}
+
+/** A hook or a route's step before its handler: it throws an AppError to refuse. */
+export type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
+/** Adds `field` to the answer's Vary header (Origin by CORS, Accept by negotiation, Accept-Encoding by tiles). */
+export function addVary(reply: FastifyReply, field: string): void {
+  const current = reply.getHeader('vary');
+  if (current === undefined) {
+    reply.header('Vary', field);
+    return;
+  }
+  const fields = String(current).split(',').map((f) => f.trim());
+  if (!fields.some((f) => f.toLowerCase() === field.toLowerCase())) reply.header('Vary', `${fields.join(', ')}, ${field}`);
+}
+
+/** A text answer (stored JSON, HTML) of a media type, in UTF-8 as every text answer of the API. */
+export function sendText(reply: FastifyReply, type: string, text: string): FastifyReply {
+  return reply.type(`${type}; charset=utf-8`).send(text);
+}
+
+/** An object as JSON (what Express' res.json wrote). */
+export function sendJson(reply: FastifyReply, value: unknown): FastifyReply {
+  return sendText(reply, 'application/json', JSON.stringify(value));
+}
+
+const METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const;
+
+/**
+ * 405 with Allow for every method a path does not route: `allow` lists those it does (HEAD with GET).
+ * `message` words the detail as the path's plugin does.
+ */
+export function methodNotAllowed(app: FastifyInstance, urls: readonly string[], allow: string | ((url: string) => string), message?: (method: string, allow: string) => string): void {
+  for (const url of urls) {
+    const allowed = typeof allow === 'string' ? allow : allow(url);
+    const listed = new Set(allowed.split(',').map((m) => m.trim()));
+    const others = METHODS.filter((m) => !listed.has(m));
+    app.route({
+      method: others,
+      url,
+      handler: async (request) => {
+        throw new AppError('METHOD_NOT_ALLOWED', message ? message(request.method, allowed) : `${request.method} is not supported here; allowed: ${allowed}`, { headers: { Allow: allowed } });
+      },
+    });
+  }
+}
+
+/** Repeated query parameters (?limit=1&limit=2) are ambiguous: refuse them by name. */
+export function singleValued(query: unknown): Record<string, unknown> {
+  const record = (query ?? {}) as Record<string, unknown>;
+  for (const [key, value] of Object.entries(record)) {
+    if (Array.isArray(value)) throw new AppError('INVALID_QUERY', `invalid query: ${key}: must be given once`, { fields: [{ field: key, message: 'must be given once' }] });
+  }
+  return record;
+}
+
+/** The path parameter `name` (Fastify decodes it). */
+export function param(request: FastifyRequest, name: string): string {
+  return (request.params as Record<string, string>)[name] ?? '';
+}
+
+/** The request's header as one string (the first of repeated ones), as Express' req.get gave it. */
+export function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * Conditional GET for every answer that carries an ETag (an onSend hook of the app): a GET or HEAD
+ * whose If-None-Match (or If-Modified-Since) names the representation gets 304 without a body, as
+ * Express' res.send did — by the same rules (the `fresh` package: weak comparison, `*`, and a
+ * request's `Cache-Control: no-cache` asks for the whole answer).
+ */
+export const conditionalGet: onSendAsyncHookHandler = async (request, reply, payload) => {
+  if ((request.method !== 'GET' && request.method !== 'HEAD') || reply.statusCode < 200 || reply.statusCode >= 300) return payload;
+  const etag = reply.getHeader('etag');
+  if (etag === undefined) return payload;
+  if (!fresh(request.headers, { etag: String(etag), 'last-modified': reply.getHeader('last-modified') as string | undefined })) return payload;
+  reply.code(304);
+  for (const name of ['content-type', 'content-length', 'content-encoding', 'transfer-encoding']) reply.removeHeader(name);
+  return '';
+};
