@@ -1,11 +1,36 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { fromDatabaseError } from './errors.js';
 
 export type Db = pg.Pool;
 export type DbClient = pg.PoolClient;
 
 /** Anything that runs a query: the pool or a client inside a transaction. */
 export type Queryable = Pick<pg.Pool, 'query'>;
+
+/**
+ * One statement as every query module of the API returns it: values are always parameters, never
+ * spliced into the text.
+ */
+export interface Query {
+  text: string;
+  values: unknown[];
+  /** Rows as arrays rather than objects (pg's rowMode), for queries returning many rows. */
+  rowMode?: 'array';
+}
+
+/**
+ * Runs one statement on the pool or a transaction's client; a database failure leaves as the API's
+ * error (db/errors.ts: a conflict, invalid input, an unreachable database), anything else unchanged.
+ * The one way services run their queries.
+ */
+export async function query(db: Queryable, statement: Query): Promise<pg.QueryResult> {
+  try {
+    return await (statement.rowMode ? db.query({ text: statement.text, values: statement.values, rowMode: statement.rowMode }) : db.query(statement.text, statement.values));
+  } catch (error) {
+    throw fromDatabaseError(error) ?? error;
+  }
+}
 
 /**
  * Session settings of the API's own connections (not the worker's), sent in the startup packet so they
@@ -41,7 +66,8 @@ export function createPool(connectionString: string, options: { max?: number; lo
 
 /**
  * Run `work` in one transaction on one connection: everything commits together or nothing does.
- * `actor` becomes the transaction-local setting app.actor, which the history trigger records.
+ * `actor` becomes the transaction-local setting app.actor, which the history trigger records. A
+ * database failure leaves as the API's error, as from query().
  */
 export async function withTransaction<T>(db: Db, work: (client: DbClient) => Promise<T>, options: { actor?: string | null } = {}): Promise<T> {
   const client = await db.connect();
@@ -53,7 +79,7 @@ export async function withTransaction<T>(db: Db, work: (client: DbClient) => Pro
     return result;
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
+    throw fromDatabaseError(error) ?? error;
   } finally {
     client.release();
   }

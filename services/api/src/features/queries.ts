@@ -1,4 +1,5 @@
 import type { Bbox, Kategorie } from '../../../shared/features/schema.js';
+import type { Query } from '../db/pool.js';
 import { DECISION_JSON } from '../qc/queries.js';
 
 /**
@@ -6,12 +7,6 @@ import { DECISION_JSON } from '../qc/queries.js';
  * parameters, never spliced into the text. Postgres builds the GeoJSON itself (ST_AsGeoJSON,
  * json_build_object) and hands it over as text, so Node only forwards the bytes.
  */
-export interface Query {
-  text: string;
-  values: unknown[];
-  /** Rows as arrays rather than objects (pg's rowMode), for queries returning many rows. */
-  rowMode?: 'array';
-}
 
 /**
  * One row of features.features (alias f) as a GeoJSON Feature (json). Each row keeps this text ready

@@ -1,7 +1,7 @@
 import { assertMayUpdate } from '../auth/permissions.js';
 import type { Principal } from '../../../shared/principal.js';
-import { fromDatabaseError, invalidGeometry } from '../db/errors.js';
-import { withTransaction, type Db, type DbClient, type Queryable } from '../db/pool.js';
+import { invalidGeometry } from '../db/errors.js';
+import { query, withTransaction, type Db, type DbClient } from '../db/pool.js';
 import { AppError } from '../../../shared/errors.js';
 import * as sql from './queries.js';
 import type { FeatureInput, ListQuery } from '../../../shared/features/schema.js';
@@ -41,9 +41,9 @@ export interface FeatureServiceOptions {
 export function createFeatureService(db: Db, options: FeatureServiceOptions = {}) {
   const changed = options.onWrite ?? (() => undefined);
   return {
-    async list(query: ListQuery, after: string | undefined): Promise<FeaturePage> {
-      const limit = query.limit ?? DEFAULT_LIMIT;
-      const { rows } = await run(db, sql.listFeatures({ bbox: query.bbox, kategorie: query.kategorie, after, limit }));
+    async list(filter: ListQuery, after: string | undefined): Promise<FeaturePage> {
+      const limit = filter.limit ?? DEFAULT_LIMIT;
+      const { rows } = await query(db, sql.listFeatures({ bbox: filter.bbox, kategorie: filter.kategorie, after, limit }));
       const all = rows as unknown as Array<[id: string, featureJson: string]>;
       const hasMore = all.length > limit;
       const page = hasMore ? all.slice(0, limit) : all;
@@ -51,7 +51,7 @@ export function createFeatureService(db: Db, options: FeatureServiceOptions = {}
     },
 
     async get(id: string): Promise<FeatureDocument> {
-      const { rows } = await run(db, sql.getFeature(id));
+      const { rows } = await query(db, sql.getFeature(id));
       const row = rows[0] as { version: number; featureJson: string } | undefined;
       if (!row) throw notFound(id);
       return { version: row.version, json: row.featureJson };
@@ -59,7 +59,7 @@ export function createFeatureService(db: Db, options: FeatureServiceOptions = {}
 
     async create(principal: Principal, input: FeatureInput): Promise<FeatureDocument & { id: string }> {
       // One statement, so one implicit transaction: the actor, the topology check and the insert.
-      const { rows } = await run(db, sql.insertFeature(input.id, await valuesOf(input), principal.id));
+      const { rows } = await query(db, sql.insertFeature(input.id, await valuesOf(input), principal.id));
       const row = rows[0] as { id: string; version: number; featureJson: string };
       changed();
       return { id: row.id, version: row.version, json: row.featureJson };
@@ -77,8 +77,8 @@ export function createFeatureService(db: Db, options: FeatureServiceOptions = {}
         });
       }
       const values = await valuesOf(input);
-      const replaced = await transaction(db, principal, async (client) => {
-        const { rows: locked } = await run(client, sql.lockFeature(id, values));
+      const replaced = await withTransaction(db, async (client) => {
+        const { rows: locked } = await query(client, sql.lockFeature(id, values));
         const current = locked[0] as { version: number; createdBy: string | null; status: string; featureJson: string; unchanged: boolean } | undefined;
         if (!current) throw notFound(id);
         assertMayUpdate(principal, current.createdBy);
@@ -87,28 +87,28 @@ export function createFeatureService(db: Db, options: FeatureServiceOptions = {}
         if (current.unchanged) return { version: current.version, json: current.featureJson };
         await assertValidGeometry(client, values.geometryJson);
         // The history trigger (migration 014) stores the note with the version this update makes.
-        if (note) await run(client, sql.setEditNote(note));
-        const { rows } = await run(client, sql.replaceFeature(id, values));
+        if (note) await query(client, sql.setEditNote(note));
+        const { rows } = await query(client, sql.replaceFeature(id, values));
         const row = rows[0] as { version: number; featureJson: string };
         return { version: row.version, json: row.featureJson };
-      });
+      }, { actor: principal.id });
       changed();
       return replaced;
     },
 
     async remove(principal: Principal, id: string, expected: ExpectedVersion): Promise<void> {
-      await transaction(db, principal, async (client) => {
+      await withTransaction(db, async (client) => {
         const current = await lockOrThrow(client, id);
         assertPrecondition(expected, current.version);
         assertNotInQc(current.status);
-        await run(client, sql.deleteFeature(id));
-      });
+        await query(client, sql.deleteFeature(id));
+      }, { actor: principal.id });
       changed();
     },
 
     /** The versions and the exports' conflation decisions, each as JSON text, newest first. */
     async history(id: string): Promise<{ versionsJson: string; decisionsJson: string }> {
-      const { rows } = await run(db, sql.featureHistory(id));
+      const { rows } = await query(db, sql.featureHistory(id));
       const row = rows[0] as { versionsJson: string; decisionsJson: string; count: number };
       if (row.count === 0) {
         // No history at all: the feature never existed (a deleted one keeps its rows).
@@ -171,24 +171,10 @@ export function roundCoordinates<T>(coordinates: T): T {
   return coordinates;
 }
 
-async function run(db: Queryable, query: sql.Query) {
-  try {
-    return await (query.rowMode ? db.query({ text: query.text, values: query.values, rowMode: query.rowMode }) : db.query(query.text, query.values));
-  } catch (error) {
-    throw fromDatabaseError(error) ?? error;
-  }
-}
 
-async function transaction<T>(db: Db, principal: Principal, work: (client: DbClient) => Promise<T>): Promise<T> {
-  try {
-    return await withTransaction(db, work, { actor: principal.id });
-  } catch (error) {
-    throw fromDatabaseError(error) ?? error;
-  }
-}
 
 async function lockOrThrow(client: DbClient, id: string): Promise<{ version: number; createdBy: string | null; status: string }> {
-  const { rows } = await run(client, sql.lockFeature(id));
+  const { rows } = await query(client, sql.lockFeature(id));
   const row = rows[0] as { version: number; createdBy: string | null; status: string } | undefined;
   if (!row) throw notFound(id);
   return row;
@@ -207,7 +193,7 @@ function assertPrecondition(expected: ExpectedVersion, current: number): void {
 }
 
 async function assertValidGeometry(client: DbClient, geometryJson: string): Promise<void> {
-  const { rows } = await run(client, sql.checkGeometry(geometryJson));
+  const { rows } = await query(client, sql.checkGeometry(geometryJson));
   const row = rows[0] as { valid: boolean; reason: string };
   if (!row.valid) throw invalidGeometry(row.reason);
 }

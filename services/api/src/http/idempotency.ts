@@ -3,9 +3,8 @@ import type { FastifyReply, FastifyRequest, onResponseAsyncHookHandler, onSendAs
 import type { Logger } from 'pino';
 import { principalOf } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
-import { fromDatabaseError } from '../db/errors.js';
-import type { Db } from '../db/pool.js';
-import { getFeature, type Query } from '../features/queries.js';
+import { query as run, type Db, type Query } from '../db/pool.js';
+import { getFeature } from '../features/queries.js';
 import { etagOf } from '../features/service.js';
 import type { Hook } from './fastify.js';
 
@@ -277,10 +276,3 @@ function releaseKey(reservationId: string): Query {
   return { text: `DELETE FROM http.idempotency_keys WHERE id = $1::bigint AND response_status IS NULL`, values: [reservationId] };
 }
 
-async function run(db: Db, query: Query) {
-  try {
-    return await db.query(query.text, query.values);
-  } catch (error) {
-    throw fromDatabaseError(error) ?? error;
-  }
-}

@@ -1,4 +1,4 @@
-import type { Query } from '../features/queries.js';
+import type { Query } from '../db/pool.js';
 
 /**
  * The SQL of bulk imports (imports/service.ts). Rows travel as one JSON array per statement, so a chunk

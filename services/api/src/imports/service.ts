@@ -2,8 +2,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { AppError, type FieldError } from '../../../shared/errors.js';
 import { EDIT_NOTE_MAX, FeatureSchema, type FeatureInput } from '../../../shared/features/schema.js';
 import type { Principal } from '../../../shared/principal.js';
-import { fromDatabaseError } from '../db/errors.js';
-import { withTransaction, type Db } from '../db/pool.js';
+import { query, withTransaction, type Db } from '../db/pool.js';
 import { roundCoordinates } from '../features/service.js';
 import { fieldErrors } from '../http/validate.js';
 import { convert, type ConvertedFile, type SourceRow } from './convert.js';
@@ -92,10 +91,8 @@ export function createImportService(db: Db, options: { onWrite?: () => void } = 
       });
       const geometries = parsed.flatMap(({ input }, i) => (input ? [{ i, g: JSON.stringify({ type: input.geometry.type, coordinates: roundCoordinates(input.geometry.coordinates) }) }] : []));
       if (geometries.length > 0) {
-        const { rows } = await db.query<{ i: number; reason: string }>(sql.invalidGeometries(geometries)).catch((error: unknown) => {
-          throw fromDatabaseError(error) ?? error;
-        });
-        for (const { i, reason } of rows) {
+        const { rows } = await query(db, sql.invalidGeometries(geometries));
+        for (const { i, reason } of rows as Array<{ i: number; reason: string }>) {
           parsed[i]!.result.errors.push({ field: 'geometry', message: `is not a valid geometry: ${reason}` });
           delete parsed[i]!.input;
         }
@@ -141,21 +138,17 @@ export function createImportService(db: Db, options: { onWrite?: () => void } = 
         });
       }
       const note = noteFor(noteText, valid.length);
-      try {
-        await withTransaction(
-          db,
-          async (client) => {
-            await client.query(`SELECT set_config('app.edit_note', $1::text, true)`, [note]);
-            for (let start = 0; start < valid.length; start += CHUNK) {
-              await client.query(sql.insertRows(valid.slice(start, start + CHUNK).map((v) => v.values), principal.id));
-              await nextTurn();
-            }
-          },
-          { actor: principal.id },
-        );
-      } catch (error) {
-        throw fromDatabaseError(error) ?? error;
-      }
+      await withTransaction(
+        db,
+        async (client) => {
+          await client.query(`SELECT set_config('app.edit_note', $1::text, true)`, [note]);
+          for (let start = 0; start < valid.length; start += CHUNK) {
+            await client.query(sql.insertRows(valid.slice(start, start + CHUNK).map((v) => v.values), principal.id));
+            await nextTurn();
+          }
+        },
+        { actor: principal.id },
+      );
       options.onWrite?.();
       return { imported: valid.length, invalid: rejected.length, rejected: listed, note };
     },

@@ -1,4 +1,5 @@
-import { envelopesOf, listConditions, type Query } from '../features/queries.js';
+import type { Query } from '../db/pool.js';
+import { envelopesOf, listConditions } from '../features/queries.js';
 
 /**
  * A feature's GeoJSON as /api/features serves it: the text kept on its row at write time (migration

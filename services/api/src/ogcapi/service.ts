@@ -1,6 +1,6 @@
 import { fromDatabaseError } from '../db/errors.js';
-import type { Db } from '../db/pool.js';
-import { joinFeatures, type Query } from '../features/queries.js';
+import type { Db, Query } from '../db/pool.js';
+import { joinFeatures } from '../features/queries.js';
 import { AppError } from '../../../shared/errors.js';
 import type { Crs } from './crs.js';
 import { exactGeometry, filterEvaluationError, geometryToStorage, getFeatureIn, listPage, type OgcListFilter } from './queries.js';

@@ -1,5 +1,6 @@
 import type { Bbox } from '../../../shared/features/schema.js';
-import { FEATURE_JSON, type Query } from '../features/queries.js';
+import type { Query } from '../db/pool.js';
+import { FEATURE_JSON } from '../features/queries.js';
 import { CLAIM_JSON } from './claims-queries.js';
 
 /**

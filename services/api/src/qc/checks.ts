@@ -1,9 +1,7 @@
 import type { Principal } from '../../../shared/principal.js';
 import type { Bbox } from '../../../shared/features/schema.js';
 import { AppError } from '../../../shared/errors.js';
-import { fromDatabaseError } from '../db/errors.js';
-import { withTransaction, type Db, type Queryable } from '../db/pool.js';
-import type { Query } from '../features/queries.js';
+import { query, withTransaction, type Db } from '../db/pool.js';
 import { DEFAULT_THRESHOLDS, mySubmissions, reviewItem, type CheckThresholds } from './checks-queries.js';
 
 /**
@@ -26,7 +24,7 @@ export function createCheckService(db: Db, settings: CheckSettings = {}) {
       // cost estimate past the JIT threshold; compiling then takes seconds for a millisecond query.
       const { rows } = await withTransaction(db, async (client) => {
         await client.query(`SET LOCAL jit = off`);
-        return run(client, reviewItem(featureId, thresholds, settings.cityExtent));
+        return query(client, reviewItem(featureId, thresholds, settings.cityExtent));
       });
       const row = rows[0] as { json: string } | undefined;
       if (!row) throw new AppError('FEATURE_NOT_FOUND', `no feature with id ${featureId}`);
@@ -36,7 +34,7 @@ export function createCheckService(db: Db, settings: CheckSettings = {}) {
     /** The caller's submissions, the latest first, as a JSON array text. */
     async mine(principal: Principal, limit: number): Promise<string> {
       if (principal.id === null) throw new AppError('UNAUTHENTICATED', 'authentication required');
-      const { rows } = await run(db, mySubmissions(principal.id, limit));
+      const { rows } = await query(db, mySubmissions(principal.id, limit));
       return (rows[0] as { json: string }).json;
     },
   };
@@ -44,10 +42,3 @@ export function createCheckService(db: Db, settings: CheckSettings = {}) {
 
 export type CheckService = ReturnType<typeof createCheckService>;
 
-async function run(db: Queryable, query: Query) {
-  try {
-    return await db.query(query.text, query.values);
-  } catch (error) {
-    throw fromDatabaseError(error) ?? error;
-  }
-}

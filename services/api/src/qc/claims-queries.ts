@@ -1,4 +1,4 @@
-import type { Query } from '../features/queries.js';
+import type { Query } from '../db/pool.js';
 
 /**
  * The SQL of review claims (qc.claims, migration 008). Time is the database's (now() of the

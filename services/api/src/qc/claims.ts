@@ -1,8 +1,6 @@
 import type { Principal } from '../../../shared/principal.js';
 import { AppError } from '../../../shared/errors.js';
-import { fromDatabaseError } from '../db/errors.js';
-import { withTransaction, type Db, type Queryable } from '../db/pool.js';
-import type { Query } from '../features/queries.js';
+import { query, withTransaction, type Db, type Queryable } from '../db/pool.js';
 import * as sql from './claims-queries.js';
 
 /**
@@ -33,34 +31,34 @@ export function createClaimService(db: Db, options: { ttlSeconds?: number } = {}
     /** Claim or renew; 409 while someone else holds a live claim, 403 for the reviewer's own submission. */
     async claim(principal: Principal, featureId: string): Promise<Claim> {
       const holder = actorOf(principal);
-      return inTransaction(db, holder, async (client) => {
-        const { rows } = await run(client, sql.lockFeatureForClaim(featureId));
+      return withTransaction(db, async (client) => {
+        const { rows } = await query(client, sql.lockFeatureForClaim(featureId));
         const feature = rows[0] as { status: string; submittedBy: string | null } | undefined;
         if (!feature) throw new AppError('FEATURE_NOT_FOUND', `no feature with id ${featureId}`);
         if (feature.status !== 'in_qc') throw new AppError('INVALID_STATE', `the feature is ${feature.status}, not in_qc; only a submitted feature can be claimed for review`);
         if (principal.role !== 'admin' && feature.submittedBy === holder) {
           throw new AppError('FORBIDDEN', 'four-eyes rule: you submitted this feature, another reviewer (or an admin) must review it');
         }
-        const taken = await run(client, sql.takeClaim(featureId, holder, principal.name ?? null, ttlSeconds));
+        const taken = await query(client, sql.takeClaim(featureId, holder, principal.name ?? null, ttlSeconds));
         if (taken.rows[0]) return (taken.rows[0] as { claim: Claim }).claim;
-        const current = await run(client, sql.liveClaim(featureId));
+        const current = await query(client, sql.liveClaim(featureId));
         const claim = (current.rows[0] as { claim: Claim } | undefined)?.claim;
         // The row existed and was live when the upsert ran; it can only have vanished since by a
         // concurrent release or decision, so saying "try again" is the honest answer.
         if (!claim) throw new AppError('CONFLICT', 'the claim changed hands concurrently; try again');
         throw claimedBy(claim);
-      });
+      }, { actor: holder });
     },
 
     /** Release one's own claim (admins: anyone's). Releasing nothing is fine (204); another's live claim is 409. */
     async release(principal: Principal, featureId: string): Promise<void> {
       const holder = actorOf(principal);
-      const released = await run(db, sql.releaseClaim(featureId, holder, principal.role === 'admin'));
+      const released = await query(db, sql.releaseClaim(featureId, holder, principal.role === 'admin'));
       if (released.rowCount) return;
-      const current = await run(db, sql.liveClaim(featureId));
+      const current = await query(db, sql.liveClaim(featureId));
       const claim = (current.rows[0] as { claim: Claim } | undefined)?.claim;
       if (claim) throw claimedBy(claim);
-      const exists = await run(db, sql.featureStatus(featureId));
+      const exists = await query(db, sql.featureStatus(featureId));
       if (exists.rowCount === 0) throw new AppError('FEATURE_NOT_FOUND', `no feature with id ${featureId}`);
     },
 
@@ -69,7 +67,7 @@ export function createClaimService(db: Db, options: { ttlSeconds?: number } = {}
      * live claim by someone else blocks the decision. The decision itself ends the claim (trigger).
      */
     async assertMayDecide(client: Queryable, principal: Principal, featureId: string): Promise<void> {
-      const { rows } = await run(client, sql.liveClaim(featureId));
+      const { rows } = await query(client, sql.liveClaim(featureId));
       const claim = (rows[0] as { claim: Claim } | undefined)?.claim;
       if (claim && claim.holder !== principal.id) throw claimedBy(claim);
     },
@@ -88,18 +86,4 @@ function actorOf(principal: Principal): string {
   return principal.id;
 }
 
-async function run(db: Queryable, query: Query) {
-  try {
-    return await db.query(query.text, query.values);
-  } catch (error) {
-    throw fromDatabaseError(error) ?? error;
-  }
-}
 
-async function inTransaction<T>(db: Db, actor: string, work: (client: Queryable) => Promise<T>): Promise<T> {
-  try {
-    return await withTransaction(db, work, { actor });
-  } catch (error) {
-    throw fromDatabaseError(error) ?? error;
-  }
-}

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { AppError } from '../../../shared/errors.js';
 import type { Principal } from '../../../shared/principal.js';
-import { fromDatabaseError } from '../db/errors.js';
 import { withTransaction, type Db } from '../db/pool.js';
 import type { OsmConflationDecision, ScoredCandidate } from '../exports/conflation/osm.js';
 import type { WikibaseCandidate, WikibaseConflationDecision } from '../exports/conflation/wikibase.js';
@@ -32,48 +31,44 @@ export function createDecisionService(db: Db, options: { maxAttempts: number }) 
     async decide(principal: Principal, jobId: number, body: DecisionBody): Promise<string> {
       const actor = principal.id;
       if (actor === null) throw new AppError('UNAUTHENTICATED', 'authentication required');
-      try {
-        return await withTransaction(
-          db,
-          async (client) => {
-            const locked = await client.query(sql.lockJob(jobId).text, sql.lockJob(jobId).values);
-            const job = locked.rows[0] as { id: string; task: JobTask; status: string; featureId: string } | undefined;
-            if (!job) throw new AppError('NOT_FOUND', `no job with id ${jobId}`);
-            if (job.status !== 'needs_decision') throw new AppError('INVALID_STATE', `job ${jobId} is ${job.status}; only a job waiting for a decision (needs_decision) can be decided`);
-            const target = job.task === 'osm_export' ? 'osm' : 'wikibase';
-            const pending = await client.query(sql.latestDecision(jobId, target).text, sql.latestDecision(jobId, target).values);
-            const candidates = ((pending.rows[0] as { candidates: unknown[] } | undefined)?.candidates ?? []) as (ScoredCandidate | WikibaseCandidate)[];
-            const decidedBy = { id: actor, name: principal.name ?? null };
-            const why = body.comment?.trim() ? `: ${body.comment.trim()}` : '';
-            let decision: OsmConflationDecision | WikibaseConflationDecision;
-            let chosen: string | null = null;
-            if (body.choice === 'create') {
-              decision = { outcome: 'create', reason: `reviewer chose to create a new ${target === 'osm' ? 'element' : 'item'}${why}`, candidates: candidates as never[], decidedBy };
-            } else if ('type' in body.choice) {
-              const { type, id } = body.choice;
-              if (target !== 'osm') throw new AppError('VALIDATION_FAILED', 'this is a Wikibase export: choose {"itemId": "Q…"} or "create"');
-              if (!(candidates as ScoredCandidate[]).some((c) => c.type === type && c.id === id)) throw new AppError('VALIDATION_FAILED', `${type} ${id} is not one of the candidates of job ${jobId}`);
-              decision = { outcome: 'link', target: { type, id }, moveGeometry: body.moveGeometry, reason: `reviewer chose ${type} ${id}${body.moveGeometry ? ' and to move its geometry' : ''}${why}`, candidates: candidates as ScoredCandidate[], decidedBy };
-              chosen = `${type}/${id}`;
-            } else {
-              const { itemId } = body.choice;
-              if (target !== 'wikibase') throw new AppError('VALIDATION_FAILED', 'this is an OSM export: choose {"type", "id"} or "create"');
-              if (!(candidates as WikibaseCandidate[]).some((c) => c.itemId === itemId)) throw new AppError('VALIDATION_FAILED', `${itemId} is not one of the candidates of job ${jobId}`);
-              decision = { outcome: 'link', itemId, reason: `reviewer chose ${itemId}${why}`, candidates: candidates as WikibaseCandidate[], decidedBy };
-              chosen = itemId;
-            }
-            if (body.moveGeometry && (target !== 'osm' || body.choice === 'create')) throw new AppError('VALIDATION_FAILED', 'moveGeometry applies only when an OSM element is chosen');
-            await insertDecision(client, jobId, target, decision, chosen);
-            const requeue = sql.requeueJob(jobId, actor, options.maxAttempts);
-            await client.query(requeue.text, requeue.values);
-            const fresh = await client.query(sql.jobJson(jobId).text, sql.jobJson(jobId).values);
-            return (fresh.rows[0] as { json: string }).json;
-          },
-          { actor },
-        );
-      } catch (error) {
-        throw fromDatabaseError(error) ?? error;
-      }
+      return withTransaction(
+        db,
+        async (client) => {
+          const locked = await client.query(sql.lockJob(jobId).text, sql.lockJob(jobId).values);
+          const job = locked.rows[0] as { id: string; task: JobTask; status: string; featureId: string } | undefined;
+          if (!job) throw new AppError('NOT_FOUND', `no job with id ${jobId}`);
+          if (job.status !== 'needs_decision') throw new AppError('INVALID_STATE', `job ${jobId} is ${job.status}; only a job waiting for a decision (needs_decision) can be decided`);
+          const target = job.task === 'osm_export' ? 'osm' : 'wikibase';
+          const pending = await client.query(sql.latestDecision(jobId, target).text, sql.latestDecision(jobId, target).values);
+          const candidates = ((pending.rows[0] as { candidates: unknown[] } | undefined)?.candidates ?? []) as (ScoredCandidate | WikibaseCandidate)[];
+          const decidedBy = { id: actor, name: principal.name ?? null };
+          const why = body.comment?.trim() ? `: ${body.comment.trim()}` : '';
+          let decision: OsmConflationDecision | WikibaseConflationDecision;
+          let chosen: string | null = null;
+          if (body.choice === 'create') {
+            decision = { outcome: 'create', reason: `reviewer chose to create a new ${target === 'osm' ? 'element' : 'item'}${why}`, candidates: candidates as never[], decidedBy };
+          } else if ('type' in body.choice) {
+            const { type, id } = body.choice;
+            if (target !== 'osm') throw new AppError('VALIDATION_FAILED', 'this is a Wikibase export: choose {"itemId": "Q…"} or "create"');
+            if (!(candidates as ScoredCandidate[]).some((c) => c.type === type && c.id === id)) throw new AppError('VALIDATION_FAILED', `${type} ${id} is not one of the candidates of job ${jobId}`);
+            decision = { outcome: 'link', target: { type, id }, moveGeometry: body.moveGeometry, reason: `reviewer chose ${type} ${id}${body.moveGeometry ? ' and to move its geometry' : ''}${why}`, candidates: candidates as ScoredCandidate[], decidedBy };
+            chosen = `${type}/${id}`;
+          } else {
+            const { itemId } = body.choice;
+            if (target !== 'wikibase') throw new AppError('VALIDATION_FAILED', 'this is an OSM export: choose {"type", "id"} or "create"');
+            if (!(candidates as WikibaseCandidate[]).some((c) => c.itemId === itemId)) throw new AppError('VALIDATION_FAILED', `${itemId} is not one of the candidates of job ${jobId}`);
+            decision = { outcome: 'link', itemId, reason: `reviewer chose ${itemId}${why}`, candidates: candidates as WikibaseCandidate[], decidedBy };
+            chosen = itemId;
+          }
+          if (body.moveGeometry && (target !== 'osm' || body.choice === 'create')) throw new AppError('VALIDATION_FAILED', 'moveGeometry applies only when an OSM element is chosen');
+          await insertDecision(client, jobId, target, decision, chosen);
+          const requeue = sql.requeueJob(jobId, actor, options.maxAttempts);
+          await client.query(requeue.text, requeue.values);
+          const fresh = await client.query(sql.jobJson(jobId).text, sql.jobJson(jobId).values);
+          return (fresh.rows[0] as { json: string }).json;
+        },
+        { actor },
+      );
     },
   };
 }

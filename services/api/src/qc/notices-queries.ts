@@ -1,4 +1,4 @@
-import type { Query } from '../features/queries.js';
+import type { Query } from '../db/pool.js';
 
 /** The SQL of contributor notices and QC comment threads (migration 022). */
 

@@ -2,9 +2,7 @@ import { z } from 'zod';
 import { AppError } from '../../../shared/errors.js';
 import { storableText } from '../../../shared/features/schema.js';
 import type { Principal } from '../../../shared/principal.js';
-import { fromDatabaseError } from '../db/errors.js';
-import type { Db, Queryable } from '../db/pool.js';
-import type { Query } from '../features/queries.js';
+import { query, type Db, type Queryable } from '../db/pool.js';
 import * as sql from './notices-queries.js';
 
 /**
@@ -25,7 +23,7 @@ const COMMENTS_LIMIT = 500;
 
 /** Inside a decision's transaction: the notice for the feature's submitter. */
 export async function noticeOfDecision(client: Queryable, notice: Parameters<typeof sql.insertNotice>[0]): Promise<void> {
-  await run(client, sql.insertNotice(notice));
+  await query(client, sql.insertNotice(notice));
 }
 
 export function createNoticeService(db: Db) {
@@ -33,22 +31,22 @@ export function createNoticeService(db: Db) {
     /** The caller's notices, newest first, and the unread count. */
     async mine(principal: Principal): Promise<string> {
       const id = signedIn(principal);
-      const { rows } = await run(db, sql.noticesOf(id, NOTICES_LIMIT));
+      const { rows } = await query(db, sql.noticesOf(id, NOTICES_LIMIT));
       const row = rows[0] as { itemsJson: string; unread: number };
       return `{"items":${row.itemsJson},"unread":${row.unread}}`;
     },
 
     async markRead(principal: Principal): Promise<void> {
-      await run(db, sql.markNoticesRead(signedIn(principal)));
+      await query(db, sql.markNoticesRead(signedIn(principal)));
     },
 
     async comments(featureId: string): Promise<string> {
-      const { rows } = await run(db, sql.commentsOf(featureId, COMMENTS_LIMIT));
+      const { rows } = await query(db, sql.commentsOf(featureId, COMMENTS_LIMIT));
       return `{"items":${(rows[0] as { itemsJson: string }).itemsJson}}`;
     },
 
     async addComment(principal: Principal, featureId: string, body: string): Promise<string> {
-      const { rows } = await run(db, sql.insertComment(featureId, signedIn(principal), principal.name ?? null, body.trim()));
+      const { rows } = await query(db, sql.insertComment(featureId, signedIn(principal), principal.name ?? null, body.trim()));
       const row = rows[0] as { json: string } | undefined;
       if (!row) throw new AppError('FEATURE_NOT_FOUND', `no feature with id ${featureId}`);
       return row.json;
@@ -63,10 +61,3 @@ function signedIn(principal: Principal): string {
   return principal.id;
 }
 
-async function run(db: Queryable, query: Query) {
-  try {
-    return await db.query(query.text, query.values);
-  } catch (error) {
-    throw fromDatabaseError(error) ?? error;
-  }
-}

@@ -1,4 +1,4 @@
-import type { Query } from '../features/queries.js';
+import type { Query } from '../db/pool.js';
 import type { JobStatus, JobTask, QcAction, QcStatus } from './states.js';
 
 /**

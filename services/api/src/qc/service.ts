@@ -1,7 +1,5 @@
 import type { Principal } from '../../../shared/principal.js';
-import { fromDatabaseError } from '../db/errors.js';
-import { withTransaction, type Db, type DbClient, type Queryable } from '../db/pool.js';
-import type { Query } from '../features/queries.js';
+import { query, withTransaction, type Db, type Queryable } from '../db/pool.js';
 import { AppError } from '../../../shared/errors.js';
 import * as sql from './queries.js';
 import { noticeOfDecision } from './notices.js';
@@ -41,8 +39,8 @@ export function createQcService(db: Db, options: QcServiceOptions) {
   async function transition(principal: Principal, action: QcAction, featureId: string, comment: string | null): Promise<TransitionResult> {
     const actor = principal.id;
     if (actor === null) throw new AppError('UNAUTHENTICATED', 'authentication required');
-    return inTransaction(db, actor, async (client) => {
-      const { rows } = await run(client, sql.lockForTransition(featureId));
+    return withTransaction(db, async (client) => {
+      const { rows } = await query(client, sql.lockForTransition(featureId));
       const current = rows[0] as { status: QcStatus; version: number; snapshot: unknown; submittedBy: string | null } | undefined;
       if (!current) throw new AppError('FEATURE_NOT_FOUND', `no feature with id ${featureId}`);
       if (!ALLOWED_FROM[action].includes(current.status)) {
@@ -53,11 +51,11 @@ export function createQcService(db: Db, options: QcServiceOptions) {
       }
       if (action !== 'submit') await options.beforeDecision?.(client, principal, featureId);
       const to = TARGET_STATUS[action];
-      const updated = await run(client, sql.setStatus(featureId, current.status, to));
+      const updated = await query(client, sql.setStatus(featureId, current.status, to));
       if (updated.rowCount !== 1) throw new AppError('INVALID_STATE', stateMessage(action, current.status));
       // The transition and its side effects (the outbox rows the worker's relay queues) in one
       // statement: same transaction, one round trip.
-      const inserted = await run(
+      const inserted = await query(
         client,
         sql.insertTransitionWithJobs(
           {
@@ -80,7 +78,7 @@ export function createQcService(db: Db, options: QcServiceOptions) {
       if (action !== 'submit') await noticeOfDecision(client, { featureId, transitionId: transitionRow.id, action, reason: comment, actor, actorName: principal.name ?? null, recipient: current.submittedBy });
       const jobs: TransitionResult['jobs'] = transitionRow.jobs.map((r) => ({ id: Number(r.id), task: r.task }));
       return { featureId, status: to, version: current.version, transition: transitionRow.json, jobs };
-    });
+    }, { actor });
   }
 
   return {
@@ -89,32 +87,32 @@ export function createQcService(db: Db, options: QcServiceOptions) {
     reject: (principal: Principal, featureId: string, reason: string) => transition(principal, 'reject', featureId, reason),
 
     async queue(limit: number): Promise<string> {
-      const { rows } = await run(db, sql.reviewQueue(limit));
+      const { rows } = await query(db, sql.reviewQueue(limit));
       return (rows[0] as { itemsJson: string }).itemsJson;
     },
 
     async queueCount(): Promise<number> {
-      const { rows } = await run(db, sql.queueCount());
+      const { rows } = await query(db, sql.queueCount());
       return (rows[0] as { count: number }).count;
     },
 
     async reviews(featureId: string): Promise<string> {
-      const exists = await run(db, sql.featureExists(featureId));
+      const exists = await query(db, sql.featureExists(featureId));
       if (exists.rowCount === 0) throw new AppError('FEATURE_NOT_FOUND', `no feature with id ${featureId}`);
-      const { rows } = await run(db, sql.featureReviews(featureId));
+      const { rows } = await query(db, sql.featureReviews(featureId));
       return (rows[0] as { json: string }).json;
     },
 
     async jobs(statuses: readonly JobStatus[], task: JobTask | undefined, limit: number): Promise<string> {
-      const { rows } = await run(db, sql.listJobs(statuses, task, limit));
+      const { rows } = await query(db, sql.listJobs(statuses, task, limit));
       return (rows[0] as { json: string }).json;
     },
 
     /** An admin re-runs a finished job that needs a person: conflict, failed or skipped. */
     async rerun(principal: Principal, jobId: number): Promise<string> {
       const admin = principal.id ?? 'admin';
-      return inTransaction(db, admin, async (client) => {
-        const { rows } = await run(client, sql.lockJob(jobId));
+      return withTransaction(db, async (client) => {
+        const { rows } = await query(client, sql.lockJob(jobId));
         const job = rows[0] as { id: string; task: JobTask; status: JobStatus; featureId: string; version: number; latestApprovedVersion: number | null } | undefined;
         if (!job) throw new AppError('NOT_FOUND', `no job with id ${jobId}`);
         if (!(RERUNNABLE_JOB_STATUSES as readonly string[]).includes(job.status)) {
@@ -124,10 +122,10 @@ export function createQcService(db: Db, options: QcServiceOptions) {
           // Exporting an older version would overwrite the newer approval on the remote side.
           throw new AppError('INVALID_STATE', `job ${jobId} exports version ${job.version}, but version ${job.latestApprovedVersion} was approved since; re-run that export instead`);
         }
-        await run(client, sql.requeueJob(jobId, admin, options.maxAttempts));
-        const fresh = await run(client, sql.jobJson(jobId));
+        await query(client, sql.requeueJob(jobId, admin, options.maxAttempts));
+        const fresh = await query(client, sql.jobJson(jobId));
         return (fresh.rows[0] as { json: string }).json;
-      });
+      }, { actor: admin });
     },
   };
 }
@@ -139,18 +137,4 @@ function stateMessage(action: QcAction, status: QcStatus): string {
   return `the feature is ${status}, not in_qc; only a submitted feature can be ${action === 'approve' ? 'approved' : 'rejected'}`;
 }
 
-async function run(db: Queryable, query: Query) {
-  try {
-    return await db.query(query.text, query.values);
-  } catch (error) {
-    throw fromDatabaseError(error) ?? error;
-  }
-}
 
-async function inTransaction<T>(db: Db, actor: string, work: (client: DbClient) => Promise<T>): Promise<T> {
-  try {
-    return await withTransaction(db, work, { actor });
-  } catch (error) {
-    throw fromDatabaseError(error) ?? error;
-  }
-}

@@ -1,6 +1,7 @@
 import type { Bbox } from '../../../shared/features/schema.js';
 import { TILE_DETAIL_MIN_ZOOM } from '../../../shared/tiles.js';
-import { listConditions, type Query } from '../features/queries.js';
+import type { Query } from '../db/pool.js';
+import { listConditions } from '../features/queries.js';
 
 /**
  * The SQL of the vector tiles: one Mapbox Vector Tile (layer `features`) per z/x/y in Web Mercator,
