@@ -60,6 +60,14 @@ export interface CaddyfileInput {
    * loopback can be driven by Host header. Production leaves it unset.
    */
   plainHttpPort?: number;
+  /**
+   * Behind a front that terminates TLS (the Kubernetes target's Ingress, docs/infra.md "Kubernetes"):
+   * plain HTTP on `port`, no ACME, no admin endpoint, and the client address read from X-Forwarded-For,
+   * believed only when the connection comes from `trustedProxies` (the ingress controller's pods; the
+   * edge's NetworkPolicy admits nothing else). The internal-range check then tests that address
+   * (`client_ip`, Caddy 2.7+) instead of the TCP peer, which is the ingress controller.
+   */
+  behindTlsFront?: { port: number; trustedProxies: string[] };
 }
 
 /**
@@ -136,13 +144,20 @@ export function renderCaddyfile(input: CaddyfileInput): string {
     `\temail ${assertSafeToken(input.acmeEmail, 'ACME e-mail')}`,
   ];
   if (input.plainHttpPort !== undefined) lines.push('\tauto_https off', '\tadmin off');
+  const front = input.behindTlsFront;
+  if (front) {
+    const proxies = front.trustedProxies.map((c) => assertSafeToken(c, 'CIDR')).join(' ');
+    lines.push('\tauto_https off', '\tadmin off', '\tservers {', `\t\ttrusted_proxies static ${proxies}`, '\t\tclient_ip_headers X-Forwarded-For', '\t}');
+  }
   lines.push('}');
+  const clientMatcher = front ? 'client_ip' : 'remote_ip';
   const seen = new Set<string>();
   for (const route of input.routes) {
     const domain = assertSafeToken(route.domain.toLowerCase(), 'domain');
     if (seen.has(domain)) throw new Error(`duplicate proxy domain ${domain}`);
     seen.add(domain);
-    const address = input.plainHttpPort === undefined ? domain : `http://${domain}:${input.plainHttpPort}`;
+    const plainPort = front?.port ?? input.plainHttpPort;
+    const address = plainPort === undefined ? domain : `http://${domain}:${plainPort}`;
     const guarded = ['/admin*', ...(route.internalOnlyPaths ?? [])].map((p) => assertSafeToken(p, 'path'));
     lines.push(
       '',
@@ -152,7 +167,7 @@ export function renderCaddyfile(input: CaddyfileInput): string {
       // Written out per site (not a snippet with {args[:]}, which Caddy < 2.7 does not expand).
       '\t@outside_internal_range {',
       `\t\tpath ${guarded.join(' ')}`,
-      `\t\tnot remote_ip ${cidrs}`,
+      `\t\tnot ${clientMatcher} ${cidrs}`,
       '\t}',
       '\trespond @outside_internal_range "Forbidden" 403',
       ...(route.forwardAuth ? forwardAuthLines(route.forwardAuth, guarded.slice(1)) : []),

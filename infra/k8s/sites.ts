@@ -1,0 +1,423 @@
+import * as k8s from '@pulumi/kubernetes';
+import * as pulumi from '@pulumi/pulumi';
+import { readFileSync } from 'node:fs';
+import { isPreviewTarget } from '../config.js';
+import { destinationOf } from '../egress/proxy.js';
+import { ENTRY_POINTS, NODE_IMAGE } from '../images.js';
+import { siteSettings, UPSTREAMS } from '../routes.js';
+import { LIMITS } from '../stack/common.js';
+import { stackTargets, type StackTarget } from '../stack/targets.js';
+import { allow, container, environmentSecret, INTERNET, labels, NODE_UID, PART_OF, podSpec, type K8sContext, type Peer } from './common.js';
+import type { K8sImages } from './images.js';
+import type { K8sPlatform } from './stack.js';
+
+/**
+ * Sites on Kubernetes: one Deployment per deploy target, the builds, and the deployment webhook, with
+ * the trust boundaries of infra/stack/sites.ts drawn with namespaces, NetworkPolicies and a node pool.
+ *
+ * Per target (names from infra/stack/targets.ts, so both targets call a site the same):
+ *   site-<dp>   a Deployment and a Service in <prefix>-sites (main, develop) or, for a preview target
+ *               (team code), in <prefix>-preview: no service-account token (the namespace's default
+ *               account has none either), the target's uid, a read-only root, no capabilities;
+ *               reached only by the edge, on the target's port; reaching only DNS and the public
+ *               entrance (the ingress controller), like a browser. Preview pods run only on the node
+ *               pool tainted `<previewTaintKey>=true:NoSchedule`, which no platform pod tolerates.
+ *   build-<dp>  the Job template of one deploy (a ConfigMap the webhook's deploy driver instantiates
+ *               with the commit): in <prefix>-builds, on the tainted pool, three steps in one pod,
+ *               each with only what it needs:
+ *                 fetch    (init) our deploy script's clone of the commit, with the git credential;
+ *                 build    (init) `npm ci && npm run build` of the team's code as the target's build
+ *                          uid, no credential at all, reaching only the package registry through the
+ *                          egress proxy, with a deadline (activeDeadlineSeconds);
+ *                 publish  `crane append`: the built release as one layer on the pinned Node image,
+ *                          pushed as <registry>/site-<dp>:<commit>; nothing privileged, no BuildKit,
+ *                          no daemon: a registry API client with the target's push credential.
+ *               The deploy is then `site-<dp>`'s image set to that reference (a rolling update).
+ * Shared:
+ *   egress      the builds' only way out, as on Docker (infra/egress): the package registry and the
+ *               image registry open, the git hosts only with the credential;
+ *   webhook     verifies pushes and queues deploys; its service account may create Jobs in the builds
+ *               namespace and patch the site Deployments by name, nothing else. Its queue and journal
+ *               are still in the process and on a volume (one replica, Recreate) until they move to
+ *               PostgreSQL (issue 30, the services' part).
+ */
+
+export const SITE_HOST = '0.0.0.0';
+/** crane (go-containerregistry), the publish step: a registry client, no daemon. */
+export const CRANE_IMAGE = 'gcr.io/go-containerregistry/crane:v0.20.2';
+/** Where a release lives inside a site image (the layer `publish` appends). */
+export const RELEASE_DIR = '/srv/site';
+/** The webhook's deploy driver on this target: hands a deploy to the Kubernetes API (see above). */
+export const K8S_DEPLOY_DRIVER = '/usr/local/bin/k8s-deploy';
+/** The Secret (type dockerconfigjson) with the target's push credential, one per target, created by the operator. */
+export const pushSecretOf = (t: StackTarget) => `registry-push-${t.siteHost.replace(/^site-/, '')}`;
+const BUILD_DEADLINE_SECONDS = 840;
+const STATE_DIR = '/var/lib/webhook';
+const TARGETS_FILE = '/etc/geodata/targets.yaml';
+
+export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8sImages) {
+  const { cfg, secrets, ns, k8s: settings } = ctx;
+  const targets = stackTargets(cfg.targets, cfg.sitesSubnet);
+  const namespaceOf = (t: StackTarget) => (isPreviewTarget(t.target) ? ns.preview : ns.sites);
+  const ingressController: Peer = { namespace: settings.ingressNamespace };
+  const { namespaces } = platform.namespaces;
+
+  // The untrusted namespaces' default service account carries no token either, whatever creates a pod there.
+  const tokenless = [ns.preview, ns.builds].map(
+    (namespace) =>
+      new k8s.core.v1.ServiceAccountPatch(
+        `default-sa-${namespace}`,
+        { metadata: { name: 'default', namespace, annotations: { 'pulumi.com/patchForce': 'true' } }, automountServiceAccountToken: false },
+        { dependsOn: [namespaces.preview, namespaces.builds] },
+      ),
+  );
+  // What team code may use at once, per namespace: a runaway build or site cannot take the pool.
+  const quotas = [ns.preview, ns.builds].map(
+    (namespace) =>
+      new k8s.core.v1.ResourceQuota(
+        `untrusted-${namespace}`,
+        {
+          metadata: { name: 'untrusted', namespace, labels: PART_OF },
+          spec: { hard: { pods: '40', 'limits.cpu': '16', 'limits.memory': '32Gi', 'requests.storage': '0', persistentvolumeclaims: '0', 'services.loadbalancers': '0', 'services.nodeports': '0' } },
+        },
+        { dependsOn: [namespaces.preview, namespaces.builds] },
+      ),
+  );
+
+  const perTarget = targets.map((t) => {
+    const namespace = namespaceOf(t);
+    const untrusted = isPreviewTarget(t.target);
+    const name = t.siteHost;
+    const port = t.target.port;
+    const siteLabels = labels(name, { 'geodata.example.org/target': t.target.deployPath, 'geodata.example.org/runs': 'team-code' });
+    const entry = `${RELEASE_DIR}/${t.target.siteDir ? `${t.target.siteDir}/` : ''}dist/server/entry.mjs`;
+    const env = environmentSecret(name, namespace, {
+      NODE_ENV: 'production',
+      HOST: SITE_HOST,
+      PORT: String(port),
+      HOME: '/tmp',
+      // The site's own settings (the web app's API and sign-in URLs), as the Docker supervisor passes them.
+      ...siteSettings(cfg.domains, t.target, cfg.parentDomain),
+    });
+    const deployment = new k8s.apps.v1.Deployment(
+      name,
+      {
+        metadata: {
+          name,
+          namespace,
+          labels: siteLabels,
+          annotations: {
+            // A target runs no pod until its first deploy published an image; then the deploy driver sets the
+            // image and these replicas. `pulumi up` waits for neither.
+            'pulumi.com/skipAwait': 'true',
+            'geodata.example.org/replicas': String(untrusted ? 1 : settings.siteReplicas),
+          },
+        },
+        spec: {
+          replicas: 0,
+          selector: { matchLabels: { 'app.kubernetes.io/name': name } },
+          template: {
+            metadata: { labels: siteLabels, annotations: { 'geodata.example.org/environment-sha256': env.checksum } },
+            spec: podSpec({
+              ctx,
+              untrusted,
+              containers: [
+                {
+                  // A placeholder until the first deploy: the pinned Node image the site images are built on.
+                  ...container({ name: 'site', image: NODE_IMAGE, limits: LIMITS.site, uid: t.siteUid, envSecret: env.name, ports: [{ name: 'http', port }], probe: { tcp: port } }),
+                  command: ['node', entry],
+                  workingDir: RELEASE_DIR,
+                },
+              ],
+            }),
+          },
+        },
+      },
+      // Each deploy sets the image and the replicas (the webhook's driver); `pulumi up` keeps what it set.
+      { dependsOn: [env.secret, namespaces.sites, namespaces.preview], ignoreChanges: ['spec.template.spec.containers[0].image', 'spec.replicas'] },
+    );
+    const service = new k8s.core.v1.Service(name, {
+      metadata: { name, namespace, labels: siteLabels },
+      spec: { selector: { 'app.kubernetes.io/name': name }, ports: [{ name: 'http', port, targetPort: port, protocol: 'TCP' }] },
+    });
+    const policy = allow(name, namespace, { 'app.kubernetes.io/name': name }, {
+      ingress: [{ peers: [{ pods: 'edge', namespace: ns.platform }], ports: [port] }],
+      // The API (and for a platform site Kratos) by their public names, through the entrance like a browser.
+      egress: [{ peers: [ingressController], ports: [80, 443] }],
+    });
+    const buildJob = buildJobTemplate(ctx, t, images);
+    const template = new k8s.core.v1.ConfigMap(`build-${t.target.deployPath}`, {
+      metadata: { name: `build-${name.replace(/^site-/, '')}`, namespace: ns.builds, labels: labels('build', { 'geodata.example.org/target': t.target.deployPath }) },
+      data: { 'job.json': JSON.stringify(buildJob, null, 2) },
+    });
+    return { t, namespace, deployment, service, policy, buildJob, template };
+  });
+
+  // The builds' way out: the egress proxy (infra/egress), in the builds namespace.
+  const gitHosts = [...new Set(cfg.targets.map((t) => destinationOf(t.repo)).filter((d): d is string => d !== undefined))];
+  const open = [destinationOf(cfg.npmRegistry), `${settings.registry.split('/')[0]}:443`].filter((d): d is string => d !== undefined);
+  const egressEnv = environmentSecret('egress', ns.builds, {
+    NODE_ENV: 'production',
+    EGRESS_PORT: String(UPSTREAMS.egress.port),
+    EGRESS_OPEN: open.join(','),
+    EGRESS_WITH_CREDENTIAL: gitHosts.join(','),
+    EGRESS_GIT_TOKEN: secrets.egressGitToken,
+    LOG_LEVEL: cfg.logLevel,
+  });
+  const egress = new k8s.apps.v1.Deployment(
+    'egress',
+    {
+      metadata: { name: 'egress', namespace: ns.builds, labels: labels('egress') },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { 'app.kubernetes.io/name': 'egress' } },
+        template: {
+          metadata: { labels: labels('egress'), annotations: { 'geodata.example.org/environment-sha256': egressEnv.checksum } },
+          // The proxy is platform code, but it lives where the builds are: on their pool, in their namespace.
+          spec: podSpec({
+            ctx,
+            untrusted: true,
+            containers: [
+              container({
+                name: 'egress',
+                image: images.project.webhook,
+                limits: LIMITS.egress,
+                uid: NODE_UID,
+                command: [...ENTRY_POINTS.egress],
+                envSecret: egressEnv.name,
+                ports: [{ name: 'proxy', port: UPSTREAMS.egress.port }],
+                probe: { path: '/health', port: UPSTREAMS.egress.port },
+              }),
+            ],
+          }),
+        },
+      },
+    },
+    { dependsOn: [egressEnv.secret, namespaces.builds] },
+  );
+  const egressService = new k8s.core.v1.Service('egress', {
+    metadata: { name: 'egress', namespace: ns.builds, labels: labels('egress') },
+    spec: { selector: { 'app.kubernetes.io/name': 'egress' }, ports: [{ name: 'proxy', port: UPSTREAMS.egress.port, targetPort: UPSTREAMS.egress.port, protocol: 'TCP' }] },
+  });
+
+  // The webhook: verifies pushes, queues deploys, hands each to the deploy driver.
+  const webhookAccount = new k8s.core.v1.ServiceAccount('webhook', {
+    metadata: { name: 'webhook', namespace: ns.platform, labels: labels('webhook') },
+    automountServiceAccountToken: false,
+  });
+  const rbac = [
+    role(ns.builds, 'webhook-builds', [
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'list', 'watch', 'delete'] },
+      { apiGroups: [''], resources: ['pods', 'pods/log'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['get'], resourceNames: perTarget.map((p) => `build-${p.t.siteHost.replace(/^site-/, '')}`) },
+    ]),
+    ...[ns.sites, ns.preview].map((namespace) =>
+      role(namespace, 'webhook-deploy', [
+        {
+          apiGroups: ['apps'],
+          resources: ['deployments'],
+          verbs: ['get', 'patch'],
+          resourceNames: perTarget.filter((p) => p.namespace === namespace).map((p) => p.t.siteHost),
+        },
+      ]),
+    ),
+  ].map(({ name, namespace, role: r }) => ({
+    role: r,
+    binding: new k8s.rbac.v1.RoleBinding(`${name}-${namespace}`, {
+      metadata: { name, namespace, labels: PART_OF },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+      subjects: [{ kind: 'ServiceAccount', name: 'webhook', namespace: ns.platform }],
+    }),
+  }));
+
+  // The same variables as the Docker webhook, but the deploy script: here the Kubernetes deploy driver.
+  const webhookValues = pulumi
+    .all([
+      secrets.webhookPreviousSecrets,
+      pulumi.output({
+        NODE_ENV: 'production',
+        DEPLOY_ISOLATION: 'none',
+        DEPLOY_SCRIPT: K8S_DEPLOY_DRIVER,
+        DEPLOY_TIMEOUT_SECONDS: '900',
+        WEBHOOK_PORT: String(UPSTREAMS.webhook.port),
+        WEBHOOK_HOST: '0.0.0.0',
+        WEBHOOK_TRUST_PROXY: 'uniquelocal',
+        TARGETS_FILE,
+        DEPLOY_ROOT: `${STATE_DIR}/deploys`,
+        WEBHOOK_STATE_DIR: STATE_DIR,
+        WEBHOOK_ADMIN_TOKEN: secrets.webhookAdminToken,
+        LOG_LEVEL: cfg.logLevel,
+        // The driver's addresses: where the Job templates are, where each site runs.
+        K8S_BUILDS_NAMESPACE: ns.builds,
+        K8S_SITES_NAMESPACE: ns.sites,
+        K8S_PREVIEW_NAMESPACE: ns.preview,
+        ...secrets.webhookTargetSecrets,
+      }),
+    ])
+    .apply(([previous, current]): Record<string, string> => ({ ...current, ...previous }));
+  const webhookEnv = environmentSecret('webhook', ns.platform, webhookValues);
+  const targetsFile = new k8s.core.v1.ConfigMap('webhook-targets', {
+    metadata: { name: 'webhook-targets', namespace: ns.platform, labels: labels('webhook') },
+    data: { 'targets.yaml': readFileSync(cfg.targetsFile, 'utf8') },
+  });
+  const webhookState = new k8s.core.v1.PersistentVolumeClaim('webhook-state', {
+    metadata: { name: 'webhook-state', namespace: ns.platform, labels: labels('webhook') },
+    spec: { accessModes: ['ReadWriteOnce'], ...(settings.storageClass ? { storageClassName: settings.storageClass } : {}), resources: { requests: { storage: '1Gi' } } },
+  });
+  const webhook = new k8s.apps.v1.Deployment(
+    'webhook',
+    {
+      metadata: { name: 'webhook', namespace: ns.platform, labels: labels('webhook') },
+      spec: {
+        // One, and never two at once: the queue and the journal are still the process's and its volume's.
+        replicas: 1,
+        strategy: { type: 'Recreate' },
+        selector: { matchLabels: { 'app.kubernetes.io/name': 'webhook' } },
+        template: {
+          metadata: { labels: labels('webhook'), annotations: { 'geodata.example.org/environment-sha256': webhookEnv.checksum } },
+          spec: podSpec({
+            ctx,
+            fsGroup: NODE_UID,
+            serviceAccount: { name: webhookAccount.metadata.name, why: 'the deploy driver creates build Jobs and sets the site images (Roles webhook-builds, webhook-deploy)' },
+            containers: [
+              container({
+                name: 'webhook',
+                image: images.project.webhook,
+                limits: LIMITS.webhook,
+                uid: NODE_UID,
+                envSecret: webhookEnv.name,
+                ports: [{ name: 'http', port: UPSTREAMS.webhook.port }],
+                probe: { path: '/health', port: UPSTREAMS.webhook.port },
+                volumeMounts: [
+                  { name: 'state', mountPath: STATE_DIR },
+                  { name: 'targets', mountPath: '/etc/geodata', readOnly: true },
+                ],
+              }),
+            ],
+            volumes: [
+              { name: 'state', persistentVolumeClaim: { claimName: webhookState.metadata.name } },
+              { name: 'targets', configMap: { name: targetsFile.metadata.name } },
+            ],
+          }),
+        },
+      },
+    },
+    { dependsOn: [webhookEnv.secret, ...rbac.map((r) => r.binding)] },
+  );
+  const webhookService = new k8s.core.v1.Service('webhook', {
+    metadata: { name: 'webhook', namespace: ns.platform, labels: labels('webhook') },
+    spec: { selector: { 'app.kubernetes.io/name': 'webhook' }, ports: [{ name: 'http', port: UPSTREAMS.webhook.port, targetPort: UPSTREAMS.webhook.port, protocol: 'TCP' }] },
+  });
+
+  const buildPods = { 'geodata.example.org/role': 'build' };
+  const policies = [
+    ...perTarget.map((p) => p.policy),
+    allow('webhook', ns.platform, { 'app.kubernetes.io/name': 'webhook' }, {
+      ingress: [{ peers: [{ pods: 'edge' }], ports: [UPSTREAMS.webhook.port] }],
+      egress: [{ peers: [{ cidrs: settings.apiServerCidrs }], ports: [443, 6443] }],
+    }),
+    allow('builds', ns.builds, buildPods, { ingress: [], egress: [{ peers: [{ pods: 'egress' }], ports: [UPSTREAMS.egress.port] }] }),
+    allow('egress', ns.builds, { 'app.kubernetes.io/name': 'egress' }, {
+      ingress: [{ peers: [{ pods: buildPods }], ports: [UPSTREAMS.egress.port] }],
+      egress: [{ peers: [INTERNET], ports: [443] }],
+    }),
+  ];
+
+  return {
+    sites: perTarget,
+    workloads: { webhook, egress, ...Object.fromEntries(perTarget.map((p) => [p.t.siteHost, p.deployment])) },
+    services: { webhook: webhookService, egress: egressService, ...Object.fromEntries(perTarget.map((p) => [p.t.siteHost, p.service])) },
+    webhookAccount,
+    rbac,
+    tokenless,
+    quotas,
+    policies,
+    /** Where the edge reaches each site: `<service>.<namespace>.svc:<port>`. */
+    upstreams: Object.fromEntries(perTarget.map((p) => [p.t.siteHost, `${p.t.siteHost}.${p.namespace}.svc`])),
+  };
+}
+
+function role(namespace: string, name: string, rules: k8s.types.input.rbac.v1.PolicyRule[]) {
+  return { name, namespace, role: new k8s.rbac.v1.Role(`${name}-${namespace}`, { metadata: { name, namespace, labels: PART_OF }, rules }) };
+}
+
+/**
+ * One deploy's Job, as the deploy driver creates it with `$(COMMIT)` and `$(BRANCH)` filled in: a plain
+ * object (not a Pulumi resource, the program declares no deploy), checked against the Job schema like
+ * every declared object.
+ */
+export function buildJobTemplate(ctx: K8sContext, t: StackTarget, images: K8sImages): k8s.types.input.batch.v1.Job & { apiVersion: string; kind: string } {
+  const { k8s: settings, ns, cfg } = ctx;
+  const target = t.target;
+  const proxy = `http://egress.${ns.builds}.svc:${UPSTREAMS.egress.port}`;
+  const work = (name: string, readOnly = false) => ({ name, mountPath: `/work/${name}`, readOnly });
+  const step = (name: string, uid: number, extra: Partial<k8s.types.input.core.v1.Container>) => ({
+    ...container({ name, image: images.project.webhook, limits: LIMITS.builder, uid }),
+    ...extra,
+  });
+  const siteDir = target.siteDir ?? '.';
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { generateName: `build-${t.siteHost.replace(/^site-/, '')}-`, namespace: ns.builds, labels: { ...labels('build'), 'geodata.example.org/role': 'build', 'geodata.example.org/target': target.deployPath } },
+    spec: {
+      backoffLimit: 0,
+      activeDeadlineSeconds: BUILD_DEADLINE_SECONDS,
+      ttlSecondsAfterFinished: 86_400,
+      template: {
+        metadata: { labels: { 'geodata.example.org/role': 'build', 'geodata.example.org/target': target.deployPath } },
+        spec: {
+          ...podSpec({
+            ctx,
+            untrusted: true,
+            restartPolicy: 'Never',
+            fsGroup: t.buildUid,
+            tmpMb: 512,
+            initContainers: [
+              // Our code, with the git credential: the commit, nothing of the team's runs here.
+              step('fetch', t.buildUid, {
+                command: ['git', 'clone', '--depth', '1', '--branch', '$(BRANCH)', target.repo, '/work/src'],
+                env: [
+                  // The egress proxy lets the git hosts through only with this credential (Basic git:<token>).
+                  { name: 'EGRESS_GIT_TOKEN', valueFrom: { secretKeyRef: { name: 'egress-env', key: 'EGRESS_GIT_TOKEN' } } },
+                  { name: 'HTTPS_PROXY', value: `http://git:$(EGRESS_GIT_TOKEN)@egress.${ns.builds}.svc:${UPSTREAMS.egress.port}` },
+                  { name: 'HOME', value: '/tmp' },
+                ],
+                volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, work('src')],
+              }),
+              // The team's code: no credential, the package registry only, a deadline.
+              step('build', t.buildUid, {
+                image: NODE_IMAGE,
+                workingDir: `/work/src/${siteDir}`,
+                command: ['sh', '-c', 'npm ci --no-audit --no-fund && npm run build && tar -C /work/src --transform "s,^\\.,srv/site," -cf /work/out/release.tar .'],
+                env: [
+                  { name: 'HTTPS_PROXY', value: proxy },
+                  { name: 'npm_config_registry', value: cfg.npmRegistry },
+                  { name: 'HOME', value: '/tmp' },
+                ],
+                volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, work('src'), work('out')],
+              }),
+            ],
+            containers: [
+              // A registry client: the release as one layer on the pinned Node image, pushed for this target only.
+              {
+                ...container({ name: 'publish', image: CRANE_IMAGE, limits: LIMITS.job, uid: 65532 }),
+                args: ['append', '--base', NODE_IMAGE, '--new_layer', '/work/out/release.tar', '--new_tag', `${settings.registry}/${t.siteHost}:$(COMMIT)`],
+                env: [
+                  { name: 'HTTPS_PROXY', value: proxy },
+                  { name: 'DOCKER_CONFIG', value: '/work/push' },
+                ],
+                volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, work('out', true), work('push', true)],
+              },
+            ],
+            volumes: [
+              { name: 'src', emptyDir: { sizeLimit: '4Gi' } },
+              { name: 'out', emptyDir: { sizeLimit: '2Gi' } },
+              { name: 'push', secret: { secretName: pushSecretOf(t), items: [{ key: '.dockerconfigjson', path: 'config.json' }] } },
+            ],
+          }),
+        },
+      },
+    },
+  } as k8s.types.input.batch.v1.Job & { apiVersion: string; kind: string };
+}
