@@ -9,7 +9,7 @@ describe('export configuration', () => {
     const settings = exportsSettingsFrom(parseEnv(ExportsEnvSchema, {}));
     expect(settings.osm).toMatchObject({ apiUrl: DEFAULT_OSM_API_URL, accessToken: undefined });
     // Conflation on, through the map call unless OVERPASS_URL is set; the import conventions' defaults.
-    expect(settings.osm.conflation).toEqual({ enabled: true, source: 'map', overpassUrl: undefined, pointRadiusM: 30, nameStrong: 0.8, nameWeak: 0.5 });
+    expect(settings.osm.conflation).toEqual({ enabled: true, source: 'map', overpassUrl: undefined, pointRadiusM: 30, nameStrong: 0.8, nameWeak: 0.5, ambiguityMargin: 0.05 });
     expect(settings.osm.changeset).toMatchObject({ hashtags: '#fmp-import', importTag: true, maxEditsPerHour: 500 });
     expect(settings.osm.tagMapping.categories.friedhof).toEqual({ tags: { landuse: 'cemetery' }, point: { amenity: 'grave_yard' }, line: null, match: [{ landuse: ['cemetery'] }, { amenity: ['grave_yard'] }] });
     // No licence configured: both exports refuse to run.
@@ -61,6 +61,8 @@ describe('export configuration', () => {
     expect(() => parseEnv(ExportsEnvSchema, { QC_REVIEW_LINK: 'https://x.example/qc' })).toThrow(/QC_REVIEW_LINK/);
     expect(() => parseEnv(ExportsEnvSchema, { SMTP_URL: 'http://mail' })).toThrow(/SMTP_URL/);
     expect(() => parseEnv(ExportsEnvSchema, { WIKIBASE_USERNAME: 'Bot@qc' })).toThrow(/WIKIBASE_PASSWORD/);
+    expect(() => parseEnv(ExportsEnvSchema, { OSM_CONFLATION_AMBIGUITY_MARGIN: '0.6' })).toThrow(/OSM_CONFLATION_AMBIGUITY_MARGIN/);
+    expect(() => parseEnv(ExportsEnvSchema, { OSM_CONFLATION_AMBIGUITY_MARGIN: '-0.01' })).toThrow(/OSM_CONFLATION_AMBIGUITY_MARGIN/);
   });
 
   it('the shape fragment composes into another schema', () => {

@@ -55,6 +55,8 @@ export const exportsEnvShape = {
   OSM_CONFLATION_POINT_RADIUS_M: z.coerce.number().min(1).max(500).default(30),
   OSM_CONFLATION_NAME_STRONG: z.coerce.number().min(0.5).max(1).default(0.8),
   OSM_CONFLATION_NAME_WEAK: z.coerce.number().min(0).max(1).default(0.5),
+  // One-to-one assignment: scores closer than this are a tie for a reviewer (docs/qc.md).
+  OSM_CONFLATION_AMBIGUITY_MARGIN: z.coerce.number().min(0).max(0.5).default(0.05),
   OSM_TAG_MAPPING_FILE: z.string().min(1).default(DEFAULT_OSM_TAG_MAPPING_FILE),
   // Import conventions: changeset tags and the edit rate.
   OSM_CHANGESET_COMMENT: z.string().min(1).max(255).default('{kategorie} "{name}" (feature {featureId}, version {version})'),
@@ -193,6 +195,11 @@ export interface ConflationSettings {
   nameStrong: number;
   /** Below this a differently named object nearby is not a candidate at all. */
   nameWeak: number;
+  /**
+   * One-to-one assignment across a batch (conflation/assignment.ts): two scores closer than this —
+   * a feature's best and second-best element, or two features on one element — are asked about.
+   */
+  ambiguityMargin: number;
 }
 export interface ChangesetSettings {
   comment: string;
@@ -304,6 +311,7 @@ export function exportsSettingsFrom(env: ExportsEnv): ExportsSettings {
         pointRadiusM: env.OSM_CONFLATION_POINT_RADIUS_M,
         nameStrong: env.OSM_CONFLATION_NAME_STRONG,
         nameWeak: env.OSM_CONFLATION_NAME_WEAK,
+        ambiguityMargin: env.OSM_CONFLATION_AMBIGUITY_MARGIN,
       },
       changeset: {
         comment: env.OSM_CHANGESET_COMMENT,

@@ -25,7 +25,8 @@ import { loadConflationQuality } from '../conflation-quality.js';
 import { loadOsmTagMapping } from '../osm-tag-mapping.js';
 import { testExportsSettings } from '../testing/settings.js';
 import type { FeatureGeometry } from '../types.js';
-import { OverpassSource, areasCovering, candidatesFromOsmElements, conflate, coveringBounds, oneToOne, type CandidateSource, type OsmConflationDecision } from './osm.js';
+import { assignOneToOne } from './assignment.js';
+import { OverpassSource, areasCovering, candidatesFromOsmElements, coveringBounds, lookupCandidates, type CandidateSource, type OsmConflationDecision } from './osm.js';
 
 const fixture = (name: string) => readFileSync(fileURLToPath(new URL(`../../../../../test/fixtures/conflation-town/${name}`, import.meta.url)), 'utf8');
 interface LabelledFeature {
@@ -72,12 +73,13 @@ describe.each(['overpass', 'map'] as const)('the Kleinbergen labelled set throug
           },
         };
 
-    const decided: { key: string; label: string; decision: OsmConflationDecision }[] = [];
+    // Looked up one by one, assigned one-to-one as one batch (as qc/jobs/osm-batch.ts does).
+    const inputs = [];
     for (const f of features) {
       const snapshot = { id: f.id, version: 1, name: f.properties.name, kategorie: f.properties.kategorie, geometry: f.geometry };
-      decided.push({ key: f.id, label: `${f.id} "${f.properties.name}"`, decision: await conflate(snapshot, mapping.categories[f.properties.kategorie]!.match, source, settings.conflation) });
+      inputs.push({ label: `feature ${f.id}`, name: f.properties.name, candidates: await lookupCandidates(snapshot, mapping.categories[f.properties.kategorie]!.match, source, settings.conflation) });
     }
-    const final = oneToOne(decided);
+    const final = assignOneToOne(inputs, settings.conflation.ambiguityMargin);
 
     const rows = features.map((f, i) => ({ id: f.id, name: f.properties.name, group: f.properties.case, expected: f.properties.expectedOsm, verdict: verdictOf(final[i]!, f.properties.expectedOsm), decision: final[i]! }));
     const count = (rs: typeof rows, v: Verdict) => rs.filter((r) => r.verdict === v).length;

@@ -131,7 +131,11 @@ export function scoreCandidates(snapshot: Pick<FeatureSnapshot, 'name' | 'geomet
   return scored.sort((a, b) => (a.strength === b.strength ? 0 : a.strength === 'strong' ? -1 : 1) || (b.score ?? 0) - (a.score ?? 0) || a.distanceM - b.distanceM);
 }
 
-/** The automatic decision over scored candidates. */
+/**
+ * The automatic decision over one feature's scored candidates, as if no other feature wanted them;
+ * assignOneToOne (assignment.ts) applies it to what is left for the feature after the batch's
+ * one-to-one assignment.
+ */
 export function decide(candidates: ScoredCandidate[], featureName?: string): OsmConflationDecision {
   if (candidates.length === 0) return { outcome: 'create', reason: 'no OSM element of this kind nearby', candidates, decidedBy: null };
   const strong = candidates.filter((c) => c.strength === 'strong');
@@ -156,33 +160,15 @@ export function decide(candidates: ScoredCandidate[], featureName?: string): Osm
   return { outcome: 'needs_decision', reason, candidates };
 }
 
-export async function conflate(snapshot: FeatureSnapshot, families: readonly TagFilter[], source: CandidateSource, settings: ConflationSettings): Promise<OsmConflationDecision> {
+/**
+ * The candidates of a feature before its first export, scored and best first. What becomes of them
+ * is decided for the whole batch at once (assignment.ts assignOneToOne: one element per feature).
+ */
+export async function lookupCandidates(snapshot: FeatureSnapshot, families: readonly TagFilter[], source: CandidateSource, settings: ConflationSettings): Promise<ScoredCandidate[]> {
   const shape = shapeOfGeometry(snapshot.geometry);
   const bounds = searchBounds(shape, Math.max(settings.pointRadiusM, SEARCH_MARGIN_M));
   const found = await source.find(bounds, families, probeOf(shape));
-  return decide(scoreCandidates(snapshot, found, settings, families), snapshot.name);
-}
-
-/**
- * One-to-one: two features never link to the same OSM element without a question. Among automatic
- * links (`decidedBy` null) to one element, every one becomes needs_decision, naming the others.
- * Answers the decisions in the same order.
- */
-export function oneToOne<K>(decisions: readonly { key: K; label: string; decision: OsmConflationDecision }[]): OsmConflationDecision[] {
-  const byTarget = new Map<string, number[]>();
-  decisions.forEach(({ decision }, i) => {
-    if (decision.outcome !== 'link' || decision.decidedBy !== null) return;
-    const k = `${decision.target.type}/${decision.target.id}`;
-    byTarget.set(k, [...(byTarget.get(k) ?? []), i]);
-  });
-  return decisions.map(({ decision }, i) => {
-    if (decision.outcome !== 'link' || decision.decidedBy !== null) return decision;
-    const k = `${decision.target.type}/${decision.target.id}`;
-    const sharing = byTarget.get(k)!;
-    if (sharing.length < 2) return decision;
-    const others = sharing.filter((j) => j !== i).map((j) => decisions[j]!.label);
-    return { outcome: 'needs_decision', reason: `${decision.target.type} ${decision.target.id} is also the best match of ${others.join(', ')}: one element, several features`, candidates: decision.candidates };
-  });
+  return scoreCandidates(snapshot, found, settings, families);
 }
 
 // ---- shapes of OSM data ---------------------------------------------------------------------------

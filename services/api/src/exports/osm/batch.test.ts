@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { combineParts, findPartInDownload, touchedExisting, type BatchPart } from './batch.js';
+import { combineParts, createdNodesOf, findPartInDownload, groupParts, positionKey, reuseCreatedNodes, touchedExisting, type BatchPart } from './batch.js';
 import { planFirstExport } from './plan.js';
-import type { OsmElement } from './model.js';
+import { changeCount, type DiffResultEntry, type OsmChange, type OsmElement, type OsmNode } from './model.js';
 
 const ring = (x: number) => [[x, 51], [x + 0.001, 51], [x + 0.001, 51.001], [x, 51]] as [number, number][];
 const part = (key: number, x: number, name: string): BatchPart => {
@@ -65,5 +65,78 @@ describe('a batch of exports in one osmChange', () => {
     expect([...touchedExisting(p.change)]).toEqual(['way/77']);
     expect(findPartInDownload(p, { create: [], modify: [{ ...modified, version: 4 }], delete: [] }, new Set())).toEqual({ id: 77, version: 4 });
     expect(findPartInDownload(p, { create: [], modify: [{ ...modified, id: 78, version: 4 }], delete: [] }, new Set())).toBeNull();
+  });
+});
+
+/** Squares of 0.001° side in a row; neighbours share their common edge's two corners exactly. */
+const square = (key: number, column: number, name: string): BatchPart => {
+  const x = 12 + column * 0.001;
+  const plan = planFirstExport({ type: 'Polygon', coordinates: [[[x, 51], [x + 0.001, 51], [x + 0.001, 51.001], [x, 51.001], [x, 51]]] }, { landuse: 'cemetery', name });
+  return { key, root: plan.root, change: plan.change };
+};
+
+/** A stand-in for OSM's upload: real ids for placeholders, positive refs kept; every node ever created is kept. */
+function server() {
+  let next = 9000;
+  const nodes: OsmNode[] = [];
+  const ways: OsmElement[] = [];
+  return {
+    nodes,
+    ways,
+    upload(change: OsmChange): DiffResultEntry[] {
+      const ids = new Map<string, number>();
+      for (const e of change.create) ids.set(`${e.type}/${e.id}`, next++);
+      const real = (type: string, id: number) => (id < 0 ? ids.get(`${type}/${id}`)! : id);
+      for (const e of change.create) {
+        if (e.type === 'node') nodes.push({ ...e, id: real('node', e.id) });
+        if (e.type === 'way') ways.push({ ...e, id: real('way', e.id), nodeRefs: e.nodeRefs.map((r) => real('node', r)) });
+      }
+      return change.create.map((e) => ({ type: e.type, oldId: e.id, newId: real(e.type, e.id), newVersion: 1 }));
+    },
+  };
+}
+
+describe('a batch split over changesets', () => {
+  const item = (part: BatchPart) => ({ part });
+
+  it('neighbours sharing nodes stay in one changeset when they fit, even with another part between them', () => {
+    const [a, c, b] = [square(1, 0, 'A'), square(3, 5, 'C'), square(2, 1, 'B')];
+    expect(changeCount(combineParts([a, b]).change)).toBe(8);
+    const groups = groupParts([a, c, b].map(item), 10);
+    expect(groups.map((g) => g.map((x) => x.part.key))).toEqual([[1, 2], [3]]);
+    // In order, A and C would fill the first changeset (10 changes of 12) and B would go alone; A and B stay together.
+    expect(groupParts([a, c, b].map(item), 12).map((g) => g.map((x) => x.part.key))).toEqual([[1, 2], [3]]);
+    expect(groupParts([a, c, b].map(item), 13).map((g) => g.map((x) => x.part.key))).toEqual([[1, 2, 3]]);
+  });
+
+  it('neighbours too large for one changeset: the later changeset references the nodes the earlier one created, never a second node at a position', () => {
+    const parts = [square(1, 0, 'A'), square(2, 1, 'B'), square(3, 2, 'C')];
+    const groups = groupParts(parts.map(item), 7);
+    expect(groups.map((g) => g.map((x) => x.part.key))).toEqual([[1], [2], [3]]);
+
+    const osm = server();
+    const created = new Map<string, number>();
+    for (const group of groups) {
+      const { parts: combined, change } = combineParts(group.map((g) => reuseCreatedNodes(g.part, created)));
+      for (const [position, id] of createdNodesOf(combined, osm.upload(change))) created.set(position, id);
+    }
+    // 3 squares in a row: 8 distinct corners, each created once; each way refers to its four.
+    const positions = osm.nodes.map(positionKey);
+    expect(positions).toHaveLength(8);
+    expect(new Set(positions).size).toBe(8);
+    const [wa, wb, wc] = osm.ways as Extract<OsmElement, { type: 'way' }>[];
+    const shared = (x: number[], y: number[]) => x.filter((r) => y.includes(r));
+    expect(new Set(shared(wa!.nodeRefs, wb!.nodeRefs)).size).toBe(2);
+    expect(new Set(shared(wb!.nodeRefs, wc!.nodeRefs)).size).toBe(2);
+    // B's own upload created only its two new corners and the way.
+    expect(changeCount(reuseCreatedNodes(parts[1]!, new Map(osm.nodes.slice(0, 4).map((n) => [positionKey(n), n.id]))).change)).toBe(3);
+  });
+
+  it('a tagged node (a point feature) is never shared or replaced, nor is a node at a position nothing created', () => {
+    const point = planFirstExport({ type: 'Point', coordinates: [12, 51] }, { historic: 'memorial', name: 'P' });
+    const p: BatchPart = { key: 1, root: point.root, change: point.change };
+    expect(reuseCreatedNodes(p, new Map([[positionKey({ lat: 51, lon: 12 }), 77]]))).toBe(p);
+    const a = square(2, 0, 'A');
+    expect(reuseCreatedNodes(a, new Map([[positionKey({ lat: 50, lon: 12 }), 77]]))).toBe(a);
   });
 });

@@ -1,5 +1,5 @@
 import type { OsmExportPart } from './exporter.js';
-import { elementKey, type OsmChange, type OsmElement, type OsmType } from './model.js';
+import { changeCount, elementKey, type DiffResultEntry, type OsmChange, type OsmElement, type OsmNode, type OsmType } from './model.js';
 
 /**
  * Several prepared exports in ONE osmChange upload (one changeset per batch of nearby approvals), and
@@ -41,9 +41,8 @@ export function combineParts(parts: readonly BatchPart[]): { parts: BatchPart[];
   const canonical = new Map<string, number>();
   const shared = shifted.map((part) => {
     const rename = new Map<number, number>();
-    for (const e of part.change.create) {
-      if (e.type !== 'node' || Object.keys(e.tags).length > 0 || (part.root.type === 'node' && part.root.id === e.id)) continue;
-      const k = `${e.lat.toFixed(7)},${e.lon.toFixed(7)}`;
+    for (const e of shareableNodes(part)) {
+      const k = positionKey(e);
       const first = canonical.get(k);
       if (first === undefined) canonical.set(k, e.id);
       else rename.set(e.id, first);
@@ -71,6 +70,94 @@ export function combineParts(parts: readonly BatchPart[]): { parts: BatchPart[];
       deleteIfUnused: shared.flatMap((p) => p.change.deleteIfUnused),
     },
   };
+}
+
+/** Where a node is, to seven decimals (OSM's precision): two created nodes there are one. */
+export const positionKey = (n: Pick<OsmNode, 'lat' | 'lon'>) => `${n.lat.toFixed(7)},${n.lon.toFixed(7)}`;
+
+/** The nodes a part creates that another part may share: untagged, and not the part's root (a tagged point). */
+function shareableNodes(part: Pick<OsmExportPart, 'root' | 'change'>): OsmNode[] {
+  return part.change.create.filter((e): e is OsmNode => e.type === 'node' && Object.keys(e.tags).length === 0 && !(part.root.type === 'node' && part.root.id === e.id));
+}
+
+/**
+ * A part whose shareable nodes at positions where the batch already created a node (`created`:
+ * position → real id, from earlier uploads' diffResults) use that node instead of creating another:
+ * ways that share a vertex stay connected when they go up in different changesets, or one by one.
+ */
+export function reuseCreatedNodes<P extends OsmExportPart>(part: P, created: ReadonlyMap<string, number>): P {
+  const rename = new Map<number, number>();
+  for (const n of shareableNodes(part)) {
+    const id = created.get(positionKey(n));
+    if (id !== undefined) rename.set(n.id, id);
+  }
+  if (rename.size === 0) return part;
+  const r = (id: number) => rename.get(id) ?? id;
+  const move = (e: OsmElement): OsmElement =>
+    e.type === 'way' ? { ...e, nodeRefs: e.nodeRefs.map(r) } : e.type === 'relation' ? { ...e, members: e.members.map((m) => (m.type === 'node' ? { ...m, ref: r(m.ref) } : m)) } : e;
+  const create = part.change.create.filter((e) => !(e.type === 'node' && rename.has(e.id))).map(move);
+  return { ...part, change: { ...part.change, create, modify: part.change.modify.map(move) } };
+}
+
+/** The shareable nodes `parts` created in an upload, by position, with their real ids from its diffResult. */
+export function createdNodesOf(parts: readonly Pick<OsmExportPart, 'root' | 'change'>[], diff: readonly DiffResultEntry[]): Map<string, number> {
+  const ids = new Map(diff.filter((d) => d.type === 'node' && d.newId !== undefined).map((d) => [d.oldId, d.newId!] as const));
+  const created = new Map<string, number>();
+  for (const part of parts) {
+    for (const n of shareableNodes(part)) {
+      const id = ids.get(n.id);
+      if (id !== undefined && id > 0) created.set(positionKey(n), id);
+    }
+  }
+  return created;
+}
+
+/**
+ * The parts in groups of at most `maxChanges` changes, as counted by their combined upload (a
+ * shared node once), for one changeset each. Parts that share created nodes (adjacent areas, lines
+ * meeting) stay in one group when the group fits, so their common nodes are created once in one
+ * upload; a set of them too large for one changeset is cut in order, and the later groups use the
+ * nodes the earlier ones created (reuseCreatedNodes), never creating a second node at a position.
+ * Groups keep the parts' order as far as the sharing allows.
+ */
+export function groupParts<T extends { part: BatchPart }>(items: readonly T[], maxChanges: number): T[][] {
+  const parent = items.map((_, i) => i);
+  const find = (i: number): number => (parent[i] === i ? i : (parent[i] = find(parent[i]!)));
+  const firstAt = new Map<string, number>();
+  items.forEach(({ part }, i) => {
+    for (const n of shareableNodes(part)) {
+      const k = positionKey(n);
+      const j = firstAt.get(k);
+      if (j === undefined) firstAt.set(k, i);
+      else parent[find(i)] = find(j);
+    }
+  });
+  const components = new Map<number, T[]>();
+  items.forEach((item, i) => {
+    const root = find(i);
+    components.set(root, [...(components.get(root) ?? []), item]);
+  });
+  const size = (xs: readonly T[]) => changeCount(combineParts(xs.map((x) => x.part)).change);
+  const groups: T[][] = [];
+  let current: T[] = [];
+  const flush = () => {
+    if (current.length > 0) groups.push(current);
+    current = [];
+  };
+  // A Map keeps insertion order: each component comes at its first part's place.
+  for (const component of components.values()) {
+    if (size([...current, ...component]) <= maxChanges) {
+      current.push(...component);
+      continue;
+    }
+    flush();
+    for (const item of component) {
+      if (current.length > 0 && size([...current, item]) > maxChanges) flush();
+      current.push(item);
+    }
+  }
+  flush();
+  return groups;
 }
 
 /** The existing elements (positive ids) a change modifies or deletes. */

@@ -1,6 +1,7 @@
 import { managedOsmKeys } from '../category-mapping.js';
 import { licenceRefusal, type ExportsSettings } from '../config.js';
-import { ConflationLookupError, OverpassSource, areasCovering, candidatesFromOsmElements, conflate, coveringBounds, type CandidateSource, type OsmConflationDecision } from '../conflation/osm.js';
+import { assignOneToOne } from '../conflation/assignment.js';
+import { ConflationLookupError, OverpassSource, areasCovering, candidatesFromOsmElements, coveringBounds, lookupCandidates, type CandidateSource, type OsmConflationDecision, type ScoredCandidate } from '../conflation/osm.js';
 import { RetryableExportError } from '../errors.js';
 import { InvalidGeometryError, assertExportableGeometry } from '../geometry.js';
 import type { OsmExportJournal } from '../journal.js';
@@ -50,10 +51,11 @@ export interface OsmExportRequest {
   /** Scoped to this one export of this one approved version. */
   journal: OsmExportJournal;
   /**
-   * Another feature whose export record is this OSM element (one-to-one across exports), or null.
-   * An automatic link to such an element becomes a question instead.
+   * Which of these OSM elements other features already hold — their export record, or a link decided
+   * for their export still on its way — as `type/id` → "feature …" (one-to-one across exports). Such
+   * an element is never linked automatically (conflation/assignment.ts).
    */
-  linkedElsewhere?: (type: OsmType, id: number) => Promise<string | null>;
+  heldElsewhere?: (elements: readonly { type: OsmType; id: number }[]) => Promise<ReadonlyMap<string, string>>;
   /**
    * The feature's Wikidata item (its Wikibase export record), written as `wikidata=*` on the element:
    * the link back from OSM, through the same three-way merge (a different value someone set stays).
@@ -278,7 +280,32 @@ export class OsmExporter {
     }
   }
 
-  /** Before the first write: the conflation decision (journaled first, so a re-run uses it) and what it links to. */
+  /**
+   * The conflation lookup of a first export whose decision is not journaled yet: its candidates,
+   * scored, for a batch to assign one-to-one (qc/jobs/osm-batch.ts) before each export's `prepare`
+   * reads the decision back. null when there is nothing to look up (a re-export, conflation off, a
+   * decision already journaled); a terminal outcome when the export cannot go on.
+   */
+  async lookup(request: OsmExportRequest): Promise<ExportOutcome<OsmExportRecord> | { candidates: ScoredCandidate[] } | null> {
+    const gate = this.gate(request);
+    if ('outcome' in gate) return gate.outcome;
+    if (request.previous || !this.deps.settings.osm.conflation.enabled) return null;
+    try {
+      const wrong = await this.wrongAccount(gate.client);
+      if (wrong) return { status: 'failed', reason: wrong };
+      assertExportableGeometry(request.snapshot.geometry);
+      if (await request.journal.recordedDecision()) return null;
+      return { candidates: await lookupCandidates(request.snapshot, familiesOf(gate.rule), this.candidateSource(gate.client), this.deps.settings.osm.conflation) };
+    } catch (error) {
+      return outcomeOfError(error);
+    }
+  }
+
+  /**
+   * Before the first write: the conflation decision (journaled first, so a re-run uses it) and what
+   * it links to. Without a journaled one (a lone export), the feature is a batch of one for the
+   * one-to-one assignment, against the elements other features hold.
+   */
   private async resolvePrevious(client: OsmApiClient, request: OsmExportRequest, families: OsmFamilies): Promise<{ previous: OsmExportRecord | null; decision: OsmConflationDecision | null } | ExportOutcome<OsmExportRecord>> {
     const { snapshot, journal } = request;
     let previous = request.previous;
@@ -286,10 +313,10 @@ export class OsmExporter {
     if (!previous && this.deps.settings.osm.conflation.enabled) {
       decision = await journal.recordedDecision();
       if (!decision) {
-        decision = await conflate(snapshot, families, this.candidateSource(client), this.deps.settings.osm.conflation);
-        // One-to-one: an element another feature is exported to is never linked without a question.
-        const other = decision.outcome === 'link' && request.linkedElsewhere ? await request.linkedElsewhere(decision.target.type, decision.target.id) : null;
-        if (other && decision.outcome === 'link') decision = { outcome: 'needs_decision', reason: `${decision.target.type} ${decision.target.id} is already the OSM element of feature ${other}: one element, two features`, candidates: decision.candidates };
+        const { conflation } = this.deps.settings.osm;
+        const candidates = await lookupCandidates(snapshot, families, this.candidateSource(client), conflation);
+        const held = request.heldElsewhere && candidates.length > 0 ? await request.heldElsewhere(candidates) : new Map<string, string>();
+        decision = assignOneToOne([{ label: `feature ${snapshot.id}`, name: snapshot.name, candidates, held }], conflation.ambiguityMargin)[0]!;
         await journal.recordDecision(decision);
       }
       if (decision.outcome === 'needs_decision') return { status: 'needs_decision', reason: decision.reason, candidates: decision.candidates };

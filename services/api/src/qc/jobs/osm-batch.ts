@@ -2,15 +2,17 @@ import type { JobHelpers } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { withTransaction, type Db, type Queryable } from '../../db/pool.js';
 import { RetryableExportError } from '../../exports/errors.js';
-import { combineParts, findPartInDownload, touchedExisting, type BatchPart, type Download } from '../../exports/osm/batch.js';
+import { combineParts, createdNodesOf, findPartInDownload, groupParts, reuseCreatedNodes, touchedExisting, type BatchPart, type Download } from '../../exports/osm/batch.js';
 import type { ScoredOsmCandidate } from '../../../../shared/conflation.js';
 import { OsmApiError, type OsmApiClient } from '../../exports/osm/client.js';
 import { reviewOf, rootCandidate } from '../../exports/osm/review.js';
-import { CHANGESET_CLOSED, changeCount } from '../../exports/osm/model.js';
-import { OsmExporter, outcomeOfError, recordOf, type OsmExportRecord } from '../../exports/osm/exporter.js';
+import { CHANGESET_CLOSED, changeCount, type DiffResultEntry } from '../../exports/osm/model.js';
+import { OsmExporter, outcomeOfError, recordOf, type OsmExportRecord, type OsmExportRequest } from '../../exports/osm/exporter.js';
+import { assignOneToOne } from '../../exports/conflation/assignment.js';
 import type { FeatureSnapshot } from '../../exports/types.js';
 import { TASK_IDENTIFIERS, queueNameOf } from '../states.js';
 import { exportRecord, finishAttempt, loadCategoryMapping, recentOsmEdits, snapshotFrom, type JobContext, type TerminalOutcome } from './context.js';
+import { heldElements, latestOsmDecisions, type HeldElement } from './held.js';
 import { createPostgresJournal } from './journal.js';
 import type { TaskDeps } from './tasks.js';
 
@@ -21,8 +23,10 @@ import type { TaskDeps } from './tasks.js';
  * and other ready OSM export rows near it (status queued, within OSM_BATCH_RADIUS_M, at most
  * OSM_BATCH_MAX_FEATURES and never more than the hourly edit limit leaves) with FOR UPDATE SKIP
  * LOCKED, so two leaders never claim the same row; claims are serialised by an advisory lock so the
- * edit count they read is exact. Each claimed row is prepared on its own (conflation, journaled per
- * job, and the plan), then all plans go up as ONE osmChange into ONE changeset.
+ * edit count they read is exact. Each claimed row looks up its conflation candidates on its own; the
+ * batch then assigns elements to features one-to-one by score (exports/conflation/assignment.ts) and
+ * journals each row's decision; each row's plan follows from it, and all plans go up as ONE
+ * osmChange into ONE changeset (or several, at the changeset limit, sharing created nodes).
  *
  * Exactly once: before the upload, each row's journal_changeset_id and journal_plan (its part of the
  * osmChange) are written in one statement. After the upload, every row's outcome, export record and
@@ -247,26 +251,42 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
     }
   }
 
-  // 2. Prepare the others: conflation (journaled per job) and the plan, a few at a time.
+  // 2. Conflation: each row's lookup (a few at a time), then one one-to-one assignment over the
+  //    batch by score (exports/conflation/assignment.ts), journaled per row before any plan is made.
+  const requests = new Map<number, OsmExportRequest>();
+  const looked: { row: ClaimedRow; candidates: ScoredOsmCandidate[] }[] = [];
   await eachLimited(rows.filter((r) => !outcomes.has(r.id) && !transient.has(r.id)), 4, async (row) => {
     try {
-      const request = {
+      const request: OsmExportRequest = {
         snapshot: row.transition.snapshot,
         previous: await exportRecord<OsmExportRecord>(deps.db, row.featureId, 'osm'),
         journal: createPostgresJournal(deps.db, row.id),
         wikidataItem: (await exportRecord<{ itemId?: string }>(deps.db, row.featureId, 'wikibase'))?.itemId ?? null,
-        linkedElsewhere: async (type: string, id: number) =>
-          ((await deps.db.query(
-            `SELECT feature_id AS "featureId" FROM qc.export_records WHERE target = 'osm' AND record->>'type' = $1::text AND (record->>'id')::bigint = $2::bigint AND feature_id <> $3::text LIMIT 1`,
-            [type, id, row.featureId],
-          )).rows[0]?.featureId as string | undefined) ?? null,
       };
       if (row.journalChangesetId !== null && row.journalPlan === null) {
         // Journaled by the one-feature export of an earlier release: it recovers that changeset itself.
-        outcomes.set(row.id, await exporter.export(request));
+        outcomes.set(row.id, await exporter.export({ ...request, heldElsewhere: async (elements) => heldFor(row, await heldElements(deps.db, elements.map((e) => `${e.type}/${e.id}`), [row.id])) }));
         return;
       }
-      const prepared = await exporter.prepare(request);
+      requests.set(row.id, request);
+      const found = await exporter.lookup(request);
+      if (found === null) return;
+      if ('status' in found) {
+        outcomes.set(row.id, found);
+        requests.delete(row.id);
+      } else looked.push({ row, candidates: found.candidates });
+    } catch (error) {
+      requests.delete(row.id);
+      if (error instanceof RetryableExportError) transient.set(row.id, error);
+      else outcomes.set(row.id, safeOutcome(error));
+    }
+  });
+  await assignBatch(deps.db, rows, looked, deps.settings.osm.conflation.ambiguityMargin);
+
+  // 3. The plans, a few at a time: each reads its journaled decision back.
+  await eachLimited(rows.filter((r) => requests.has(r.id)), 4, async (row) => {
+    try {
+      const prepared = await exporter.prepare(requests.get(row.id)!);
       if ('part' in prepared) parts.push({ row, part: { ...prepared.part, key: row.id } });
       else outcomes.set(row.id, prepared);
     } catch (error) {
@@ -276,34 +296,11 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
   });
   parts.sort((a, b) => rows.indexOf(a.row) - rows.indexOf(b.row));
 
-  // One-to-one within the batch: exports linked automatically (their latest journaled decision) to
-  // the same OSM element are all asked instead, whether their plan changes the element or not.
-  const automatic = (await deps.db.query(
-    `SELECT DISTINCT ON (d.job_id) d.job_id AS "jobId", d.chosen, d.decided_by AS "decidedBy", d.outcome, d.candidates,
-       (SELECT p.decision->'plan'->>'osmChange' FROM qc.conflation_decisions p
-         WHERE p.job_id = d.job_id AND p.target = 'osm' AND p.id < d.id ORDER BY p.id DESC LIMIT 1) AS "answeredPlan"
-     FROM qc.conflation_decisions d WHERE d.target = 'osm' AND d.job_id = ANY($1::bigint[]) ORDER BY d.job_id, d.id DESC`,
-    [rows.map((r) => r.id)],
-  )).rows as { jobId: string; chosen: string | null; decidedBy: string | null; outcome: string; candidates: unknown[]; answeredPlan: string | null }[];
-  const byTarget = new Map<string, typeof automatic>();
-  for (const d of automatic) if (d.outcome === 'link' && d.decidedBy === null && d.chosen) byTarget.set(d.chosen, [...(byTarget.get(d.chosen) ?? []), d]);
-  for (const [target, sharing] of byTarget) {
-    if (sharing.length < 2) continue;
-    for (const d of sharing) {
-      const row = rows.find((r) => r.id === Number(d.jobId))!;
-      const others = sharing.filter((x) => x !== d).map((x) => `feature ${rows.find((r) => r.id === Number(x.jobId))!.featureId}`).join(', ');
-      const reason = `${target.replace('/', ' ')} is also the best match of ${others} in this batch: one element, several features`;
-      await createPostgresJournal(deps.db, row.id).recordDecision({ outcome: 'needs_decision', reason, candidates: d.candidates as never });
-      outcomes.set(row.id, { status: 'needs_decision', reason, candidates: d.candidates });
-    }
-  }
-  parts.splice(0, parts.length, ...parts.filter((p) => !(outcomes.get(p.row.id)?.status === 'needs_decision')));
-
   // Nothing reaches OSM unseen: a plan goes up when a reviewer confirmed exactly this plan (the
   // decision answering a pending plan whose osmChange is this one's), or when its category may be
   // uploaded automatically (OSM_AUTO_UPLOAD_CATEGORIES). Every other plan is stored with the job's
   // pending decision and waits on the desk.
-  const latest = new Map(automatic.map((d) => [Number(d.jobId), d] as const));
+  const latest = new Map((await latestOsmDecisions(deps.db, rows.map((r) => r.id))).map((d) => [d.jobId, d] as const));
   for (const p of [...parts]) {
     const snapshot = p.row.transition.snapshot;
     if (deps.settings.osm.autoUpload.has(snapshot.kategorie)) continue;
@@ -335,7 +332,7 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
     return true;
   });
 
-  // 3. The hourly budget, in changes: parts beyond it wait (no attempt used) until the window frees.
+  // 4. The hourly budget, in changes: parts beyond it wait (no attempt used) until the window frees.
   const { maxEditsPerHour: limit } = deps.settings.osm.changeset;
   const { count, windowFreesAt } = await recentOsmEdits(deps.db);
   let budget = limit - count;
@@ -350,18 +347,18 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
     return true;
   });
 
-  // 4. Changesets of at most OSM_MAX_CHANGES_PER_CHANGESET changes, each journaled with its parts
+  // 5. Changesets of at most OSM_MAX_CHANGES_PER_CHANGESET changes, each journaled with its parts
   //    before the upload, each closed whatever happens.
   if (within.length > 0 && client) {
     try {
-      await uploadBatch(deps.db, client, exporter, batchId, within, outcomes, changes, deps.settings.osm.changeset.maxChangesPerChangeset, blog);
+      await uploadBatch({ db: deps.db, client, exporter, batchId, outcomes, changes, log: blog }, within, deps.settings.osm.changeset.maxChangesPerChangeset);
     } catch (error) {
       if (!(error instanceof RetryableExportError)) throw error;
       for (const { row } of within) if (!outcomes.has(row.id)) transient.set(row.id, error);
     }
   }
 
-  // 5. Outcomes and element ids of every row in one transaction, with the batch marked done.
+  // 6. Outcomes and element ids of every row in one transaction, with the batch marked done.
   await withTransaction(deps.db, async (tx) => {
     for (const row of rows) {
       const outcome = outcomes.get(row.id);
@@ -375,7 +372,7 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
   const freesAt = new Date(Math.max((windowFreesAt ?? new Date()).getTime(), Date.now() + 1000));
   await giveBack(deps.db, deferred, `OSM edit limit of ${limit} changes per hour reached; waits until ${freesAt.toISOString()}`, { error: false, notBefore: freesAt });
 
-  // 6. Transient failures: the leader's goes to the caller (rescheduled at Retry-After or with
+  // 7. Transient failures: the leader's goes to the caller (rescheduled at Retry-After or with
   //    backoff); the others go back to the queue until the same time, without using an attempt.
   const leaderError = transient.get(leaderId) ?? null;
   const others = rows.filter((r) => r.id !== leaderId && transient.has(r.id));
@@ -388,6 +385,52 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
   return deferred.some((r) => r.id === leaderId) ? 'deferred' : null;
 }
 
+/** What other features hold, as one feature sees it: `type/id` → "feature …" (its own holdings left out). */
+function heldFor(row: Pick<ClaimedRow, 'featureId'>, held: readonly HeldElement[]): Map<string, string> {
+  return new Map(held.filter((h) => h.featureId !== row.featureId).map((h) => [h.element, `feature ${h.featureId}`] as const));
+}
+
+/**
+ * One-to-one across the batch (docs/qc.md "One-to-one assignment"): the rows looked up now are
+ * assigned together by score, against the elements other features hold (export records, links of
+ * exports on their way, links journaled for the batch's other rows), and each decision is journaled.
+ * Rows are assigned in job order, so ties go the same way on every run.
+ *
+ * Then, written first and read after: every automatic link of the batch — made now, or journaled by
+ * an earlier attempt — whose element another feature holds by now is asked instead. Of two batches
+ * deciding at the same moment, at least one sees the other's journaled link this way (each decision
+ * is committed before the read), so the same element never goes to two features unasked; a
+ * reviewer's link stands.
+ */
+async function assignBatch(db: Db, rows: readonly ClaimedRow[], looked: readonly { row: ClaimedRow; candidates: ScoredOsmCandidate[] }[], margin: number): Promise<void> {
+  const rowOf = new Map(rows.map((r) => [r.id, r] as const));
+  const jobIds = rows.map((r) => r.id);
+  const recorded = (await latestOsmDecisions(db, jobIds)).filter((d) => d.outcome === 'link' && d.chosen !== null);
+  const inside: HeldElement[] = recorded.map((d) => ({ element: d.chosen!, featureId: rowOf.get(d.jobId)!.featureId }));
+  const elements = [...new Set(looked.flatMap(({ candidates }) => candidates.map((c) => `${c.type}/${c.id}`)))];
+  const held = [...(await heldElements(db, elements, jobIds)), ...inside];
+
+  const fresh = [...looked].sort((a, b) => a.row.id - b.row.id);
+  const decisions = assignOneToOne(fresh.map(({ row, candidates }) => ({ label: `feature ${row.featureId}`, name: row.transition.snapshot.name, candidates, held: heldFor(row, held) })), margin);
+  for (const [i, { row }] of fresh.entries()) await createPostgresJournal(db, row.id).recordDecision(decisions[i]!);
+
+  const automatic = [
+    ...fresh.flatMap(({ row }, i) => {
+      const d = decisions[i]!;
+      return d.outcome === 'link' ? [{ row, element: `${d.target.type}/${d.target.id}`, candidates: d.candidates }] : [];
+    }),
+    ...recorded.filter((d) => d.decidedBy === null).map((d) => ({ row: rowOf.get(d.jobId)!, element: d.chosen!, candidates: d.candidates as ScoredOsmCandidate[] })),
+  ];
+  if (automatic.length === 0) return;
+  const now = [...(await heldElements(db, automatic.map((a) => a.element), jobIds)), ...inside];
+  for (const { row, element, candidates } of automatic) {
+    const holder = heldFor(row, now).get(element);
+    if (holder === undefined) continue;
+    const reason = `${element.replace('/', ' ')} is already the OSM element of ${holder}: one element, two features`;
+    await createPostgresJournal(db, row.id).recordDecision({ outcome: 'needs_decision', reason, candidates });
+  }
+}
+
 /** A permanent error as an outcome; anything unexpected is recorded as failed rather than sinking the batch. */
 function safeOutcome(error: unknown): TerminalOutcome {
   try {
@@ -397,46 +440,57 @@ function safeOutcome(error: unknown): TerminalOutcome {
   }
 }
 
+/** What the uploads of one batch share: where outcomes go, and the nodes created so far by position. */
+interface Uploads {
+  db: Db;
+  client: OsmApiClient;
+  exporter: OsmExporter;
+  batchId: number;
+  outcomes: Map<number, TerminalOutcome>;
+  changes: Map<number, number>;
+  /** Shareable nodes this batch created, position → real id: a later changeset references them. */
+  created: Map<string, number>;
+  log: Logger;
+}
+type Item = { row: ClaimedRow; part: BatchPart };
+
 /**
  * The parts in changesets of at most `maxChanges` changes (a part larger than that alone is refused:
- * OSM would close its changeset half-way). Each changeset's comment names exactly the parts it
+ * OSM would close its changeset half-way). Parts sharing created nodes go in one changeset when they
+ * fit (batch.ts groupParts); where they cannot, a later changeset references the nodes an earlier
+ * one created instead of creating them again. Each changeset's comment names exactly the parts it
  * holds; every changeset opened here is closed on every path.
  */
-async function uploadBatch(db: Db, client: OsmApiClient, exporter: OsmExporter, batchId: number, prepared: readonly { row: ClaimedRow; part: BatchPart }[], outcomes: Map<number, TerminalOutcome>, changes: Map<number, number>, maxChanges: number, log: Logger): Promise<void> {
-  const groups: { row: ClaimedRow; part: BatchPart }[][] = [];
-  let current: { row: ClaimedRow; part: BatchPart }[] = [];
-  let size = 0;
-  for (const item of prepared) {
+async function uploadBatch(uploads: Omit<Uploads, 'created'>, prepared: readonly Item[], maxChanges: number): Promise<void> {
+  const fitting = prepared.filter((item) => {
     const n = changeCount(item.part.change);
-    if (n > maxChanges) {
-      outcomes.set(item.row.id, { status: 'failed', reason: `the change has ${n} elements, more than the ${maxChanges} one changeset may hold; split the feature` });
-      continue;
-    }
-    if (size + n > maxChanges && current.length > 0) {
-      groups.push(current);
-      current = [];
-      size = 0;
-    }
-    current.push(item);
-    size += n;
-  }
-  if (current.length > 0) groups.push(current);
-  for (const group of groups) await uploadGroup(db, client, exporter, batchId, group, outcomes, changes, log, 0);
+    if (n <= maxChanges) return true;
+    uploads.outcomes.set(item.row.id, { status: 'failed', reason: `the change has ${n} elements, more than the ${maxChanges} one changeset may hold; split the feature` });
+    return false;
+  });
+  const shared: Uploads = { ...uploads, created: new Map() };
+  for (const group of groupParts(fitting, maxChanges)) await uploadGroup(shared, group, 0);
 }
 
 /** One changeset for `prepared`: journaled, uploaded, closed. A changeset OSM closed under us (409) is split and retried. */
-async function uploadGroup(db: Db, client: OsmApiClient, exporter: OsmExporter, batchId: number, prepared: readonly { row: ClaimedRow; part: BatchPart }[], outcomes: Map<number, TerminalOutcome>, changes: Map<number, number>, log: Logger, depth: number): Promise<void> {
-  const snapshots = (items: readonly { row: ClaimedRow }[]): FeatureSnapshot[] => items.map(({ row }) => row.transition.snapshot);
+async function uploadGroup(uploads: Uploads, items: readonly Item[], depth: number): Promise<void> {
+  const { db, client, exporter, batchId, outcomes, changes, created, log } = uploads;
+  const snapshots = (xs: readonly { row: ClaimedRow }[]): FeatureSnapshot[] => xs.map(({ row }) => row.transition.snapshot);
+  // Nodes an earlier changeset of the batch created at our positions are referenced, not created again.
+  const prepared = items.map((item) => ({ ...item, part: reuseCreatedNodes(item.part, created) }));
   const { parts, change } = combineParts(prepared.map(({ part }) => part));
   const changesetId = await client.createChangeset(exporter.changesetTags(snapshots(prepared)));
-  let retry: { row: ClaimedRow; part: BatchPart }[][] = [];
-  const record = (part: BatchPart, diff: { type: string; oldId: number; newId?: number; newVersion?: number }[]) => {
+  let retry: Item[][] = [];
+  const record = (part: BatchPart, diff: DiffResultEntry[]) => {
     const root = diff.find((d) => d.type === part.root.type && d.oldId === part.root.id);
     const id = root?.newId ?? part.root.id;
     const version = root?.newVersion ?? part.unchangedRootVersion;
     if (id < 0 || version === undefined) throw new Error(`diffResult of changeset ${changesetId} lacks the root ${part.root.type} ${part.root.id}`);
     changes.set(part.key, changeCount(part.change));
     outcomes.set(part.key, { status: 'exported', result: recordOf(part, id, version, changesetId), ...(part.detail ? { detail: part.detail } : {}) });
+  };
+  const remember = (uploaded: readonly BatchPart[], diff: DiffResultEntry[]) => {
+    for (const [position, id] of createdNodesOf(uploaded, diff)) if (!created.has(position)) created.set(position, id);
   };
   try {
     // The journal of every part, durable before the upload (one statement, autocommit).
@@ -449,15 +503,16 @@ async function uploadGroup(db: Db, client: OsmApiClient, exporter: OsmExporter, 
     );
     try {
       const diff = await client.upload(changesetId, change);
+      remember(parts, diff);
       for (const part of parts) record(part, diff);
     } catch (error) {
       if (!(error instanceof OsmApiError)) throw error;
       if (error.status === 409 && CHANGESET_CLOSED.test(error.message) && depth < 6) {
         // Full (10 000 changes) or closed meanwhile: nothing of this upload was applied. The parts
-        // go again in new changesets, halved, instead of being recorded as conflicts.
+        // go again in new changesets, halved (parts sharing nodes kept together where they fit),
+        // instead of being recorded as conflicts.
         log.warn({ err: error, changesetId }, 'the changeset was closed under the upload; splitting and retrying');
-        const half = Math.ceil(prepared.length / 2);
-        retry = prepared.length > 1 ? [prepared.slice(0, half), prepared.slice(half)] : [[...prepared]];
+        retry = items.length > 1 ? groupParts(items, Math.max(1, Math.ceil(changeCount(change) / 2))) : [[...items]];
       } else if (parts.length === 1) {
         outcomes.set(parts[0]!.key, safeOutcome(error));
       } else {
@@ -468,16 +523,20 @@ async function uploadGroup(db: Db, client: OsmApiClient, exporter: OsmExporter, 
     // Every changeset opened here is closed, whatever happened: an empty one never lingers open.
     await client.closeChangeset(changesetId).catch((error: unknown) => log.warn({ err: error, changesetId }, 'closing the changeset failed; OSM closes it when idle'));
   }
-  for (const group of retry) await uploadGroup(db, client, exporter, batchId, group, outcomes, changes, log, depth + 1);
+  for (const group of retry) await uploadGroup(uploads, group, depth + 1);
 
   async function uploadPartsAlone(): Promise<void> {
     // One part spoils the atomic upload: each part alone, into the same changeset, gets its own
-    // outcome, and the comment is rewritten to name only what went up.
+    // outcome, and the comment is rewritten to name only what went up. A part uses the nodes the
+    // parts before it created (the journaled plans find them in the download by position).
     log.warn({ changesetId }, 'the batch upload was refused; uploading its parts one by one');
     const uploaded: { row: ClaimedRow }[] = [];
-    for (const [i, part] of parts.entries()) {
+    for (const [i, combined] of parts.entries()) {
+      const part = reuseCreatedNodes(combined, created);
       try {
-        record(part, await client.upload(changesetId, part.change));
+        const diff = await client.upload(changesetId, part.change);
+        remember([part], diff);
+        record(part, diff);
         uploaded.push(prepared[i]!);
       } catch (partError) {
         if (partError instanceof OsmApiError) outcomes.set(part.key, safeOutcome(partError));
