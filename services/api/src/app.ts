@@ -21,6 +21,7 @@ import { originCheckForCookieWrites } from './http/csrf.js';
 import { conditionalGet, sendJson, type Hook } from './http/fastify.js';
 import { idempotentCreate } from './http/idempotency.js';
 import { changeLimitKey, oncePerRequest, trustFunction } from './http/rate-limit-key.js';
+import { postgresRateLimitStore } from './http/rate-limit-store.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
 import { createApiServer, requestIdOf, type ApiServerOptions } from './http/server.js';
 import { openApiRoutes } from './openapi.js';
@@ -119,6 +120,10 @@ export function createApp(given: AppDependencies): FastifyInstance {
       timeWindow: 60_000,
       // The caller's own budget, else the client address (http/rate-limit-key.ts).
       keyGenerator: changeLimitKey({ authenticator: deps.authenticator }),
+      // Counted in the database: one budget across every API process (http/rate-limit-store.ts).
+      store: postgresRateLimitStore(deps.db),
+      // The database unreachable: the change itself would fail anyway; let it say so (503).
+      skipOnError: true,
       enableDraftSpec: true,
       addHeaders: { 'retry-after': false },
       errorResponseBuilder: () => new AppError('TOO_MANY_REQUESTS', 'too many changes; retry in a minute', { headers: { 'Retry-After': '60' } }),
