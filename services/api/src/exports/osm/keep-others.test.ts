@@ -199,6 +199,15 @@ describe('three-way tag merge: a value someone else changed since our last expor
 });
 
 describe('the link back from OSM to Wikidata', () => {
+  it('a first export whose feature already has its item carries wikidata=<item> in the same change: one upload, no second plan', async () => {
+    const uploads = osm.acceptedUploads.length;
+    const record = exported(await exporter().export({ snapshot: snapshot({ type: 'Point', coordinates: B }), previous: null, journal: createMemoryJournal(), wikidataItem: 'Q4712' }));
+    expect(osm.element('node', record.id)!.tags.wikidata).toBe('Q4712');
+    // The record's merge base holds it, so the link-back after the Wikibase export has nothing to queue.
+    expect(record.tags).toMatchObject({ wikidata: 'Q4712' });
+    expect(osm.acceptedUploads.length - uploads).toBe(1);
+  });
+
   it('a re-export writes wikidata=<the feature\'s item>; a different item someone set on the element stays', async () => {
     const first = snapshot({ type: 'Point', coordinates: A });
     const previous = exported(await run(first, null));
