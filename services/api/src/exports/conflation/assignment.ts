@@ -7,14 +7,15 @@ import { decide, type OsmConflationDecision, type ScoredCandidate } from './osm.
  * element and each element at most one feature. A lone export is a batch of one.
  *
  * Glossary:
- * - held: an element that is already another feature's — its export record, or a link decided (by
- *   the automatic rule or a reviewer) for another feature's export not finished yet. It is never
- *   linked automatically to a second feature.
+ * - held: an element that is already another feature's — its export record, a link decided (by
+ *   the automatic rule or a reviewer) for another feature's export not finished yet, or a plan of
+ *   such an export waiting on the desk to modify it. It is never linked automatically to a second
+ *   feature.
  * - pair: a feature and one of its strong candidates (scoreCandidates), with that candidate's score.
  *   Only strong pairs compete: a weak candidate is never linked automatically, so it takes nothing
  *   away from another feature.
  * - margin (OSM_CONFLATION_AMBIGUITY_MARGIN, 0.05): two scores closer than this are a tie a machine
- *   should not break — about 7 m of distance at the default radius, or a small name difference — so
+ *   should not break — about 7.5 m of distance at the default radius, or a small name difference — so
  *   a reviewer is asked instead.
  *
  * The rule, per feature:
@@ -117,7 +118,7 @@ export function assignOneToOne(inputs: readonly AssignmentInput[], margin: numbe
       const scored = (c: Pick<ScoredCandidate, 'type' | 'id'>) => `${nameOf(keyOf(c))} (score ${fixed(score(i, keyOf(c))!)})`;
       return ask(`${scored(first)} and ${scored(second)} are within the ambiguity margin of ${margin}`);
     }
-    const rivalFeature = inputs.findIndex((other, j) => {
+    const rivalFeature = inputs.findIndex((_other, j) => {
       if (j === i || held(j, key) !== undefined) return false;
       const theirs = score(j, key);
       if (theirs === undefined || clearlyAbove(s, theirs)) return false;

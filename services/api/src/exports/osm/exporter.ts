@@ -245,8 +245,9 @@ export class OsmExporter {
 
   /**
    * Everything of an export before its upload, for a batch of exports in one changeset
-   * (qc/jobs/osm-batch.ts): the licence gate, the mapping, conflation (journaled, as in `export`) and
-   * the plan. Answers a terminal outcome, or the prepared change with placeholders from -1 down.
+   * (qc/jobs/osm-batch.ts): the licence gate, the mapping, the conflation decision (the batch's
+   * one-to-one assignment journaled it after `lookup`; without one, as in `export`) and the plan.
+   * Answers a terminal outcome, or the prepared change with placeholders from -1 down.
    */
   async prepare(request: OsmExportRequest): Promise<ExportOutcome<OsmExportRecord> | PreparedOsmExport> {
     const gate = this.gate(request);
