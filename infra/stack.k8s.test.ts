@@ -169,12 +169,12 @@ describe('admin APIs', () => {
     expect(kratos.values.ingress).toBeUndefined();
   });
 
-  it('only the API, the login app and the clients sync may reach the admin ports', () => {
+  it('only the API, the login app and the clients sync may reach the admin ports (and Hydra Kratos\', as on the Docker admin network)', () => {
     const admins = (name: string, port: number) =>
       (policiesIn(ns().platform).find((p) => p.metadata.name === `allow-${name}`)?.spec as { ingress: { from: { podSelector: { matchLabels: Json } }[]; ports: { port: number }[] }[] }).ingress
         .filter((r) => r.ports.some((p) => p.port === port))
         .flatMap((r) => r.from.map((f) => f.podSelector.matchLabels['app.kubernetes.io/name']));
-    expect(admins('kratos', 4434).sort()).toEqual(['api', 'login']);
+    expect(admins('kratos', 4434).sort()).toEqual(['api', 'hydra', 'login']);
     expect(admins('hydra', 4445).sort()).toEqual(['api', 'clients-sync', 'login']);
   });
 });

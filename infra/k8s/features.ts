@@ -172,7 +172,7 @@ export function declareFeatures(ctx: K8sContext, platform: K8sPlatform, images: 
                 image: images.thirdParty.geoserver,
                 limits: LIMITS.job,
                 uid: geoserverUid,
-                command: ['sh', '-c', `cp -a ${tomcat}/. /seed/`],
+                command: ['sh', '-c', `cp -R ${tomcat}/. /seed/`],
                 volumeMounts: [{ name: 'tomcat', mountPath: '/seed' }],
               }),
             ],

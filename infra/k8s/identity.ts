@@ -31,7 +31,7 @@ import type { K8sPlatform } from './stack.js';
  *
  * Admin APIs: the charts' `kratos-admin` (4434) and `hydra-admin` (4445) are ClusterIP Services that no
  * Ingress and no edge route names; NetworkPolicies let only the API, the login app and the clients sync
- * reach those ports.
+ * reach those ports (and Hydra Kratos', to end a session on logout), as the Docker admin network does.
  */
 
 /** Kratos' and Hydra's admin and public Services, as the charts name them with fullnameOverride. */
@@ -221,14 +221,18 @@ export function declareIdentity(ctx: K8sContext, platform: K8sPlatform, images: 
     allow('kratos', namespace, { 'app.kubernetes.io/name': 'kratos' }, {
       ingress: [
         { peers: [edge, { pods: 'api' }, { pods: 'login' }, { pods: 'accounts-ui' }], ports: [UPSTREAMS.kratosPublic.port] },
-        { peers: [{ pods: 'api' }, { pods: 'login' }], ports: [ADMIN_UPSTREAMS.kratosAdmin.port] },
+        // Hydra ends the Kratos session on an OIDC logout (hydra.yml identity_provider).
+        { peers: [{ pods: 'api' }, { pods: 'login' }, { pods: 'hydra' }], ports: [ADMIN_UPSTREAMS.kratosAdmin.port] },
       ],
+      // Social sign-in: Kratos fetches the providers' discovery documents and exchanges codes (https).
+      ...(cfg.oidcProviders.length > 0 ? { egress: [{ peers: [INTERNET], ports: [443] }] } : {}),
     }),
     allow('hydra', namespace, { 'app.kubernetes.io/name': 'hydra' }, {
       ingress: [
         { peers: [edge], ports: [UPSTREAMS.hydraPublic.port] },
         { peers: [{ pods: 'api' }, { pods: 'login' }, { pods: 'clients-sync' }], ports: [ADMIN_UPSTREAMS.hydraAdmin.port] },
       ],
+      egress: [{ peers: [{ pods: 'kratos' }], ports: [ADMIN_UPSTREAMS.kratosAdmin.port] }],
     }),
     // Every pod of each release reaches its database's pooler, and nothing else.
     allow('kratos-release', namespace, oryPods('kratos'), { egress: [{ peers: [{ pods: { 'cnpg.io/poolerName': kratosDb.hosts.pooled } }], ports: [PG_PORT] }] }),
