@@ -55,8 +55,25 @@ const alive = (pid: number): boolean => {
 const pids = (): number[] => readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number);
 const launcherOf = (serverPid: number): number | undefined =>
   pids().find((pid) => cmdline(pid).includes('launcher-process.mjs') && (() => { try { return parentOf(pid) === serverPid; } catch { return false; } })());
+const groupOf = (pid: number): number => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[2]);
+/**
+ * The deploy script the launcher started: the leader of its own process group. Its subshells carry
+ * the same command line, and once pids wrap around one of them can have the lower pid.
+ */
 const scriptPidOf = (deployDir: string): number | undefined =>
-  pids().find((pid) => cmdline(pid).includes('deploy-branch.sh') && cmdline(pid).includes(deployDir));
+  pids().find((pid) => {
+    const line = cmdline(pid);
+    try {
+      return line.includes('deploy-branch.sh') && line.includes(deployDir) && groupOf(pid) === pid;
+    } catch {
+      return false;
+    }
+  });
+/** The newest line of a deployment's own log (deploy-<stamp>-<id>.log). */
+const deployLogOf = (deployDir: string, id: string): string => {
+  const name = readdirSync(join(deployDir, 'logs')).find((f) => f.startsWith('deploy-') && f.endsWith(`-${id}.log`));
+  return name ? readFileSync(join(deployDir, 'logs', name), 'utf8') : '';
+};
 
 interface ServerProcess {
   child: ChildProcess;
@@ -127,11 +144,17 @@ describe('a restart while a deploy runs', () => {
       const res = await sendGitlab(url, pushPayload('develop', hung), secret);
       expect(res.status).toBe(202);
       const script = await waitFor(() => scriptPidOf(deployDir), 15_000, 'the deploy script');
-      await waitFor(() => readFileSync(readdirSync(join(deployDir, 'logs')).filter((f) => f.startsWith('deploy-')).map((f) => join(deployDir, 'logs', f)).sort().at(-1)!, 'utf8').includes('building'), 60_000, 'the build to start');
+      // This deployment's own log: the previous one may have started in the same second, and
+      // names sort by second and then by the random id.
+      await waitFor(() => deployLogOf(deployDir, String(res.json.deploymentId)).includes('building'), 60_000, 'the build to start');
 
-      // The root part and the server die outright: nothing is left to end the deploy.
+      // The root part and the server die outright: nothing is left to end the deploy. Both are
+      // stopped first, so neither can react to the other's death (the server stops the deploys of
+      // a launcher that exits; a launcher stops its deploys when the server goes).
       const launcher = launcherOf(first.child.pid!)!;
       expect(launcher).toBeDefined();
+      process.kill(launcher, 'SIGSTOP');
+      first.child.kill('SIGSTOP');
       process.kill(launcher, 'SIGKILL');
       first.child.kill('SIGKILL');
       await first.exited;

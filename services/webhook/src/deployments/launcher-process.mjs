@@ -39,7 +39,7 @@
 // server's journal.
 // `args` is the argument template: '{branch}' and '{commit}' are replaced, everything else is fixed.
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 import { COMMIT_ID, RELEASE_NAME, readRevisionFile } from '../../../shared/revision-file.mjs';
 
@@ -87,10 +87,15 @@ function underLauncher(pid) {
   }
 }
 
+// Written whole or not at all (a temporary file renamed over the record): a launcher killed while
+// writing must not leave an empty or half-written record, which the next launcher would read as
+// "that deploy is gone" and remove, leaving the deploy running with nothing to stop it.
 function record(target, pid) {
+  const pending = `${recordOf(target)}.${process.pid}`;
   try {
     mkdirSync(target.logDir, { recursive: true, mode: 0o700 });
-    writeFileSync(recordOf(target), `${pid} ${startTimeOf(pid)}\n`, { mode: 0o600 });
+    writeFileSync(pending, `${pid} ${startTimeOf(pid)}\n`, { mode: 0o600 });
+    renameSync(pending, recordOf(target));
   } catch {
     // without a record a restart cannot find this deploy; it still runs under this launcher
   }
