@@ -18,7 +18,7 @@ export interface RawRequest {
 
 /**
  * One request through node:http rather than fetch, so the path, headers and body go out exactly as
- * written (fetch would normalise the path and add headers): the fast-path tests compare two servers'
+ * written (fetch would normalise the path and add headers): the hot-route tests compare recorded answers'
  * answers to the same bytes.
  */
 export function sendRaw(base: string, sent: RawRequest): Promise<RawAnswer> {

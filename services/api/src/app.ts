@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IdentityApi } from '@ory/kratos-client';
 import fastifyRateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticate } from './auth/middleware.js';
 import { DEFAULT_ASSURANCE } from './auth/assurance.js';
@@ -74,6 +74,8 @@ export interface AppDependencies {
 export function createApp(given: AppDependencies): FastifyInstance {
   // Every part that asks who the caller is (the change limit's key, the scopes' hooks) gets one answer per request.
   const deps = { ...given, authenticator: oncePerRequest(given.authenticator) };
+  const allowedOrigins = deps.config.cors?.origins ?? [];
+  const corsOfScopes = cors({ origins: allowedOrigins });
   const app = Fastify({
     // Node's server as http/server.ts makes it: timeouts, client errors as problem+json, the request id.
     serverFactory: (handler) => createApiServer(handler, { ...deps.server, logger: deps.logger }),
@@ -86,10 +88,17 @@ export function createApp(given: AppDependencies): FastifyInstance {
     // As the API always routed: paths case-insensitive, a trailing slash ignored, ids up to the URL limit.
     routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, maxParamLength: 16 * 1024 },
     loggerInstance: deps.logger as FastifyBaseLogger,
-    disableRequestLogging: true,
+    // No line per request (the proxy logs them); failures are logged by the error handler.
+    logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: false,
-    // A malformed %-escape in the path, refused by the router before any route: as every other refusal.
-    frameworkErrors: (error, request, reply) => problemHandler(deps.logger)(error, request, reply),
+    // A malformed %-escape in the path, refused by the router before any route: as every other
+    // refusal, with the headers of the scope it was meant for (nosniff, CORS), as the hooks set them.
+    frameworkErrors: (error, request, reply) => {
+      const answer = () => problemHandler(deps.logger)(error, request, reply);
+      if (!/^\/(?:api|ogcapi)(?:[/?]|$)/i.test(request.url.slice(0, 8))) return answer();
+      reply.header('X-Content-Type-Options', 'nosniff');
+      corsOfScopes(request, reply).then(answer, answer);
+    },
   });
   app.decorate('assurance', deps.config.assurance ?? DEFAULT_ASSURANCE);
   app.decorateRequest('principal', undefined);
@@ -130,7 +139,6 @@ export function createApp(given: AppDependencies): FastifyInstance {
     });
   }
 
-  const allowedOrigins = deps.config.cors?.origins ?? [];
   const userRecorder = createUserRecorder(deps.db, deps.logger);
   const authenticator = recordingCallers(deps.authenticator, userRecorder);
   // Writes through /api/features and /api/imports change the /ogcapi collections' extents too.
@@ -146,7 +154,7 @@ export function createApp(given: AppDependencies): FastifyInstance {
     scope.addHook('onRequest', async (_request, reply) => {
       reply.header('X-Content-Type-Options', 'nosniff');
     });
-    scope.addHook('onRequest', cors({ origins: allowedOrigins }));
+    scope.addHook('onRequest', corsOfScopes);
     if (writesPerMinute > 0) scope.addHook('onRequest', changeLimit(scope));
     if (!options.authenticated) return;
     scope.addHook('onRequest', authenticate(authenticator));

@@ -76,6 +76,16 @@ const CASES: Array<{ name: string; method?: string; path: string; headers?: () =
   { name: 'a DELETE', method: 'DELETE', path: '/api/features/fast-1' },
 ];
 
+/**
+ * The one difference made on purpose: a malformed %-escape is still a 400 with the scope's headers,
+ * but its detail now says what is wrong (Express said only "Bad Request"; http/problem.ts).
+ */
+function withIntendedChanges(name: string, answer: ReturnType<typeof recordedAnswer>): ReturnType<typeof recordedAnswer> {
+  if (name !== 'a malformed %-escape') return answer;
+  const body = answer.body.replace('"detail":"Bad Request"', '"detail":"the request URL is not valid (a malformed %-escape)"');
+  return { ...answer, body, headers: { ...answer.headers, 'content-length': String(Buffer.byteLength(body)) } };
+}
+
 describe('the single-feature GET answers as the Express app did', () => {
   it('has a recorded Express answer for each case, and no recorded case goes unchecked', () => {
     expect(CASES.map((c) => c.name)).toEqual(Object.keys(recording.cases));
@@ -85,7 +95,7 @@ describe('the single-feature GET answers as the Express app did', () => {
     it(`answers ${c.name} as Express did`, async () => {
       const sent = { method: c.method ?? 'GET', path: c.path, headers: c.headers?.() ?? {} };
       expect(describeRequest(sent, placeholders()), 'the request the answer was recorded for').toEqual(recording.cases[c.name]?.request);
-      expect(normalise(await sendRaw(base, sent))).toEqual(recordedAnswer(recording, c.name, db.kind));
+      expect(normalise(await sendRaw(base, sent))).toEqual(withIntendedChanges(c.name, recordedAnswer(recording, c.name, db.kind)));
     });
   }
 

@@ -101,5 +101,6 @@ export const conditionalGet: onSendAsyncHookHandler = async (request, reply, pay
   if (!fresh(request.headers, { etag: String(etag), 'last-modified': reply.getHeader('last-modified') as string | undefined })) return payload;
   reply.code(304);
   for (const name of ['content-type', 'content-length', 'content-encoding', 'transfer-encoding']) reply.removeHeader(name);
-  return '';
+  // No payload at all (not ''), so no Content-Length: a 304's would have to be the 200's (RFC 9110 §8.6).
+  return null;
 };
