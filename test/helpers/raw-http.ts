@@ -18,8 +18,8 @@ export interface RawRequest {
 
 /**
  * One request through node:http rather than fetch, so the path, headers and body go out exactly as
- * written (fetch would normalise the path and add headers): the hot-route tests compare recorded answers'
- * answers to the same bytes.
+ * written (fetch would normalise the path and add headers): the hot-route tests compare the answers
+ * with those the Express app gave to the same bytes (test/fixtures/express-answers).
  */
 export function sendRaw(base: string, sent: RawRequest): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
