@@ -175,6 +175,10 @@ describe('one-to-one matching across exports', () => {
         return j.status === 'needs_decision' ? j : undefined;
       });
       expect(job.reason).toBe(`node ${nodeId} is already the OSM element of feature ${ids[0]}: one element, two features`);
+      // Nor can a reviewer link it by hand: the element is another feature's (409, nothing uploaded).
+      const refused = await api.request('POST', `/api/qc/jobs/${job.id}/decision`, { token: reviewer, body: { choice: { type: 'node', id: nodeId } } });
+      expect(refused.status, refused.text).toBe(409);
+      expect(refused.json.detail).toContain(`node ${nodeId} is already the OSM element of feature ${ids[0]}`);
       expect(osm.acceptedUploads.length).toBe(uploads);
     } finally {
       await worker.stop();

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { AppError } from '../../../shared/errors.js';
 import type { Principal } from '../../../shared/principal.js';
 import { withTransaction, type Db } from '../db/pool.js';
+import { heldElements } from './jobs/held.js';
 import type { OsmConflationDecision, ScoredCandidate } from '../exports/conflation/osm.js';
 import type { WikibaseCandidate, WikibaseConflationDecision } from '../exports/conflation/wikibase.js';
 import { insertDecision } from './jobs/journal.js';
@@ -51,6 +52,10 @@ export function createDecisionService(db: Db, options: { maxAttempts: number }) 
             const { type, id } = body.choice;
             if (target !== 'osm') throw new AppError('VALIDATION_FAILED', 'this is a Wikibase export: choose {"itemId": "Q…"} or "create"');
             if (!(candidates as ScoredCandidate[]).some((c) => c.type === type && c.id === id)) throw new AppError('VALIDATION_FAILED', `${type} ${id} is not one of the candidates of job ${jobId}`);
+            // One feature per element (exports/conflation/assignment.ts): a reviewer cannot link an
+            // element another feature already holds (its export record, or its export on the way).
+            const holder = (await heldElements(client, [`${type}/${id}`], [jobId])).find((h) => h.featureId !== job.featureId);
+            if (holder) throw new AppError('CONFLICT', `${type} ${id} is already the OSM element of feature ${holder.featureId}; choose another candidate or create a new element`);
             decision = { outcome: 'link', target: { type, id }, moveGeometry: body.moveGeometry, reason: `reviewer chose ${type} ${id}${body.moveGeometry ? ' and to move its geometry' : ''}${why}`, candidates: candidates as ScoredCandidate[], decidedBy };
             chosen = `${type}/${id}`;
           } else {
