@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { eventually } from '../../../test/helpers/wait.js';
 import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,15 +36,6 @@ function npmStart(env: Record<string, string>): { child: ChildProcess; output: (
   return { child, output: () => output, exited };
 }
 
-async function waitFor<T>(probe: () => T | undefined, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const isAlive = (pid: number): boolean => {
   try {
@@ -71,7 +63,7 @@ describe('npm start', () => {
       DEPLOY_ROOT: join(dir, 'sites'),
     });
     try {
-      const apiUrl = await waitFor(() => /"api":"(http:\/\/localhost:\d+)\/api\/features"/.exec(run.output())?.[1], 90_000, 'platform ready');
+      const apiUrl = await eventually('platform ready', () => /"api":"(http:\/\/localhost:\d+)\/api\/features"/.exec(run.output())?.[1], 90_000);
       expect((await fetch(`${apiUrl}/healthz`)).status).toBe(200);
       expect(run.output()).toMatch(/SECRET_MAIN=[0-9a-f]{64}/);
       const pids = pidsIn(run.output())!;
@@ -79,7 +71,7 @@ describe('npm start', () => {
 
       run.child.kill('SIGTERM');
       await run.exited;
-      await waitFor(() => (Object.values(pids).some(isAlive) ? undefined : true), 30_000, 'the services to exit');
+      await eventually('the services to exit', () => (Object.values(pids).some(isAlive) ? undefined : true), 30_000);
       await expect(fetch(`${apiUrl}/healthz`)).rejects.toThrow();
       // Graceful: each service logged its own stop and exited 0.
       expect(run.output()).toMatch(/"service":"webhook","code":0,"msg":"service stopped"/);
@@ -93,13 +85,13 @@ describe('npm start', () => {
     const dataDir = join(dir, 'data-2');
     const run = npmStart({ PORT: '0', DATA_DIR: dataDir, START_WEBHOOK: 'false' });
     try {
-      const pids = await waitFor(() => pidsIn(run.output()), 60_000, 'the services to start');
+      const pids = await eventually('the services to start', () => pidsIn(run.output()), 60_000);
       // The embedded database is being created: the lock file shows the API holds the folder.
-      await waitFor(() => (existsSync(join(dataDir, 'pglite.pid')) ? true : undefined), 60_000, 'the data folder lock');
+      await eventually('the data folder lock', () => (existsSync(join(dataDir, 'pglite.pid')) ? true : undefined), 60_000);
       expect(run.output()).not.toContain('platform ready');
       run.child.kill('SIGTERM');
       await run.exited;
-      await waitFor(() => (isAlive(pids.api!) ? undefined : true), 150_000, 'the API to exit');
+      await eventually('the API to exit', () => (isAlive(pids.api!) ? undefined : true), 150_000);
       expect(run.output(), run.output()).toMatch(/"service":"api","code":0,"msg":"service stopped"/);
       expect(existsSync(join(dataDir, 'pglite.pid'))).toBe(false);
     } finally {
@@ -141,11 +133,11 @@ describe('npm start', () => {
     it('restarts the killed API on the port it had while the webhook server keeps running, and still stops cleanly', async () => {
       const run = start('crash-1');
       try {
-        const apiUrl = await waitFor(() => apiUrlIn(run.output()), 90_000, 'platform ready');
+        const apiUrl = await eventually('platform ready', () => apiUrlIn(run.output()), 90_000);
         const pids = pidsIn(run.output())!;
         process.kill(pids.api!, 'SIGKILL');
 
-        const [restarted] = await waitFor(() => (restarts(run.output()).length ? restarts(run.output()) : undefined), 60_000, 'the API to be restarted');
+        const [restarted] = await eventually('the API to be restarted', () => (restarts(run.output()).length ? restarts(run.output()) : undefined), 60_000);
         expect(run.child.exitCode, run.output()).toBeNull();
         expect(isAlive(pids.webhook!)).toBe(true);
         expect(crashes(run.output())).toEqual([expect.objectContaining({ code: null, signal: 'SIGKILL', crashes: 1, restartInMs: 1000 })]);
@@ -158,7 +150,7 @@ describe('npm start', () => {
 
         run.child.kill('SIGTERM');
         expect(await run.exited, run.output()).toBe(0);
-        await waitFor(() => (isAlive(restarted!.pid) || isAlive(pids.webhook!) ? undefined : true), 30_000, 'the services to exit');
+        await eventually('the services to exit', () => (isAlive(restarted!.pid) || isAlive(pids.webhook!) ? undefined : true), 30_000);
         expect(run.output()).toMatch(/"service":"webhook","code":0,"msg":"service stopped"/);
         expect(run.output()).toMatch(/"service":"api","code":0,"msg":"service stopped"/);
       } finally {
@@ -169,13 +161,13 @@ describe('npm start', () => {
     it('waits twice as long before restarting after a second crash in a row as after the first', async () => {
       const run = start('crash-2');
       try {
-        const apiUrl = await waitFor(() => apiUrlIn(run.output()), 90_000, 'platform ready');
+        const apiUrl = await eventually('platform ready', () => apiUrlIn(run.output()), 90_000);
         process.kill(pidsIn(run.output())!.api!, 'SIGKILL');
         // The restarted API is killed again as soon as it is spawned, before it could heal.
-        const [again] = await waitFor(() => (restarting(run.output()).length ? restarting(run.output()) : undefined), 60_000, 'the first restart');
+        const [again] = await eventually('the first restart', () => (restarting(run.output()).length ? restarting(run.output()) : undefined), 60_000);
         process.kill(again!.pid, 'SIGKILL');
 
-        await waitFor(() => (restarts(run.output()).length ? true : undefined), 60_000, 'the second restart');
+        await eventually('the second restart', () => (restarts(run.output()).length ? true : undefined), 60_000);
         expect(crashes(run.output()).map((c) => [c.crashes, c.restartInMs])).toEqual([
           [1, 1000],
           [2, 2000],
@@ -195,7 +187,7 @@ describe('npm start', () => {
       copyFileSync(join(repoRoot, 'config/targets.yaml'), targetsFile);
       const run = start('crash-3', { TARGETS_FILE: targetsFile });
       try {
-        await waitFor(() => apiUrlIn(run.output()), 90_000, 'platform ready');
+        await eventually('platform ready', () => apiUrlIn(run.output()), 90_000);
         const pids = pidsIn(run.output())!;
         writeFileSync(targetsFile, 'targets: []\n');
         process.kill(pids.webhook!, 'SIGKILL');
@@ -204,7 +196,7 @@ describe('npm start', () => {
         expect(run.output()).toMatch(/"service":"webhook","code":2,"msg":"service exited with a configuration error; not restarting it, stopping the others"/);
         expect(restarting(run.output())).toHaveLength(1); // the one after the SIGKILL, which then failed
         expect(run.output()).toMatch(/"service":"api","code":0,"msg":"service stopped"/);
-        await waitFor(() => (isAlive(pids.api!) ? undefined : true), 30_000, 'the API to exit');
+        await eventually('the API to exit', () => (isAlive(pids.api!) ? undefined : true), 30_000);
       } finally {
         run.child.kill('SIGKILL');
       }

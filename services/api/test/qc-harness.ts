@@ -10,6 +10,7 @@ import { ExportsEnvSchema, exportsSettingsFrom } from '../src/exports/config.js'
 import { migrateQueue, startQcWorker, type QcWorker, type WorkerSettings } from '../src/qc/worker.js';
 import type { TestApi } from '../../../test/helpers/api.js';
 import type { TestDatabase } from '../../../test/helpers/db.js';
+import { eventually } from '../../../test/helpers/wait.js';
 
 export const FAST_WORKER: WorkerSettings = { concurrency: 2, pollIntervalMs: 100, heartbeatMs: 500 };
 
@@ -33,14 +34,9 @@ export async function startWorker(db: TestDatabase, env: Record<string, string>)
   };
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+/** The QC tests' wait: test/helpers/wait.ts (vi.waitFor), polling every 100 ms. */
+export function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
+  return eventually(what, probe, timeoutMs, 100);
 }
 
 export interface JobView {

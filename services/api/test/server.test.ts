@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { eventually } from '../../../test/helpers/wait.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,15 +45,6 @@ function startApiProcess(env: Record<string, string>): { child: ChildProcess; ou
   return { child, output: () => output, exited };
 }
 
-async function waitFor<T>(probe: () => T | undefined, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 // One database for the file: in PGlite mode every createTestDatabase of a worker is the same one.
 let db: TestDatabase;
@@ -84,7 +76,7 @@ describe('the API process', () => {
   it('serves on DATABASE_URL, accepts a token from `npm run token`, and stops cleanly on SIGTERM', async () => {
     const run = startApiProcess({ PORT: '0', DATABASE_URL: db.url, DATA_DIR: dataDir, LOG_LEVEL: 'info' });
     try {
-      const port = await waitFor(() => /"port":(\d+),"database"/.exec(run.output())?.[1], 20_000);
+      const port = await eventually('the API to listen', () => /"port":(\d+),"database"/.exec(run.output())?.[1], 20_000);
       const base = `http://127.0.0.1:${port}`;
       expect((await fetch(`${base}/healthz`)).status).toBe(200);
       expect((await fetch(`${base}/readyz`)).status).toBe(200);
