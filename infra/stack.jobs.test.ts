@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/db.js';
 import { issueOpaqueToken } from '../test/doubles/ory/code-flow.js';
-import { HydraDouble } from '../test/doubles/ory/hydra-double.js';
+import { HydraDouble } from '../services/shared/testing/ory/hydra-double.js';
 import { lacks, requirements } from '../test/helpers/requirements.js';
-import { KratosDouble } from '../test/doubles/ory/kratos-double.js';
-import { freePort } from '../test/helpers/ports.js';
+import { KratosDouble } from '../services/shared/testing/ory/kratos-double.js';
+import { freePort } from '../services/shared/testing/ports.js';
 import { assembleImage, type AssembledImage } from './docker/image.js';
 import { exampleConfig, installMocks, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 

@@ -3,9 +3,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
+import { HydraDouble } from '../../services/shared/testing/ory/hydra-double.js';
 import { forwardTo, LateServers } from '../../test/helpers/late-servers.js';
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 /**

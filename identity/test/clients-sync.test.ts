@@ -6,9 +6,9 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../services/shared/config.js';
 import { loadClientDeclarations, syncClients, type ClientDeclaration } from '../src/clients/sync.js';
-import { CONFIG_DIR } from '../../services/shared/identity-config/render.js';
+import { CONFIG_DIR } from '../src/config/config-dir.js';
 import { createOryClients, type OryClients } from '../../services/shared/ory/clients.js';
-import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
+import { HydraDouble } from '../../services/shared/testing/ory/hydra-double.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the client sync tests on the Hydra double', requirements.contracts());

@@ -6,7 +6,8 @@ import { promisify } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { checkIdentityConfig, formatFinding } from '../src/config/check.js';
-import { CONFIG_DIR, containerEnvironment, effectiveConfig, parseListVariable } from '../../services/shared/identity-config/render.js';
+import { containerEnvironment, effectiveConfig, parseListVariable } from '../../services/shared/identity-config/render.js';
+import { CONFIG_DIR } from '../src/config/config-dir.js';
 import { VALID_ENV } from './fixtures.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
@@ -28,16 +29,16 @@ describe.skipIf(MISSING)('shipped configuration', () => {
   });
 
   it('Kratos and Hydra get separate databases, and no secret is written into a rendered file', () => {
-    const kratos = effectiveConfig('kratos', VALID_ENV);
-    const hydra = effectiveConfig('hydra', VALID_ENV);
+    const kratos = effectiveConfig('kratos', VALID_ENV, CONFIG_DIR);
+    const hydra = effectiveConfig('hydra', VALID_ENV, CONFIG_DIR);
     expect(kratos.dsn).not.toBe(hydra.dsn);
     const files = ['kratos.yml', 'hydra.yml'].map((f) => readFileSync(join(CONFIG_DIR, f), 'utf8')).join('\n');
     expect(files).not.toMatch(/dsn:|secrets:|connection_uri/);
   });
 
   it('sets the session cookie on the parent domain, Hydra\'s login/consent/logout on the auth app, PKCE for public clients', () => {
-    const kratos = effectiveConfig('kratos', VALID_ENV);
-    const hydra = effectiveConfig('hydra', VALID_ENV);
+    const kratos = effectiveConfig('kratos', VALID_ENV, CONFIG_DIR);
+    const hydra = effectiveConfig('hydra', VALID_ENV, CONFIG_DIR);
     const at = (doc: unknown, path: string): unknown => path.split('.').reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], doc);
     expect(at(kratos, 'session.cookie.domain')).toBe('example.org');
     expect(at(kratos, 'serve.public.cors.allowed_origins')).toEqual(['https://example.org', 'https://*.example.org']);
@@ -48,15 +49,15 @@ describe.skipIf(MISSING)('shipped configuration', () => {
     expect(at(kratos, 'selfservice.flows.verification.use')).toBe('code');
     expect(at(kratos, 'selfservice.flows.login.ui_url')).toBe('https://auth.example.org/self-service/login');
     expect(at(kratos, 'selfservice.flows.registration.ui_url')).toBe('https://auth.example.org/registration');
-    expect(at(effectiveConfig('kratos', { ...VALID_ENV, IDENTITY_ACCOUNTS_URL: 'https://accounts.example.org' }), 'selfservice.flows.registration.ui_url')).toBe('https://accounts.example.org/registration');
+    expect(at(effectiveConfig('kratos', { ...VALID_ENV, IDENTITY_ACCOUNTS_URL: 'https://accounts.example.org' }, CONFIG_DIR), 'selfservice.flows.registration.ui_url')).toBe('https://accounts.example.org/registration');
     expect(at(hydra, 'urls')).toMatchObject({ login: 'https://auth.example.org/login', consent: 'https://auth.example.org/consent', logout: 'https://auth.example.org/logout' });
     expect(at(hydra, 'urls.identity_provider.url')).toBe('http://kratos:4434');
     expect(at(hydra, 'oauth2.pkce.enforced_for_public_clients')).toBe(true);
   });
 
   it('the container environment uses Ory\'s own variable names', () => {
-    expect(Object.keys(containerEnvironment('kratos', VALID_ENV)).sort()).toEqual(['COURIER_SMTP_CONNECTION_URI', 'DSN', 'SECRETS_CIPHER', 'SECRETS_COOKIE', 'SECRETS_DEFAULT']);
-    expect(Object.keys(containerEnvironment('hydra', VALID_ENV)).sort()).toEqual(['DSN', 'SECRETS_SYSTEM']);
+    expect(Object.keys(containerEnvironment('kratos', VALID_ENV, CONFIG_DIR)).sort()).toEqual(['COURIER_SMTP_CONNECTION_URI', 'DSN', 'SECRETS_CIPHER', 'SECRETS_COOKIE', 'SECRETS_DEFAULT']);
+    expect(Object.keys(containerEnvironment('hydra', VALID_ENV, CONFIG_DIR)).sort()).toEqual(['DSN', 'SECRETS_SYSTEM']);
   });
 
   it('reads list variables like Ory: a JSON array or comma-separated', () => {
@@ -109,7 +110,7 @@ const ACCOUNTS = 'https://accounts.example.org';
 
 describe.skipIf(MISSING)('passkey and WebAuthn origins', () => {
   it('cover the login app and the accounts pages where keys are registered', () => {
-    const kratos = effectiveConfig('kratos', { ...VALID_ENV, IDENTITY_ACCOUNTS_URL: ACCOUNTS }) as { selfservice: { methods: Record<string, { config: { rp: { origins: string[] } } }> } };
+    const kratos = effectiveConfig('kratos', { ...VALID_ENV, IDENTITY_ACCOUNTS_URL: ACCOUNTS }, CONFIG_DIR) as { selfservice: { methods: Record<string, { config: { rp: { origins: string[] } } }> } };
     for (const method of ['webauthn', 'passkey']) {
       expect(kratos.selfservice.methods[method]?.config.rp.origins, method).toEqual([VALID_ENV.IDENTITY_AUTH_URL, ACCOUNTS]);
     }

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Configuration, OAuth2Api } from '@ory/hydra-client';
-import { ContractServer } from '../../test/doubles/ory/contract-server.js';
-import { hydraSpec, HydraDouble } from '../../test/doubles/ory/hydra-double.js';
-import { KratosDouble, type KratosOidcProvider } from '../../test/doubles/ory/kratos-double.js';
+import { ContractServer } from '../../services/shared/testing/ory/contract-server.js';
+import { hydraSpec, HydraDouble } from '../../services/shared/testing/ory/hydra-double.js';
+import { KratosDouble, type KratosOidcProvider } from '../../services/shared/testing/ory/kratos-double.js';
 import { OidcStandIn } from '../../test/doubles/ory/oidc-provider.js';
-import { OpenApiContract } from '../../test/doubles/ory/openapi-contract.js';
+import { OpenApiContract } from '../../services/shared/testing/ory/openapi-contract.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());

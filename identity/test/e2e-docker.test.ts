@@ -13,7 +13,7 @@ import { loadIdentityAppConfig } from '../src/app/config.js';
 import { syncClients } from '../src/clients/sync.js';
 import { createOryClients } from '../../services/shared/ory/clients.js';
 import { TestBrowser } from './browser.js';
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 
 /**
  * End to end against the real oryd/kratos and oryd/hydra v26.2.0 images: the rendered configs mounted

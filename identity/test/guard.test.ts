@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { closeGracefully, listen } from '../../services/shared/http-server.js';
 import { createRouteGuard } from '../../services/shared/ory/guard.js';
 import { createOryClients } from '../../services/shared/ory/clients.js';
-import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
+import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());

@@ -5,9 +5,9 @@ import { createLogger } from '../../services/shared/logger.js';
 import { createIdentityApp } from '../src/app/app.js';
 import type { IdentityAppConfig } from '../src/app/config.js';
 import { createOryClients, type OryClients } from '../../services/shared/ory/clients.js';
-import { TestClock } from '../../test/doubles/ory/clock.js';
-import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
-import { KratosDouble, type KratosDoubleOptions } from '../../test/doubles/ory/kratos-double.js';
+import { TestClock } from '../../services/shared/testing/ory/clock.js';
+import { HydraDouble } from '../../services/shared/testing/ory/hydra-double.js';
+import { KratosDouble, type KratosDoubleOptions } from '../../services/shared/testing/ory/kratos-double.js';
 
 /**
  * The identity stack for a test file: the Kratos and Hydra doubles (four real HTTP servers) and the

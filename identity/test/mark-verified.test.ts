@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { Configuration, IdentityApi } from '@ory/kratos-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { markExistingAddressesVerified, nextPageToken } from '../src/accounts/mark-verified.js';
-import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
+import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 /**

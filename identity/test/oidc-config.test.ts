@@ -4,8 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { checkIdentityConfig, formatFinding, mapperProblems } from '../src/config/check.js';
-import { createAjv } from '../src/config/ajv.js';
-import { CONFIG_DIR, OIDC_CONTAINER_VARIABLE, containerEnvironment, effectiveConfig, renderTemplate } from '../../services/shared/identity-config/render.js';
+import { createAjv } from '../../services/shared/ajv.js';
+import { OIDC_CONTAINER_VARIABLE, containerEnvironment, effectiveConfig, renderTemplate } from '../../services/shared/identity-config/render.js';
+import { CONFIG_DIR } from '../src/config/config-dir.js';
 import { VALID_ENV } from './fixtures.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
@@ -34,7 +35,7 @@ function check(env: Record<string, string>, configDir?: string): string[] {
 describe.skipIf(MISSING)('social sign-in configuration', () => {
   it('a generic OIDC provider and GitHub with their secrets validate against Kratos\' schema', () => {
     expect(check(withProviders([ENTRA, GITHUB]))).toEqual([]);
-    const providers = (effectiveConfig('kratos', withProviders([ENTRA, GITHUB])) as { selfservice: { methods: { oidc: { enabled: boolean; config: { providers: Array<Record<string, string>> } } } } }).selfservice.methods.oidc;
+    const providers = (effectiveConfig('kratos', withProviders([ENTRA, GITHUB]), CONFIG_DIR) as { selfservice: { methods: { oidc: { enabled: boolean; config: { providers: Array<Record<string, string>> } } } } }).selfservice.methods.oidc;
     expect(providers.enabled).toBe(true);
     expect(providers.config.providers.map((p) => [p.id, p.client_secret, p.mapper_url?.slice(0, 9)])).toEqual([
       ['entra', 'entra-secret-value-1', 'base64://'],
@@ -44,13 +45,13 @@ describe.skipIf(MISSING)('social sign-in configuration', () => {
 
   it('the rendered kratos.yml holds no provider and no secret; the container gets them in one variable', () => {
     const env = withProviders([ENTRA, GITHUB]);
-    const rendered = JSON.stringify(renderTemplate('kratos', env));
+    const rendered = JSON.stringify(renderTemplate('kratos', env, CONFIG_DIR));
     expect(rendered).not.toContain('entra-secret-value-1');
     expect(rendered).not.toContain('c0ffee-app');
-    const container = containerEnvironment('kratos', env);
+    const container = containerEnvironment('kratos', env, CONFIG_DIR);
     const providers = JSON.parse(container[OIDC_CONTAINER_VARIABLE] ?? '[]') as Array<{ id: string; client_secret: string }>;
     expect(providers.map((p) => [p.id, p.client_secret])).toEqual([['entra', 'entra-secret-value-1'], ['github', 'github-secret-value-2']]);
-    expect(containerEnvironment('kratos', VALID_ENV)[OIDC_CONTAINER_VARIABLE]).toBeUndefined();
+    expect(containerEnvironment('kratos', VALID_ENV, CONFIG_DIR)[OIDC_CONTAINER_VARIABLE]).toBeUndefined();
   });
 
   it('a provider without a client secret is refused, naming it', () => {

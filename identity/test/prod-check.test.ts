@@ -8,7 +8,7 @@ import { SMTPServer } from 'smtp-server';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { DeclaredContainer, DeclaredStack } from '../../services/shared/declared-stack.js';
 import { readDeclaredStack, type DeclaredResult } from '../src/prod-check/declared.js';
-import { CONFIG_DIR } from '../../services/shared/identity-config/render.js';
+import { CONFIG_DIR } from '../src/config/config-dir.js';
 import { runChecklist, type ChecklistItem } from '../src/prod-check/checklist.js';
 
 /**

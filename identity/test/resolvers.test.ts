@@ -2,9 +2,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTokenIntrospector } from '../../services/shared/ory/introspection.js';
 import { createOryClients, type OryClients } from '../../services/shared/ory/clients.js';
 import { createSessionResolver } from '../../services/shared/ory/session-resolver.js';
-import { TestClock } from '../../test/doubles/ory/clock.js';
-import { HydraDouble } from '../../test/doubles/ory/hydra-double.js';
-import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
+import { TestClock } from '../../services/shared/testing/ory/clock.js';
+import { HydraDouble } from '../../services/shared/testing/ory/hydra-double.js';
+import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());

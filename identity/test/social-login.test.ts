@@ -6,7 +6,7 @@ import { contractViolations, startIdentityStack, type IdentityStack } from './ha
 import { binary, lacks, requirements } from '../../test/helpers/requirements.js';
 import { jsonnetMapper } from '../../test/doubles/ory/jsonnet-mapper.js';
 import { OidcStandIn } from '../../test/doubles/ory/oidc-provider.js';
-import type { KratosOidcProvider } from '../../test/doubles/ory/kratos-double.js';
+import type { KratosOidcProvider } from '../../services/shared/testing/ory/kratos-double.js';
 
 /**
  * Social sign-in and the second factor as a person does them, in Chromium: a client of Hydra sends the

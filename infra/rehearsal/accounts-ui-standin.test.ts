@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser } from 'playwright-core';
-import { KratosDouble } from '../../test/doubles/ory/kratos-double.js';
-import { freePort } from '../../test/helpers/ports.js';
+import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 import { startAccountsUi } from './accounts-ui-standin.js';
 

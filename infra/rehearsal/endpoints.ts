@@ -9,7 +9,7 @@
  * refused), so a container that could not reach another under Docker cannot reach it here either;
  * each such reference is recorded as a finding.
  */
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 
 export const UNREACHABLE = '127.0.0.1:9';
 

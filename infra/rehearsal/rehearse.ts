@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import { locateContracts } from '../../services/shared/contracts.js';
 import { listen } from '../../services/shared/http-server.js';
-import { startSmtpDouble } from '../../test/doubles/smtp.js';
+import { startSmtpDouble } from '../../services/shared/testing/smtp.js';
 import { UPSTREAMS } from '../routes.js';
 import { exampleConfig } from '../testing/pulumi-mocks.js';
 import { clusterUnavailable } from './postgres.js';
@@ -35,7 +35,8 @@ export function missingTools(): string | undefined {
   for (const [tool, args, pkg] of [['unshare', ['--version'], 'util-linux'], ['nsenter', ['--version'], 'util-linux'], ['setpriv', ['--version'], 'util-linux'], ['ip', ['-V'], 'iproute2']] as const) {
     if (spawnSync(tool, [...args]).status !== 0) return `${tool} not found (apt-get install ${pkg})`;
   }
-  // The Ory and GeoServer doubles answer from the vendored upstream contracts.
+  // The Ory and GeoServer doubles answer from the vendored upstream contracts (a copy that differs from
+  // its pins is no missing tool: locateContracts throws, and the rehearsal fails with exit code 1).
   const contracts = locateContracts();
   if (!contracts.ok) return contracts.reason;
   return undefined;

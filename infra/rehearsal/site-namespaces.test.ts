@@ -5,7 +5,7 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 import { netnsUnavailable, relayPort, spawnInNetnsOf, spawnInOwnNetns } from './netns.js';
 
 /**

@@ -11,10 +11,10 @@ import { request } from 'node:https';
 import { join } from 'node:path';
 import { Secret, TOTP } from 'otpauth';
 import { chromium, type Browser, type BrowserContext } from 'playwright-core';
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 import { spawnInNetnsOf } from './netns.js';
 import { startCluster } from './postgres.js';
-import type { SmtpDouble } from '../../test/doubles/smtp.js';
+import type { SmtpDouble } from '../../services/shared/testing/smtp.js';
 import type { RehearsalStack } from './runner.js';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { renderCaddyfile, type ProxyRoute } from '../caddy.js';
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 
 /** The example stack's public names (infra/Pulumi.example.yaml). */
 export const EXAMPLE_DOMAINS = {

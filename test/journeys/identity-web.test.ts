@@ -5,7 +5,7 @@ import { contractViolations, startIdentityStack, type IdentityStack } from '../.
 import { binary, lacks, requirements } from '../helpers/requirements.js';
 import { jsonnetMapper } from '../doubles/ory/jsonnet-mapper.js';
 import { OidcStandIn } from '../doubles/ory/oidc-provider.js';
-import type { KratosOidcProvider } from '../doubles/ory/kratos-double.js';
+import type { KratosOidcProvider } from '../../services/shared/testing/ory/kratos-double.js';
 import { launchChromium, missingForBrowserTests, startWebStack, type WebStack } from '../../services/web/test/harness.js';
 
 /**

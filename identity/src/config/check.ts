@@ -3,8 +3,10 @@ import { dirname, join } from 'node:path';
 import type { Ajv, ValidateFunction } from 'ajv';
 import { ConfigError } from '../../../services/shared/config.js';
 import { contractPath } from '../../../services/shared/contracts.js';
-import { createAjv, describeAjvError } from './ajv.js';
-import { CONFIG_DIR, effectiveConfig, isDevMode, type Env } from '../../../services/shared/identity-config/render.js';
+import { createAjv } from '../../../services/shared/ajv.js';
+import { describeAjvError } from './ajv.js';
+import { effectiveConfig, isDevMode, type Env } from '../../../services/shared/identity-config/render.js';
+import { CONFIG_DIR } from './config-dir.js';
 
 /**
  * The config check: the rendered Kratos and Hydra configuration (with the secret variables merged in as
@@ -18,7 +20,10 @@ export interface Finding {
   message: string;
 }
 
-/** The Ory folder of the pinned upstream contracts (services/shared/contracts.ts says where they are found). */
+/**
+ * The Ory folder of the pinned upstream contracts (services/shared/contracts.ts says where they are found,
+ * and refuses a copy whose files differ from their sha256 pins).
+ */
 export function oryContractsDir(): string {
   return dirname(dirname(contractPath('ory/kratos-v26.2.0/embedx__config.schema.json')));
 }
@@ -41,9 +46,9 @@ interface Validators {
 let cached: Validators | undefined;
 
 /** Compile the vendored schemas once per process, registering the partials as the vendor README says. */
-export function loadValidators(vendorDir?: string): Validators {
+export function loadValidators(): Validators {
   if (cached) return cached;
-  vendorDir ??= oryContractsDir();
+  const vendorDir = oryContractsDir();
   const kratosDir = join(vendorDir, 'kratos-v26.2.0');
   const hydraDir = join(vendorDir, 'hydra-v26.2.0');
 
@@ -235,7 +240,6 @@ export function hydraRuntimeFindings(config: Record<string, unknown>, devMode: b
 
 export interface CheckOptions {
   configDir?: string;
-  vendorDir?: string;
 }
 
 function renderFindings(file: Finding['file'], render: () => Record<string, unknown>): { config?: Record<string, unknown>; findings: Finding[] } {
@@ -250,7 +254,7 @@ function renderFindings(file: Finding['file'], render: () => Record<string, unkn
 /** Render both services with `env`, validate them and the identity schema; an empty list means all good. */
 export function checkIdentityConfig(env: Env, options: CheckOptions = {}): Finding[] {
   const configDir = options.configDir ?? CONFIG_DIR;
-  const validators = loadValidators(options.vendorDir);
+  const validators = loadValidators();
   const findings: Finding[] = [];
 
   const kratos = renderFindings('kratos.yml', () => effectiveConfig('kratos', env, configDir));

@@ -3,7 +3,8 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { ConfigError, runMain } from '../../../services/shared/config.js';
-import { CONFIG_DIR, renderTemplate, SECRET_VARIABLES } from '../../../services/shared/identity-config/render.js';
+import { renderTemplate, SECRET_VARIABLES } from '../../../services/shared/identity-config/render.js';
+import { CONFIG_DIR } from './config-dir.js';
 
 /**
  * `npm run identity:render -- --out <dir>`: writes kratos.yml, hydra.yml and identity.schema.json for the
@@ -17,7 +18,7 @@ runMain(async () => {
   const out = resolve(values.out);
   mkdirSync(out, { recursive: true, mode: 0o755 });
   for (const service of ['kratos', 'hydra'] as const) {
-    const rendered = renderTemplate(service, process.env);
+    const rendered = renderTemplate(service, process.env, CONFIG_DIR);
     writeFileSync(join(out, `${service}.yml`), `# rendered by npm run identity:render; no secrets in here\n${stringify(rendered)}`);
     const names = SECRET_VARIABLES[service].map((v) => `${v.containerEnv} (from ${v.env})`).join(', ');
     console.log(`${service}.yml written; the ${service} container needs ${names}`);

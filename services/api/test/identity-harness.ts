@@ -16,10 +16,10 @@ import { Configuration as KratosConfiguration, FrontendApi, IdentityApi } from '
 import { pino, type Logger } from 'pino';
 import { createTokenIntrospector } from '../../shared/ory/introspection.js';
 import { createSessionResolver } from '../../shared/ory/session-resolver.js';
-import { TestClock } from '../../../test/doubles/ory/clock.js';
-import type { DoubleRequest, DoubleResponse } from '../../../test/doubles/ory/contract-server.js';
-import { HydraDouble } from '../../../test/doubles/ory/hydra-double.js';
-import { KratosDouble, type TestIdentity } from '../../../test/doubles/ory/kratos-double.js';
+import { TestClock } from '../../shared/testing/ory/clock.js';
+import type { DoubleRequest, DoubleResponse } from '../../shared/testing/ory/contract-server.js';
+import { HydraDouble } from '../../shared/testing/ory/hydra-double.js';
+import { KratosDouble, type TestIdentity } from '../../shared/testing/ory/kratos-double.js';
 import { createApp } from '../src/app.js';
 import { createCompositeAuthenticator } from '../src/auth/composite.js';
 import { createAuthenticator } from '../src/auth/index.js';

@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { startTestIssuer, type TestIssuer } from '../../../test/helpers/test-issuer.js';
-import { startSmtpDouble, type SmtpDouble } from '../../../test/doubles/smtp.js';
+import { startSmtpDouble, type SmtpDouble } from '../../shared/testing/smtp.js';
 import { startApi, type RunningApi } from '../src/boot.js';
 import { loadApiConfig } from '../src/config.js';
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
-import { startSmtpDouble, type SmtpDouble } from '../../../test/doubles/smtp.js';
+import { startSmtpDouble, type SmtpDouble } from '../../shared/testing/smtp.js';
 import { prepareQueue, startWorker, waitFor } from './qc-harness.js';
 
 /**

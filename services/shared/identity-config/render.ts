@@ -1,11 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../config.js';
 
 /**
- * Rendering of the Kratos and Hydra configuration templates in identity/config.
+ * Rendering of the Kratos and Hydra configuration templates (identity/config in this repository).
+ *
+ * The ground floor reads no package's files by its own path: every function that reads a template or a
+ * mapper takes the folder from its caller (`CONFIG_DIR` of identity/src/config/config-dir.ts for the
+ * identity tools and tests, the stack's `identityConfigDir` for infra/).
  *
  * The templates hold `${NAME}` and `${NAME:-default}` placeholders for everything that differs between
  * deployments but is not secret (domains, URLs). Secrets and DSNs never appear in a file: the containers
@@ -14,8 +17,6 @@ import { ConfigError } from '../config.js';
  */
 
 export type Env = Readonly<Record<string, string | undefined>>;
-
-export const CONFIG_DIR = fileURLToPath(new URL('../../../identity/config/', import.meta.url));
 
 export type ServiceName = 'kratos' | 'hydra';
 
@@ -103,7 +104,7 @@ function parseJsonVariable(name: string, raw: string | undefined, fallback: unkn
 }
 
 /** The path of a mapper in the config folder (or undefined for a name that is none of ours). */
-export function mapperPath(mapper: string, configDir = CONFIG_DIR): string | undefined {
+export function mapperPath(mapper: string, configDir: string): string | undefined {
   return (OIDC_MAPPERS as readonly string[]).includes(mapper) ? join(configDir, 'oidc', `${mapper}.jsonnet`) : undefined;
 }
 
@@ -111,7 +112,7 @@ export function mapperPath(mapper: string, configDir = CONFIG_DIR): string | und
  * The providers as Kratos takes them: each declaration with its client secret (missing: left out, and
  * identity:check names the provider) and its mapper as a base64:// URL. Empty without declarations.
  */
-export function oidcProviders(env: Env, configDir = CONFIG_DIR): Record<string, unknown>[] {
+export function oidcProviders(env: Env, configDir: string): Record<string, unknown>[] {
   const declared = parseJsonVariable(OIDC_PROVIDERS_VARIABLE, env[OIDC_PROVIDERS_VARIABLE], []);
   if (!Array.isArray(declared)) throw new ConfigError(`${OIDC_PROVIDERS_VARIABLE} must be a JSON array of providers`);
   const secrets = parseJsonVariable(OIDC_SECRETS_VARIABLE, env[OIDC_SECRETS_VARIABLE], {});
@@ -162,7 +163,7 @@ export function isDevMode(env: Env): boolean {
 }
 
 /** Read a template and substitute the environment: the file the container mounts (no secrets in it). */
-export function renderTemplate(service: ServiceName, env: Env, configDir = CONFIG_DIR): Record<string, unknown> {
+export function renderTemplate(service: ServiceName, env: Env, configDir: string): Record<string, unknown> {
   const file = `${service}.yml`;
   const parsed = parseYaml(readFileSync(join(configDir, file), 'utf8')) as unknown;
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError(`${file} is not a YAML mapping`);
@@ -197,7 +198,7 @@ function setPath(target: Record<string, unknown>, dottedKey: string, value: unkn
 }
 
 /** The configuration the service will run with: the rendered file plus the secret variables. */
-export function effectiveConfig(service: ServiceName, env: Env, configDir = CONFIG_DIR): Record<string, unknown> {
+export function effectiveConfig(service: ServiceName, env: Env, configDir: string): Record<string, unknown> {
   const config = structuredClone(renderTemplate(service, env, configDir));
   for (const variable of SECRET_VARIABLES[service]) {
     const raw = env[variable.env];
@@ -212,7 +213,7 @@ export function effectiveConfig(service: ServiceName, env: Env, configDir = CONF
 }
 
 /** The environment a container needs: Ory's variable names with our operators' values (for infra/). */
-export function containerEnvironment(service: ServiceName, env: Env, configDir = CONFIG_DIR): Record<string, string> {
+export function containerEnvironment(service: ServiceName, env: Env, configDir: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const variable of SECRET_VARIABLES[service]) {
     const raw = env[variable.env];

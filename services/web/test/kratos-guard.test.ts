@@ -6,8 +6,8 @@
  * unreachable → 503, never the page. The double answers per the vendored Kratos OpenAPI document.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KratosDouble, SESSION_COOKIE } from '../../../test/doubles/ory/kratos-double.js';
-import { freePort } from '../../../test/helpers/ports.js';
+import { KratosDouble, SESSION_COOKIE } from '../../shared/testing/ory/kratos-double.js';
+import { freePort } from '../../shared/testing/ports.js';
 import { lacks, requirements } from '../../../test/helpers/requirements.js';
 import { ensureWebBuild, startWebServer, type WebServerProcess } from '../launch.js';
 

@@ -1,11 +1,3 @@
-/** A clock the doubles and the code under test share, so a test can let time pass (max_age, expiry). */
-export class TestClock {
-  private offsetMs = 0;
-  now = (): number => Date.now() + this.offsetMs;
-  advance(seconds: number): void {
-    this.offsetMs += seconds * 1000;
-  }
-  iso(offsetSeconds = 0): string {
-    return new Date(this.now() + offsetSeconds * 1000).toISOString();
-  }
-}
+// TestClock moved to services/shared/testing/ory/clock.ts with the Ory doubles the stack rehearsal runs;
+// this path stays only for bench/auth.bench.ts until it imports the new one.
+export { TestClock } from '../../../services/shared/testing/ory/clock.js';

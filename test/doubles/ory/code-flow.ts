@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Configuration, OAuth2Api } from '@ory/hydra-client';
-import type { HydraDouble } from './hydra-double.js';
+import type { HydraDouble } from '../../../services/shared/testing/ory/hydra-double.js';
 
 /**
  * An opaque access token from the Hydra double through the authorization code flow: a fresh client,

@@ -1,8 +1,8 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CONFIG_DIR } from '../../../services/shared/identity-config/render.js';
-import type { MappedIdentity } from './kratos-double.js';
+import { CONFIG_DIR } from '../../../identity/src/config/config-dir.js';
+import type { MappedIdentity } from '../../../services/shared/testing/ory/kratos-double.js';
 
 /**
  * The shipped claims mappers (identity/config/oidc/*.jsonnet) evaluated as Kratos evaluates them: the

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSmtpDouble, type SmtpDouble } from '../../../../test/doubles/smtp.js';
+import { startSmtpDouble, type SmtpDouble } from '../../../shared/testing/smtp.js';
 import { RetryableExportError } from '../exports/errors.js';
 import { createSmtpMailer } from './mailer.js';
 import { ReviewerNotifier, type ReviewerNoticeInput } from './reviewer-notice.js';

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeGracefully, listen } from '../../../../shared/http-server.js';
-import { startSmtpDouble, type SmtpDouble } from '../../../../../test/doubles/smtp.js';
+import { startSmtpDouble, type SmtpDouble } from '../../../../shared/testing/smtp.js';
 import { createSmtpMailer } from '../../notifications/mailer.js';
 import { RetryableExportError } from '../errors.js';
 import type { FeatureSnapshot } from '../types.js';

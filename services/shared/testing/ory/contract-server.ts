@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { closeGracefully, listen } from '../../../services/shared/http-server.js';
+import { closeGracefully, listen } from '../../http-server.js';
 import type { OpenApiContract, MatchedOperation } from './openapi-contract.js';
 
 /**

@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { contractPath } from '../../../services/shared/contracts.js';
+import { contractPath } from '../../contracts.js';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
-import { safeEqual } from '../../../services/shared/safe-compare.js';
+import { safeEqual } from '../../safe-compare.js';
 import { ContractServer, type DoubleRequest, type DoubleResponse } from './contract-server.js';
 import { OpenApiContract } from './openapi-contract.js';
 import { TestClock } from './clock.js';

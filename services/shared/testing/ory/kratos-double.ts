@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import * as oidcClient from 'openid-client';
 import { Secret, TOTP } from 'otpauth';
-import { contractPath } from '../../../services/shared/contracts.js';
+import { contractPath } from '../../contracts.js';
 import { ContractServer, type DoubleRequest, type DoubleResponse } from './contract-server.js';
 import { OpenApiContract } from './openapi-contract.js';
 import { TestClock } from './clock.js';

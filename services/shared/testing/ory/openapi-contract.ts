@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { ValidateFunction } from 'ajv';
-import { createAjv } from '../../../identity/src/config/ajv.js';
+import { createAjv } from '../../ajv.js';
 
 /**
  * A small OpenAPI 3.0.3 checker for the vendored Ory specs: finds the operation of a request and checks
