@@ -36,6 +36,7 @@ import { noticeRoutes } from './qc/notices-routes.js';
 import { qcRoutes, reviewRoutes } from './qc/routes.js';
 import { createDecisionService } from './qc/decisions.js';
 import { createQcService } from './qc/service.js';
+import type { TileChangeFeed } from './tiles/changes.js';
 import { createTileService } from './tiles/service.js';
 import { tileRoutes } from './tiles/routes.js';
 import { importRoutes } from './imports/routes.js';
@@ -59,6 +60,8 @@ export interface AppDependencies {
   production?: boolean;
   /** The HTTP server's timeouts (http/server.ts); the documented ones by default. */
   server?: ApiServerOptions;
+  /** The feature changes this process hears (tiles/changes.ts; boot.ts starts and closes it); without, tiles ask the database on every request. */
+  tileChanges?: TileChangeFeed | undefined;
 }
 
 /**
@@ -183,7 +186,7 @@ export function createApp(given: AppDependencies): FastifyInstance {
         await scope.register(claimRoutes, { prefix: '/qc', claims });
         await scope.register(checkRoutes, { prefix: '/qc', checks: createCheckService(deps.db, { cityExtent: deps.config.qc?.cityExtent }) });
         await scope.register(noticeRoutes, { prefix: '/qc', notices: createNoticeService(deps.db) });
-        await scope.register(tileRoutes, { prefix: '/tiles', tiles: createTileService(deps.db) });
+        await scope.register(tileRoutes, { prefix: '/tiles', tiles: createTileService(deps.db, { changes: deps.tileChanges }) });
         await scope.register(importRoutes, { prefix: '/imports', imports: createImportService(deps.db, { onWrite: extents.invalidate }), demo: !(deps.production ?? false) });
       });
     },

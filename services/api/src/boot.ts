@@ -9,6 +9,7 @@ import { migrate } from './db/migrate.js';
 import { API_SESSION_SETTINGS, createPool } from './db/pool.js';
 import { serveApp } from './http/server.js';
 import { migrateQueue, startQcWorker, type QcWorker } from './qc/worker.js';
+import { startTileChangeFeed, type TileChangeFeed } from './tiles/changes.js';
 
 export interface RunningApi {
   port: number;
@@ -53,6 +54,7 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
   // The session settings are PostgreSQL's; the embedded PGlite has no JIT and one session for all.
   const db = createPool(databaseUrl, { logger, ...(config.databaseUrl ? { settings: API_SESSION_SETTINGS } : {}) });
   let schemaReady: Promise<void> | undefined;
+  let tileChanges: TileChangeFeed | undefined;
   try {
     checkpoint();
     // The schema is checked (and migrated) by the database while this thread builds the app, which
@@ -68,8 +70,10 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
     const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir, identity: config.identity });
     const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
     const devKeys = !config.production && !config.auth.jwksUrl ? await loadOrCreateDevKeys(config.dataDir) : undefined;
+    // Listens for feature changes on a connection of its own; covered once the schema has its table.
+    tileChanges = startTileChangeFeed({ connectionString: databaseUrl, db, logger });
     // A slow or stalled client must not hold a connection forever (http/server.ts has the limits).
-    const server = await serveApp(createApp({ db, config, authenticator, identityAdmin, logger, devKeys, production: config.production }));
+    const server = await serveApp(createApp({ db, config, authenticator, identityAdmin, logger, devKeys, production: config.production, tileChanges }));
     await schemaReady;
     checkpoint();
     const port = await listen(server, config.port);
@@ -101,6 +105,7 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
       databaseUrl,
       async close() {
         await closeGracefully(server);
+        await tileChanges?.close();
         await worker?.stop();
         await workerPool?.end();
         await db.end();
@@ -110,6 +115,7 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
   } catch (error) {
     // A migration under way finishes first (each is all or nothing), then everything closes.
     await schemaReady?.catch(() => undefined);
+    await tileChanges?.close().catch(() => undefined);
     await db.end().catch(() => undefined);
     await embedded?.close().catch(() => undefined);
     throw error;

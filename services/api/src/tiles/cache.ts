@@ -1,23 +1,29 @@
 import { promisify } from 'node:util';
 import { gzip as gzipCallback, constants } from 'node:zlib';
+import { meets, type Box } from './bounds.js';
 
 const gzip = promisify(gzipCallback);
 
 /**
  * Built vector tiles kept in memory, at most `maxBytes` of them (raw and gzip bytes counted), least
  * recently used first out. One entry per tile and visibility class: the newest build, with the
- * fingerprint it was built under (tiles/queries.ts). The service asks the database for the current
- * fingerprint and serves the entry only while it is equal, so the cache needs no invalidation
- * messages and stays correct for every writer (API, SQL, GeoServer WFS-T); a stale entry is merely
- * replaced by the next build of its tile.
+ * fingerprint of the data it was built from (the snapshot of its statement, tiles/queries.ts) and the
+ * box its features meet. A change that meets the box drops the entry (invalidate, from the change
+ * notifications, tiles/changes.ts); whether an entry may be served without asking the database is
+ * the service's decision (tiles/service.ts).
  */
 export interface CachedTile {
+  /** What the build was made from; the database can tell whether anything changed since (tiles/queries.ts tileQuery). */
   fingerprint: string;
   /** MD5 of `bytes`, hex: the ETag's core. */
   digest: string;
   bytes: Buffer;
   /** The gzip encoding of `bytes`, made on first demand and kept; null when not worth it (small tiles). */
   gzipped?: Promise<Buffer | null>;
+  /** What the tile's features meet (tiles/bounds.ts); without it, any change drops the entry. */
+  bounds?: Box;
+  /** The service's generation under which the entry is known current without asking (tiles/service.ts). */
+  generation?: number;
 }
 
 /** Below this an MVT gains too little from gzip to pay for the header and the CPU. */
@@ -42,7 +48,7 @@ export function createTileCache(maxBytes: number) {
   };
 
   return {
-    /** The entry for `key` if it was built under `fingerprint` (and marks it recently used). */
+    /** The entry for `key` if it is the build made from `fingerprint` (and marks it recently used). */
     get(key: string, fingerprint: string): CachedTile | undefined {
       const entry = entries.get(key);
       if (!entry || entry.fingerprint !== fingerprint) return undefined;
@@ -77,6 +83,17 @@ export function createTileCache(maxBytes: number) {
         return bytes;
       });
       return entry.gzipped;
+    },
+
+    /** Drops every entry whose bounds meet one of `boxes` (and every entry without bounds); returns how many. */
+    invalidate(boxes: readonly Box[]): number {
+      let dropped = 0;
+      for (const [key, entry] of entries) {
+        if (entry.bounds && !boxes.some((box) => meets(box, entry.bounds!))) continue;
+        remove(key);
+        dropped++;
+      }
+      return dropped;
     },
 
     stats(): { entries: number; bytes: number } {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { ZodOpenApiPathsObject } from 'zod-openapi';
 import { ProblemSchema } from '../../../shared/features/schema.js';
 import { TILE_DETAIL_MIN_ZOOM } from '../../../shared/tiles.js';
+import { OVERVIEW_BUDGET_BYTES } from './queries.js';
 import { DensityQuerySchema, TileQuerySchema } from './routes.js';
 import { MAX_COUNT, MAX_ZOOM } from './service.js';
 
@@ -13,7 +14,7 @@ export const tilePaths: ZodOpenApiPathsObject = {
     get: {
       summary: 'A Mapbox Vector Tile of the features (Web Mercator, layer "features")',
       description:
-        `Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. From zoom ${TILE_DETAIL_MIN_ZOOM} on, each feature carries id, kategorie, status and name. Below it a tile is an overview: each feature carries kategorie and status, and its MVT feature id is an integer that is the same for the feature in every tile (to count it once), not its id; ?name= filters by name at any zoom. Built tiles are cached in the API's memory under a fingerprint of the rows they were built from, checked against the database on every request, so any write by any writer (API, SQL, GeoServer WFS-T) is in the next answer. The ETag is the MD5 of the tile's bytes (with -gzip for the gzip representation): send it in If-None-Match to get 304 while the tile is unchanged. Clients accepting gzip get tiles of 1 KiB or more gzip-encoded.`,
+        `Built by PostGIS (ST_AsMVT) from live data under the same visibility rules as GET /api/features. From zoom ${TILE_DETAIL_MIN_ZOOM} on, each feature carries id, kategorie, status and name. Below it a tile is an overview of at most ${OVERVIEW_BUDGET_BYTES} bytes: each feature carries kategorie and status, and its MVT feature id is an integer that is the same for the feature in every tile (to count it once), not its id; a dense overview keeps one feature smaller than a pixel per pixel, simplifies the others to the pixel and, if still too large, keeps the largest first. ?name= filters by name at any zoom. Built tiles are cached in the API's memory and dropped as soon as the API is notified of a change that meets them, whoever wrote it (API, SQL, GeoServer WFS-T, imports); while it cannot be notified, each request asks the database whether its tile is current. The ETag is the MD5 of the tile's bytes (with -gzip for the gzip representation): send it in If-None-Match to get 304 while the tile is unchanged. Clients accepting gzip get tiles of 1 KiB or more gzip-encoded.`,
       requestParams: {
         path: z.object({
           z: z.string().meta({ description: `zoom, 0 to ${MAX_ZOOM}`, example: '12' }),
@@ -31,7 +32,7 @@ export const tilePaths: ZodOpenApiPathsObject = {
             'Cache-Control': z.string().meta({ description: 'public, no-cache: keep it, revalidate before use' }),
             Vary: z.string().meta({ description: 'Accept-Encoding' }),
             'Content-Encoding': z.string().optional().meta({ description: 'gzip when the client accepts it and the tile is 1 KiB or more' }),
-            'Server-Timing': z.string().meta({ description: 'db;dur=<ms>, cache;desc=hit|miss (whether the server-side cache held the tile)' }),
+            'Server-Timing': z.string().meta({ description: 'db;dur=<ms>, cache;desc=hit|miss (whether the server-side cache held the tile; db;dur=0.0 when it answered without asking the database)' }),
           }),
           content: { 'application/vnd.mapbox-vector-tile': { schema: z.string().meta({ format: 'binary' }) } },
         },

@@ -3,20 +3,29 @@ import { AppError } from '../../../shared/errors.js';
 import type { Bbox } from '../../../shared/features/schema.js';
 import { fromDatabaseError } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
+import { meets, tileBounds, type Box } from './bounds.js';
 import { createTileCache, type CachedTile } from './cache.js';
+import type { TileChangeFeed } from './changes.js';
 import { encodeTile, type TileRow } from './encode.js';
 import { countQuery, tileQuery, tileRowsQuery, VISIBILITY_CLASS } from './queries.js';
 
 /**
- * Vector tiles from live data, with built tiles cached in memory. Each request first asks the
- * database for the tile's fingerprint (a few milliseconds: the stamps of the rows the tile meets,
- * tiles/queries.ts); a cached build with the same fingerprint is served as it is, anything else is
- * built again (ST_AsMVT, or the API's own encoder where PostGIS lacks it: tiles/encode.ts; hundreds
- * of milliseconds for a dense tile) in one statement that also
- * returns the fingerprint of the rows it read. So every write — through the API, GeoServer WFS-T or
- * SQL — is in the next tile served, with no invalidation message to lose. The ETag is the MD5 of
- * the tile's bytes, computed once per build: equal ETags mean byte-equal tiles whoever wrote the
- * rows, and an edit changes the ETag of exactly the tiles whose bytes it changes.
+ * Vector tiles from live data, with built tiles cached in memory and dropped exactly when a change
+ * meets them, whoever wrote it (API, GeoServer WFS-T, SQL, imports).
+ *
+ * - Every write to features.features records the boxes it changed and notifies every API process
+ *   (migration 023); this process hears them on a connection of its own (tiles/changes.ts) and drops
+ *   the cached tiles, of every zoom, whose box the change meets. While it hears them (the feed is
+ *   covered), a cached tile is served with no query at all: a key lookup.
+ * - A build records the snapshot it read (tiles/queries.ts tileQuery). While the feed is not covered
+ *   (start-up, a lost connection, its catch-up) or where there is no feed, every request asks the
+ *   database instead whether a change the tile's snapshot does not see meets it (an index lookup),
+ *   and rebuilds it if one does: nothing stale is served, only slower.
+ * - A build or a check that a change met while it ran, or that began or ended uncovered, is kept but
+ *   not trusted: its next request asks the database once.
+ * - Builds run ST_AsMVT, or the API's own encoder where PostGIS lacks it (tiles/encode.ts); overview
+ *   tiles are thinned to a size budget (tiles/queries.ts). The ETag is the MD5 of the tile's bytes,
+ *   computed once per build: equal ETags mean byte-equal tiles whoever wrote the rows.
  */
 export const MAX_ZOOM = 22;
 /** The most features a density answer counts (GET /api/tiles/count): more than the list's largest page. */
@@ -34,8 +43,9 @@ export interface Tile {
   bytes: Buffer | null;
   /** The body's Content-Encoding when `bytes` are gzip. */
   encoding?: 'gzip';
+  /** Time spent waiting for the database (0 when the cache answered alone). */
   dbMs: number;
-  /** Served from the cache (only the fingerprint was read from the database). */
+  /** Served from the cache (asking the database at most whether it was current). */
   cached: boolean;
 }
 
@@ -44,6 +54,11 @@ export interface TileServiceOptions {
   cacheBytes?: number;
   /** Encode tiles in the API even where the database has ST_AsMVT (tests and benchmarks compare both). */
   encodeInApi?: boolean;
+  /**
+   * The changes this process hears (tiles/changes.ts): while covered, a cached tile is served without
+   * a query. Without it every request asks the database whether its tile is current.
+   */
+  changes?: TileChangeFeed | undefined;
 }
 
 export interface Density {
@@ -64,27 +79,70 @@ const ENCODING_VERSION = 'v4';
 const ETAG = new RegExp(`^(?:W/)?"${ENCODING_VERSION}-([0-9a-f]{32})(?:-gzip)?"$`);
 const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 
+/** A database read under way (a build or a check): the box it is about and whether a change met it meanwhile. */
+interface Read {
+  bounds: Box;
+  /** The feed's session and coverage when it began. */
+  session: number;
+  covered: boolean;
+  touched: boolean;
+}
+
 export function createTileService(db: Db, options: TileServiceOptions = {}) {
   const cache = createTileCache(options.cacheBytes ?? DEFAULT_CACHE_BYTES);
+  const changes = options.changes;
   /** Reads under way, by tile: a request for a tile being read waits for that read first. */
   const building = new Map<string, Promise<unknown>>();
+  const reads = new Set<Read>();
+  /** Entries whose `generation` is this one are current while the feed is covered; a catch-up that failed moves it on. */
+  let generation = 0;
+  const trusted = (entry: CachedTile): boolean => changes !== undefined && changes.covered && entry.generation === generation;
+  changes?.subscribe({
+    changed(boxes) {
+      cache.invalidate(boxes);
+      for (const read of reads) if (boxes.some((box) => meets(box, read.bounds))) read.touched = true;
+    },
+    lost() {
+      for (const read of reads) read.touched = true;
+    },
+    regained(caughtUp) {
+      if (!caughtUp) generation++;
+    },
+  });
 
   /**
-   * One statement: the tile's current fingerprint, and the tile built only if it differs from
-   * `cachedFingerprint`. A build is stored under the fingerprint read in its own snapshot.
+   * One statement: whether the cached build `held` is still current and, if not (or without one), the
+   * tile built afresh with the snapshot it was read in.
    */
-  async function lookup({ z, x, y }: TileAddress, name: string | undefined, key: string, cachedFingerprint: string): Promise<{ entry: CachedTile | undefined; cached: boolean }> {
-    let fingerprint: string;
+  async function load({ z, x, y }: TileAddress, name: string | undefined, key: string, held: CachedTile | undefined): Promise<{ entry: CachedTile; cached: boolean }> {
+    const read: Read = { bounds: tileBounds({ z, x, y }), session: changes?.session ?? 0, covered: changes?.covered ?? false, touched: false };
+    reads.add(read);
+    let fresh: boolean;
+    let snapshot: string;
     let bytes: Buffer | null;
-    if (await probe()) {
-      ({ fingerprint, tile: bytes } = await run<{ fingerprint: string; tile: Buffer | null }>(tileQuery(z, x, y, cachedFingerprint, name)));
-    } else {
-      const row = await run<{ fingerprint: string; rows: TileRow[] | null }>(tileRowsQuery(z, x, y, cachedFingerprint, name));
-      fingerprint = row.fingerprint;
-      bytes = row.rows === null ? null : encodeTile(row.rows);
+    try {
+      const since = held?.fingerprint ?? null;
+      if (await probe()) {
+        ({ fresh, snapshot, tile: bytes } = await run<{ fresh: boolean; snapshot: string; tile: Buffer | null }>(tileQuery(z, x, y, since, name)));
+      } else {
+        const row = await run<{ fresh: boolean; snapshot: string; rows: TileRow[] | null }>(tileRowsQuery(z, x, y, since, name));
+        ({ fresh, snapshot } = row);
+        bytes = row.rows === null ? null : encodeTile(row.rows);
+      }
+    } finally {
+      reads.delete(read);
     }
-    if (bytes === null) return { entry: cache.get(key, fingerprint), cached: true };
-    const entry: CachedTile = { fingerprint, digest: createHash('md5').update(bytes).digest('hex'), bytes };
+    // Heard every change committed while the statement ran: what it found is current until the next one.
+    const sure = read.covered && !read.touched && changes?.covered === true && changes.session === read.session;
+    if (fresh && held) {
+      // Current as of this statement's snapshot, which is what this request gets even if a change or
+      // another build replaced the entry meanwhile (then it is not put back).
+      if (cache.get(key, held.fingerprint) === held && sure) held.generation = generation;
+      return { entry: held, cached: true };
+    }
+    if (bytes === null) throw new Error(`tile ${key} was neither current nor built`);
+    const entry: CachedTile = { fingerprint: snapshot, digest: createHash('md5').update(bytes).digest('hex'), bytes, bounds: read.bounds };
+    if (sure) entry.generation = generation;
     cache.set(key, entry);
     return { entry, cached: false };
   }
@@ -109,7 +167,7 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
   /**
    * One statement's single row, as a named prepared statement: PostgreSQL parses and plans each of
    * the few tile statements (overview or detail, with or without a search) once per connection
-   * instead of on every request, 0.5–0.8 ms of the 2 ms a cache hit spends in the database.
+   * instead of on every request.
    */
   async function run<Row>(query: { text: string; values: unknown[] }): Promise<Row> {
     try {
@@ -131,26 +189,32 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
      * whose name holds it (case-insensitive), cached apart from the whole tile.
      */
     async render(address: TileAddress, ifNoneMatch?: string, acceptsGzip = false, name?: string): Promise<Tile> {
-      const started = performance.now();
       const { z, x, y } = address;
       const key = `${VISIBILITY_CLASS}/${z}/${x}/${y}${name === undefined ? '' : `?name=${name}`}`;
-      // A request arriving while this tile is being read waits for that read, then asks for itself:
-      // concurrent first visitors cause one build, and the others a fingerprint check each (their
-      // own snapshot, so nothing committed before they arrived can be missed).
-      const pending = building.get(key);
-      if (pending) await pending.catch(() => undefined);
-      let read = lookup(address, name, key, cache.peek(key)?.fingerprint ?? '');
-      if (!building.has(key)) {
-        const settled = read.finally(() => building.delete(key));
-        building.set(key, settled);
-        read = settled;
+      let entry = cache.peek(key);
+      let cached = true;
+      let dbMs = 0;
+      if (entry && trusted(entry)) {
+        cache.get(key, entry.fingerprint); // marks it recently used
+      } else {
+        const started = performance.now();
+        // A request arriving while this tile is being read waits for that read, then looks again:
+        // concurrent first visitors cause one build, and the others find it trusted (covered) or ask
+        // whether it is current (their own snapshot, so nothing committed before they arrived is missed).
+        const pending = building.get(key);
+        if (pending) await pending.catch(() => undefined);
+        entry = cache.peek(key);
+        if (!entry || !trusted(entry)) {
+          let read = load(address, name, key, entry);
+          if (!building.has(key)) {
+            const settled = read.finally(() => building.delete(key));
+            building.set(key, settled);
+            read = settled;
+          }
+          ({ entry, cached } = await read);
+        }
+        dbMs = performance.now() - started;
       }
-      let { entry, cached } = await read;
-      // The cached build was replaced between the statement and now (another request rebuilt it
-      // under a newer fingerprint): build for this request alone.
-      if (!entry) ({ entry, cached } = await lookup(address, name, key, ''));
-      const dbMs = performance.now() - started;
-      if (!entry) throw new Error(`tile ${key} was neither cached nor built`);
       const notModified = ifNoneMatch?.trim() === '*' || matches(ifNoneMatch, entry.digest);
       const gzipped = acceptsGzip ? await cache.gzipped(key, entry) : null;
       const etag = `"${ENCODING_VERSION}-${entry.digest}${gzipped ? '-gzip' : ''}"`;
