@@ -1,15 +1,17 @@
 /**
  * Webhook benchmarks (`npm run bench -- webhook`).
  *
- * 1. Acknowledgement: 400 signed 1 MB push deliveries per round, 20 at a time, against the webhook
- *    server (its own process) and, as the baseline in the same run, a bare node:http server that
- *    reads the body and verifies the same HMAC (or compares the GitLab token): the unavoidable work.
- *    11 rounds alternating the two; medians of per-round p50/p99, throughput and server CPU per
- *    delivery, and the median of the per-round throughput ratios. Target: throughput at least 0.7x
- *    the baseline (printed, never asserted). The deploy script is a stand-in that takes 2 s, so
- *    pushes collapse per target as in production. WEBHOOK_BENCH_EXPRESS=1 adds, in the same rounds,
- *    the webhook server with its acknowledgement answered through Express (no fast path), to see
- *    what the listener in front of Express (services/webhook/src/fast-path.ts) saves.
+ * 1. Acknowledgement: 400 signed 1 MB push deliveries per round, 20 at a time, against three
+ *    servers, each its own process, interleaved in the same rounds: the webhook server of this
+ *    checkout (Fastify); the webhook server as it was before the move to Fastify (its node:http
+ *    fast path in front of Express), run from a `git worktree` of WEBHOOK_BENCH_BEFORE (default
+ *    7b1707f) kept in data/bench-cache/ with this checkout's node_modules linked in; and a bare
+ *    node:http server that reads the body and verifies the same HMAC (or compares the GitLab
+ *    token): the unavoidable work. 11 rounds, the order rotating; medians of per-round p50/p99,
+ *    throughput and server CPU per delivery, and the medians of the per-round throughput ratios.
+ *    Targets (issue 28, printed, never asserted): throughput at least 1.0x the server before the
+ *    move and at least 1.0x the bare server. The deploy script is a stand-in that takes 2 s, so
+ *    pushes collapse per target as in production.
  * 2. Release isolation cost: reusing dependencies for an unchanged lockfile, today's hard-link
  *    copy (`cp -al`) against the isolated reuse (hard links to a sealed release, directories handed
  *    to the build user, the new release sealed afterwards), on the fixture site and on a site of
@@ -23,7 +25,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -46,10 +48,38 @@ const WARMUP = 20;
 const ROUNDS = Number(process.env.WEBHOOK_BENCH_ROUNDS ?? 11);
 const SEQUENTIAL = 100;
 
+/** Kept between runs (git-ignored): the worktree of the revision before the move, the ~300-package site. */
+const benchCache = join(repoRoot, 'data/bench-cache');
+
 const seedTargets = (): Target[] => loadTargets(join(repoRoot, 'config/targets.yaml'));
 const secretOf = (t: Target): string => createHmac('sha256', 'bench').update(t.secret).digest('hex');
 
-type ServerKind = 'baseline' | 'webhook' | 'webhook-express';
+type ServerKind = 'baseline' | 'webhook' | 'before';
+
+/** The revision before the move to Fastify, and where its worktree is kept between runs. */
+const BEFORE = process.env.WEBHOOK_BENCH_BEFORE ?? '7b1707f';
+
+/**
+ * A `git worktree` of `revision` under data/bench-cache/ (made on first use, kept for the next run),
+ * with this checkout's node_modules linked in: that revision's dependencies are a subset of today's
+ * (package.json only grew), so no `npm ci` is needed.
+ */
+function worktreeOf(revision: string): string {
+  const dir = join(benchCache, `webhook-${revision}`);
+  const git = (...args: string[]): string => {
+    const run = spawnSync('git', args, { cwd: repoRoot, encoding: 'utf8' });
+    if (run.status !== 0) throw new Error(`git ${args.join(' ')}: ${run.stderr.trim()}`);
+    return run.stdout.trim();
+  };
+  if (!existsSync(join(dir, 'bench/webhook.bench.ts'))) {
+    rmSync(dir, { recursive: true, force: true });
+    git('worktree', 'prune');
+    mkdirSync(benchCache, { recursive: true });
+    git('worktree', 'add', '--detach', dir, revision);
+  }
+  if (!existsSync(join(dir, 'node_modules'))) symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  return dir;
+}
 
 function startServerProcess(kind: ServerKind, dir: string): Promise<{ child: ChildProcess; port: number }> {
   // WEBHOOK_BENCH_CPU_PROF=<dir>: a V8 CPU profile of each server process, to see where the time goes.
@@ -57,7 +87,12 @@ function startServerProcess(kind: ServerKind, dir: string): Promise<{ child: Chi
   // WEBHOOK_BENCH_SERVER_FLAGS='--trace-gc --max-semi-space-size=8': Node/V8 flags for every server
   // process alike (baseline and webhook), to study the garbage collector (docs/webhook.md, Performance).
   const flags = (process.env.WEBHOOK_BENCH_SERVER_FLAGS ?? '').split(/\s+/).filter(Boolean);
-  const child = spawn(process.execPath, [...profile, ...flags, '--import', 'tsx', new URL(import.meta.url).pathname, '--serve', kind, dir], {
+  // The server before the move is that revision's own benchmark in its serving mode (which
+  // answers the same way: PORT on stdout, garbage collection counts over IPC), run from its worktree.
+  const tree = kind === 'before' ? worktreeOf(BEFORE) : repoRoot;
+  const script = join(tree, 'bench/webhook.bench.ts');
+  const child = spawn(process.execPath, [...profile, ...flags, '--import', 'tsx', script, '--serve', kind === 'before' ? 'webhook' : kind, dir], {
+    cwd: tree,
     // The IPC channel answers 'gc?' with the server's garbage collection counts (see --serve).
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
@@ -208,7 +243,8 @@ async function acknowledgementLatency(): Promise<void> {
   console.log(`\n-- acknowledgement latency: ${DELIVERIES} signed ${BODY_BYTES / 1024 / 1024} MB deliveries, ${CONCURRENCY} concurrent, ${ROUNDS} rounds`);
   console.log(`   (${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')})`);
   const dir = makeTempDir('bench-webhook');
-  const kinds: ServerKind[] = process.env.WEBHOOK_BENCH_EXPRESS === '1' ? ['baseline', 'webhook', 'webhook-express'] : ['baseline', 'webhook'];
+  console.log(`   servers: this checkout's webhook (Fastify), the webhook at ${BEFORE} (before the move), bare node:http`);
+  const kinds: ServerKind[] = ['baseline', 'webhook', 'before'];
   const servers = {} as Record<ServerKind, { child: ChildProcess; port: number }>;
   for (const kind of kinds) servers[kind] = await startServerProcess(kind, join(dir, kind));
   type Round = { p50: number; p99: number; ackP50: number; ackP99: number; rate: number; cpuMs: number; fullGcs: number; youngGcs: number };
@@ -217,7 +253,8 @@ async function acknowledgementLatency(): Promise<void> {
   const sequential: Record<string, { p50: number; p99: number }> = {};
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      const order = round % 2 === 0 ? kinds : [...kinds].reverse();
+      // Each server first, second and third in turn, so none is always measured after the same one.
+      const order = kinds.map((_, i) => kinds[(i + round) % kinds.length]!);
       for (const kind of order) {
         // Fresh delivery ids and commits every round: each one is a genuine new push.
         await load(servers[kind].port, makeDeliveries(WARMUP));
@@ -286,9 +323,7 @@ async function acknowledgementLatency(): Promise<void> {
       })),
     ),
   );
-  const base = summary('baseline');
-  const hook = summary('webhook');
-  const names: Record<ServerKind, string> = { baseline: 'bare node:http (baseline)', webhook: 'webhook server', 'webhook-express': 'webhook server, through Express' };
+  const names: Record<ServerKind, string> = { baseline: 'bare node:http (baseline)', webhook: 'webhook server (Fastify)', before: `webhook server at ${BEFORE} (before the move)` };
   printTable(
     kinds.map((kind) => {
       const s = summary(kind);
@@ -305,40 +340,25 @@ async function acknowledgementLatency(): Promise<void> {
         [`full GCs / ${ROUNDS * DELIVERIES}`]: s.fullGcs,
         [`young GCs / ${ROUNDS * DELIVERIES}`]: s.youngGcs,
         statuses: [...statuses[kind]!].map(([status, n]) => `${status}×${n}`).join(' '),
+        'one at a time p50 / p99 ms': `${fmt(sequential[kind]!.p50)} / ${fmt(sequential[kind]!.p99)}`,
       };
     }),
   );
-  console.log(
-    `webhook/baseline — total p50 ${ratio(hook.p50, base.p50)}, total p99 ${ratio(hook.p99, base.p99)}, ` +
-      `ack p50 ${ratio(hook.ackP50, base.ackP50)}, ack p99 ${ratio(hook.ackP99, base.ackP99)}, throughput ${ratio(hook.rate, base.rate)}, server CPU per delivery ${ratio(hook.cpuMs, base.cpuMs)}`,
-  );
-  if (kinds.includes('webhook-express')) {
-    const express = summary('webhook-express');
-    const expressRatios = perRound['webhook-express'].map((r, i) => r.rate / perRound.baseline[i]!.rate).sort((a, b) => a - b);
+  // The ratio of each round (the servers measured back to back) says more than the ratio of the
+  // medians when the machine's load drifts: its median and its spread over the rounds.
+  const hook = summary('webhook');
+  for (const other of ['before', 'baseline'] as const) {
+    const rates = perRound.webhook.map((r, i) => r.rate / perRound[other][i]!.rate).sort((a, b) => a - b);
+    const cpu = perRound.webhook.map((r, i) => r.cpuMs / perRound[other][i]!.cpuMs).sort((a, b) => a - b);
+    const throughput = median(rates);
     console.log(
-      `webhook through Express/baseline — throughput ${ratio(express.rate, base.rate)} (median per-round ratio ${median(expressRatios).toFixed(2)}x), ` +
-        `server CPU per delivery ${express.cpuMs.toFixed(2)} ms (${ratio(express.cpuMs, base.cpuMs)})`,
+      `webhook (Fastify) / ${names[other]}: throughput ${throughput.toFixed(2)}x (median per-round ratio; min ${rates[0]!.toFixed(2)}x, max ${rates.at(-1)!.toFixed(2)}x: ${rates.map((r) => r.toFixed(2)).join(' ')}) ` +
+        `against the 1.0x target: ${throughput >= 1 ? 'met' : 'NOT met'}; server CPU per delivery ${hook.cpuMs.toFixed(2)} against ${summary(other).cpuMs.toFixed(2)} ms (per-round ratio median ${median(cpu).toFixed(2)}x)`,
     );
   }
-  const [seqBase, seqHook] = [sequential.baseline!, sequential.webhook!];
-  console.log(
-    `one at a time (${SEQUENTIAL} deliveries): baseline p50 ${seqBase.p50.toFixed(2)} / p99 ${seqBase.p99.toFixed(2)} ms, ` +
-      `webhook p50 ${seqHook.p50.toFixed(2)} / p99 ${seqHook.p99.toFixed(2)} ms (ratio p50 ${ratio(seqHook.p50, seqBase.p50)}, p99 ${ratio(seqHook.p99, seqBase.p99)})`,
-  );
-  // The ratio of each round (both sides measured back to back) says more than the ratio of the
-  // medians when the machine's load drifts: its median and its spread over the rounds.
-  const roundRatios = perRound.webhook.map((r, i) => r.rate / perRound.baseline[i]!.rate).sort((a, b) => a - b);
-  const cpuRatios = perRound.webhook.map((r, i) => r.cpuMs / perRound.baseline[i]!.cpuMs).sort((a, b) => a - b);
-  console.log(
-    `per-round throughput ratio: median ${median(roundRatios).toFixed(2)}x, min ${roundRatios[0]!.toFixed(2)}x, max ${roundRatios.at(-1)!.toFixed(2)}x ` +
-      `(${roundRatios.map((r) => r.toFixed(2)).join(' ')}); per-round CPU ratio: median ${median(cpuRatios).toFixed(2)}x, min ${cpuRatios[0]!.toFixed(2)}x, max ${cpuRatios.at(-1)!.toFixed(2)}x`,
-  );
-  const throughput = median(roundRatios);
-  console.log(`webhook throughput ${throughput.toFixed(2)}x (median per-round ratio) the bare read + HMAC server against the 0.7x target: ${throughput >= 0.7 ? 'met' : 'NOT met'}; server CPU per delivery ${hook.cpuMs.toFixed(2)} ms (webhook) vs ${base.cpuMs.toFixed(2)} ms (baseline)`);
 }
 
 const SITE300_DEPENDENCIES = { jest: '29.7.0', pino: '9.6.0' };
-const benchCache = join(repoRoot, 'data/bench-cache');
 
 /**
  * The ~300-package site: the fixture site plus jest and pino. Its lockfile is resolved from the npm
@@ -544,7 +564,6 @@ if (process.argv[2] === '--serve') {
     writeFileSync(join(dir, 'targets.yaml'), stringify({ targets }));
     writeFileSync(join(dir, 'deploy-stand-in.sh'), '#!/bin/sh\nsleep 2\n', { mode: 0o755 });
     const running = await startWebhookServer({
-      fastPath: kind === 'webhook',
       // The production log level, so the per-request log lines are paid for as in production;
       // written (asynchronously, as pino does to stdout) to /dev/null instead of the bench's pipe.
       logger: createLogger('webhook', { level: 'info', destination: pino.destination({ dest: '/dev/null', sync: false }) as unknown as NodeJS.WritableStream }),

@@ -1,99 +1,128 @@
 /**
- * The webhook server's Express app, built from its dependencies (no listening, no signals here).
- * POST /webhook is answered by a node:http listener in front of it (fast-path.ts) unless
- * `fastPath: false`.
+ * The webhook server's Fastify app, built from its dependencies (no listening, no signals here).
+ *
+ * Request path: Node's HTTP server (http-limits.ts: connection cap, request and header timeouts;
+ * malformed requests are answered by Node itself, below) → Fastify's router → one plugin per
+ * feature: `routes/webhook.ts` (POST /webhook, the acknowledgement) and `routes/deployments.ts`
+ * (GET /deployments, admin) → the error handler here, which counts failed authentication
+ * (auth-failure-limiter.ts) and answers application/problem+json.
+ *
+ * Request bodies are never read by Fastify: no content-type parser consumes them. POST /webhook
+ * reads its body itself (body.ts: the exact bytes, for the HMAC, under the body budget), and every
+ * other route ignores it, as before the move.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import express, { type NextFunction, type Request, type Response } from 'express';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
-import { AppError, sendProblem } from '../../shared/errors.js';
-import { AuthFailureLimiter, authFailureLimiter } from './auth-failure-limiter.js';
-import { BodyBudget, BodyReader, InflateBudget } from './body.js';
+import proxyAddress from 'proxy-addr';
+import { AppError, problemDocument } from '../../shared/errors.js';
+import { AuthFailureLimiter } from './auth-failure-limiter.js';
 import type { WebhookConfig } from './config.js';
 import type { Deployer } from './deployments/deployer.js';
 import type { DeploymentStore } from './deployments/store.js';
-import { deploymentsRouter } from './routes/deployments.js';
-import { webhookFastPath } from './fast-path.js';
-import { webhookAcknowledger } from './routes/webhook.js';
+import { createWebhookHttpServer } from './http-limits.js';
+import { deploymentRoutes } from './routes/deployments.js';
+import { webhookRoutes } from './routes/webhook.js';
 import type { SecretBook } from './secret-book.js';
-import { speculativeDigests } from './streaming-digest.js';
 
 export interface WebhookAppDeps {
   config: Pick<
     WebhookConfig,
-    'targets' | 'unmatchedBranchStatus' | 'maxBodyBytes' | 'inflateBudgetBytes' | 'bodyBudgetBytes' | 'adminToken' | 'authFailuresPerMinute' | 'trustProxy'
+    | 'targets'
+    | 'unmatchedBranchStatus'
+    | 'maxBodyBytes'
+    | 'inflateBudgetBytes'
+    | 'bodyBudgetBytes'
+    | 'adminToken'
+    | 'authFailuresPerMinute'
+    | 'trustProxy'
+    | 'maxConnections'
+    | 'requestTimeoutMs'
   >;
   secrets: SecretBook;
   deployer: Pick<Deployer, 'submit'>;
   store: DeploymentStore;
   logger: Logger;
-  /**
-   * Answer POST /webhook without Express (fast-path.ts). On by default; tests turn it off to
-   * compare both answers.
-   */
-  fastPath?: boolean;
 }
 
-export function createApp(deps: WebhookAppDeps): express.Express {
+export type WebhookApp = FastifyInstance<Server, IncomingMessage, ServerResponse>;
+
+/** Paths and parameters are no longer than a request head may be (Node's 16 KiB). */
+const MAX_PARAM_LENGTH = 16 * 1024;
+
+export function createApp(deps: WebhookAppDeps): WebhookApp {
   const { config, logger } = deps;
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('trust proxy', config.trustProxy);
-  app.set('etag', false);
-
-  // Liveness for container health checks and load balancers: no secrets, no state, no auth.
-  app.get('/health', (_req, res) => {
-    res.json({ status: 'ok' });
+  const app: WebhookApp = Fastify({
+    serverFactory: (handler) => createWebhookHttpServer(handler, config, logger),
+    trustProxy: trustFunction(config.trustProxy),
+    // No request log: a line per delivery costs more than the rest of the acknowledgement, and
+    // the routes log what matters (without secrets) themselves.
+    logger: false,
+    // As Express routed: case-insensitive, a trailing slash ignored (/webhook/ is /webhook).
+    routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    // A path that is not valid percent-encoding names no endpoint.
+    frameworkErrors: (_error, _request, reply) => sendProblem(reply, new AppError('NOT_FOUND', 'no such endpoint')),
   });
+  // What Node answers before routing stays Node's: a malformed request, a head over the size limit
+  // or a request timeout gets Node's bare 400/431/408 with Connection: close. Fastify's listener
+  // would answer them in JSON, even on a connection whose response has already begun.
+  app.server.removeAllListeners('clientError');
 
-  // One body budget per server, shared by every request (the fast path's and Express' alike).
-  const bodies = new BodyReader(
-    config.maxBodyBytes,
-    new InflateBudget(config.inflateBudgetBytes),
-    speculativeDigests(config.targets, deps.secrets),
-    new BodyBudget(config.bodyBudgetBytes),
-  );
-  const acknowledge = webhookAcknowledger({ ...deps, bodies });
-  app.post('/webhook', async (req, res) => {
-    const answer = await acknowledge(req, res, () => req.ip);
-    res.status(answer.status).json(answer.body);
+  // Nothing is parsed for the routes: POST /webhook reads the exact bytes itself (body.ts), and
+  // whatever else arrives with a body is never looked at.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null));
+
+  // After authentication has failed, never before: see auth-failure-limiter.ts. One count for
+  // every route (a wrong admin token counts like a wrong signature).
+  const limiter = new AuthFailureLimiter(config.authFailuresPerMinute);
+  app.setErrorHandler((error, request, reply) => {
+    const judged = limiter.judge(error, request.ip);
+    const problem = toAppError(judged);
+    if (problem === undefined) logger.error({ err: judged, path: request.url.split('?')[0] }, 'request failed');
+    if (reply.raw.headersSent) reply.raw.destroy();
+    else sendProblem(reply, problem);
   });
-  app.all('/webhook', methodNotAllowed('POST'));
-  app.use(deploymentsRouter({ adminToken: config.adminToken, store: deps.store }));
-  app.all(['/deployments', '/deployments/:id'], methodNotAllowed('GET'));
-
-  app.use((_req: Request, _res: Response) => {
+  app.setNotFoundHandler(() => {
     throw new AppError('NOT_FOUND', 'no such endpoint');
   });
-  // After authentication has failed, never before: see auth-failure-limiter.ts.
-  const limiter = new AuthFailureLimiter(config.authFailuresPerMinute);
-  app.use(authFailureLimiter(limiter));
-  app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const problem = toAppError(error);
-    if (problem === undefined) logger.error({ err: error, path: req.path }, 'request failed');
-    sendProblem(res, problem);
-  });
 
-  if (deps.fastPath ?? true) {
-    const fast = webhookFastPath({ acknowledge, limiter, trustProxy: app.get('trust proxy fn') as (address: string, hop: number) => boolean, logger });
-    // In front of Express: the app function calls app.handle for every request, so the fast path
-    // sees each one first and hands all it does not answer to Express unchanged. (app.handle is
-    // Express' entry point, missing from its type definitions; services/api/src/app.ts does the same.)
-    const internals = app as unknown as { handle(req: IncomingMessage, res: ServerResponse, done?: unknown): void };
-    const handle = internals.handle.bind(app);
-    internals.handle = (req, res, done) => fast(req, res, () => handle(req, res, done));
-  }
+  // Liveness for container health checks and load balancers: no secrets, no state, no auth.
+  app.get('/health', async () => ({ status: 'ok' }));
+  void app.register(webhookRoutes({ ...deps, config }));
+  void app.register(deploymentRoutes({ adminToken: config.adminToken, store: deps.store }));
   return app;
 }
 
-function methodNotAllowed(allowed: string) {
-  return (_req: Request, res: Response): void => {
-    res.setHeader('Allow', allowed);
-    throw new AppError('METHOD_NOT_ALLOWED', `use ${allowed}`);
-  };
+/** The problem document of a failure (services/shared/errors.ts) with its headers (Allow, WWW-Authenticate …). */
+function sendProblem(reply: FastifyReply, problem: AppError | undefined): void {
+  const document = problemDocument(problem);
+  void reply
+    .code(document.status)
+    .headers(problem?.headers ?? {})
+    .type('application/problem+json; charset=utf-8')
+    .send(JSON.stringify(document));
 }
 
-/** Everything that is not an AppError is an internal error that leaks nothing. */
+/**
+ * WEBHOOK_TRUST_PROXY with the meaning it has always had (Express' `trust proxy`): true trusts every
+ * proxy, a number that many hops, anything else a comma-separated list of addresses, subnets or
+ * proxy-addr's names (loopback, linklocal, uniquelocal). Fastify alone would trust no hop for a number.
+ */
+function trustFunction(setting: boolean | number | string): (address: string, hop: number) => boolean {
+  if (setting === true) return () => true;
+  if (setting === false) return () => false;
+  if (typeof setting === 'number') return (_address, hop) => hop < setting;
+  return proxyAddress.compile(setting.split(',').map((value) => value.trim()));
+}
+
+/**
+ * The answer to a failure: an AppError as it is; a 4xx of Fastify's own (a Content-Type that is not
+ * a media type) as the AppError of its status; anything else is an internal error that leaks nothing.
+ */
 function toAppError(error: unknown): AppError | undefined {
-  return error instanceof AppError ? error : undefined;
+  if (error instanceof AppError) return error;
+  const status = (error as Partial<FastifyError> | null)?.statusCode;
+  if (status === 415) return new AppError('UNSUPPORTED_MEDIA_TYPE', 'the Content-Type header is not a media type', { headers: { Connection: 'close' } });
+  return undefined;
 }

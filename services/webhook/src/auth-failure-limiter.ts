@@ -10,15 +10,11 @@
  * failures lock out genuine deliveries, so the decision is taken on the answer: only a request that
  * has already failed authentication is turned into 429.
  */
-import type { NextFunction, Request, Response } from 'express';
 import { AppError } from '../../shared/errors.js';
 
 const WINDOW_MS = 60_000;
 
-/**
- * One count per server: the acknowledgement answered without Express (fast-path.ts) and the Express
- * error middleware share it, so both paths draw on one budget per address.
- */
+/** One count per server, kept by app.ts' error handler for every route. */
 export class AuthFailureLimiter {
   private readonly failures = new Map<string, { count: number; resetAt: number }>();
   private nextSweep: number;
@@ -57,11 +53,4 @@ export class AuthFailureLimiter {
     for (const [key, entry] of this.failures) if (entry.resetAt <= time) this.failures.delete(key);
     this.nextSweep = time + WINDOW_MS;
   }
-}
-
-/** Express error middleware: counts every 401 and turns those beyond the limit into 429. */
-export function authFailureLimiter(limiter: AuthFailureLimiter) {
-  return (error: unknown, req: Request, _res: Response, next: NextFunction): void => {
-    next(limiter.judge(error, req.ip));
-  };
 }

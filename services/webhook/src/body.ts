@@ -1,5 +1,5 @@
 /**
- * Reads the raw webhook body into one Buffer, with fewer copies than express.raw: with a
+ * Reads the raw webhook body into one Buffer, with as few copies as it can: with a
  * Content-Length (what GitHub, GitLab, Gitea and Forgejo send) the buffer is allocated once at its
  * final size and every chunk is copied into it as it arrives, so nothing is concatenated at the end.
  * Bodies without a length (chunked) are collected and joined once. Over the limit → 413 (before
@@ -19,8 +19,8 @@
  * bounded under many concurrent hostile bodies. Inflated bytes are paid from the body budget as
  * well. Any other encoding → 415, unread.
  *
- * Only Node's request and response API is used: the acknowledgement answers without Express
- * (fast-path.ts) and through it alike.
+ * Only Node's request and response are used (Fastify's `request.raw` and `reply.raw`): no
+ * framework reads the body before it, so the bytes hashed are the bytes sent.
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Transform } from 'node:stream';

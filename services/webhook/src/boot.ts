@@ -18,7 +18,6 @@ import { Deployer } from './deployments/deployer.js';
 import { launcherPlan } from './deployments/invocation.js';
 import { DeployLauncher } from './deployments/launcher.js';
 import { DeploymentStore } from './deployments/store.js';
-import { createWebhookHttpServer } from './http-limits.js';
 import { SecretBook } from './secret-book.js';
 import { loadTargetSecrets, resolveTargetSecrets } from './secrets.js';
 
@@ -33,8 +32,6 @@ export interface StartWebhookOptions {
    * root deploy launcher died after this process gave up root (WEBHOOK_USER). server.ts exits 1.
    */
   onFatal?: (reason: string) => void;
-  /** Answer POST /webhook without Express (app.ts); default true. Tests compare both. */
-  fastPath?: boolean;
 }
 
 export interface RunningWebhookServer {
@@ -111,9 +108,11 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
   const deployer = new Deployer({ launcher, store, logger, targets: config.targets, deployTimeoutMs: config.deployTimeoutMs });
   await deployer.resume();
 
-  const server = createWebhookHttpServer(createApp({ config, secrets, deployer, store, logger, fastPath: options.fastPath ?? true }), config, logger);
+  const app = createApp({ config, secrets, deployer, store, logger });
+  const server = app.server;
   let port: number;
   try {
+    await app.ready();
     port = await listen(server, config.port, config.host);
   } catch (error) {
     launcher.close(); // the helper would otherwise keep this process alive
@@ -143,6 +142,7 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
         await deployer.shutdown(config.shutdownGraceMs);
         launcher.close();
         await http;
+        await app.close();
         await openStore.close();
         logger.info('webhook server stopped');
       })();

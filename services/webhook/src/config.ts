@@ -82,7 +82,7 @@ export interface WebhookConfig {
   requestTimeoutMs: number;
   authFailuresPerMinute: number;
   shutdownGraceMs: number;
-  /** Express `trust proxy`: which proxies may set X-Forwarded-For (client address for the rate limit). */
+  /** Which proxies may set X-Forwarded-For (client address for the rate limit), as Express' `trust proxy` (app.ts). */
   trustProxy: boolean | number | string;
   logLevel: string;
   production: boolean;

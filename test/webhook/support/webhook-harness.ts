@@ -40,8 +40,6 @@ export interface HarnessOptions {
   root?: string;
   secrets?: Record<string, string>;
   targets?: (targets: Target[]) => Target[];
-  /** Answer POST /webhook without Express (the default) or only through Express. */
-  fastPath?: boolean;
 }
 
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
@@ -68,7 +66,6 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   mkdirSync(join(root, 'sites'), { recursive: true });
   const server = await startWebhookServer({
     logger,
-    fastPath: options.fastPath ?? true,
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,

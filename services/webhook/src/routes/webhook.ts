@@ -17,32 +17,54 @@
  * checked against the whole body). So only a sender with a valid token, or one willing to present a
  * signature, gets its body read, and then within the body budget (body.ts).
  *
- * The acknowledgement is decided here on Node's own request and response, and only written by its
- * caller: Express (app.ts, as `res.status().json()`) or the listener in front of it (fast-path.ts),
- * so both answer alike (test/webhook/acknowledgement-without-express.test.ts compares them).
+ * The body is read from Node's own request (body.ts, as it streams in, hashed on the way), never by
+ * Fastify: the signature is over the exact bytes sent. The route answers with the acknowledgement
+ * as JSON, or throws for app.ts' problem+json answer.
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { FastifyPluginAsync } from 'fastify';
 import type { Logger } from 'pino';
 import { AppError } from '../../../shared/errors.js';
 import type { ResolvedTarget } from '../../../shared/targets.js';
-import type { BodyReader } from '../body.js';
+import { BodyBudget, BodyReader, InflateBudget } from '../body.js';
 import type { WebhookConfig } from '../config.js';
 import type { Deployer } from '../deployments/deployer.js';
 import { isDeletionCommit, MalformedPayload, parsePush, readPushFields } from '../payload.js';
 import { deliveryIdOf, eventOf, hasWellFormedSignature, RequestAuthenticator } from '../providers.js';
 import { branchOfRef, isValidBranchName, matchTarget } from '../routing.js';
 import type { SecretBook } from '../secret-book.js';
+import { speculativeDigests } from '../streaming-digest.js';
+import { methodNotAllowed } from './method-not-allowed.js';
 
 export interface WebhookRouteDeps {
-  config: Pick<WebhookConfig, 'targets' | 'unmatchedBranchStatus'>;
+  config: Pick<WebhookConfig, 'targets' | 'unmatchedBranchStatus' | 'maxBodyBytes' | 'inflateBudgetBytes' | 'bodyBudgetBytes'>;
   secrets: SecretBook;
   deployer: Pick<Deployer, 'submit'>;
   logger: Logger;
-  bodies: BodyReader;
+}
+
+/** POST /webhook, and 405 with `Allow: POST` for every other method. */
+export function webhookRoutes(deps: WebhookRouteDeps): FastifyPluginAsync {
+  return async (app) => {
+    const { config } = deps;
+    // One body reader per server: the budgets are shared by every request in flight.
+    const bodies = new BodyReader(
+      config.maxBodyBytes,
+      new InflateBudget(config.inflateBudgetBytes),
+      speculativeDigests(config.targets, deps.secrets),
+      new BodyBudget(config.bodyBudgetBytes),
+    );
+    const acknowledge = webhookAcknowledger({ ...deps, bodies });
+    app.post('/webhook', async (request, reply) => {
+      const answer = await acknowledge(request.raw, reply.raw, () => request.ip);
+      return reply.code(answer.status).send(answer.body);
+    });
+    methodNotAllowed(app, '/webhook', 'POST');
+  };
 }
 
 /** The answer to a delivery that is not a failure: written as JSON with this status. */
-export interface Acknowledgement {
+interface Acknowledgement {
   status: 200 | 202 | 404;
   body: Record<string, string | null>;
 }
@@ -52,7 +74,7 @@ export interface Acknowledgement {
  * rejects with an AppError (or, for a defect, anything else) for the caller's problem+json answer.
  * `clientAddress` is asked only when it is logged.
  */
-export type Acknowledge = (req: IncomingMessage, res: ServerResponse, clientAddress: () => string | undefined) => Promise<Acknowledgement>;
+type Acknowledge = (req: IncomingMessage, res: ServerResponse, clientAddress: () => string | undefined) => Promise<Acknowledgement>;
 
 /** What a request is, before anyone has checked who sent it. */
 type Resolution =
@@ -96,7 +118,7 @@ async function resolveRequest(rawBody: Buffer, headers: IncomingHttpHeaders, tar
   return { kind: 'push', target, branch, commit: push.after.toLowerCase() };
 }
 
-export function webhookAcknowledger({ config, secrets, deployer, logger, bodies }: WebhookRouteDeps): Acknowledge {
+function webhookAcknowledger({ config, secrets, deployer, logger, bodies }: WebhookRouteDeps & { bodies: BodyReader }): Acknowledge {
   const githubTargets = config.targets.filter((t) => t.provider === 'github');
   const gitlabTargets = config.targets.filter((t) => t.provider === 'gitlab');
 

@@ -1,7 +1,8 @@
 /**
- * The acknowledgement fast path keeps the answers of the slow one: the body reader (presized
- * buffer, chunked bodies, compressed bodies, limits), the ASCII decoding shortcut, GitLab tokens
- * refused before the body is decoded, and deploy scripts started by the small launcher process.
+ * POST /webhook reads the body itself (body.ts), not through Fastify: a presized buffer or chunked
+ * pieces, compressed bodies, the limits, buffers reused across concurrent deliveries, UTF-8 and
+ * ASCII decoding; GitLab tokens refused before the body is decoded; and deploy scripts started by
+ * the small launcher process.
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
