@@ -3,16 +3,10 @@
  * draws the overview from vector tiles the API encodes itself (PGlite's PostGIS has no ST_AsMVT), so
  * `/?center=13.4,52.525&zoom=11` shows the features at once — it used to stay empty after twelve 501s.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { launchChromium, missingForBrowserTests, startWebStack, type WebStack } from './harness.js';
-import { apiDatabaseOptions, startEmbeddedDatabase } from '../../api/src/db/embedded.js';
-import { migrate } from '../../api/src/db/migrate.js';
-import { createPool } from '../../api/src/db/pool.js';
-import { migrateQueue } from '../../api/src/qc/worker.js';
+import { warmEmbeddedImage } from '../../../test/helpers/embedded-image.js';
 
 const missing = missingForBrowserTests();
 if (missing) console.log(`skipping the embedded-database map test: ${missing}`);
@@ -23,23 +17,9 @@ describe.skipIf(missing !== undefined)('the map below zoom 12 on the embedded da
   const contexts: BrowserContext[] = [];
 
   beforeAll(async () => {
-    // The API's fresh data folder starts from the cached image of its schema (.cache/embedded-db); on a
-    // fresh clone there is none yet, and initdb can outlast the harness' 90 s wait for /healthz. Made
-    // here first, as the API's own start would (db/embedded-image.ts), under this hook's longer timeout.
-    const warm = mkdtempSync(join(tmpdir(), 'embedded-warm-'));
-    try {
-      const embedded = await startEmbeddedDatabase(apiDatabaseOptions(warm));
-      if (embedded.origin !== 'image') {
-        const pool = createPool(embedded.url, { max: 1 });
-        await migrate(pool);
-        await migrateQueue(pool);
-        await pool.end();
-        await embedded.saveImage();
-      }
-      await embedded.close();
-    } finally {
-      rmSync(warm, { recursive: true, force: true });
-    }
+    // The API's fresh data folder starts from the cached image of its schema (.cache/embedded-db): made
+    // here first, under this hook's longer timeout, so the harness' wait for /healthz never covers initdb.
+    await warmEmbeddedImage();
     // DATABASE_URL empty: the API opens its embedded PGlite in its data folder, as `npm start` does.
     stack = await startWebStack({ apiEnv: { DATABASE_URL: '' } });
     browser = await launchChromium();

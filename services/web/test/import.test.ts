@@ -11,9 +11,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { launchChromium, missingForBrowserTests, openPage, seriousViolations, startWebStack, type WebStack } from './harness.js';
-import { missingGdal } from '../../api/src/imports/convert.js';
+import { requirements } from '../../../test/helpers/requirements.js';
 
-const missing = missingForBrowserTests() ?? (await missingGdal());
+const gdal = requirements.gdal();
+const missing = missingForBrowserTests() ?? (gdal.ok ? undefined : gdal.reason);
 if (missing) console.log(`skipping the import page's browser tests: ${missing}`);
 
 const GEOJSON = JSON.stringify({

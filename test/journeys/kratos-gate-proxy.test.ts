@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startIdentityStack, type IdentityStack } from '../identity/test/harness.js';
-import { lacks, requirements } from '../test/helpers/requirements.js';
-import type { ProxyRoute } from './caddy.js';
-import { CaddyRunner, EXAMPLE_DOMAINS, send as sendTo, type Answer } from './testing/caddy-runner.js';
-import { proxyRoutes } from './routes.js';
+import { startIdentityStack, type IdentityStack } from '../../identity/test/harness.js';
+import { lacks, requirements } from '../helpers/requirements.js';
+import type { ProxyRoute } from '../../infra/caddy.js';
+import { CaddyRunner, EXAMPLE_DOMAINS, send as sendTo, type Answer } from '../../infra/testing/caddy-runner.js';
+import { proxyRoutes } from '../../infra/routes.js';
 
 const MISSING = lacks('the Kratos gate tests in a real Caddy', requirements.caddy(), requirements.contracts());
 
