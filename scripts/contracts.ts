@@ -6,11 +6,10 @@
  * Exit codes: 0 every file is in the cache and matches its pin; 1 some file could not be had or did not
  * match (each named, nothing half-written is kept); 2 usage.
  */
-import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { CONTRACTS_CACHE_DIR, PINNED_CONTRACTS, type PinnedContract } from '../services/shared/contracts.js';
+import { CONTRACTS_CACHE_DIR, PINNED_CONTRACTS, pinnedHashMismatch, type PinnedContract } from '../services/shared/contracts.js';
 
 async function fetchBytes(contract: PinnedContract, from: string | undefined): Promise<Buffer> {
   if (from) return readFileSync(join(from, contract.file));
@@ -37,8 +36,8 @@ async function main(): Promise<number> {
     const target = join(CONTRACTS_CACHE_DIR, contract.file);
     try {
       const bytes = await fetchBytes(contract, from);
-      const actual = createHash('sha256').update(bytes).digest('hex');
-      if (actual !== contract.sha256) throw new Error(`sha256 ${actual} differs from the pinned ${contract.sha256}`);
+      const actual = pinnedHashMismatch(contract, bytes);
+      if (actual !== undefined) throw new Error(`sha256 ${actual} differs from the pinned ${contract.sha256}`);
       mkdirSync(dirname(target), { recursive: true });
       writeFileSync(`${target}.partial`, bytes);
       renameSync(`${target}.partial`, target);

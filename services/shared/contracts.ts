@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -13,6 +13,9 @@ import { fileURLToPath } from 'node:url';
  *   2. `.cache/contracts/` in the repository, git-ignored, filled by `npm run contracts`;
  *   3. `../shared/vendor/` beside the repository (the development workspace).
  * A folder counts only when every pinned file is in it, so a half-filled cache never shadows a good copy.
+ * The folder that wins is checked file by file against the pins before anything reads it, wherever it
+ * was found: a changed copy is refused (ContractMismatchError naming each file and both hashes), never
+ * skipped past, since a double that answers from a different contract would let wrong requests pass.
  */
 
 export interface PinnedContract {
@@ -62,10 +65,69 @@ function isComplete(dir: string): boolean {
   return PINNED_CONTRACTS.every((contract) => existsSync(join(dir, contract.file)));
 }
 
-/** The first complete contracts folder, in the order CONTRACTS_DIR → cache → ../shared/vendor. */
+/** A contracts folder whose files differ from their pins. */
+export class ContractMismatchError extends Error {
+  override readonly name = 'ContractMismatchError';
+}
+
+/** The sha256 of bytes against a pin: undefined when they match, otherwise the hash that was found. */
+export function pinnedHashMismatch(contract: PinnedContract, bytes: Buffer): string | undefined {
+  const actual = createHash('sha256').update(bytes).digest('hex');
+  return actual === contract.sha256 ? undefined : actual;
+}
+
+/** The sha256 of a file against its pin: undefined when it matches, otherwise what was found. */
+export function checkPinnedHash(contract: PinnedContract, dir: string): string | undefined {
+  return pinnedHashMismatch(contract, readFileSync(join(dir, contract.file)));
+}
+
+/** What a folder's files were when they last matched their pins (size and mtime each), by folder. */
+const verified = new Map<string, string>();
+
+function fingerprint(dir: string, contracts: readonly PinnedContract[]): string {
+  return contracts
+    .map((contract) => {
+      const stat = statSync(join(dir, contract.file));
+      return `${stat.size}:${stat.mtimeMs}`;
+    })
+    .join(',');
+}
+
+/**
+ * Every pinned file in `dir` against its sha256; throws a ContractMismatchError naming each file that
+ * differs, with the pinned and the found hash. Hashing the ~1 MB again is skipped while no file's size
+ * or mtime changed since it last matched (the doubles look their contract up at every start).
+ */
+export function verifyContracts(dir: string, contracts: readonly PinnedContract[] = PINNED_CONTRACTS): void {
+  const key = `${resolve(dir)}\0${contracts.map((contract) => contract.file).join(',')}`;
+  const before = fingerprint(dir, contracts);
+  if (verified.get(key) === before) return;
+  const mismatches = contracts.flatMap((contract) => {
+    const actual = checkPinnedHash(contract, dir);
+    return actual === undefined ? [] : [`${join(dir, contract.file)}: sha256 ${actual}, pinned ${contract.sha256}`];
+  });
+  if (mismatches.length > 0) {
+    verified.delete(key);
+    throw new ContractMismatchError(
+      `the contracts in ${dir} differ from their pins (services/shared/contracts.ts), refused: ${mismatches.join('; ')}. ` +
+        'Replace the copy (`npm run contracts` fetches the pinned files) or point CONTRACTS_DIR at a good one.',
+    );
+  }
+  verified.set(key, before);
+}
+
+/**
+ * The first complete contracts folder, in the order CONTRACTS_DIR → cache → ../shared/vendor, checked
+ * against the pins: `ok: false` when none is complete (tests skip and say why), a ContractMismatchError
+ * when the one found was changed (tests fail: a changed contract is no reason to skip).
+ */
 export function locateContracts(env: NodeJS.ProcessEnv = process.env): ContractsLocation {
   const candidates = [env.CONTRACTS_DIR, CONTRACTS_CACHE_DIR, WORKSPACE_VENDOR_DIR].filter((dir): dir is string => Boolean(dir));
-  for (const dir of candidates) if (isComplete(dir)) return { ok: true, dir };
+  for (const dir of candidates) {
+    if (!isComplete(dir)) continue;
+    verifyContracts(dir);
+    return { ok: true, dir };
+  }
   if (env.CONTRACTS_DIR) return { ok: false, reason: `CONTRACTS_DIR=${env.CONTRACTS_DIR} lacks some pinned files; ${CONTRACTS_HINT}` };
   return { ok: false, reason: CONTRACTS_HINT };
 }
@@ -74,16 +136,13 @@ export class ContractsMissingError extends Error {
   override readonly name = 'ContractsMissingError';
 }
 
-/** The absolute path of one pinned contract file; throws a ContractsMissingError naming the remedy. */
-export function contractPath(file: string): string {
+/**
+ * The absolute path of one pinned contract file in the folder locateContracts found (and checked);
+ * throws a ContractsMissingError naming the remedy, or a ContractMismatchError for a changed copy.
+ */
+export function contractPath(file: string, env: NodeJS.ProcessEnv = process.env): string {
   if (!PINNED_CONTRACTS.some((contract) => contract.file === file)) throw new Error(`${file} is not a pinned contract`);
-  const location = locateContracts();
+  const location = locateContracts(env);
   if (!location.ok) throw new ContractsMissingError(location.reason);
   return join(location.dir, file);
-}
-
-/** The sha256 of a file against its pin: undefined when it matches, otherwise what was found. */
-export function checkPinnedHash(contract: PinnedContract, dir: string): string | undefined {
-  const actual = createHash('sha256').update(readFileSync(join(dir, contract.file))).digest('hex');
-  return actual === contract.sha256 ? undefined : actual;
 }
