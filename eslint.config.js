@@ -43,6 +43,8 @@ const boundaries = (zones) => ({
   'import-x/no-restricted-paths': ['error', { basePath: import.meta.dirname, zones }],
   // A relative import that does not resolve would pass the zones unseen: resolve every one of them.
   'import-x/no-unresolved': ['error', { ignore: ['^[^.]'] }],
+  // Every package imported is declared in package.json (axios once arrived only through the Ory clients).
+  'import-x/no-extraneous-dependencies': ['error', { devDependencies: true, packageDir: import.meta.dirname }],
 });
 
 export default tseslint.config(
