@@ -1,52 +1,55 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { chartDefaults, unknownChartKeys } from './k8s/schemas/charts.js';
 import { checkPin, locateSchemas, PINNED_SCHEMAS } from './k8s/schemas/pins.js';
-import { loadValidators, unknownChartKeys } from './k8s/schemas/validate.js';
+import { loadValidators, type Validators } from './k8s/schemas/validate.js';
 import { declareKubernetesUnderMocks, type DeclaredObject } from './testing/k8s.js';
 import { reveal } from './testing/pulumi-mocks.js';
 
 /**
- * Every object the Kubernetes target declares, as the provider would send it, checked against the pinned
- * upstream schemas (infra/k8s/schemas/pins.ts): the Kubernetes 1.33 OpenAPI definitions, the
- * CloudNativePG, Barman Cloud and cert-manager CRDs, with unknown fields refused; the build Job each
- * deploy creates; and the Ory Helm releases' values against their charts' keys. Skips, saying why,
- * where the pinned files are not at hand (they are never committed, like the Ory contracts).
+ * Every object the Kubernetes target declares, as the provider would send it, and the build Job each
+ * deploy creates, checked against the schemas of the models on the npm registry, pinned by
+ * package-lock.json (infra/k8s/schemas/validate.ts): Kubernetes 1.36.0 (kubernetes-models 5.1.0),
+ * CloudNativePG 1.29.0 (@kubernetes-models/cloudnative-pg 2.0.0), cert-manager 1.20.2
+ * (@kubernetes-models/cert-manager 6.0.0), the Barman Cloud plugin's ObjectStore by an explicit check
+ * around barman-cloud's configuration model. Types, required fields, enums and patterns by each model's
+ * validator; unknown fields refused by its declaration. `npm ci` brings all of it: nothing here skips.
+ *
+ * The Ory Helm releases' values are checked against their charts' keys, which no registry package
+ * carries (infra/k8s/schemas/pins.ts): that test alone skips, saying why, where the pinned chart
+ * defaults are not at hand.
  */
 
-const location = locateSchemas();
 const HELM_RELEASE = 'kubernetes:helm.sh/v3:Release';
+const keyOf = (o: Record<string, unknown>) => `${String(o.apiVersion)} ${String(o.kind)}`;
 
 let objects: DeclaredObject[];
+let kubernetesObjects: DeclaredObject[];
 let buildJobs: Record<string, unknown>[];
-let validators: ReturnType<typeof loadValidators>;
+let validators: Validators;
 
 beforeAll(async () => {
-  if (!location.ok) return;
-  validators = loadValidators(location.dir);
   const declared = await declareKubernetesUnderMocks();
   objects = declared.objects;
+  kubernetesObjects = objects.filter((o) => o.type !== HELM_RELEASE);
   buildJobs = declared.stack.sites.sites.map((s) => reveal(s.buildJob) as Record<string, unknown>);
+  validators = await loadValidators([...kubernetesObjects.map((o) => keyOf(o.object)), ...buildJobs.map(keyOf)]);
 });
 
-describe.skipIf(!location.ok)(`the pinned schemas${location.ok ? '' : ` (skipped: ${location.reason})`}`, () => {
-  it('are the pinned bytes', () => {
-    if (!location.ok) return;
-    for (const pin of Object.values(PINNED_SCHEMAS)) expect(checkPin(pin, location.dir), pin.file).toBeUndefined();
-  });
+/** A copy of a declared object, to break on purpose. */
+const objectNamed = (kind: string, name: string) => {
+  const found = objects.find((o) => o.kind === kind && o.name === name);
+  if (!found) throw new Error(`no ${kind} ${name} declared`);
+  return structuredClone(found.object);
+};
+/** The object at a path (`spec/template/spec/containers/0`) inside another. */
+const nodeAt = (object: Record<string, unknown>, path: string) => path.split('/').reduce((node, key) => node[key] as Record<string, unknown>, object);
+const errorsOf = (object: Record<string, unknown>) => validators.validate(object, 'probe')?.errors.join('\n') ?? '';
 
+describe('the schemas from the models on the npm registry', () => {
   it('accept every declared Kubernetes object (Helm releases aside), unknown fields refused', () => {
-    const kubernetesObjects = objects.filter((o) => o.type !== HELM_RELEASE);
     expect(kubernetesObjects.length).toBeGreaterThan(100);
     const problems = kubernetesObjects.map((o) => validators.validate(o.object, `${o.kind} ${o.name}`)).filter((p) => p !== undefined);
     expect(problems).toEqual([]);
-  });
-
-  it('cover every kind the program declares, CloudNativePG, Barman Cloud and cert-manager included', () => {
-    const kinds = new Set(objects.filter((o) => o.type !== HELM_RELEASE).map((o) => `${o.apiVersion} ${o.kind}`));
-    for (const crd of ['postgresql.cnpg.io/v1 Cluster', 'postgresql.cnpg.io/v1 Pooler', 'postgresql.cnpg.io/v1 ScheduledBackup', 'barmancloud.cnpg.io/v1 ObjectStore', 'cert-manager.io/v1 ClusterIssuer']) {
-      expect(kinds, crd).toContain(crd);
-    }
-    const known = new Set(validators.kinds());
-    for (const kind of kinds) expect(known, kind).toContain(kind);
   });
 
   it('accept the build Job of every deploy target (created by the deploy driver, not by Pulumi)', () => {
@@ -55,27 +58,76 @@ describe.skipIf(!location.ok)(`the pinned schemas${location.ok ? '' : ` (skipped
     expect(problems).toEqual([]);
   });
 
-  it('refuse an object that breaks its schema (the check can fail)', () => {
-    const api = objects.find((o) => o.kind === 'Deployment' && o.name === 'api');
-    const broken = structuredClone(api?.object ?? {}) as { spec: { template: { spec: { containers: Record<string, unknown>[] } } } };
-    const first = broken.spec.template.spec.containers[0] ?? {};
-    first.resource = first.resources;
-    expect(validators.validate(broken, 'probe')?.errors.join('\n')).toContain('(resource)');
-    const cluster = objects.find((o) => o.kind === 'Cluster' && o.name === 'features-db');
-    const brokenCluster = structuredClone(cluster?.object ?? {}) as { spec: Record<string, unknown> };
-    brokenCluster.spec.instances = 'three';
-    expect(validators.validate(brokenCluster, 'probe')?.errors.join('\n')).toContain('/spec/instances');
+  it('have a model for every kind the program declares, CloudNativePG, Barman Cloud and cert-manager included', () => {
+    const kinds = new Set([...kubernetesObjects.map((o) => keyOf(o.object)), ...buildJobs.map(keyOf)]);
+    for (const crd of ['postgresql.cnpg.io/v1 Cluster', 'postgresql.cnpg.io/v1 Pooler', 'postgresql.cnpg.io/v1 ScheduledBackup', 'barmancloud.cnpg.io/v1 ObjectStore', 'cert-manager.io/v1 ClusterIssuer']) {
+      expect(kinds, crd).toContain(crd);
+    }
+    const unchecked = [...kinds].filter((kind) => validators.checkedBy(kind) === undefined);
+    expect(unchecked).toEqual([]);
   });
 
-  it("keep the Ory releases' values within the keys their charts know (the charts ship no values schema)", () => {
+  it('see only stable API versions (kubernetes-models also knows versions removed since, such as policy/v1beta1)', () => {
+    const unstable = [...new Set([...kubernetesObjects.map((o) => o.apiVersion), ...buildJobs.map((j) => String(j.apiVersion))])].filter((v) => !/^([a-z0-9.-]+\/)?v\d+$/.test(v));
+    expect(unstable).toEqual([]);
+  });
+
+  it('refuse an unknown field and a wrong type, in Kubernetes objects and in custom resources (the check can fail)', () => {
+    const api = objectNamed('Deployment', 'api');
+    const container = nodeAt(api, 'spec/template/spec/containers/0');
+    container.resource = container.resources;
+    nodeAt(api, 'metadata').label = { app: 'api' };
+    nodeAt(api, 'spec').replicas = 'three';
+    expect(errorsOf(api)).toContain('/spec/template/spec/containers/0/resource is not a field');
+    expect(errorsOf(api)).toContain('/metadata/label is not a field');
+    expect(errorsOf(api)).toContain('/spec/replicas must be integer');
+
+    const cluster = objectNamed('Cluster', 'features-db');
+    nodeAt(cluster, 'spec').instances = 'three';
+    nodeAt(cluster, 'spec/storage').sise = '20Gi';
+    expect(errorsOf(cluster)).toContain('/spec/instances must be integer');
+    expect(errorsOf(cluster)).toContain('/spec/storage/sise is not a field');
+    const pooler = objectNamed('Pooler', 'features-db-pooler');
+    nodeAt(pooler, 'spec').type = 'primary';
+    expect(errorsOf(pooler)).toContain('/spec/type must be equal to one of the allowed values');
+    const issuer = objectNamed('ClusterIssuer', 'cluster-issuer');
+    nodeAt(issuer, 'spec/acme').emial = 'ops@example.org';
+    expect(errorsOf(issuer)).toContain('/spec/acme/emial is not a field');
+  });
+
+  it('refuse an ObjectStore off its shape (no model: the explicit check can fail)', () => {
+    const store = objectNamed('ObjectStore', 'features-db-store');
+    const configuration = nodeAt(store, 'spec/configuration');
+    nodeAt(configuration, 'wal').compresion = 'gzip';
+    nodeAt(configuration, 'data').jobs = 'two';
+    configuration.serverName = 'features';
+    nodeAt(store, 'spec').retentionPolicy = '30 days';
+    nodeAt(store, 'spec').retention = '30d';
+    nodeAt(store, 'metadata').name = 42;
+    const errors = errorsOf(store);
+    expect(errors).toContain('/spec/configuration/wal/compresion is not a field');
+    expect(errors).toContain('/spec/configuration/data/jobs must be integer');
+    expect(errors).toContain('/spec/configuration/serverName is forbidden');
+    expect(errors).toContain('/spec/retentionPolicy must be a count');
+    expect(errors).toContain('/spec/retention is not a field');
+    expect(errors).toContain('/metadata/name must be string');
+  });
+});
+
+const charts = locateSchemas();
+
+describe("the Ory releases' values", () => {
+  it.skipIf(!charts.ok)(`stay within the keys their charts know (the charts ship no values schema)${charts.ok ? '' : ` (skipped: ${charts.reason})`}`, () => {
+    if (!charts.ok) return;
+    for (const pin of Object.values(PINNED_SCHEMAS)) expect(checkPin(pin, charts.dir), pin.file).toBeUndefined();
     const release = (name: string) => objects.find((o) => o.type === HELM_RELEASE && o.name === name)?.object as { chart: string; version: string; values: unknown };
     // environmentSecretsName: read by the chart's templates, mentioned in its values.yaml as a comment only.
     const kratos = release('kratos');
-    expect(unknownChartKeys(kratos.values, validators.chartDefaults('kratosValues'), ['kratos.config', 'deployment.environmentSecretsName'])).toEqual([]);
+    expect(unknownChartKeys(kratos.values, chartDefaults(charts.dir, 'kratosValues'), ['kratos.config', 'deployment.environmentSecretsName'])).toEqual([]);
     const hydra = release('hydra');
-    expect(unknownChartKeys(hydra.values, validators.chartDefaults('hydraValues'), ['hydra.config'])).toEqual([]);
+    expect(unknownChartKeys(hydra.values, chartDefaults(charts.dir, 'hydraValues'), ['hydra.config'])).toEqual([]);
     expect([kratos.version, hydra.version]).toEqual(['0.62.1', '0.62.1']);
     // A misspelt key is caught.
-    expect(unknownChartKeys({ deployment: { resource: {} } }, validators.chartDefaults('kratosValues'), [])).toEqual(['deployment.resource']);
+    expect(unknownChartKeys({ deployment: { resource: {} } }, chartDefaults(charts.dir, 'kratosValues'), [])).toEqual(['deployment.resource']);
   });
 });

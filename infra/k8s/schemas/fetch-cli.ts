@@ -1,7 +1,7 @@
 /**
  * `node --import tsx infra/k8s/schemas/fetch-cli.ts [--from DIR]`: fills the git-ignored cache
- * (.cache/k8s-schemas) with the pinned upstream schemas (infra/k8s/schemas/pins.ts), each checked against
- * its sha256 before it is kept. `--from DIR` copies them from a folder with the same layout (a colleague's
+ * (.cache/k8s-schemas) with the pinned Ory charts' default values (infra/k8s/schemas/pins.ts), each
+ * checked against its sha256 before it is kept. `--from DIR` copies them from a folder with the same layout (a colleague's
  * cache, ../shared/vendor/k8s-schemas) instead of downloading.
  *
  * Exit codes: 0 every file is in the cache and matches its pin; 1 some file could not be had or did not
@@ -49,10 +49,10 @@ async function main(): Promise<number> {
   }
   const total = Object.keys(PINNED_SCHEMAS).length;
   if (failed > 0) {
-    console.error(`${failed} of ${total} schemas could not be had; set K8S_SCHEMAS_DIR to a copy or run again with --from DIR. The schema test skips and says so.`);
+    console.error(`${failed} of ${total} chart files could not be had; set K8S_SCHEMAS_DIR to a copy or run again with --from DIR. The chart-values test skips and says so.`);
     return 1;
   }
-  console.log(`all ${total} schemas are in ${SCHEMAS_CACHE_DIR}`);
+  console.log(`all ${total} chart files are in ${SCHEMAS_CACHE_DIR}`);
   return 0;
 }
 

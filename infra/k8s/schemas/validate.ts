@@ -1,118 +1,156 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import addFormats from 'ajv-formats';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { parse as parseYaml } from 'yaml';
-import { PINNED_SCHEMAS, type SchemaName } from './pins.js';
+import { BarmanObjectStoreConfiguration } from '@kubernetes-models/cloudnative-pg/github.com/cloudnative-pg/barman-cloud/pkg/api/BarmanObjectStoreConfiguration';
+import { ObjectMeta } from '@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta';
+import { declaredFields, type Declaration } from './declared-fields.js';
 
 /**
- * Objects checked as the API server would check them with strict field validation (`kubectl apply
- * --validate=strict`, server-side apply's default): against the pinned Kubernetes OpenAPI definitions
- * and the pinned CRD schemas, with an unknown field an error (an object schema without
- * `additionalProperties` and without `x-kubernetes-preserve-unknown-fields` is closed, as the server's
- * pruning would drop or refuse the field). The types the OpenAPI spells as formats are given their
- * meaning: int-or-string is an integer or a string.
+ * Objects checked against the schemas of the models on the npm registry, pinned by package-lock.json
+ * (exact versions in package.json's devDependencies), so a clean clone has them after `npm ci`:
+ *
+ *   kubernetes-models 5.1.0                 Kubernetes 1.36.0's OpenAPI definitions, merged with older
+ *                                           releases' (so it also knows API versions removed since: the
+ *                                           test keeps to stable ones)
+ *   @kubernetes-models/cloudnative-pg 2.0.0 CloudNativePG 1.29.0's api/v1 (Cluster, Pooler,
+ *                                           ScheduledBackup), and barman-cloud 0.5.0's object-store
+ *                                           configuration
+ *   @kubernetes-models/cert-manager 6.0.0   cert-manager 1.20.2 (ClusterIssuer)
+ *   @kubernetes-models/apimachinery 3.0.2   ObjectMeta, for the one kind without a model
+ *
+ * Each object passes two checks, both from its model: the model's validator (types, required fields,
+ * enums, patterns, formats: what the API server's schema validation refuses) and its declaration
+ * (unknown fields, which the validators let through: declared-fields.ts). The Barman Cloud plugin's
+ * ObjectStore has no model on the registry; see objectStoreProblems.
  */
 
 type Json = Record<string, unknown>;
 
 const isObject = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/** Close every object schema that lists properties, and turn int-or-string into what it means. */
-function strict(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(strict);
-  if (!isObject(schema)) return schema;
-  const out: Json = Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, k === 'properties' && isObject(v) ? Object.fromEntries(Object.entries(v).map(([p, s]) => [p, strict(s)])) : strict(v)]));
-  if (out['x-kubernetes-int-or-string'] === true || out.format === 'int-or-string') {
-    delete out.type;
-    delete out.format;
-    out.anyOf = [{ type: 'integer' }, { type: 'string' }];
-  }
-  if (isObject(out.properties) && out.additionalProperties === undefined && out['x-kubernetes-preserve-unknown-fields'] !== true) out.additionalProperties = false;
-  return out;
+/** A model class: its constructor takes the object, `validate()` throws Ajv's ValidationError. */
+type ModelClass = new (data: unknown) => { validate(): void };
+
+interface AjvError {
+  instancePath: string;
+  keyword: string;
+  message?: string;
+  params: Record<string, unknown>;
 }
 
-function newAjv(): Ajv {
-  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: true });
-  addFormats.default(ajv);
-  for (const format of ['int32', 'int64', 'double', 'float', 'byte', 'int-or-string']) ajv.addFormat(format, true);
-  return ajv;
+/** Where a group's models live; every group not listed is Kubernetes' own (kubernetes-models). */
+const MODEL_PACKAGES: Record<string, string> = {
+  'postgresql.cnpg.io': '@kubernetes-models/cloudnative-pg',
+  'cert-manager.io': '@kubernetes-models/cert-manager',
+};
+
+/** The module and interface of a kind's model, e.g. kubernetes-models/apps/v1/Deployment, IDeployment. */
+export function modelDeclaration(apiVersion: string, kind: string): Declaration {
+  const group = apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : '';
+  return { module: `${MODEL_PACKAGES[group] ?? 'kubernetes-models'}/${apiVersion}/${kind}`, name: `I${kind}` };
 }
+
+const OBJECT_STORE = 'barmancloud.cnpg.io/v1 ObjectStore';
+const OBJECT_META: Declaration = { module: '@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta', name: 'IObjectMeta' };
+const BARMAN_CONFIGURATION: Declaration = {
+  module: '@kubernetes-models/cloudnative-pg/github.com/cloudnative-pg/barman-cloud/pkg/api/BarmanObjectStoreConfiguration',
+  name: 'IBarmanObjectStoreConfiguration',
+};
+
+/** Errors listed per object, enough to read what went wrong. */
+const MAX_ERRORS = 20;
+
+const describe = (e: AjvError, path: string) =>
+  `${path}${e.instancePath || (path ? '' : '/')} ${e.message ?? e.keyword}${['enum', 'pattern', 'format'].includes(e.keyword) ? ` ${JSON.stringify(e.params)}` : ''}`;
 
 export interface Problem {
   object: string;
   errors: string[];
 }
 
-const describeErrors = (errors: ErrorObject[] | null | undefined) =>
-  (errors ?? []).slice(0, 20).map((e) => `${e.instancePath || '/'} ${e.message ?? ''}${e.keyword === 'additionalProperties' ? ` (${String((e.params as { additionalProperty?: string }).additionalProperty)})` : ''}`);
-
-/** The validators of the pinned schemas found in `dir` (infra/k8s/schemas/pins.ts locateSchemas). */
-export function loadValidators(dir: string) {
-  const read = (name: SchemaName) => readFileSync(join(dir, PINNED_SCHEMAS[name].file), 'utf8');
-
-  // Kubernetes: one schema holding every definition; each kind's validator compiles its closure on first use.
-  const swagger = JSON.parse(read('kubernetes')) as { definitions: Record<string, Json> };
-  const k8sAjv = newAjv();
-  k8sAjv.addSchema({ $id: 'k8s', definitions: Object.fromEntries(Object.entries(swagger.definitions).map(([name, s]) => [name, strict(s)])) });
-  const byKind = new Map<string, string>();
-  for (const [name, definition] of Object.entries(swagger.definitions)) {
-    for (const gvk of (definition['x-kubernetes-group-version-kind'] as { group: string; version: string; kind: string }[] | undefined) ?? []) {
-      byKind.set(`${gvk.group ? `${gvk.group}/` : ''}${gvk.version} ${gvk.kind}`, name);
-    }
-  }
-
-  // The CRDs: each served version's openAPIV3Schema.
-  const crdAjv = newAjv();
-  const crds = new Map<string, ValidateFunction>();
-  for (const name of ['cnpgClusters', 'cnpgPoolers', 'cnpgScheduledBackups', 'barmanObjectStores', 'certManagerClusterIssuers'] as const) {
-    const crd = parseYaml(read(name)) as { spec: { group: string; names: { kind: string }; versions: { name: string; served: boolean; schema: { openAPIV3Schema: Json } }[] } };
-    for (const version of crd.spec.versions.filter((v) => v.served)) {
-      crds.set(`${crd.spec.group}/${version.name} ${crd.spec.names.kind}`, crdAjv.compile(strict(version.schema.openAPIV3Schema) as Json));
-    }
-  }
-  const objectMeta = () => k8sAjv.getSchema('k8s#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta');
-
-  /** The problems of one object, or undefined when it is valid; an unknown apiVersion and kind is a problem too. */
-  function validate(object: Json, label: string): Problem | undefined {
-    const key = `${String(object.apiVersion)} ${String(object.kind)}`;
-    const definition = byKind.get(key);
-    const errors: string[] = [];
-    if (definition) {
-      const check = k8sAjv.getSchema(`k8s#/definitions/${definition}`);
-      if (!check) throw new Error(`no schema for ${definition}`);
-      if (!check(object)) errors.push(...describeErrors(check.errors));
-    } else {
-      const check = crds.get(key);
-      if (!check) return { object: label, errors: [`no pinned schema for ${key}`] };
-      if (!check(object)) errors.push(...describeErrors(check.errors));
-      // A CRD schema says only `metadata: object`; the API server checks it as ObjectMeta.
-      const meta = objectMeta();
-      if (meta && !meta(object.metadata)) errors.push(...describeErrors(meta.errors).map((e) => `metadata${e}`));
-    }
-    return errors.length ? { object: label, errors } : undefined;
-  }
-
-  /** Default values of a chart (the key tree a release's values must stay within). */
-  const chartDefaults = (name: 'kratosValues' | 'hydraValues') => parseYaml(read(name)) as Json;
-
-  return { validate, chartDefaults, kinds: () => [...byKind.keys(), ...crds.keys()] };
+export interface Validators {
+  /** The problems of one object, or undefined when it is valid; a kind without a model is a problem too. */
+  validate(object: Json, label: string): Problem | undefined;
+  /** What checks a kind ("apiVersion kind"): its model's module, or undefined when none was found. */
+  checkedBy(key: string): string | undefined;
 }
 
 /**
- * A Helm release's values against its chart's defaults: every key we set must be one the chart knows
- * (a typo like `deployment.resource` is silently ignored by Helm). Below a key whose default is an empty
- * map or list, or below a `freeForm` path (the Ory configuration itself), anything goes.
+ * The validators for the given kinds ("apiVersion kind", e.g. "apps/v1 Deployment"): each kind's model
+ * is imported and its declaration parsed once, up front.
  */
-export function unknownChartKeys(values: unknown, defaults: unknown, freeForm: string[], path = ''): string[] {
-  if (!isObject(values)) return [];
-  if (!isObject(defaults)) return [];
-  return Object.entries(values).flatMap(([key, value]) => {
-    const at = path ? `${path}.${key}` : key;
-    if (freeForm.includes(at)) return [];
-    if (!(key in defaults)) return [at];
-    const fallback = defaults[key];
-    if (isObject(fallback) && Object.keys(fallback).length > 0) return unknownChartKeys(value, fallback, freeForm, at);
-    return [];
-  });
+export async function loadValidators(keys: Iterable<string>): Promise<Validators> {
+  const models = new Map<string, { model: ModelClass; declaration: Declaration }>();
+  for (const key of new Set(keys)) {
+    if (key === OBJECT_STORE) continue;
+    const [apiVersion = '', kind = ''] = key.split(' ');
+    const declaration = modelDeclaration(apiVersion, kind);
+    const model = await import(declaration.module).then(
+      (m: Record<string, unknown>) => m[kind] as ModelClass | undefined,
+      () => undefined,
+    );
+    if (model) models.set(key, { model, declaration });
+  }
+  const undeclaredFields = declaredFields([...[...models.values()].map((m) => m.declaration), OBJECT_META, BARMAN_CONFIGURATION]);
+
+  /** Both checks of one value against one model: the validator's errors and the undeclared fields. */
+  function againstModel(value: unknown, model: ModelClass, declaration: Declaration, path = ''): string[] {
+    const errors: string[] = [];
+    try {
+      new model(value).validate();
+    } catch (error) {
+      const found = (error as { errors?: AjvError[] }).errors;
+      if (!found) throw error;
+      errors.push(...found.map((e) => describe(e, path)));
+    }
+    errors.push(...undeclaredFields(value, declaration, path));
+    return errors;
+  }
+
+  /**
+   * The Barman Cloud plugin's ObjectStore (barmancloud.cnpg.io/v1): no package on the registry has its
+   * model, so its shape is checked here, after the plugin's CRD (v0.14.0, api/v1 ObjectStoreSpec). The
+   * heart of it, `spec.configuration`, is barman-cloud's BarmanObjectStoreConfiguration, whose model
+   * @kubernetes-models/cloudnative-pg ships (CloudNativePG's in-tree backup used the same type);
+   * metadata is ObjectMeta. `instanceSidecarConfiguration` is left out on purpose: the program does not
+   * set it, and nothing here would check it, so setting it fails until this check learns its shape.
+   */
+  function objectStoreProblems(object: Json): string[] {
+    const errors = unknownKeys(object, ['apiVersion', 'kind', 'metadata', 'spec'], '');
+    if (!isObject(object.metadata)) errors.push('/metadata must be an object (required)');
+    else errors.push(...againstModel(object.metadata, ObjectMeta as ModelClass, OBJECT_META, '/metadata'));
+    const spec = object.spec;
+    if (!isObject(spec)) return [...errors, '/spec must be an object (required)'];
+    errors.push(...unknownKeys(spec, ['configuration', 'retentionPolicy'], '/spec'));
+    if (!isObject(spec.configuration)) errors.push('/spec/configuration must be an object (required)');
+    else {
+      errors.push(...againstModel(spec.configuration, BarmanObjectStoreConfiguration as ModelClass, BARMAN_CONFIGURATION, '/spec/configuration'));
+      // The CRD's CEL rule: the server name is a parameter of the Cluster's plugin entry, not of the store.
+      if ('serverName' in spec.configuration) errors.push("/spec/configuration/serverName is forbidden: use the 'serverName' plugin parameter in the Cluster");
+    }
+    const retention = spec.retentionPolicy;
+    if (retention !== undefined && (typeof retention !== 'string' || !/^[1-9][0-9]*[dwm]$/.test(retention))) {
+      errors.push(`/spec/retentionPolicy must be a count of days, weeks or months such as 30d (pattern ^[1-9][0-9]*[dwm]$), is ${JSON.stringify(retention)}`);
+    }
+    return errors;
+  }
+
+  return {
+    validate(object, label) {
+      const key = `${String(object.apiVersion)} ${String(object.kind)}`;
+      const found = models.get(key);
+      let errors: string[];
+      if (key === OBJECT_STORE) errors = objectStoreProblems(object);
+      else if (found) errors = againstModel(object, found.model, found.declaration);
+      else errors = [`no model for ${key} (looked for ${modelDeclaration(String(object.apiVersion), String(object.kind)).module})`];
+      return errors.length ? { object: label, errors: errors.slice(0, MAX_ERRORS) } : undefined;
+    },
+    checkedBy(key) {
+      if (key === OBJECT_STORE) return `the ObjectStore check (configuration: ${BARMAN_CONFIGURATION.module})`;
+      return models.get(key)?.declaration.module;
+    },
+  };
+}
+
+function unknownKeys(value: Json, allowed: string[], path: string): string[] {
+  return Object.keys(value)
+    .filter((k) => !allowed.includes(k))
+    .map((k) => `${path}/${k} is not a field of the ObjectStore (known: ${allowed.join(', ')})`);
 }
