@@ -115,9 +115,10 @@ describe('the schemas from the models on the npm registry', () => {
 });
 
 const charts = locateSchemas();
+if (!charts.ok) console.log(`skipping the Ory releases' values against their charts' keys: ${charts.reason}`);
 
 describe("the Ory releases' values", () => {
-  it.skipIf(!charts.ok)(`stay within the keys their charts know (the charts ship no values schema)${charts.ok ? '' : ` (skipped: ${charts.reason})`}`, () => {
+  it.skipIf(!charts.ok)('stay within the keys their charts know (the charts ship no values schema)', () => {
     if (!charts.ok) return;
     for (const pin of Object.values(PINNED_SCHEMAS)) expect(checkPin(pin, charts.dir), pin.file).toBeUndefined();
     const release = (name: string) => objects.find((o) => o.type === HELM_RELEASE && o.name === name)?.object as { chart: string; version: string; values: unknown };
