@@ -114,9 +114,10 @@ function boundsCte(): string {
 /**
  * What an overview tile (below TILE_DETAIL_MIN_ZOOM) is built from, so that it stays small whatever
  * the data's density; expects a CTE `bounds`. Every visible feature meeting the tile, as at the detail
- * zooms, unless the tile is dense: its features' stored geometries (pg_column_size, read without
- * decoding them: about 16 bytes a vertex, where the MVT needs at most 4, plus 26 bytes a feature)
- * say it would not fit OVERVIEW_BUDGET_BYTES. Then:
+ * zooms, unless the tile is dense: its features' stored geometries (ST_MemSize, their size
+ * uncompressed, read from the header without decoding or detoasting them: about 16 bytes a vertex,
+ * where the MVT needs at most 4, plus 26 bytes a feature) say it would not fit OVERVIEW_BUDGET_BYTES.
+ * Then:
  * 1. A feature smaller than a pixel (its box narrower and lower than one: every point, and polygons
  *    and lines too small to draw) stands for its pixel: of those whose box centre falls in the same
  *    pixel, only the one with the lowest `number` is kept. Density stays visible; their count is
@@ -132,7 +133,7 @@ function overviewRows(name: string | undefined, nameParam: number): string {
                  CASE WHEN s.dense AND NOT s.small THEN ST_Simplify(s.geom, s.pixel) ELSE s.geom END AS geom
           FROM (
             SELECT r.*,
-                   sum(26 + pg_column_size(r.geom) / 4) OVER () > ${OVERVIEW_BUDGET_BYTES} AS dense,
+                   sum(26 + ST_MemSize(r.geom) / 4) OVER () > ${OVERVIEW_BUDGET_BYTES} AS dense,
                    row_number() OVER (
                      PARTITION BY r.small, CASE WHEN r.small THEN floor((r.x0 + r.x1) / 2 / r.pixel) ELSE r.number END,
                                   CASE WHEN r.small THEN floor((r.y0 + r.y1) / 2 / r.pixel) END
