@@ -8,9 +8,8 @@
  * A target only ever looks at its own provider's header: a valid GitLab token does not count for
  * a GitHub-style target and vice versa. Every comparison is constant-time.
  */
-import { createHmac, webcrypto } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual, webcrypto } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { safeEqual } from '../../shared/safe-compare.js';
 import type { Target } from '../../shared/targets.js';
 
 export type Provider = Target['provider'];
@@ -40,6 +39,7 @@ export function hasWellFormedSignature(headers: IncomingHttpHeaders): boolean {
  */
 export class RequestAuthenticator {
   private readonly hmacs: Map<string, Promise<string>>;
+  private tokenDigest: Buffer | undefined;
 
   constructor(
     private readonly headers: IncomingHttpHeaders,
@@ -55,13 +55,16 @@ export class RequestAuthenticator {
     if (provider === 'gitlab') {
       const token = header(this.headers, 'x-gitlab-token');
       if (token === undefined) return false;
-      for (const secret of secrets) ok = safeEqual(token, secret) || ok; // no early exit: same work for every secret
+      // Compared as SHA-256 digests (equal length whatever the token's), the token hashed once.
+      this.tokenDigest ??= sha256(token);
+      for (const secret of secrets) ok = timingSafeEqual(this.tokenDigest, secretDigest(secret)) || ok; // no early exit: same work for every secret
       return ok;
     }
     const signature = SIGNATURE_PATTERN.exec(header(this.headers, 'x-hub-signature-256') ?? '');
     if (!signature) return false;
-    const presented = signature[1]!.toLowerCase();
-    for (const secret of secrets) ok = safeEqual(presented, await this.hmacOf(secret)) || ok;
+    // 64 hex digits on both sides: compared as they are, in constant time.
+    const presented = Buffer.from(signature[1]!.toLowerCase(), 'latin1');
+    for (const secret of secrets) ok = timingSafeEqual(presented, Buffer.from(await this.hmacOf(secret), 'latin1')) || ok;
     return ok;
   }
 
@@ -81,6 +84,25 @@ export class RequestAuthenticator {
 }
 
 const OFF_THREAD_HMAC_OVER_BYTES = 256 * 1024;
+
+const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
+
+/**
+ * The SHA-256 of each secret, computed once rather than for every delivery. Secrets are few (two a
+ * target at most during a rotation); a reload that replaces them all starts the memo afresh.
+ */
+const secretDigests = new Map<string, Buffer>();
+const MAX_REMEMBERED_SECRETS = 1024;
+
+function secretDigest(secret: string): Buffer {
+  let digest = secretDigests.get(secret);
+  if (!digest) {
+    if (secretDigests.size >= MAX_REMEMBERED_SECRETS) secretDigests.clear();
+    digest = sha256(secret);
+    secretDigests.set(secret, digest);
+  }
+  return digest;
+}
 
 async function hmacOffThread(secret: string, body: Buffer): Promise<string> {
   const key = await webcrypto.subtle.importKey('raw', Buffer.from(secret, 'utf8'), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
