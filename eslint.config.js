@@ -32,6 +32,8 @@ const PACKAGE_ZONES = [
     message: 'scripts/ may not import a package\'s src/: start the service as a process, or move what both need to services/shared.',
   },
 ];
+/** The folders the service images are built from (package.json build:services). */
+const SHIPPED = ['services/shared', 'services/api', 'services/webhook', 'identity', 'infra/geoserver', 'infra/sites', 'config'];
 // Runtime code never depends on tests: a test helper or double that runtime code needs moves out of test/.
 const RUNTIME_ZONE = {
   target: '.',
@@ -87,4 +89,11 @@ export default tseslint.config(
   },
   { files: CODE, ignores: TEST_CODE, rules: boundaries([...PACKAGE_ZONES, RUNTIME_ZONE]) },
   { files: TEST_CODE, rules: boundaries(PACKAGE_ZONES) },
+  {
+    // What the images ship (infra/docker/build.ts: these folders less tests and testing/) runs after
+    // `npm prune --omit=dev`: an import of a devDependency there is a crash at start in production.
+    files: SHIPPED.map((dir) => `${dir}/**/*.{ts,mts,js,mjs}`),
+    ignores: [...TEST_CODE, '**/testing/**'],
+    rules: { 'import-x/no-extraneous-dependencies': ['error', { devDependencies: false, packageDir: import.meta.dirname }] },
+  },
 );
