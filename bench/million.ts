@@ -18,17 +18,19 @@
  *   triggers' own expressions: history.feature_versions (one 'insert' version per feature, as
  *   history.record_feature_version writes it, migrations 006/014) and features.tile_features
  *   (features.web_mercator(geom), as features.keep_tile_feature, migration 017; its own BEFORE trigger
- *   stamps each row, migration 018). A migration that adds a trigger to features.features whose
+ *   stamps each row, migration 018) and features.list_keys (ST_Envelope(geom), as
+ *   features.keep_list_key, migration 024). A migration that adds a trigger to features.features whose
  *   table must not start empty needs its bulk fill here too; the build checks that the tables it
- *   fills hold one row per feature.
+ *   fills hold one row per feature. (Migration 023's change log stays empty: nothing has changed.)
  * - The secondary indexes of those tables are dropped before and rebuilt after (a GiST index built
  *   over a full table is sorted once instead of split a million times), then VACUUM ANALYZE, so the
  *   visibility map is set and index-only scans can skip the heap as on a settled production table.
  *
  * Reuse: each size is a named database, fp_growth_<size>, built once and kept on the server. Its
- * comment names a hash of the migrations and of this file; a database whose comment does not match
- * (a new migration, a changed generator) is dropped and built again. A benchmark that writes must
- * remove what it wrote. Drop them with `DROP DATABASE fp_growth_10k` (…_100k, …_1m) when done.
+ * comment names a hash of the migrations and of the build (schemaMarker); a database whose comment
+ * does not match (a new migration, a changed generator) is dropped and built again. A benchmark must
+ * not write into them (bench/growth.bench.ts writes into a copy). Drop them with
+ * `DROP DATABASE fp_growth_10k` (…_100k, …_1m) when done.
  *
  * Needs a PostgreSQL server with PostGIS: BENCH_DATABASE_URL or TEST_DATABASE_URL (a superuser URL).
  */
@@ -65,13 +67,23 @@ export function databaseName(size: GrowthSize): string {
   return `fp_growth_${sizeLabel(size)}`;
 }
 
-/** The schema version a built database must carry: the migrations and this generator. */
+/**
+ * The schema version a built database must carry: the migrations, and what the build runs (its SQL
+ * and the code of its steps), so an edit elsewhere in this file (a comment) keeps the databases.
+ */
 export function schemaMarker(): string {
   const hash = createHash('sha256');
   const migrations = join(repoRoot, 'services/api/migrations');
   for (const file of readdirSync(migrations).sort()) hash.update(file).update(readFileSync(join(migrations, file)));
-  hash.update(readFileSync(join(repoRoot, 'bench/million.ts')));
+  for (const part of [CREATE_SHAPES, INSERT_SHAPES, INSERT_FEATURES, FILL_TILE_FEATURES, FILL_LIST_KEYS, ...ROW_TRIGGERS, ...LOADED_TABLES]) hash.update(part);
+  for (const step of [fill, connectBuilders, dropSecondaryIndexes, historyStatement]) hash.update(step.toString());
   return `bench/million.ts ${hash.digest('hex').slice(0, 16)}`;
+}
+
+/** The id of feature `n` (1…size) of every growth database, as INSERT_FEATURES makes it. */
+export function featureId(n: number): string {
+  const hex = createHash('md5').update(`growth-${n}`).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 export function adminUrl(): string | undefined {
@@ -143,7 +155,7 @@ async function build(client: pg.Client, admin: string, size: GrowthSize, marker:
 const ROW_TRIGGERS = ['features_stamp_version', 'zz_features_keep_geojson'];
 
 /** The tables whose secondary indexes are rebuilt after the load. */
-const LOADED_TABLES = ['features.features', 'history.feature_versions', 'features.tile_features'];
+const LOADED_TABLES = ['features.features', 'history.feature_versions', 'features.tile_features', 'features.list_keys'];
 
 /** Two connections to the database being built, and what their backends have used of the CPU. */
 interface Builders {
@@ -202,6 +214,8 @@ async function fill(url: string, size: GrowthSize, step: (what: string) => void)
     step(`history filled; ${cpu()}`);
     await builders.both(FILL_TILE_FEATURES, FILL_TILE_FEATURES, [['', '8'], ['8', '~']]);
     step(`tile features filled; ${cpu()}`);
+    await builders.both(FILL_LIST_KEYS, FILL_LIST_KEYS, [['', '8'], ['8', '~']]);
+    step(`list keys filled; ${cpu()}`);
 
     for (const { name } of triggers) await a.query(`ALTER TABLE features.features ENABLE TRIGGER ${pg.escapeIdentifier(name)}`);
     // Two at a time, one per connection.
@@ -210,18 +224,15 @@ async function fill(url: string, size: GrowthSize, step: (what: string) => void)
       for (let definition = queue.shift(); definition !== undefined; definition = queue.shift()) await client.query(definition);
     }));
     step(`${indexes.length} indexes rebuilt; ${cpu()}`);
-    const tables = [...LOADED_TABLES];
-    await Promise.all(builders.clients.map(async (client) => {
-      for (let table = tables.shift(); table !== undefined; table = tables.shift()) await client.query(`VACUUM (ANALYZE) ${table}`);
-    }));
+    // One after the other: a VACUUM beside another connection's ANALYZE (which holds a snapshot) left a
+    // fifth of the pages of list_keys and tile_features without their all-visible bit, and an
+    // index-only scan then reads the table after all.
+    for (const table of LOADED_TABLES) await a.query(`VACUUM (ANALYZE) ${table}`);
     step(`vacuumed and analysed; ${cpu()}`);
 
-    const { rows } = await a.query<{ features: number; versions: number; tiles: number }>(
-      `SELECT (SELECT count(*) FROM features.features)::int AS features, (SELECT count(*) FROM history.feature_versions)::int AS versions,
-              (SELECT count(*) FROM features.tile_features)::int AS tiles`,
-    );
+    const { rows } = await a.query<Record<string, number>>(`SELECT ${LOADED_TABLES.map((t) => `(SELECT count(*) FROM ${t})::int AS ${pg.escapeIdentifier(t)}`).join(', ')}`);
     const counts = rows[0]!;
-    if (counts.features !== size || counts.versions !== size || counts.tiles !== size) throw new Error(`the build is incomplete: ${JSON.stringify(counts)} for ${size}`);
+    if (Object.values(counts).some((n) => n !== size)) throw new Error(`the build is incomplete: ${JSON.stringify(counts)} for ${size}`);
   } finally {
     await Promise.all(builders.clients.map((c) => c.end()));
   }
@@ -295,7 +306,7 @@ const INSERT_SHAPES = `
  * Kind by a draw: < 0.40 point, < 0.65 polygon, < 0.85 line, else a multipolygon; the shape a draw
  * among the kind's SHAPES.
  */
-export const INSERT_FEATURES = `
+const INSERT_FEATURES = `
   INSERT INTO features.features (id, name, kategorie, adresse, telefon, geom, created_by)
   SELECT md5('growth-' || i)::uuid::text,
          (ARRAY['Friedhof','Gedenkstein','Blumenbeet','Grünanlage','Gärtnerei','Denkmal','Brunnen','Parkfriedhof','Rosengarten','Ehrenmal'])[1 + (i % 10)]
@@ -339,6 +350,12 @@ async function historyStatement(client: pg.Client): Promise<string> {
 const FILL_TILE_FEATURES = `
   INSERT INTO features.tile_features (id, geom, kategorie, status, name)
   SELECT f.id, features.web_mercator(f.geom), f.kategorie, f.status, f.name
+  FROM features.features f WHERE f.id >= $1::text AND f.id < $2::text`;
+
+/** One row per feature, as features.keep_list_key (migration 024) writes it. */
+const FILL_LIST_KEYS = `
+  INSERT INTO features.list_keys (id, kategorie, box)
+  SELECT f.id, f.kategorie, ST_Envelope(f.geom)
   FROM features.features f WHERE f.id >= $1::text AND f.id < $2::text`;
 
 /** `npm exec tsx bench/million.ts [size…]`: builds (or checks) the databases and says which. */

@@ -36,40 +36,66 @@ export function envelopesOf(bbox: Bbox): Array<[number, number, number, number]>
   ];
 }
 
-/** WHERE conditions shared by the API's list query and the benchmark's baseline. */
+/**
+ * The bbox as SQL geometries in storage coordinates, its values added to `values`: one envelope, or two
+ * for a box across the antimeridian (envelopesOf). ST_Envelope of the diagonal is the box as a polygon,
+ * or the line or point it degenerates to when it has zero width or height. ST_MakeEnvelope would build
+ * a zero-area polygon instead, which misses what crosses it and answers differently once PostGIS
+ * prepares it (so results depended on the page size).
+ */
+export function bboxGeometries(bbox: Bbox, values: unknown[]): string[] {
+  const param = (value: number) => {
+    values.push(value);
+    return `$${values.length}::float8`;
+  };
+  return envelopesOf(bbox).map(([a, b, c, d]) => `ST_SetSRID(ST_Envelope(ST_MakeLine(ST_MakePoint(${param(a)}, ${param(b)}), ST_MakePoint(${param(c)}, ${param(d)}))), 4326)`);
+}
+
+/** ST_Intersects of a geometry column with any of `areas` (the parts of one box). */
+export function intersectsAny(column: string, areas: readonly string[]): string {
+  const tests = areas.map((area) => `ST_Intersects(${column}, ${area})`);
+  return tests.length === 1 ? tests[0]! : `(${tests.join(' OR ')})`;
+}
+
+/** WHERE conditions on features.features (alias f) shared by the list, the tiles and the benchmarks' baselines. */
 export function listConditions(filter: Omit<ListFilter, 'limit'>, values: unknown[]): string[] {
   const conditions: string[] = [];
-  const param = (value: unknown, cast: string): string => {
+  if (filter.bbox) conditions.push(intersectsAny('f.geom', bboxGeometries(filter.bbox, values)));
+  conditions.push(...keyConditions('f', filter, values));
+  return conditions;
+}
+
+/** The kategorie and keyset conditions, on features.features or features.list_keys (both have id and kategorie). */
+export function keyConditions(alias: 'f' | 'k', filter: { kategorie?: string; after?: string; before?: string }, values: unknown[]): string[] {
+  const param = (value: unknown) => {
     values.push(value);
-    return `$${values.length}::${cast}`;
+    return `$${values.length}::text`;
   };
-  if (filter.bbox) {
-    // ST_Envelope of the diagonal is the box as a polygon, or the line or point it degenerates to when
-    // it has zero width or height. ST_MakeEnvelope would build a zero-area polygon instead, which
-    // misses what crosses it and answers differently once PostGIS prepares it (so results depended
-    // on the page size).
-    const boxes = envelopesOf(filter.bbox).map(
-      ([a, b, c, d]) =>
-        `ST_Intersects(f.geom, ST_SetSRID(ST_Envelope(ST_MakeLine(ST_MakePoint(${param(a, 'float8')}, ${param(b, 'float8')}), ST_MakePoint(${param(c, 'float8')}, ${param(d, 'float8')}))), 4326))`,
-    );
-    conditions.push(boxes.length === 1 ? boxes[0]! : `(${boxes.join(' OR ')})`);
-  }
-  if (filter.kategorie) conditions.push(`f.kategorie = ${param(filter.kategorie, 'text')}`);
-  if (filter.after !== undefined) conditions.push(`f.id > ${param(filter.after, 'text')}`);
+  const conditions: string[] = [];
+  if (filter.kategorie !== undefined) conditions.push(`${alias}.kategorie = ${param(filter.kategorie)}`);
+  if (filter.after !== undefined) conditions.push(`${alias}.id > ${param(filter.after)}`);
+  if (filter.before !== undefined) conditions.push(`${alias}.id < ${param(filter.before)}`);
   return conditions;
 }
 
 /**
  * One page of features in id order, one row more than asked so the caller knows whether a next page
- * exists without a second query. Rows are [id, stored GeoJSON text] (rowMode array).
+ * exists without a second query. Rows are [id, stored GeoJSON text] (rowMode array); a page chosen by
+ * bbox may end with a row [id, null] (see boxPage). Read them with readPage.
  *
- * Why rows rather than one string_agg: measured on 10 000 of 100 000 features (bench/api.bench.ts),
- * Postgres sorting the rows for the aggregate a second time, and spilling that sort to disk, cost more
- * than pg handing over the rows; Node joins the stored texts without parsing them (joinFeatures).
+ * Without a bbox the primary key (or features_kategorie_id_idx) gives the ids in order and the page is
+ * its first rows. With a bbox, see boxPage. Why rows rather than one string_agg: measured on 10 000
+ * of 100 000 features (bench/api.bench.ts), Postgres sorting the rows for the aggregate a second time,
+ * and spilling that sort to disk, cost more than pg handing over the rows; the route writes the
+ * stored texts out without parsing them (routes.ts sendEnvelope).
  */
 export function listFeatures(filter: ListFilter): Query {
   const values: unknown[] = [];
-  const conditions = listConditions(filter, values);
+  if (filter.bbox) {
+    const areas = [bboxGeometries(filter.bbox, values)];
+    return boxPage({ areas, keys: keyConditions('k', filter, values), rows: filter.limit + 1, json: 'f.geojson', descending: false, values });
+  }
+  const conditions = keyConditions('f', filter, values);
   values.push(filter.limit);
   return {
     text: `
@@ -83,11 +109,109 @@ export function listFeatures(filter: ListFilter): Query {
   };
 }
 
-/** [id, Feature JSON text] rows as one JSON array text: concatenation only, nothing parsed. */
-export function joinFeatures(rows: ReadonlyArray<readonly [string, string]>): string {
-  let json = '[';
-  for (let i = 0; i < rows.length; i++) json += (i === 0 ? '' : ',') + rows[i]![1];
-  return json + ']';
+export interface BoxPage {
+  /** Geometries (SQL, storage coordinates) a listed feature intersects: each entry the parts of one box. */
+  areas: ReadonlyArray<readonly string[]>;
+  /** Conditions on features.list_keys (alias k): kategorie, the keyset. */
+  keys: readonly string[];
+  /** How many rows the page needs (a page's size and one more). */
+  rows: number;
+  /** The Feature text of a row of features.features (alias f). */
+  json: string;
+  /** In descending id order (a page before a cursor). */
+  descending: boolean;
+  /** The values the SQL fragments refer to; the page adds its own. */
+  values: unknown[];
+}
+
+/**
+ * A page chosen by bbox, in two steps so that what it reads follows the page, not the box
+ * (migration 024 and docs/api.md "The list at a million features" have the measurements):
+ * 1. Candidates: the next ids in order whose bounding box meets the bbox, from features.list_keys
+ *    alone, a few more than the page needs. The planner picks between the primary key in id order
+ *    (an index-only scan that stops after enough candidates: best when the box holds much of the data)
+ *    and the GiST index on the boxes, then a sort (best when it holds little); it estimates both well
+ *    because the step is one table and one limit.
+ * 2. The page: the candidates' own rows of features.features, those whose geometry intersects the bbox,
+ *    with their stored text. Only these rows are read.
+ * Without the split, one query joining both tables under one limit, the planner multiplies the two
+ * selectivities of the same box, expected an eighth of the rows it got and chose hash joins that read
+ * every feature (measured at 100k).
+ *
+ * A candidate whose box meets the bbox but whose geometry does not (a line passing a corner) is
+ * dropped in step 2. When more were dropped than the spare candidates and the candidates ran out
+ * before the page was full, the last row is [the last candidate's id, null]: the page goes on after it
+ * (readPage asks again from there).
+ */
+export function boxPage(page: BoxPage): Query {
+  const { values } = page;
+  const param = (value: number) => {
+    values.push(value);
+    return `$${values.length}::int`;
+  };
+  const direction = page.descending ? 'DESC' : 'ASC';
+  const near = page.areas.map((parts) => (parts.length === 1 ? `k.box && ${parts[0]}` : `(${parts.map((p) => `k.box && ${p}`).join(' OR ')})`));
+  const exact = page.areas.map((parts) => intersectsAny('f.geom', parts));
+  const candidates = param(candidatesFor(page.rows));
+  const rows = param(page.rows);
+  return {
+    text: `
+      WITH candidates AS MATERIALIZED (
+        SELECT k.id FROM features.list_keys k
+        WHERE ${[...near, ...page.keys].join(' AND ')}
+        ORDER BY k.id ${direction}
+        LIMIT ${candidates}
+      ), page AS MATERIALIZED (
+        SELECT c.id, ${page.json} AS json
+        FROM candidates c JOIN features.features f ON f.id = c.id
+        WHERE ${exact.join(' AND ')}
+        ORDER BY c.id ${direction}
+        LIMIT ${rows}
+      )
+      SELECT id, json FROM (
+        SELECT id, json FROM page
+        UNION ALL
+        SELECT ${page.descending ? 'min' : 'max'}(id), NULL FROM candidates
+        HAVING count(*) = ${candidates} AND (SELECT count(*) FROM page) < ${rows}
+      ) AS answer
+      ORDER BY json IS NULL, id ${direction}`,
+    values,
+    rowMode: 'array',
+  };
+}
+
+/**
+ * Candidates read for a page of `rows`: an eighth more, and 8 at least, spare for those whose box
+ * meets the bbox while their geometry does not. Fewer than that are dropped on all but contrived data;
+ * more cost another round (readPage), never a wrong page.
+ */
+function candidatesFor(rows: number): number {
+  return rows + Math.max(8, Math.ceil(rows / 8));
+}
+
+/**
+ * The rows of a page (listFeatures, boxPage): `read(from, rows)` runs the page's query from a cursor
+ * (after, or before for a descending page) for that many rows. Usually one round; a page whose
+ * candidates ran out early (its last row [id, null]) goes on from that id for the rows it still needs.
+ */
+export async function readPage(read: (from: string | undefined, rows: number) => Promise<unknown[]>, from: string | undefined, rows: number): Promise<Array<[id: string, json: string]>> {
+  const page: Array<[string, string]> = [];
+  for (;;) {
+    const got = (await read(from, rows - page.length)) as Array<[string, string | null]>;
+    const last = got[got.length - 1];
+    if (last === undefined || last[1] !== null) return page.concat(got as Array<[string, string]>);
+    for (let i = 0; i < got.length - 1; i++) page.push(got[i] as [string, string]);
+    from = last[0];
+  }
+}
+
+/**
+ * [id, Feature JSON text] rows as one JSON array text: concatenation only, nothing parsed. For the
+ * HTML page of /ogcapi, which reads the features; the GeoJSON answers write the texts out as bytes
+ * (routes.ts sendEnvelope).
+ */
+export function joinFeatures(texts: readonly string[]): string {
+  return `[${texts.join(',')}]`;
 }
 
 export function getFeature(id: string): Query {

@@ -37,7 +37,7 @@ export async function featureRoutes(app: FastifyInstance, { service, idempotency
       reply.header('Link', `<${href}>; rel="next"`);
     }
     const head = `{"type":"FeatureCollection","numberReturned":${page.count},"links":${JSON.stringify(links)},"features":`;
-    return sendEnvelope(reply, GEOJSON, head, page.featuresJson, '}');
+    return sendEnvelope(reply, GEOJSON, head, page.features, '}');
   });
 
   // The body is parsed (jsonBody), validated as a feature, then the Idempotency-Key is handled: a body
@@ -91,12 +91,40 @@ export async function featureRoutes(app: FastifyInstance, { service, idempotency
 }
 
 /**
- * A JSON document whose big middle part (the features array, stored text joined in Node) sits between
- * its head and tail: one string (V8 joins them without copying) encoded once when it is written.
+ * A JSON document whose big middle part is an array of stored Feature texts, between its head and
+ * tail: written as UTF-8 into one Buffer of the document's exact size, each text encoded once, so the
+ * answer's bytes are made in one pass and handed to the socket as they are (Content-Length from the
+ * Buffer). Before, the texts were joined into one JS string, which V8 flattened, measured and encoded
+ * again: 44.5 % of the API's CPU on a 1 000-feature page. (pg decodes each row from UTF-8 on the way
+ * in, whatever the result format: its protocol parser reads every field as a string, so the rows cannot
+ * stay bytes from the database to the socket; docs/api.md "The list at a million features".)
  */
-export function sendEnvelope(reply: FastifyReply, type: string, head: string, middle: string, tail: string): FastifyReply {
-  return sendText(reply, type, head + middle + tail);
+export function sendEnvelope(reply: FastifyReply, type: string, head: string, features: readonly string[], tail: string): FastifyReply {
+  return reply.type(`${type}; charset=utf-8`).send(envelopeBytes(head, features, tail));
 }
+
+/** `head` + the features as a JSON array + `tail`, in UTF-8, in one Buffer of exactly its size. */
+export function envelopeBytes(head: string, features: readonly string[], tail: string): Buffer {
+  const lengths = new Array<number>(features.length);
+  // '[' + ']' and a comma between features.
+  let size = Buffer.byteLength(head) + Buffer.byteLength(tail) + 2 + Math.max(0, features.length - 1);
+  for (let i = 0; i < features.length; i++) size += lengths[i] = Buffer.byteLength(features[i]!);
+  const body = Buffer.allocUnsafe(size);
+  let at = body.write(head);
+  body[at++] = OPEN_BRACKET;
+  for (let i = 0; i < features.length; i++) {
+    if (i > 0) body[at++] = COMMA;
+    at += body.write(features[i]!, at, lengths[i]!, 'utf8');
+  }
+  body[at++] = CLOSE_BRACKET;
+  at += body.write(tail, at);
+  if (at !== size) throw new Error(`envelopeBytes wrote ${at} of ${size} bytes`);
+  return body;
+}
+
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
 
 /** The collection's path (/api/features) as the client named it, for Location. */
 function collectionPath(request: FastifyRequest): string {

@@ -20,7 +20,8 @@ export interface FeatureDocument {
 }
 
 export interface FeaturePage {
-  featuresJson: string;
+  /** The features' stored GeoJSON texts, in page order, written out by routes.ts sendEnvelope. */
+  features: string[];
   count: number;
   /** Id of the last feature on this page when another page follows. */
   nextAfter: string | null;
@@ -43,11 +44,14 @@ export function createFeatureService(db: Db, options: FeatureServiceOptions = {}
   return {
     async list(filter: ListQuery, after: string | undefined): Promise<FeaturePage> {
       const limit = filter.limit ?? DEFAULT_LIMIT;
-      const { rows } = await query(db, sql.listFeatures({ bbox: filter.bbox, kategorie: filter.kategorie, after, limit }));
-      const all = rows as unknown as Array<[id: string, featureJson: string]>;
+      const read = async (from: string | undefined, rows: number) =>
+        (await query(db, sql.listFeatures({ bbox: filter.bbox, kategorie: filter.kategorie, after: from, limit: rows - 1 }))).rows;
+      const all = await sql.readPage(read, after, limit + 1);
       const hasMore = all.length > limit;
-      const page = hasMore ? all.slice(0, limit) : all;
-      return { featuresJson: sql.joinFeatures(page), count: page.length, nextAfter: hasMore ? page[page.length - 1]![0] : null };
+      const count = Math.min(all.length, limit);
+      const features = new Array<string>(count);
+      for (let i = 0; i < count; i++) features[i] = all[i]![1];
+      return { features, count, nextAfter: hasMore ? all[count - 1]![0] : null };
     },
 
     async get(id: string): Promise<FeatureDocument> {

@@ -1,5 +1,5 @@
 import type { Query } from '../db/pool.js';
-import { envelopesOf, listConditions } from '../features/queries.js';
+import { boxPage, bboxGeometries, envelopesOf, intersectsAny, keyConditions, listConditions } from '../features/queries.js';
 
 /**
  * A feature's GeoJSON as /api/features serves it: the text kept on its row at write time (migration
@@ -112,7 +112,7 @@ function westAndEast(coords: readonly number[], crs: Crs): [number, number] {
 }
 
 /** ST_Intersects of two operands, each one geometry or the parts of one (a box across the antimeridian). */
-function intersectsAny(left: string[], right: string[]): string {
+function intersectsEither(left: string[], right: string[]): string {
   const pairs = left.flatMap((l) => right.map((r) => `ST_Intersects(${l}, ${r})`));
   return pairs.length === 1 ? pairs[0]! : `(${pairs.join(' OR ')})`;
 }
@@ -120,8 +120,8 @@ function intersectsAny(left: string[], right: string[]): string {
 export function ogcListConditions(filter: Omit<OgcListFilter, 'limit' | 'crs'>, values: unknown[]): string[] {
   const conditions = listConditions({ bbox: filter.bbox, kategorie: filter.kategorie, after: filter.after }, values);
   const params = new Params(values);
-  if (filter.crsBox) conditions.push(intersectsAny(['f.geom'], boxGeometries(filter.crsBox.coords, filter.crsBox.crs, params)));
-  if (filter.before !== undefined) conditions.push(`f.id < ${params.add(filter.before, 'text')}`);
+  if (filter.crsBox) conditions.push(intersectsAny('f.geom', boxGeometries(filter.crsBox.coords, filter.crsBox.crs, params)));
+  if (filter.before !== undefined) conditions.push(...keyConditions('f', { before: filter.before }, values));
   if (filter.status !== undefined) conditions.push(`f.status = ${params.add(filter.status, 'text')}`);
   if (filter.datetime?.start !== undefined) conditions.push(`f.updated_at >= ${params.add(filter.datetime.start, 'timestamptz')}`);
   if (filter.datetime?.end !== undefined) conditions.push(`f.updated_at <= ${params.add(filter.datetime.end, 'timestamptz')}`);
@@ -132,26 +132,45 @@ export function ogcListConditions(filter: Omit<OgcListFilter, 'limit' | 'crs'>, 
 /**
  * One page in id order: forwards after a cursor, or backwards before one (fetched in descending order;
  * the service returns it ascending). One row more than asked tells whether more follow in that
- * direction. Rows are [id, Feature JSON text] (rowMode array), joined in Node as /api/features does:
- * in CRS84 the stored text itself, never parsed.
+ * direction. Rows are [id, Feature JSON text] (rowMode array), read with readPage and written out as
+ * /api/features does: in CRS84 the stored text itself, never parsed.
+ *
+ * A page chosen by a box alone (bbox or bbox-crs, with kategorie and the cursor at most) is the
+ * feature API's box page (features/queries.ts boxPage: candidates by bounding box from
+ * features.list_keys, then the page's own rows), so it reads about as many rows as it returns. With
+ * status, datetime or a CQL2 filter, conditions on the features' own columns decide, and the page is
+ * read from features.features as before.
  */
 export function listPage(filter: OgcListFilter): Query {
   const values: unknown[] = [];
-  const conditions = ogcListConditions(filter, values);
   const params = new Params(values);
-  const json = filter.crs === CRS84 ? 'f.geojson' : `(${featureJsonIn(filter.crs, params)})::text`;
-  const limit = params.add(filter.limit, 'int');
-  const direction = filter.before !== undefined ? 'DESC' : 'ASC';
+  const descending = filter.before !== undefined;
+  const rows = filter.limit + 1;
+  if ((filter.bbox || filter.crsBox) && filter.status === undefined && filter.datetime === undefined && filter.filter === undefined) {
+    const areas: string[][] = [];
+    if (filter.bbox) areas.push(bboxGeometries(filter.bbox, values));
+    if (filter.crsBox) areas.push(boxGeometries(filter.crsBox.coords, filter.crsBox.crs, params));
+    const keys = keyConditions('k', { kategorie: filter.kategorie, after: filter.after, before: filter.before }, values);
+    return boxPage({ areas, keys, rows, json: featureTextIn(filter.crs, params), descending, values });
+  }
+  const conditions = ogcListConditions(filter, values);
+  const json = featureTextIn(filter.crs, params);
+  const limit = params.add(rows, 'int');
   return {
     text: `
       SELECT f.id, ${json}
       FROM features.features f
       ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
-      ORDER BY f.id ${direction}
-      LIMIT ${limit} + 1`,
+      ORDER BY f.id ${descending ? 'DESC' : 'ASC'}
+      LIMIT ${limit}`,
     values,
     rowMode: 'array',
   };
+}
+
+/** A Feature's text in the requested CRS: in CRS84 the stored text itself. */
+function featureTextIn(crs: Crs, params: Params): string {
+  return crs === CRS84 ? 'f.geojson' : `(${featureJsonIn(crs, params)})::text`;
 }
 
 export function getFeatureIn(id: string, crs: Crs): Query {
@@ -249,7 +268,7 @@ class FilterTranslator {
       case 'isNull':
         return `(${this.scalar(expr.value)} IS NULL)`;
       case 's_intersects':
-        return intersectsAny(this.spatial(expr.left), this.spatial(expr.right));
+        return intersectsEither(this.spatial(expr.left), this.spatial(expr.right));
     }
   }
 

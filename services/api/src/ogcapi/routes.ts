@@ -5,6 +5,7 @@ import { can } from '../auth/permissions.js';
 import { requireSecondFactor } from '../auth/assurance.js';
 import type { Db } from '../db/pool.js';
 import { sendEnvelope } from '../features/routes.js';
+import { joinFeatures } from '../features/queries.js';
 import { etagOf, parseIfMatch, createFeatureService } from '../features/service.js';
 import { jsonBody } from '../http/body.js';
 import { addVary, header, methodNotAllowed, param, sendText } from '../http/fastify.js';
@@ -156,7 +157,7 @@ export async function ogcApiRoutes(router: FastifyInstance, options: OgcApiOptio
     const contradictory = collection.kategorie !== undefined && query.kategorie !== undefined && query.kategorie !== collection.kategorie;
     const cursor = query.cursor;
     const page = contradictory
-      ? { featuresJson: '[]', count: 0, firstId: null, lastId: null, hasMore: false }
+      ? { features: [], count: 0, firstId: null, lastId: null, hasMore: false }
       : await reads.list({
           bbox: query.bbox,
           crsBox: query.crsBox,
@@ -180,14 +181,14 @@ export async function ogcApiRoutes(router: FastifyInstance, options: OgcApiOptio
     res.header('Content-Crs', contentCrsHeader(query.crs));
     res.header('Link', links.filter((l) => l.rel === 'next' || l.rel === 'prev').map((l) => `<${l.href}>; rel="${l.rel}"`).join(', ') || `<${links[0]!.href}>; rel="self"`);
     if (format === 'html') {
-      const items = JSON.parse(page.featuresJson) as Array<{ id: string; geometry: { type: string }; properties: Record<string, unknown> }>;
+      const items = JSON.parse(joinFeatures(page.features)) as Array<{ id: string; geometry: { type: string }; properties: Record<string, unknown> }>;
       const trail = [home(base), { rel: 'data', href: `${base}/collections?f=html`, title: 'Sammlungen' }, { rel: 'collection', href: `${base}/collections/${collection.id}?f=html`, title: collection.title }];
       return sendHtml(res, html.itemsHtml(collection.title, items, links, (id) => `${itemsUrl}/${encodeURIComponent(id)}?f=html`, trail));
     }
     // numberMatched only when it costs nothing: the whole result fits on this first page.
     const matched = cursor === undefined && !page.hasMore ? `"numberMatched":${page.count},` : '';
     const head = `{"type":"FeatureCollection","timeStamp":${JSON.stringify(new Date().toISOString())},${matched}"numberReturned":${page.count},"links":${JSON.stringify(links)},"features":`;
-    return sendEnvelope(res, GEOJSON, head, page.featuresJson, '}');
+    return sendEnvelope(res, GEOJSON, head, page.features, '}');
   });
 
   router.get('/collections/:collectionId/items/:featureId', { onRequest: requirePermission('read', 'read features') }, async (req, res) => {

@@ -1,6 +1,6 @@
 import { fromDatabaseError } from '../db/errors.js';
 import type { Db, Query } from '../db/pool.js';
-import { joinFeatures } from '../features/queries.js';
+import { readPage } from '../features/queries.js';
 import { AppError } from '../../../shared/errors.js';
 import type { Crs } from './crs.js';
 import { exactGeometry, filterEvaluationError, geometryToStorage, getFeatureIn, listPage, type OgcListFilter } from './queries.js';
@@ -11,7 +11,8 @@ import { exactGeometry, filterEvaluationError, geometryToStorage, getFeatureIn, 
  */
 
 export interface OgcPage {
-  featuresJson: string;
+  /** The features' GeoJSON texts in page order (ascending ids), written out by features/routes.ts sendEnvelope. */
+  features: string[];
   count: number;
   firstId: string | null;
   lastId: string | null;
@@ -28,14 +29,16 @@ export interface OgcFeature {
 export function createOgcReadService(db: Db) {
   return {
     async list(filter: OgcListFilter): Promise<OgcPage> {
-      const { rows } = await run(db, listPage(filter), filter.filter !== undefined);
-      const all = rows as unknown as Array<[id: string, featureJson: string]>;
+      const backwards = filter.before !== undefined;
+      const read = async (from: string | undefined, rows: number) =>
+        (await run(db, listPage({ ...filter, ...(backwards ? { before: from } : { after: from }), limit: rows - 1 }), filter.filter !== undefined)).rows;
+      const all = await readPage(read, backwards ? filter.before : filter.after, filter.limit + 1);
       const hasMore = all.length > filter.limit;
       const page = hasMore ? all.slice(0, filter.limit) : all;
       // A backwards page was read in descending order; pages are always served ascending.
-      if (filter.before !== undefined) page.reverse();
+      if (backwards) page.reverse();
       return {
-        featuresJson: joinFeatures(page),
+        features: page.map((row) => row[1]),
         count: page.length,
         firstId: page[0]?.[0] ?? null,
         lastId: page[page.length - 1]?.[0] ?? null,
