@@ -89,7 +89,7 @@ export function createApp(deps: WebhookAppDeps): WebhookApp {
 
   // Liveness for container health checks and load balancers: no secrets, no state, no auth.
   app.get('/health', async () => ({ status: 'ok' }));
-  void app.register(webhookRoutes({ ...deps, config }));
+  void app.register(webhookRoutes(deps));
   void app.register(deploymentRoutes({ adminToken: config.adminToken, store: deps.store }));
   return app;
 }
