@@ -47,6 +47,21 @@ describe('GET /api/features', () => {
     expect(response.json.features[0]).toMatchObject({ type: 'Feature', id: 'p00000', geometry: { type: 'Point' }, properties: { name: 'P0', version: 1 } });
   });
 
+  it('answers the stored texts byte for byte, with multi-byte characters and a Content-Length that counts bytes', async () => {
+    await db.pool.query(`
+      INSERT INTO features.features (id, name, kategorie, adresse, geom) VALUES
+        ('u1', 'Grünanlage 🌳', 'blumenbeet', 'Schloßstraße 1', ST_SetSRID(ST_MakePoint(13.4, 52.5), 4326)),
+        ('u2', '“Œuvre” — ½', 'denkmal', NULL, ST_SetSRID(ST_MakePoint(13.5, 52.5), 4326)),
+        ('u3', 'plain', 'friedhof', NULL, ST_SetSRID(ST_MakePoint(13.6, 52.5), 4326))`);
+    const { rows } = await db.pool.query<{ geojson: string }>(`SELECT geojson FROM features.features ORDER BY id`);
+    const expected = `{"type":"FeatureCollection","numberReturned":3,"links":[],"features":[${rows.map((r) => r.geojson).join(',')}]}`;
+    for (const query of ['', '?bbox=13,52,14,53']) {
+      const response = await list(query);
+      expect(response.text).toBe(expected);
+      expect(Number(response.headers.get('content-length'))).toBe(Buffer.byteLength(expected));
+    }
+  });
+
   it('returns an empty collection for an empty table', async () => {
     const response = await list('?bbox=-180,-90,180,90');
     expect(response.json).toEqual({ type: 'FeatureCollection', numberReturned: 0, links: [], features: [] });
