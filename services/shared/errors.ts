@@ -1,8 +1,9 @@
-import { STATUS_CODES, type ServerResponse } from 'node:http';
+import { STATUS_CODES } from 'node:http';
+import type { FastifyReply } from 'fastify';
 
 /**
  * The platform's one error type. Domain code throws an AppError with a named code; the error middleware
- * (services/api/src/http/problem.ts, services/webhook/src/app.ts) turns it into application/problem+json. Anything that is not an AppError is an
+ * (services/api/src/http/problem.ts, services/webhook/src/app.ts) turns it into application/problem+json with sendProblem. Anything that is not an AppError is an
  * internal error: logged with its stack, answered with a bare 500 that leaks nothing.
  */
 export const ErrorCodes = {
@@ -80,11 +81,9 @@ export function problemDocument(error: AppError | undefined): ProblemDocument {
   };
 }
 
-/** Writes a problem document with its headers (e.g. WWW-Authenticate, Allow) on a Node response. */
-export function sendProblem(res: ServerResponse, error: AppError | undefined): void {
+/** Sends a problem document with the error's headers (WWW-Authenticate, Allow, Retry-After) on a Fastify reply. */
+export function sendProblem(reply: FastifyReply, error: AppError | undefined): FastifyReply {
   const body = problemDocument(error);
-  for (const [name, value] of Object.entries(error?.headers ?? {})) res.setHeader(name, value);
-  res.statusCode = body.status;
-  res.setHeader('Content-Type', 'application/problem+json; charset=utf-8');
-  res.end(JSON.stringify(body));
+  for (const [name, value] of Object.entries(error?.headers ?? {})) reply.header(name, value);
+  return reply.code(body.status).type('application/problem+json; charset=utf-8').send(JSON.stringify(body));
 }

@@ -1,4 +1,4 @@
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** Listen and resolve with the bound port (port 0 in tests picks a free one). */
@@ -27,10 +27,3 @@ export function closeGracefully(server: Server, graceMs = 10_000): Promise<void>
     server.closeIdleConnections();
   });
 }
-
-/**
- * A listener in front of Express for one hot route (the API's feature reads, creates and tiles; the
- * webhook's acknowledgement): it answers the requests it takes exactly as Express would, and hands
- * every other request to `fallback` untouched.
- */
-export type FastPath = (req: IncomingMessage, res: ServerResponse, fallback: () => void) => void;

@@ -12,10 +12,10 @@
  * other route ignores it, as before the move.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import proxyAddress from 'proxy-addr';
-import { AppError, problemDocument } from '../../shared/errors.js';
+import { AppError, sendProblem } from '../../shared/errors.js';
 import { AuthFailureLimiter } from './auth-failure-limiter.js';
 import type { WebhookConfig } from './config.js';
 import type { Deployer } from './deployments/deployer.js';
@@ -61,7 +61,7 @@ export function createApp(deps: WebhookAppDeps): WebhookApp {
     // As Express routed: case-insensitive, a trailing slash ignored (/webhook/ is /webhook).
     routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     // A path that is not valid percent-encoding names no endpoint.
-    frameworkErrors: (_error, _request, reply) => sendProblem(reply, new AppError('NOT_FOUND', 'no such endpoint')),
+    frameworkErrors: (_error, _request, reply) => void sendProblem(reply, new AppError('NOT_FOUND', 'no such endpoint')),
   });
   // What Node answers before routing stays Node's: a malformed request, a head over the size limit
   // or a request timeout gets Node's bare 400/431/408 with Connection: close. Fastify's listener
@@ -81,7 +81,7 @@ export function createApp(deps: WebhookAppDeps): WebhookApp {
     const problem = toAppError(judged);
     if (problem === undefined) logger.error({ err: judged, path: request.url.split('?')[0] }, 'request failed');
     if (reply.raw.headersSent) reply.raw.destroy();
-    else sendProblem(reply, problem);
+    else void sendProblem(reply, problem);
   });
   app.setNotFoundHandler(() => {
     throw new AppError('NOT_FOUND', 'no such endpoint');
@@ -94,15 +94,6 @@ export function createApp(deps: WebhookAppDeps): WebhookApp {
   return app;
 }
 
-/** The problem document of a failure (services/shared/errors.ts) with its headers (Allow, WWW-Authenticate …). */
-function sendProblem(reply: FastifyReply, problem: AppError | undefined): void {
-  const document = problemDocument(problem);
-  void reply
-    .code(document.status)
-    .headers(problem?.headers ?? {})
-    .type('application/problem+json; charset=utf-8')
-    .send(JSON.stringify(document));
-}
 
 /**
  * WEBHOOK_TRUST_PROXY with the meaning it has always had (Express' `trust proxy`): true trusts every

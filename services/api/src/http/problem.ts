@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { fromDatabaseError } from '../db/errors.js';
-import { AppError, problemDocument } from '../../../shared/errors.js';
+import { AppError, sendProblem } from '../../../shared/errors.js';
 
 /**
  * The one error handler: every failure leaves as application/problem+json (RFC 9457) with status,
@@ -40,13 +40,6 @@ export function toAppError(error: unknown, request?: FastifyRequest): AppError |
   return undefined;
 }
 
-/** Writes a problem document with the error's headers (WWW-Authenticate, Allow, Retry-After). */
-export function sendProblem(reply: FastifyReply, error: AppError | undefined): FastifyReply {
-  const body = problemDocument(error);
-  for (const [name, value] of Object.entries(error?.headers ?? {})) reply.header(name, value);
-  return reply.code(body.status).type('application/problem+json; charset=utf-8').send(JSON.stringify(body));
-}
-
 export function problemHandler(logger: Logger) {
   return (error: unknown, request: FastifyRequest, reply: FastifyReply): void => {
     const appError = toAppError(error, request);
@@ -58,11 +51,11 @@ export function problemHandler(logger: Logger) {
     }
     // An answer that failed half-way (a tile's Content-Encoding, a replayed ETag) says nothing of it.
     for (const name of ['content-encoding', 'content-length', 'etag']) reply.removeHeader(name);
-    sendProblem(reply, appError);
+    void sendProblem(reply, appError);
   };
 }
 
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
   const path = request.url.split('?')[0] ?? request.url;
-  sendProblem(reply, new AppError('NOT_FOUND', `no route for ${request.method} ${path}`));
+  void sendProblem(reply, new AppError('NOT_FOUND', `no route for ${request.method} ${path}`));
 }
