@@ -109,6 +109,9 @@ function assert(condition: unknown, message: string): asserts condition {
   if (!condition) throw new Error(message);
 }
 
+/** Thrown by a probe that has seen the outcome will not come (a delivery refused): until() stops at once. */
+class GaveUp extends Error {}
+
 async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
@@ -117,6 +120,7 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
       const value = await probe();
       if (value !== undefined) return value;
     } catch (error) {
+      if (error instanceof GaveUp) throw error;
       last = error;
     }
     await new Promise((r) => setTimeout(r, 300));
@@ -328,7 +332,18 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     await step(results, "4b the approval leaves the platform through the QC worker's own way out: the reviewers' mail reaches the mail relay, the notice reaches the agency", async () => {
       assert(featureId, 'no feature (step 2 failed)');
       const { mail, reviewers, agency } = ctx.outside;
-      await until(`the reviewers' mail for ${featureId} at the mail relay`, async () => (mail.messages.some((m) => m.envelope.to.includes(reviewers) && m.raw.includes(featureId)) ? true : undefined), 60_000).catch(() => {
+      // The worker says when it cannot reach the relay at all: no need to wait the minute out.
+      const unreachable = /SMTP delivery failed: connect (?:ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT)/;
+      const refused = () => (stack.containers.get('qc-worker')?.log ?? []).some((line) => unreachable.test(line.slice(0, 4000)));
+      await until(
+        `the reviewers' mail for ${featureId} at the mail relay`,
+        async () => {
+          if (mail.messages.some((m) => m.envelope.to.includes(reviewers) && m.raw.includes(featureId))) return true;
+          if (refused()) throw new GaveUp('the QC worker cannot reach the mail relay');
+          return undefined;
+        },
+        60_000,
+      ).catch(() => {
         const worker = stack.containers.get('qc-worker');
         throw new Error(`no mail to ${reviewers} naming ${featureId} (${mail.messages.length} messages); qc-worker: ${worker?.status ?? 'not started'} | ${(worker?.log ?? []).slice(-4).join(' | ')}`);
       });
