@@ -334,7 +334,9 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       const { mail, reviewers, agency } = ctx.outside;
       // The worker says when it cannot reach the relay at all: no need to wait the minute out.
       const unreachable = /SMTP delivery failed: connect (?:ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT)/;
-      const refused = () => (stack.containers.get('qc-worker')?.log ?? []).some((line) => unreachable.test(line.slice(0, 4000)));
+      // Only what it logs from now on: a refusal from before this step (a relay starting late) decides nothing.
+      const logged = stack.containers.get('qc-worker')?.log.length ?? 0;
+      const refused = () => (stack.containers.get('qc-worker')?.log ?? []).slice(logged).some((line) => unreachable.test(line.slice(0, 4000)));
       await until(
         `the reviewers' mail for ${featureId} at the mail relay`,
         async () => {
