@@ -68,7 +68,7 @@ interface Reader {
 }
 
 /** An API process that serves tiles: its own pool (every query counted) and its own change listener. */
-async function startReader(options: { connectionString?: string; heartbeatMs?: number } = {}): Promise<Reader> {
+async function startReader(options: { connectionString?: string; heartbeatMs?: number; covered?: boolean } = {}): Promise<Reader> {
   const pool = new pg.Pool({ connectionString: db.url, max: 4 });
   pool.on('error', () => undefined);
   let count = 0;
@@ -104,7 +104,7 @@ async function startReader(options: { connectionString?: string; heartbeatMs?: n
   const covered = async () => {
     if (!feed.covered) await next('regained');
   };
-  await covered();
+  if (options.covered !== false) await covered();
   highest = Math.max(highest, await latestSeq());
   return {
     url: `http://127.0.0.1:${port}`,
@@ -178,20 +178,41 @@ async function listenerPids(): Promise<number[]> {
 /**
  * A TCP relay in front of the database that the test controls: `cut` ends every connection through it,
  * `refuse` turns new ones away until `accept`, `stall` stops passing bytes without closing anything
- * (a peer gone silent).
+ * (a peer gone silent). With `dropNotifications`, the database's NotificationResponse messages never
+ * reach the client, as behind a pooler in transaction mode; `connected(n)` resolves once n connections came.
  */
-async function startRelay() {
+async function startRelay(options: { dropNotifications?: boolean } = {}) {
   const target = new URL(db.url);
   const sockets = new Set<Socket>();
   let accepting = true;
   let stalled = false;
+  let connections = 0;
+  const waiting: Array<{ n: number; resolve: () => void }> = [];
   const server = createServer((client) => {
     if (!accepting) return client.destroy();
+    connections++;
+    for (const waiter of waiting.filter((w) => w.n <= connections)) {
+      waiting.splice(waiting.indexOf(waiter), 1);
+      waiter.resolve();
+    }
     const upstream = connect(Number(target.port || 5432), target.hostname);
+    // What the database sends, message by message (type byte, int32 length), to leave notifications out.
+    let pending = Buffer.alloc(0);
+    const fromDatabase = (chunk: Buffer): Buffer => {
+      if (!options.dropNotifications) return chunk;
+      pending = Buffer.concat([pending, chunk]);
+      const out: Buffer[] = [];
+      while (pending.length >= 5 && pending.length >= 1 + pending.readInt32BE(1)) {
+        const size = 1 + pending.readInt32BE(1);
+        if (pending[0] !== 0x41) out.push(pending.subarray(0, size));
+        pending = pending.subarray(size);
+      }
+      return Buffer.concat(out);
+    };
     for (const [from, to] of [[client, upstream], [upstream, client]] as const) {
       sockets.add(from);
-      from.on('data', (chunk) => {
-        if (!stalled) to.write(chunk);
+      from.on('data', (chunk: Buffer) => {
+        if (!stalled) to.write(from === upstream ? fromDatabase(chunk) : chunk);
       });
       from.on('error', () => undefined);
       from.on('close', () => {
@@ -216,6 +237,7 @@ async function startRelay() {
     refuse: () => void (accepting = false),
     accept: () => void (accepting = true),
     stall: () => void (stalled = true),
+    connected: (n: number) => new Promise<void>((resolve) => (connections >= n ? resolve() : waiting.push({ n, resolve }))),
   };
 }
 
@@ -400,6 +422,23 @@ describe('when the listener cannot hear', () => {
     const meanwhile = await tile(reader, p);
     expect(meanwhile.queries).toBeGreaterThan(0);
     expect(names(meanwhile.bytes)).toContain('Nach dem Schweigen');
+  });
+
+  it('a listener that never hears a notification (as through a pooler in transaction mode) is never trusted: every tile is checked in the database', async () => {
+    const relay = await startRelay({ dropNotifications: true });
+    const reader = await startReader({ connectionString: relay.url, heartbeatMs: 150, covered: false });
+    await create(11.0851, 48.0851, 'Ungehört');
+    const p = path(tileOf(11.0851, 48.0851, 15));
+    // The first connection gave up waiting for its heartbeat and a second one came.
+    await relay.connected(2);
+    expect(reader.feed.covered).toBe(false);
+    await tile(reader, p);
+    const second = await tile(reader, p);
+    expect(second.queries).toBeGreaterThan(0);
+    await create(11.0852, 48.0852, 'Trotzdem da');
+    const after = await tile(reader, p);
+    expect(after.queries).toBeGreaterThan(0);
+    expect(names(after.bytes)).toContain('Trotzdem da');
   });
 
   it('a tile built before the pruning horizon is rebuilt by a process that checks in the database', async () => {

@@ -101,8 +101,8 @@ export function startTileChangeFeed(options: TileChangeFeedOptions): TileChangeF
     for (const subscriber of subscribers) subscriber.changed(boxes, seq);
   };
 
-  /** Heartbeats sent and not yet back: their statement's snapshot once answered, and whether heard. */
-  const beats = new Map<string, { snapshot?: string; heard?: boolean }>();
+  /** Heartbeats sent and not yet back: their statement's snapshot once answered, whether heard, and who waits. */
+  const beats = new Map<string, { snapshot?: string; heard?: boolean; settled: () => void }>();
   let beatCount = 0;
   const settleBeat = (id: string): void => {
     const beat = beats.get(id);
@@ -110,6 +110,7 @@ export function startTileChangeFeed(options: TileChangeFeedOptions): TileChangeF
     // Heartbeats come back in the order they were sent: older ones still missing are lost with the connection anyway.
     watermark = beat.snapshot;
     beats.delete(id);
+    beat.settled();
   };
 
   function onNotification(message: pg.Notification): void {
@@ -154,9 +155,13 @@ export function startTileChangeFeed(options: TileChangeFeedOptions): TileChangeF
     return true;
   }
 
-  function heartbeat(client: pg.Client): void {
+  /**
+   * One heartbeat: resolves once its statement has answered and its notification come back (then its
+   * snapshot is the watermark). One that has not within `heartbeatMs` cuts the connection.
+   */
+  function heartbeat(client: pg.Client): Promise<void> {
     const id = `${++beatCount}`;
-    beats.set(id, {});
+    const settled = new Promise<void>((resolve) => beats.set(id, { settled: resolve }));
     const overdue = setTimeout(() => {
       if (beats.has(id) && current === client) {
         logger?.warn({ heartbeatMs }, 'tile change listener: no answer to its heartbeat; reconnecting');
@@ -164,6 +169,7 @@ export function startTileChangeFeed(options: TileChangeFeedOptions): TileChangeF
       }
     }, heartbeatMs);
     overdue.unref();
+    void settled.then(() => clearTimeout(overdue));
     client
       .query<{ snapshot: string }>('SELECT pg_current_snapshot()::text AS snapshot, pg_notify($1::text, $2::text)', [ownChannel, id])
       .then(({ rows }) => {
@@ -173,6 +179,7 @@ export function startTileChangeFeed(options: TileChangeFeedOptions): TileChangeF
         settleBeat(id);
       })
       .catch(() => undefined); // the connection's end or error ends the session below
+    return settled;
   }
 
   /** The end of a connection that may not end by itself (a dead peer): its socket is destroyed. */
@@ -199,18 +206,21 @@ export function startTileChangeFeed(options: TileChangeFeedOptions): TileChangeF
         if (closed) break;
         await client.query(`LISTEN ${TILE_CHANGES_CHANNEL}; LISTEN ${ownChannel}`);
         const caughtUp = await catchUp(client);
+        // Covered only once a notification has come back on this connection: through a pooler in
+        // transaction mode (PgBouncer), for one, a LISTEN hears nothing, and the heartbeat never returns.
+        await Promise.race([heartbeat(client), gone.then(() => Promise.reject(new Error('the connection ended before its first heartbeat came back')))]);
         if (closed) break;
         attempt = 0;
         setCovered(true, caughtUp);
         logger?.debug({ caughtUp }, 'tile change listener: listening');
-        beating = setInterval(() => heartbeat(client), heartbeatMs);
+        beating = setInterval(() => void heartbeat(client), heartbeatMs);
         beating.unref();
         await gone;
       } catch (error) {
         if (!closed) logger?.warn({ err: error }, 'tile change listener: could not listen');
       } finally {
         clearInterval(beating);
-        beats.clear();
+        beats.clear(); // their waiters are gone with the connection
         current = undefined;
         setCovered(false);
         await client.end().catch(() => undefined);
