@@ -25,7 +25,9 @@
  * process, and how many answers right after a change still came from the cache (the window between
  * a commit and its notification reaching the API: each is asked again until it misses).
  *
- * Needs BENCH_DATABASE_URL or TEST_DATABASE_URL (a PostgreSQL with PostGIS and protobuf-c);
+ * Runs on copies of the growth databases (made and dropped by this run: another run may rebuild the
+ * originals meanwhile). Needs BENCH_DATABASE_URL or TEST_DATABASE_URL (a PostgreSQL with PostGIS and
+ * protobuf-c);
  * BENCH_TILE_GROWTH_SIZES=10k,100k picks sizes (default all three: building 1M takes minutes once);
  * BENCH_QUICK=1 shortens every phase.
  */
@@ -86,9 +88,9 @@ interface Answer {
   dbMs: number;
 }
 
-function httpGet(url: string): Promise<Answer> {
+function httpGet(url: string, encoding: 'identity' | 'gzip' = 'identity'): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    get(url, { agent: keepAlive, headers: { 'accept-encoding': 'identity' } }, (response) => {
+    get(url, { agent: keepAlive, headers: { 'accept-encoding': encoding } }, (response) => {
       let bytes = 0;
       response.on('data', (chunk: Buffer) => (bytes += chunk.length));
       response.on('end', () => {
@@ -140,14 +142,17 @@ async function changeTile(subject: Subject, t: { z: number; x: number; y: number
   const inset = (x1 - x0) / 4;
   const box = [x0 + inset, y0 + inset, x1 - inset, y1 - inset];
   let committed = Number.NaN;
-  const arrived = new Promise<number>((resolve) => {
+  const arrived = new Promise<number>((resolve, reject) => {
     const listener = (message: pg.Notification) => {
       if (message.channel !== 'tile_changes') return;
       subject.listener.off('notification', listener);
+      clearTimeout(timeout);
       resolve(performance.now());
     };
+    const timeout = setTimeout(() => reject(new Error(`${subject.database.name}: no notification within 30 s of a change`)), 30_000);
     subject.listener.on('notification', listener);
   });
+  arrived.catch(() => undefined); // awaited by the caller
   const { rows } = await subject.pool.query<{ seq: number }>(
     `WITH recorded AS (INSERT INTO features.tile_changes (box) VALUES (ST_MakeEnvelope($1::float8, $2::float8, $3::float8, $4::float8, 3857)) RETURNING seq)
      SELECT seq::int, pg_notify('tile_changes', json_build_object('seq', seq, 'boxes', json_build_array(json_build_array(floor($1::float8), floor($2::float8), ceil($3::float8), ceil($4::float8))))::text) FROM recorded`,
@@ -172,12 +177,16 @@ async function warm(base: string, t: { z: number; x: number; y: number }): Promi
 async function round(subject: Subject, i: number): Promise<void> {
   for (const t of TILES) {
     const url = `${subject.api.base}/api/tiles/${t.z}/${t.x}/${t.y}.mvt`;
-    // Hits: the API's, then the previous API's (a fingerprint query each), order alternating.
+    // Hits: the API's (raw bytes, and gzip as browsers ask), then the previous API's (a fingerprint
+    // query each), order alternating.
     const hits = [
       async () => {
-        const { ms, value } = await timed(() => httpGet(url));
-        if (value.cache !== 'hit' || value.dbMs !== 0) throw new Error(`expected an in-memory hit for ${label(t)}, got ${value.cache} after ${value.dbMs} ms in the database`);
-        sample(subject, `hit ${t.z}`, ms);
+        for (const encoding of ['identity', 'gzip'] as const) {
+          const { ms, value } = await timed(() => httpGet(url, encoding));
+          if (value.cache !== 'hit' || value.dbMs !== 0) throw new Error(`expected an in-memory hit for ${label(t)}, got ${value.cache} after ${value.dbMs} ms in the database`);
+          sample(subject, `${encoding === 'gzip' ? 'gzip hit' : 'hit'} ${t.z}`, ms);
+          subject.bytes.set(`${encoding === 'gzip' ? 'gzip' : 'api'} ${t.z}`, value.bytes);
+        }
       },
       async () => {
         if (!subject.before) return;
@@ -239,7 +248,7 @@ async function main(): Promise<void> {
   const wanted = (process.env.BENCH_TILE_GROWTH_SIZES ?? GROWTH_SIZES.map(sizeLabel).join(',')).split(',').map((s) => s.trim());
   const sizes = GROWTH_SIZES.filter((size) => wanted.includes(sizeLabel(size)));
   if (sizes.length === 0) throw new Error(`BENCH_TILE_GROWTH_SIZES names no size of ${GROWTH_SIZES.map(sizeLabel).join(', ')}`);
-  const databases = await openGrowthDatabases(sizes);
+  const databases = await copies(await openGrowthDatabases(sizes));
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-tile-growth-'));
   let worktree: Worktree | undefined;
   const subjects: Subject[] = [];
@@ -252,6 +261,9 @@ async function main(): Promise<void> {
       // The API's session settings (work_mem, jit), so a baseline statement runs as the API's does.
       const pool = createPool(database.url, { max: 2, settings: API_SESSION_SETTINGS });
       const listener = new pg.Client({ connectionString: database.url });
+      // A lost connection (another run rebuilding the database drops it WITH (FORCE)) fails the next
+      // change's wait instead of the whole process, so the API processes are still stopped below.
+      listener.on('error', (error) => console.error(`${database.name}: this benchmark's listener failed: ${error.message}`));
       await listener.connect();
       await listener.query('LISTEN tile_changes');
       const env = { DATABASE_URL: database.url, DATA_DIR: dataDir, WORKER_ENABLED: 'false' };
@@ -259,6 +271,11 @@ async function main(): Promise<void> {
       const before = worktree
         ? await startServerProcess({ args: ['--import', 'tsx', 'services/api/src/server.ts'], cwd: worktree.dir, env: { PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_WRITES_PER_MINUTE: '0', ...env }, listening: /"port":(\d+),"database"/ })
         : undefined;
+      // Should this process die without reaching `finally`, its API processes go with it.
+      process.once('exit', () => {
+        api.child.kill();
+        before?.child.kill();
+      });
       subjects.push({ database, pool, listener, api, before, samples: new Map(), bytes: new Map(), staleAnswers: 0, notifyMs: [], staleMs: [], changeSeqs: [] });
     }
     // Every tile built once and in memory (the first z10 builds at 1M take seconds), the previous API's too.
@@ -291,6 +308,59 @@ async function main(): Promise<void> {
     }
     worktree?.remove();
     rmSync(dataDir, { recursive: true, force: true });
+    await dropCopies(databases);
+  }
+}
+
+/**
+ * A copy of each growth database for this run (CREATE DATABASE … TEMPLATE, a file copy: seconds for
+ * 10k, about a minute for 1M), dropped at the end: another run that rebuilds a growth database (a
+ * changed migration or generator) drops it WITH (FORCE), which would end this one's connections
+ * midway. A template must have no other sessions while it is copied: asked again for up to a minute.
+ */
+async function copies(databases: GrowthDatabase[]): Promise<GrowthDatabase[]> {
+  const admin = new pg.Client({ connectionString: adminUrl() });
+  await admin.connect();
+  try {
+    const copied: GrowthDatabase[] = [];
+    try {
+      await copyEach(admin, databases, copied);
+    } catch (error) {
+      await dropCopies(copied);
+      throw error;
+    }
+    return copied;
+  } finally {
+    await admin.end();
+  }
+}
+
+/** Copies each database in turn, adding each copy to `copied` as soon as it exists. */
+async function copyEach(admin: pg.Client, databases: GrowthDatabase[], copied: GrowthDatabase[]): Promise<void> {
+  for (const database of databases) {
+    const name = `fp_tile_growth_${sizeLabel(database.size)}_${process.pid}`;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} TEMPLATE ${pg.escapeIdentifier(database.name)}`);
+        break;
+      } catch (error) {
+        if (attempt >= 30 || !/being accessed by other users/.test((error as Error).message)) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 2_000));
+      }
+    }
+    const url = new URL(database.url);
+    url.pathname = `/${name}`;
+    copied.push({ ...database, name, url: url.toString(), kind: `${database.kind} (copied to ${name})` });
+  }
+}
+
+async function dropCopies(databases: GrowthDatabase[]): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminUrl() });
+  await admin.connect();
+  try {
+    for (const { name } of databases) await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+  } finally {
+    await admin.end();
   }
 }
 
@@ -307,6 +377,8 @@ function report(subjects: Subject[]): void {
         'hit (API)': fmt(s.samples.get(`hit ${z}`)),
         'hit growth': ratio(p50(s, `hit ${z}`), p50(base, `hit ${z}`)),
         'hit ÷ own SQL': ratio(p50(s, `hit ${z}`), p50(s, `own ${z}`)),
+        'gzip hit': fmt(s.samples.get(`gzip hit ${z}`)),
+        'gzip hit growth': ratio(p50(s, `gzip hit ${z}`), p50(base, `gzip hit ${z}`)),
         'previous API hit': fmt(s.samples.get(`before hit ${z}`)),
         'previous ÷ now': s.before ? ratio(p50(s, `before hit ${z}`), p50(s, `hit ${z}`)) : '–',
         'miss (API)': fmt(s.samples.get(`miss ${z}`)),
@@ -318,13 +390,14 @@ function report(subjects: Subject[]): void {
       })),
     );
   }
-  console.log('\ntile bytes (raw, before gzip): the API, its own SQL (must be equal) and the naive query');
+  console.log('\ntile bytes: the API (raw and gzip), its own SQL (must equal the API\'s raw bytes) and the naive query');
   printTable(
     subjects.flatMap((s) =>
       TILES.map((t) => ({
         size: sizeLabel(s.database.size),
         tile: label(t),
         API: kb(s.bytes.get(`api ${t.z}`)),
+        'API gzip': kb(s.bytes.get(`gzip ${t.z}`)),
         'own SQL': kb(s.bytes.get(`own ${t.z}`)),
         naive: kb(s.bytes.get(`naive ${t.z}`)),
       })),
