@@ -314,7 +314,7 @@ async function main(): Promise<void> {
 
 /**
  * A copy of each growth database for this run (CREATE DATABASE … TEMPLATE, a file copy: seconds for
- * 10k, about a minute for 1M), dropped at the end: another run that rebuilds a growth database (a
+ * 10k, about a minute for 1M), dropped at the end (and by the next run, should this one be killed): another run that rebuilds a growth database (a
  * changed migration or generator) drops it WITH (FORCE), which would end this one's connections
  * midway. A template must have no other sessions while it is copied: asked again for up to a minute.
  */
@@ -322,6 +322,15 @@ async function copies(databases: GrowthDatabase[]): Promise<GrowthDatabase[]> {
   const admin = new pg.Client({ connectionString: adminUrl() });
   await admin.connect();
   try {
+    // Copies a run on this machine left behind when it was killed: no session, and its process gone.
+    const { rows: left } = await admin.query<{ name: string }>(
+      `SELECT datname AS name FROM pg_database d
+       WHERE datname ~ '^fp_tile_growth_[0-9a-z]+_[0-9]+$' AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)`,
+    );
+    for (const { name } of left) {
+      const pid = Number(name.slice(name.lastIndexOf('_') + 1));
+      if (pid !== process.pid && !alive(pid)) await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)}`);
+    }
     const copied: GrowthDatabase[] = [];
     try {
       await copyEach(admin, databases, copied);
@@ -351,6 +360,15 @@ async function copyEach(admin: pg.Client, databases: GrowthDatabase[], copied: G
     const url = new URL(database.url);
     url.pathname = `/${name}`;
     copied.push({ ...database, name, url: url.toString(), kind: `${database.kind} (copied to ${name})` });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
