@@ -14,7 +14,8 @@
  *    this process's CPU per request on each side, steadier than req/s on a loaded machine.
  * 3. POST (16 clients) against 16 workers running the raw transaction of the former five statements
  *    (BEGIN, set_config, ST_IsValid, INSERT, COMMIT). Target ≥ 0.8× its throughput.
- * (JWT against anonymous GETs: `npm run bench -- auth`.)
+ * (JWT against anonymous GETs: `npm run bench -- auth`. The API before and after the Fastify move, and
+ * against the same SQL behind bare node:http, each in a process of its own: `npm run bench -- framework`.)
  *
  * Database: BENCH_DATABASE_URL or TEST_DATABASE_URL (a PostgreSQL superuser URL; a scratch database
  * is created and dropped) or, when neither is set, an in-memory embedded PGlite in this process.
@@ -59,7 +60,7 @@ const ON_THE_FLY_FEATURE = `json_build_object(
       'createdBy', f.created_by, 'createdAt', to_char(f.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
       'updatedBy', f.updated_by, 'updatedAt', to_char(f.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))))`;
 
-/** The baseline: the same FeatureCollection straight from SQL built on the fly, no HTTP, no Express. */
+/** The baseline: the same FeatureCollection straight from SQL built on the fly, no HTTP, no framework. */
 function rawSql(bbox: Bbox, limit: number): { text: string; values: unknown[] } {
   const values: unknown[] = [];
   const conditions = listConditions({ bbox }, values);
@@ -332,7 +333,7 @@ async function main(): Promise<void> {
       console.log(`database: ${database.kind}`);
       await migrate(pool);
     }
-    // The API twice: in this process (its own cost: HTTP, Express, validation, forwarding the
+    // The API twice: in this process (its own cost: HTTP, Fastify, validation, forwarding the
     // text) and as its own process (plus a process hop competing for the same two cores).
     inProcess = await startApiInProcess(database.url, dataDir);
     if (parts.has('listing')) {
@@ -350,8 +351,6 @@ async function main(): Promise<void> {
     const token = await (await loadOrCreateDevKeys(dataDir)).sign({ sub: 'bench', role: 'admin' });
     const bare = await startBareServer(database.url);
     const rawPool = new pg.Pool({ connectionString: database.url, max: 16 });
-    // The same API without its fast paths (everything through Express), as it answered before them.
-    const expressOnly = await startApiInProcess(database.url, dataDir, { fastPaths: false });
     try {
       const inProc = inProcess;
       if (parts.has('get')) {
@@ -379,12 +378,10 @@ async function main(): Promise<void> {
             body: JSON.stringify({ type: 'Feature', geometry: POLYGON, properties: { name: 'Benchmark', kategorie: 'blumenbeet', telefon: '+49 30 123' } }),
           });
         await post(inProc.base)(); // warm-up
-        await post(expressOnly.base)();
         printTable(
           await interleavedSides(
             [
-              ['API (fast path)', post(inProc.base)],
-              ['API through Express only', post(expressOnly.base)],
+              ['API', post(inProc.base)],
               ['raw 5-statement transaction', () => rawTransactions(rawPool, quick ? 2 : 5)],
             ],
             'raw 5-statement transaction',
@@ -393,7 +390,6 @@ async function main(): Promise<void> {
         );
       }
     } finally {
-      await expressOnly.stop();
       await bare.stop();
       await rawPool.end();
     }

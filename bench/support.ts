@@ -2,7 +2,9 @@
  * What the benchmarks share: a scratch database and the API as its own process, configured by
  * environment variables exactly as in production.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -65,21 +67,33 @@ export interface ApiProcess {
   stop(): Promise<void>;
 }
 
-/** `services/api/src/server.ts` as a child process on a free port; resolves once it listens. */
-export async function startApiProcess(env: Record<string, string>): Promise<ApiProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/server.ts'], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_WRITES_PER_MINUTE: '0', ...env },
+export interface ServerProcessOptions {
+  /** Node's arguments: flags, then the entry file (or `-e` and source). */
+  args: string[];
+  cwd: string;
+  env: Record<string, string>;
+  /** Matches the process's stdout once it listens; its first group is the port. */
+  listening: RegExp;
+}
+
+/**
+ * A server as a child process of its own (so its CPU time and memory are its own, readable from
+ * /proc): resolves once a line on its stdout names the port. The environment is `env` and PATH only.
+ */
+export async function startServerProcess(options: ServerProcessOptions): Promise<ApiProcess> {
+  const child = spawn(process.execPath, options.args, {
+    cwd: options.cwd,
+    env: { PATH: process.env.PATH ?? '', ...options.env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const port = await new Promise<string>((resolve, reject) => {
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
-      const match = /"port":(\d+),"database"/.exec(output);
+      const match = options.listening.exec(output);
       if (match) resolve(match[1]!);
     });
-    child.once('exit', (code) => reject(new Error(`the API exited with ${code}`)));
+    child.once('exit', (code) => reject(new Error(`${options.args.join(' ').slice(0, 80)} exited with ${code}`)));
   });
   child.stdout!.resume();
   return {
@@ -87,9 +101,105 @@ export async function startApiProcess(env: Record<string, string>): Promise<ApiP
     child,
     stop: () =>
       new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve();
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
         child.once('exit', () => resolve());
         child.kill('SIGTERM');
       }),
   };
+}
+
+/** The line services/api/src/boot.ts logs once the API listens (before and after the Fastify move). */
+const API_LISTENING = /"port":(\d+),"database"/;
+
+/** The environment every benchmark's API process starts from; `env` adds to it and wins. */
+const apiEnv = (env: Record<string, string>): Record<string, string> => ({ PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_WRITES_PER_MINUTE: '0', ...env });
+
+/** `services/api/src/server.ts` as a child process on a free port; resolves once it listens. */
+export function startApiProcess(env: Record<string, string>): Promise<ApiProcess> {
+  return startServerProcess({ args: ['--import', 'tsx', 'services/api/src/server.ts'], cwd: repoRoot, env: apiEnv(env), listening: API_LISTENING });
+}
+
+/**
+ * The API as its image runs it (infra/docker/api.Dockerfile): plain `node` on the JavaScript that
+ * `buildApi` compiled, no TypeScript loader in the process. `nodeArgs` go before the entry (--cpu-prof).
+ */
+export function startBuiltApiProcess(build: BuiltApi, env: Record<string, string>, nodeArgs: string[] = []): Promise<ApiProcess> {
+  return startServerProcess({ args: [...nodeArgs, 'services/api/src/server.js'], cwd: build.dir, env: apiEnv(env), listening: API_LISTENING });
+}
+
+export interface BuiltApi {
+  /** The folder standing for the image's /app: the compiled tree, package.json, node_modules. */
+  dir: string;
+  remove(): void;
+}
+
+/**
+ * The API's source tree under `sourceRoot` compiled as the image's build stage compiles it
+ * (infra/docker/build.ts: services/shared, services/api and config, types stripped file by file),
+ * into a temporary folder with the checkout's package.json and a link to this checkout's
+ * node_modules. Why compiled: under tsx the process also holds the loader (its hooks thread, the
+ * transformed sources), which the image does not, and which would count in the API's memory.
+ */
+export async function buildApi(sourceRoot: string, label: string): Promise<BuiltApi> {
+  // Loaded here, not at the top: the other benchmarks need no esbuild.
+  const { buildTree } = await import('../infra/docker/build.js');
+  const dir = mkdtempSync(join(tmpdir(), `bench-${label}-`));
+  await buildTree(sourceRoot, ['services/shared', 'services/api', 'config'], dir);
+  copyFileSync(join(sourceRoot, 'package.json'), join(dir, 'package.json'));
+  symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export interface Worktree {
+  dir: string;
+  commit: string;
+  remove(): void;
+}
+
+/**
+ * A `git worktree` of this repository at `commit` (detached, in a temporary folder) with this
+ * checkout's node_modules linked in, for benchmarks that run an earlier version beside the current
+ * one on the same machine at the same time. `remove()` deletes it and its entry in .git/worktrees.
+ * The linked node_modules must hold what that commit imports (true while package.json only grew).
+ */
+export function addWorktree(commit: string): Worktree {
+  const dir = join(mkdtempSync(join(tmpdir(), 'bench-worktree-')), 'tree');
+  const git = (...args: string[]) => {
+    const run = spawnSync('git', args, { cwd: repoRoot, encoding: 'utf8' });
+    if (run.status !== 0) throw new Error(`git ${args.join(' ')}: ${run.stderr.trim()}`);
+    return run.stdout.trim();
+  };
+  try {
+    git('worktree', 'add', '--detach', dir, commit);
+  } catch (error) {
+    rmSync(dirname(dir), { recursive: true, force: true });
+    throw error;
+  }
+  symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  return {
+    dir,
+    commit: git('-C', dir, 'rev-parse', '--short', 'HEAD'),
+    remove() {
+      if (existsSync(dir)) git('worktree', 'remove', '--force', dir);
+      rmSync(dirname(dir), { recursive: true, force: true });
+      git('worktree', 'prune');
+    },
+  };
+}
+
+/** CPU time (user + system, all threads) a process has used so far, in µs (Linux: /proc/<pid>/stat). */
+export function processCpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The fields after the command name in parentheses (which may hold spaces): state is the first,
+  // utime the 12th and stime the 13th (proc(5) fields 14 and 15), in clock ticks.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS;
+}
+
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/** A process's resident set size now, in MiB (Linux: VmRSS). */
+export function residentMiB(pid: number): number {
+  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match ? Number(match[1]) / 1024 : Number.NaN;
 }

@@ -11,7 +11,7 @@
  * Also the fingerprint query alone (what a hit costs in the database) and the 304 answer to a
  * revalidation with the tile's ETag.
  *
- * The API runs in this process (its own cost: HTTP, the fast path before Express, the fingerprint query before a build)
+ * The API runs in this process (its own cost: HTTP, Fastify's route and hooks, the fingerprint query before a build)
  * and as its own process (services/api/src/server.ts, plus the process hop on the same two cores).
  * Database:
  * BENCH_DATABASE_URL or TEST_DATABASE_URL (a PostGIS with protobuf-c; a scratch database is created
