@@ -18,7 +18,8 @@
  * All three get the same database, the same DATA_DIR (one development signing key, so one token
  * works on both APIs), RATE_LIMIT_WRITES_PER_MINUTE=0 and WORKER_ENABLED=false (no QC worker in the
  * process: it is not HTTP, and `npm run worker` runs it apart). The client is autocannon in this
- * process, 16 connections with keep-alive; no gzip asked for.
+ * process, 16 connections with keep-alive, no gzip asked for, one side at a time, each after a
+ * warm-up (10 s) and then once per round.
  *
  * Rows (req/s and the server process's CPU time per request, user + system from /proc/<pid>/stat,
  * for each side; "ratio" is Fastify ÷ baseline of the median req/s, "per round" the median of each
@@ -26,8 +27,10 @@
  *   (a) against before the move, target ≥ 1.0× req/s each:
  *       GET /api/features/{id} (anonymous, the feature exists: the old read fast path);
  *       POST /api/features (a Bearer token, a 5-position polygon: the old create fast path);
- *       GET /api/tiles/10/526/510.mvt, a cache hit (the fingerprint query, then the cached bytes;
- *       nothing writes in that tile during the run: the old tile fast path). Same bytes checked first.
+ *       GET /api/tiles/10/526/510.mvt, a cache hit (nothing writes in that tile during the run: the
+ *       old tile fast path, which ran the tile's fingerprint query per hit; today's API answers a hit
+ *       without a query while its change listener is connected, so this row measures that change as
+ *       much as the framework). Same bytes checked first.
  *   (b) against bare node:http:
  *       GET by id ≥ 0.9× (getFeature's SQL, the stored GeoJSON sent as it is);
  *       POST ≥ 0.9× the raw five-statement transaction (BEGIN, set_config, ST_IsValid, INSERT, COMMIT:
@@ -35,8 +38,9 @@
  *       winding included, in five round trips), and as an extra, stronger row ≥ 0.9× the single
  *       `features.api_insert` statement the API itself runs (issue 29's honest baseline);
  *       the 1 000-feature list (GET /api/features?bbox=…&limit=1000 on the grid) ≤ 1.1× the time of the
- *       same listFeatures SQL served by bare node:http, i.e. req/s ≥ 1/1.1 = 0.91× (byte-equal body
- *       checked first). The list before the move runs in the same rounds as an extra row.
+ *       same listFeatures SQL served by bare node:http (the page written as the API writes it: each
+ *       stored text encoded once into one Buffer), i.e. req/s ≥ 1/1.1 = 0.91× (byte-equal body checked
+ *       first). The list before the move runs in the same rounds as an extra row.
  *   (c) idle RSS: fresh processes, each answers one GET by id, then 2 s of quiet, then VmRSS; rounds
  *       rotate; the Fastify API ≤ 1.5× the bare node:http + pg process. Extra rows: the API before the
  *       move, the Fastify API with its QC worker on (its default), and each long-running process's RSS
@@ -45,9 +49,13 @@
  * client get of the same cores; the CPU columns are the server process's own cost and steadier.
  *
  * Options: BENCH_QUICK=1 (short rounds, a smoke run); FRAMEWORK_PARTS=get,post,tile,list,rss (default
- * all); FRAMEWORK_BEFORE_COMMIT; FRAMEWORK_API_NODE_ARGS, node flags for the Fastify API process,
+ * all); FRAMEWORK_BEFORE_COMMIT; FRAMEWORK_AFTER_TREE, another source tree (services/api,
+ * services/shared, config, package.json) as the Fastify side, to measure a change before making it;
+ * FRAMEWORK_API_NODE_ARGS, node flags for the Fastify API process,
  * e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" (the profile is written when it stops; run one part at a
- * time to profile it alone) or "--perf-basic-prof" for `perf record -p <pid>`.
+ * time to profile it alone). On a loaded machine V8's profiler bills time the thread spent
+ * descheduled to the frame it was in (writev held 60 % of one such profile); `perf record -p <pid>`
+ * counts CPU only.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -78,6 +86,8 @@ import {
 const quick = process.env.BENCH_QUICK === '1';
 const parts = new Set((process.env.FRAMEWORK_PARTS ?? 'get,post,tile,list,rss').split(',').map((part) => part.trim()));
 const BEFORE_COMMIT = process.env.FRAMEWORK_BEFORE_COMMIT ?? '7b1707f';
+/** The tree the Fastify side is built from: this checkout, or a copy with a change to try. */
+const AFTER_TREE = process.env.FRAMEWORK_AFTER_TREE ?? repoRoot;
 const SECONDS = quick ? 2 : 4;
 const WARM_UP_SECONDS = quick ? 2 : 10;
 const CONNECTIONS = 16;
@@ -398,10 +408,10 @@ async function main(): Promise<void> {
   const builds: BuiltApi[] = [];
   try {
     worktree = addWorktree(BEFORE_COMMIT);
-    const [after, before] = await Promise.all([buildApi(repoRoot, 'fastify'), buildApi(worktree.dir, `before-${worktree.commit}`)]);
+    const [after, before] = await Promise.all([buildApi(AFTER_TREE, 'fastify'), buildApi(worktree.dir, `before-${worktree.commit}`)]);
     builds.push(after, before);
     console.log(`database: ${database.kind}, ${GRID_TOTAL.toLocaleString('en')} features`);
-    console.log(`Fastify API: ${checkoutState()}; before the move: ${worktree.commit} (worktree ${worktree.dir}); both compiled in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    console.log(`Fastify API: ${AFTER_TREE === repoRoot ? checkoutState() : AFTER_TREE}; before the move: ${worktree.commit} (worktree ${worktree.dir}); both compiled in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     console.log(`start: ${load()}`);
 
     const env = { DATABASE_URL: database.url, DATA_DIR: dataDir, WORKER_ENABLED: 'false' };
