@@ -4,7 +4,7 @@ import { requireSecondFactor } from '../auth/assurance.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
 import type { IdempotencySteps } from '../http/idempotency.js';
-import { header, methodNotAllowed, param, sendText, singleValued, type Hook } from '../http/fastify.js';
+import { featureIdParam, header, type Hook, methodNotAllowed, sendText, singleValued } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { EDIT_NOTE_MAX, FeatureSchema, ListQuerySchema, type FeatureInput } from '../../../shared/features/schema.js';
 import { etagOf, parseIfMatch, type FeatureService } from './service.js';
@@ -63,13 +63,13 @@ export async function featureRoutes(app: FastifyInstance, { service, idempotency
   );
 
   app.get('/:id', { onRequest: requirePermission('read', 'read features') }, async (request, reply) => {
-    const feature = await service.get(featureId(request));
+    const feature = await service.get(featureIdParam(request));
     reply.header('ETag', etagOf(feature.version)).header('Cache-Control', 'no-cache');
     return sendText(reply, GEOJSON, feature.json);
   });
 
   app.put('/:id', { onRequest: requirePermission('update:own', 'update features'), ...body }, async (request, reply) => {
-    const id = featureId(request);
+    const id = featureIdParam(request);
     const input = parseOrThrow(FeatureSchema, request.body, 'VALIDATION_FAILED', 'feature');
     const updated = await service.replace(principalOf(request), id, input, parseIfMatch(header(request, 'if-match')), editNote(header(request, 'x-edit-note')));
     reply.header('ETag', etagOf(updated.version));
@@ -77,12 +77,12 @@ export async function featureRoutes(app: FastifyInstance, { service, idempotency
   });
 
   app.delete('/:id', { onRequest: [requirePermission('delete', 'delete features'), requireSecondFactor('delete features')] }, async (request, reply) => {
-    await service.remove(principalOf(request), featureId(request), parseIfMatch(header(request, 'if-match')));
+    await service.remove(principalOf(request), featureIdParam(request), parseIfMatch(header(request, 'if-match')));
     return reply.code(204).send();
   });
 
   app.get('/:id/history', { onRequest: requirePermission('read', 'read feature history') }, async (request, reply) => {
-    const id = featureId(request);
+    const id = featureIdParam(request);
     const { versionsJson, decisionsJson } = await service.history(id);
     return sendText(reply, 'application/json', `{"featureId":${JSON.stringify(id)},"versions":${versionsJson},"decisions":${decisionsJson}}`);
   });
@@ -133,15 +133,6 @@ function collectionPath(request: FastifyRequest): string {
   return path.endsWith('/') ? path.slice(0, -1) : path;
 }
 
-/**
- * The id from the path. Ids written outside the API (WFS-T, SQL) may use characters the API would
- * not hand out, so lookups accept any text a row could hold; something no row can hold is a 404.
- */
-function featureId(request: FastifyRequest): string {
-  const id = param(request, 'id');
-  if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
-  return id;
-}
 
 /**
  * X-Edit-Note: why this change was made, kept in the history row it makes. One line of printable

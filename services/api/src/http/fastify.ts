@@ -82,6 +82,17 @@ export function param(request: FastifyRequest, name: string): string {
   return (request.params as Record<string, string>)[name] ?? '';
 }
 
+/**
+ * A feature id from the path (`name`, Fastify decodes it). Ids written outside the API (WFS-T, SQL)
+ * may use characters the API would not hand out, so any text a row could hold is looked up;
+ * something no row can hold (empty, over 255 characters, a NUL) is a 404 at once.
+ */
+export function featureIdParam(request: FastifyRequest, name = 'id'): string {
+  const id = param(request, name);
+  if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
+  return id;
+}
+
 /** The request's header as one string (the first of repeated ones), as Express' req.get gave it. */
 export function header(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name];

@@ -8,7 +8,7 @@ import { sendEnvelope } from '../features/routes.js';
 import { joinFeatures } from '../features/queries.js';
 import { etagOf, parseIfMatch, createFeatureService } from '../features/service.js';
 import { jsonBody } from '../http/body.js';
-import { addVary, header, methodNotAllowed, param, sendText } from '../http/fastify.js';
+import { addVary, featureIdParam, header, methodNotAllowed, param, sendText } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { AppError } from '../../../shared/errors.js';
 import { FeatureSchema, KATEGORIEN, type FeatureInput, type Kategorie } from '../../../shared/features/schema.js';
@@ -196,7 +196,7 @@ export async function ogcApiRoutes(router: FastifyInstance, options: OgcApiOptio
     const q = singleValues(req.query as Record<string, unknown>, ITEM_PARAMETERS);
     const format = negotiate(req, res, parseFormat(q.f));
     const crs = parseCrs(q.crs, 'crs');
-    const id = featureIdOf(req);
+    const id = featureIdParam(req, 'featureId');
     const found = await reads.get(id, crs);
     if (!found || !belongs(collection, found.kategorie)) throw notFound(id, collection);
     const base = baseUrl(req);
@@ -235,7 +235,7 @@ export async function ogcApiRoutes(router: FastifyInstance, options: OgcApiOptio
 
   router.put('/collections/:collectionId/items/:featureId', { onRequest: requirePermission('update:own', 'update features'), ...body(WRITE_TYPES) }, async (req, res) => {
     const collection = collectionOf(req);
-    const id = featureIdOf(req);
+    const id = featureIdParam(req, 'featureId');
     await assertInCollection(collection, id);
     const input = featureInput(collection, await inStorageCrs(req, req.body), id);
     const updated = await features.replace(principalOf(req), id, input, parseIfMatch(header(req, 'if-match')));
@@ -245,7 +245,7 @@ export async function ogcApiRoutes(router: FastifyInstance, options: OgcApiOptio
 
   router.patch('/collections/:collectionId/items/:featureId', { onRequest: requirePermission('update:own', 'update features'), ...body([MERGE_PATCH, ...WRITE_TYPES]) }, async (req, res) => {
     const collection = collectionOf(req);
-    const id = featureIdOf(req);
+    const id = featureIdParam(req, 'featureId');
     contentCrsOf(header(req, 'content-crs')); // an unsupported Content-Crs is refused before anything is read
     if (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
       throw new AppError('VALIDATION_FAILED', 'a merge patch must be a JSON object', { fields: [{ field: '(body)', message: 'must be a JSON object' }] });
@@ -271,7 +271,7 @@ export async function ogcApiRoutes(router: FastifyInstance, options: OgcApiOptio
 
   router.delete('/collections/:collectionId/items/:featureId', { onRequest: [requirePermission('delete', 'delete features'), requireSecondFactor('delete features')] }, async (req, res) => {
     const collection = collectionOf(req);
-    const id = featureIdOf(req);
+    const id = featureIdParam(req, 'featureId');
     await assertInCollection(collection, id);
     await features.remove(principalOf(req), id, parseIfMatch(header(req, 'if-match')));
     return res.code(204).send();
@@ -339,11 +339,6 @@ function notFound(id: string, collection: Collection): AppError {
   return new AppError('FEATURE_NOT_FOUND', `no feature with id ${id} in collection ${collection.id}`);
 }
 
-function featureIdOf(req: FastifyRequest): string {
-  const id = param(req, 'featureId');
-  if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
-  return id;
-}
 
 /**
  * The feature of a write, validated by the feature API's schema. In a kategorie's collection a missing

@@ -1,8 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { AppError } from '../../../shared/errors.js';
 import { principalOf, requirePermission } from '../auth/middleware.js';
 import { jsonBody } from '../http/body.js';
-import { methodNotAllowed, param, sendText } from '../http/fastify.js';
+import { featureIdParam, methodNotAllowed, sendText } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { CommentBodySchema, type NoticeService } from './notices.js';
 
@@ -23,17 +22,13 @@ export async function noticeRoutes(app: FastifyInstance, { notices }: { notices:
   });
   app.get('/items/:id/comments', participant('read review comments'), async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
-    return sendText(reply, 'application/json', await notices.comments(featureId(param(request, 'id'))));
+    return sendText(reply, 'application/json', await notices.comments(featureIdParam(request)));
   });
   app.post('/items/:id/comments', { ...participant('comment on reviews'), ...jsonBody() }, async (request, reply) => {
     const body = parseOrThrow(CommentBodySchema, request.body, 'VALIDATION_FAILED', 'comment');
     reply.code(201);
-    return sendText(reply, 'application/json', await notices.addComment(principalOf(request), featureId(param(request, 'id')), body.body));
+    return sendText(reply, 'application/json', await notices.addComment(principalOf(request), featureIdParam(request), body.body));
   });
   methodNotAllowed(app, ['/notices', '/notices/read', '/items/:id/comments'], (url) => (url === '/notices' ? 'GET, HEAD' : url === '/notices/read' ? 'POST' : 'GET, HEAD, POST'), (method, methods) => `${method} is not allowed here; use ${methods}`);
 }
 
-function featureId(id: string): string {
-  if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
-  return id;
-}

@@ -4,7 +4,7 @@ import { can } from '../auth/permissions.js';
 import { requireSecondFactor } from '../auth/assurance.js';
 import { AppError } from '../../../shared/errors.js';
 import { jsonBody } from '../http/body.js';
-import { header, methodNotAllowed, param, sendJson, sendText } from '../http/fastify.js';
+import { featureIdParam, header, methodNotAllowed, param, sendJson, sendText } from '../http/fastify.js';
 import { parseOrThrow } from '../http/validate.js';
 import { ApproveBodySchema, JobIdSchema, JobListQuerySchema, QueueQuerySchema, RejectBodySchema, SubmitBodySchema } from './schema.js';
 import { DecisionBodySchema, type DecisionService } from './decisions.js';
@@ -15,7 +15,7 @@ import type { QcService } from './service.js';
  */
 export async function reviewRoutes(app: FastifyInstance, { service }: { service: QcService }): Promise<void> {
   app.get('/features/:id/reviews', { onRequest: requirePermission('read', 'read reviews') }, async (request, reply) => {
-    return sendText(reply, 'application/json', await service.reviews(featureId(param(request, 'id'))));
+    return sendText(reply, 'application/json', await service.reviews(featureIdParam(request)));
   });
 }
 
@@ -58,12 +58,12 @@ export async function qcRoutes(app: FastifyInstance, { service, decisions }: { s
 
   app.post('/approve/:id', { onRequest: [requirePermission('qc:review', 'approve features'), requireSecondFactor('approve features')], ...jsonBody({ optional: true }) }, async (request, reply) => {
     const body = parseOrThrow(ApproveBodySchema, request.body ?? {}, 'VALIDATION_FAILED', 'approval');
-    return sendJson(reply, await service.approve(principalOf(request), featureId(param(request, 'id')), blankToNull(body.comment)));
+    return sendJson(reply, await service.approve(principalOf(request), featureIdParam(request), blankToNull(body.comment)));
   });
 
   app.post('/reject/:id', { onRequest: [requirePermission('qc:review', 'reject features'), requireSecondFactor('reject features')], ...jsonBody() }, async (request, reply) => {
     const body = parseOrThrow(RejectBodySchema, request.body, 'VALIDATION_FAILED', 'rejection');
-    return sendJson(reply, await service.reject(principalOf(request), featureId(param(request, 'id')), body.reason.trim()));
+    return sendJson(reply, await service.reject(principalOf(request), featureIdParam(request), body.reason.trim()));
   });
 
   // Admins list jobs of any status; reviewers (qc:review) only those waiting for their conflation
@@ -89,11 +89,6 @@ export async function qcRoutes(app: FastifyInstance, { service, decisions }: { s
   methodNotAllowed(app, paths, (url) => allow[url] ?? 'POST', (method, methods) => `${method} is not allowed here; use ${methods}`);
 }
 
-/** Any string a feature row could hold is looked up; anything else cannot exist. */
-function featureId(id: string): string {
-  if (id.length === 0 || id.length > 255 || id.includes('\u0000')) throw new AppError('FEATURE_NOT_FOUND', 'no feature with this id');
-  return id;
-}
 
 function blankToNull(comment: string | null | undefined): string | null {
   return comment?.trim() ? comment.trim() : null;
