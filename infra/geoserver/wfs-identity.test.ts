@@ -70,10 +70,10 @@ function post(path: string, body: string, headers: Record<string, string> = {}):
 const cookie = (session: string) => ({ cookie: `ory_kratos_session=${session}` });
 
 /** An identity in Kratos with a live session (the role in metadata_public, as the stack's Kratos keeps it). */
-function signedIn(role: string | undefined): { identity: { id: string }; session: string } {
+function signedIn(role: string | undefined, aal: 'aal1' | 'aal2' = 'aal1'): { identity: { id: string }; session: string } {
   const suffix = randomUUID().slice(0, 8);
   const identity = kratos.addIdentity({ email: `u-${suffix}@example.org`, name: `User ${suffix}`, password: 'irrelevant', ...(role ? { role } : {}) });
-  return { identity, session: kratos.createSession(identity.id).token };
+  return { identity, session: kratos.createSession(identity.id, { aal }).token };
 }
 
 
@@ -190,9 +190,9 @@ describe.skipIf(MISSING)('a WFS-T write through the proxy', () => {
   });
 
   it('works on the per-workspace endpoint and /ows too, with a bearer token as well as the cookie', async () => {
-    const { identity, session } = signedIn('reviewer');
+    const { identity, session } = signedIn('reviewer', 'aal2');
     expect((await post('/geoserver/geodata/wfs', transaction('WFS-T on the workspace'), cookie(session))).status).toBe(200);
-    const token = await issueOpaqueToken(hydra, identity.id, { role: 'reviewer' }, ['geodata-api']);
+    const token = await issueOpaqueToken(hydra, identity.id, { role: 'reviewer', acr: 'aal2', amr: ['password', 'totp'] }, ['geodata-api']);
     expect((await post('/geoserver/ows', transaction('WFS-T with a token'), { authorization: `Bearer ${token}` })).status).toBe(200);
     expect((await historyOf('WFS-T on the workspace')).map((h) => h.actor)).toEqual([identity.id]);
     expect((await historyOf('WFS-T with a token')).map((h) => h.actor)).toEqual([identity.id]);
@@ -205,6 +205,16 @@ describe.skipIf(MISSING)('a WFS-T write through the proxy', () => {
     expect(res.status).toBe(401);
     expect(geoserver.requests.length).toBe(before);
     expect(await historyOf('WFS-T anonymous')).toEqual([]);
+  });
+
+  it('a reviewer or admin without a second factor is refused with 403 before GeoServer sees it (a transaction may delete; AUTH_AAL2_ROLES)', async () => {
+    const before = geoserver.requests.length;
+    for (const role of ['reviewer', 'admin']) {
+      const res = await post('/geoserver/wfs', transaction(`WFS-T ${role} aal1`), cookie(signedIn(role).session));
+      expect(res.status).toBe(403);
+      expect(await historyOf(`WFS-T ${role} aal1`)).toEqual([]);
+    }
+    expect(geoserver.requests.length).toBe(before);
   });
 
   it('a guest (signed in, no role) is refused with 403', async () => {

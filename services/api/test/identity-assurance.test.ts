@@ -90,6 +90,14 @@ describe.skipIf(MISSING)('AAL2 for reviewers and admins where it matters', () =>
     expect((await api.request('DELETE', `/api/features/${id}`, { session: strong.session, origin: APP_ORIGIN })).status).toBe(204);
   });
 
+  it('WFS-T writes through GeoServer (the proxy\'s forward_auth, which cannot see whether a transaction deletes) need aal2 for reviewers and admins, not for contributors', async () => {
+    for (const role of ['reviewer', 'admin'] as const) {
+      expectStepUp(await api.request('GET', '/api/auth/forward', { session: api.signedIn(role, { aal: 'aal1' }).session }));
+      expect((await api.request('GET', '/api/auth/forward', { session: api.signedIn(role, { aal: 'aal2' }).session })).status).toBe(204);
+    }
+    expect((await api.request('GET', '/api/auth/forward', { session: api.signedIn('contributor', { aal: 'aal1' }).session })).status).toBe(204);
+  });
+
   it('a contributor needs no second factor to create and submit (the policy names reviewer and admin)', async () => {
     await submittedFeature();
   });

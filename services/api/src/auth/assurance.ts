@@ -56,14 +56,19 @@ export function assertAssurance(principal: Principal, what: string, policy: Assu
  */
 export function requireSecondFactor(what: string): Hook {
   return async (request) => {
-    const policy = policyOf(request);
-    let principal = principalOf(request);
-    if (needsStepUp(principal, policy)) {
-      const fresh = await refreshed(principal);
-      if (fresh) request.principal = principal = fresh;
-    }
-    assertAssurance(principal, what, policy);
+    await ensureSecondFactor(request, what);
   };
+}
+
+/** The same check inside a handler, after its own permission check (GET /api/auth/forward). */
+export async function ensureSecondFactor(request: FastifyRequest, what: string): Promise<void> {
+  const policy = policyOf(request);
+  let principal = principalOf(request);
+  if (needsStepUp(principal, policy)) {
+    const fresh = await refreshed(principal);
+    if (fresh) request.principal = principal = fresh;
+  }
+  assertAssurance(principal, what, policy);
 }
 
 /** `AUTH_AAL2_ROLES`: comma-separated roles, `none` for none; unknown names are refused by the config schema. */

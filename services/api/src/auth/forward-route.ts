@@ -3,6 +3,7 @@ import { AppError } from '../../../shared/errors.js';
 import type { Principal } from '../../../shared/principal.js';
 import { principalOf } from './middleware.js';
 import { assertCan } from './permissions.js';
+import { ensureSecondFactor } from './assurance.js';
 
 /**
  * GET /api/auth/forward: the proxy's `forward_auth` check in front of GeoServer's WFS-T writes
@@ -12,6 +13,7 @@ import { assertCan } from './permissions.js';
  * the same authenticator as every /api route (bearer JWT, opaque Hydra token, Kratos session cookie):
  *   anonymous                        → 401 with a Bearer challenge (Caddy passes it back to the client)
  *   a role that may not create       → 403 (guest)
+ *   a reviewer or admin below aal2   → 403 AAL2_REQUIRED (a transaction may delete; AUTH_AAL2_ROLES)
  *   a cookie sent from a foreign page → 403 (the WFS-T POST is a change; same rule as the API's CSRF check)
  *   otherwise                        → 204 with X-Geodata-User and X-Geodata-Role, which Caddy copies onto
  *                                      the request to GeoServer (its HTTP-header authentication filter).
@@ -36,6 +38,10 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: { origins
   app.get('/forward', async (request, reply) => {
     const principal = principalOf(request);
     assertCan(principal, 'create', 'edit features through GeoServer WFS-T');
+    // A WFS-T transaction may delete or change anyone's feature, and the proxy cannot see its body: for the
+    // roles of the assurance policy (reviewer and admin by default) every WFS-T write needs aal2, as the
+    // API's own deletes do.
+    await ensureSecondFactor(request, 'write features through GeoServer WFS-T (a transaction may delete)');
     // Caddy forwards the client's Origin with the other request headers.
     const origin = request.headers.origin;
     if (principal.via === 'session' && origin !== undefined && !options.origins.includes(origin)) {
