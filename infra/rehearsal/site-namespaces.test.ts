@@ -189,8 +189,11 @@ describe.skipIf(Boolean(missing))('a branch site in a network namespace of its o
     const port = await freePort();
     const b = startSite(SITE, { NAME: 'B2', PORT: String(port) });
     const socket = await relay(b, port, 'B2');
-    const squatter = startSite(SQUATTER, { NAME: 'A2', PORT: String(await freePort()), SQUAT: JSON.stringify([{ name: 'B2', port }]) }, b);
-    await until('the squatter runs', async () => (squatter.pid ? true : undefined));
+    const ownPort = await freePort();
+    const squatter = startSite(SQUATTER, { NAME: 'A2', PORT: String(ownPort), SQUAT: JSON.stringify([{ name: 'B2', port }]) }, b);
+    // The squatter answers on its own port inside B2's namespace before B2 goes: stopping B2 first could
+    // end the namespace before the squatter has entered it (under load its start takes a while).
+    await relay(squatter, ownPort, 'A2');
     await stop(b);
     const taken = await until('the squatter answers for B2', async () => {
       const answer = await getVia(socket);
