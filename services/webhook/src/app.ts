@@ -12,14 +12,14 @@
  * other route ignores it, as before the move.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import proxyAddress from 'proxy-addr';
 import { AppError, sendProblem } from '../../shared/errors.js';
-import { AuthFailureLimiter } from './auth-failure-limiter.js';
+import { AuthFailureLimiter, type FailureCounter } from './auth-failure-limiter.js';
 import type { WebhookConfig } from './config.js';
 import type { Deployer } from './deployments/deployer.js';
-import type { DeploymentStore } from './deployments/store.js';
+import type { DeploymentJournal } from './deployments/journal.js';
 import { createWebhookHttpServer } from './http-limits.js';
 import { deploymentRoutes } from './routes/deployments.js';
 import { webhookRoutes } from './routes/webhook.js';
@@ -41,7 +41,10 @@ export interface WebhookAppDeps {
   >;
   secrets: SecretBook;
   deployer: Pick<Deployer, 'submit'>;
-  store: DeploymentStore;
+  /** Where GET /deployments reads: the file journal, or PostgreSQL shared by every replica. */
+  journal: Pick<DeploymentJournal, 'get' | 'list'>;
+  /** Where failed authentications are counted; default: this process' memory. */
+  failureCounter?: FailureCounter;
   logger: Logger;
 }
 
@@ -75,13 +78,18 @@ export function createApp(deps: WebhookAppDeps): WebhookApp {
 
   // After authentication has failed, never before: see auth-failure-limiter.ts. One count for
   // every route (a wrong admin token counts like a wrong signature).
-  const limiter = new AuthFailureLimiter(config.authFailuresPerMinute);
-  app.setErrorHandler((error, request, reply) => {
-    const judged = limiter.judge(error, request.ip);
+  // With a database the count is one query away: the answer is sent when it is known.
+  const limiter = new AuthFailureLimiter(config.authFailuresPerMinute, deps.failureCounter, logger);
+  const answer = (judged: unknown, request: FastifyRequest, reply: FastifyReply): void => {
     const problem = toAppError(judged);
     if (problem === undefined) logger.error({ err: judged, path: request.url.split('?')[0] }, 'request failed');
     if (reply.raw.headersSent) reply.raw.destroy();
     else void sendProblem(reply, problem);
+  };
+  app.setErrorHandler((error, request, reply) => {
+    const judged = limiter.judge(error, request.ip);
+    if (judged instanceof Promise) void judged.then((decided) => answer(decided, request, reply));
+    else answer(judged, request, reply);
   });
   app.setNotFoundHandler(() => {
     throw new AppError('NOT_FOUND', 'no such endpoint');
@@ -90,7 +98,7 @@ export function createApp(deps: WebhookAppDeps): WebhookApp {
   // Liveness for container health checks and load balancers: no secrets, no state, no auth.
   app.get('/health', async () => ({ status: 'ok' }));
   void app.register(webhookRoutes(deps));
-  void app.register(deploymentRoutes({ adminToken: config.adminToken, store: deps.store }));
+  void app.register(deploymentRoutes({ adminToken: config.adminToken, journal: deps.journal }));
   return app;
 }
 

@@ -1,5 +1,7 @@
 /**
- * The webhook server factory: config, launcher, privileges, secrets, state, deployer, HTTP.
+ * The webhook server factory: config, launcher, privileges, secrets, state, deployer, HTTP. The state
+ * is the file journal in WEBHOOK_STATE_DIR (one process), or with WEBHOOK_DATABASE_URL PostgreSQL,
+ * shared by every replica (journal, queue, delivery ids, failed-authentication counts).
  * server.ts (the entry point) and development.ts (`npm start`) call startWebhookServer().
  *
  * Order matters for privilege separation: the deploy launcher is forked first, while the process
@@ -12,12 +14,18 @@ import { ConfigError } from '../../shared/config.js';
 import { sharedRepositoryWarnings } from '../../shared/targets.js';
 import { closeGracefully, listen } from '../../shared/http-server.js';
 import { createLogger } from '../../shared/logger.js';
+import type pg from 'pg';
 import { createApp } from './app.js';
+import { postgresFailureCounter, type FailureCounter } from './auth-failure-limiter.js';
 import { loadWebhookConfig, type WebhookConfig } from './config.js';
+import { openWebhookDatabase } from './database.js';
 import { Deployer } from './deployments/deployer.js';
+import { FileJournal } from './deployments/file-journal.js';
 import { launcherPlan } from './deployments/invocation.js';
+import type { DeploymentJournal } from './deployments/journal.js';
 import { DeployLauncher } from './deployments/launcher.js';
-import { DeploymentStore } from './deployments/store.js';
+import { PostgresJournal } from './deployments/postgres-journal.js';
+import type { DeploymentStore } from './deployments/store.js';
 import { SecretBook } from './secret-book.js';
 import { loadTargetSecrets, resolveTargetSecrets } from './secrets.js';
 
@@ -39,7 +47,13 @@ export interface RunningWebhookServer {
   url: string;
   config: WebhookConfig;
   deployer: Deployer;
-  store: DeploymentStore;
+  /** The deployments: the file journal, or PostgreSQL with WEBHOOK_DATABASE_URL. */
+  journal: DeploymentJournal;
+  /**
+   * The file journal itself, read at once (tests). With WEBHOOK_DATABASE_URL there is none, and
+   * reading this throws: read `journal`.
+   */
+  readonly store: DeploymentStore;
   logger: Logger;
   /** Re-read the secrets file; keeps the old secrets (and throws) when the new ones are invalid. */
   reloadSecrets(): void;
@@ -82,7 +96,8 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
 
   const launcher = new DeployLauncher(logger, launcherPlan(config.deploy, config.targets));
   launcher.start();
-  let store: DeploymentStore | undefined;
+  let journal: DeploymentJournal | undefined;
+  let pool: pg.Pool | undefined;
   let secrets: SecretBook;
   const loadSecrets = () =>
     options.secrets ? resolveTargetSecrets(config.targets, options.secrets) : loadTargetSecrets(config.targets, config.secretsFile, env);
@@ -98,25 +113,44 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
       };
     }
     secrets = new SecretBook(loadSecrets());
-    store = await DeploymentStore.open(config.stateDir, logger);
+    if (config.databaseUrl) {
+      pool = await openWebhookDatabase(config.databaseUrl, logger);
+      journal = await PostgresJournal.open(pool, { logger, leaseMs: config.replicaLeaseMs });
+    } else {
+      journal = await FileJournal.open(config.stateDir, logger);
+    }
   } catch (error) {
     launcher.close();
+    await pool?.end().catch(() => undefined);
     throw error;
   }
   if (!config.adminToken) logger.warn('WEBHOOK_ADMIN_TOKEN is not set: /deployments answers 401 to everyone');
 
-  const deployer = new Deployer({ launcher, store, logger, targets: config.targets, deployTimeoutMs: config.deployTimeoutMs });
-  await deployer.resume();
+  const openJournal = journal;
+  const closeState = async (): Promise<void> => {
+    await openJournal.close();
+    await pool?.end();
+  };
+  const deployer = new Deployer({ launcher, journal, logger, targets: config.targets, deployTimeoutMs: config.deployTimeoutMs, leaseMs: config.replicaLeaseMs });
+  try {
+    await deployer.resume();
+  } catch (error) {
+    launcher.close();
+    await closeState();
+    throw error;
+  }
 
-  const app = createApp({ config, secrets, deployer, store, logger });
+  const failureCounter: FailureCounter | undefined = pool ? postgresFailureCounter(pool) : undefined;
+  const app = createApp({ config, secrets, deployer, journal, failureCounter, logger });
   const server = app.server;
   let port: number;
   try {
     await app.ready();
     port = await listen(server, config.port, config.host);
   } catch (error) {
+    await deployer.shutdown(0);
     launcher.close(); // the helper would otherwise keep this process alive
-    await store.close();
+    await closeState();
     throw error;
   }
   logger.info({ port, host: config.host, targets: config.targets.map((t) => t.key), isolation: config.deploy.isolation }, 'webhook server listening');
@@ -124,13 +158,16 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
   process.send?.({ listening: port });
 
   let closing: Promise<void> | null = null;
-  const openStore = store;
   return {
     port,
     url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
     config,
     deployer,
-    store: openStore,
+    journal: openJournal,
+    get store(): DeploymentStore {
+      if (openJournal instanceof FileJournal) return openJournal.store;
+      throw new Error('WEBHOOK_DATABASE_URL is set: the deployments are in PostgreSQL, read them through `journal`');
+    },
     logger,
     reloadSecrets() {
       secrets.replace(loadSecrets());
@@ -143,7 +180,7 @@ export async function startWebhookServer(options: StartWebhookOptions = {}): Pro
         launcher.close();
         await http;
         await app.close();
-        await openStore.close();
+        await closeState();
         logger.info('webhook server stopped');
       })();
       return closing;

@@ -51,6 +51,17 @@ export const WebhookEnvSchema = z.object({
     .optional(),
   RESTART_COMMAND: z.string().optional(),
   KEEP_RELEASES: z.coerce.number().int().positive().optional(),
+  /**
+   * The shared state of several replicas (journal, queue, delivery ids, failed-authentication counts)
+   * in PostgreSQL; unset: the file journal in WEBHOOK_STATE_DIR and counts in memory (one process).
+   */
+  WEBHOOK_DATABASE_URL: z
+    .string()
+    .max(2048)
+    .regex(/^postgres(ql)?:\/\//, 'a postgres:// or postgresql:// connection URL')
+    .optional(),
+  /** A replica whose lease has not been renewed for this long is gone: its running deploys are interrupted. */
+  WEBHOOK_REPLICA_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
@@ -70,6 +81,9 @@ export interface WebhookConfig {
   /** Give up root for this user after the launcher started (WEBHOOK_USER). */
   runAs: string | undefined;
   stateDir: string;
+  /** PostgreSQL for the state replicas share (WEBHOOK_DATABASE_URL); undefined: the file journal. */
+  databaseUrl: string | undefined;
+  replicaLeaseMs: number;
   secretsFile: string | undefined;
   adminToken: string | undefined;
   /** What a correctly signed push for a branch without a target gets: 404 (seed) or 202 ignored. */
@@ -120,6 +134,8 @@ export function loadWebhookConfig(env: NodeJS.ProcessEnv = process.env): Webhook
     },
     runAs: parsed.WEBHOOK_USER,
     stateDir: parsed.WEBHOOK_STATE_DIR,
+    databaseUrl: parsed.WEBHOOK_DATABASE_URL,
+    replicaLeaseMs: parsed.WEBHOOK_REPLICA_LEASE_SECONDS * 1000,
     secretsFile: parsed.WEBHOOK_SECRETS_FILE,
     adminToken: parsed.WEBHOOK_ADMIN_TOKEN,
     unmatchedBranchStatus: parsed.WEBHOOK_UNMATCHED_BRANCH === '202' ? 202 : 404,

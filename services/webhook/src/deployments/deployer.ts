@@ -1,18 +1,23 @@
 /**
- * Carries out the deploy queue (queue.ts, pure transitions): gathers the facts for each decision,
- * writes every transition to the journal before answering, starts deploys through the launcher and
- * records how they end. A push is persisted before its 202, so a redelivery after a crash is still
- * recognised.
+ * Carries out the deploy queue (queue.ts, pure decisions) on a journal (journal.ts: the file of one
+ * process, or PostgreSQL shared by every replica): each decision about a target is taken and written
+ * under its lane lock, then carried out — a push is persisted before its 202, so a redelivery after a
+ * crash (or to another replica) is still recognised; a deploy is recorded as running by this process
+ * before the launcher starts it, and its end is recorded before the next one of its target starts.
+ *
+ * With a shared journal, every replica renews its lease and, each `upkeepMs`, records the deploys of
+ * replicas whose lease ran out as interrupted (as a restart does for the file journal) and starts
+ * what waits in a lane nobody runs. A replica that cannot renew its own lease stops its deploys.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ResolvedTarget } from '../../../shared/targets.js';
 import type { Provider } from '../providers.js';
 import { deployLogPath } from './invocation.js';
+import type { DeploymentJournal } from './journal.js';
 import type { LiveRelease } from './launcher.js';
-import { DeployQueue, type Admission } from './queue.js';
+import { admit, needsLiveCommit, startNext, type Admission } from './queue.js';
 import { startDeploy, type DeployOutcome, type ProcessLauncher, type RunningDeploy } from './runner.js';
-import type { DeploymentStore } from './store.js';
 import type { Deployment, DeploymentState } from './types.js';
 
 export interface Push {
@@ -26,22 +31,40 @@ export interface Push {
 export type SubmitResult = Exclude<Admission, { kind: 'queued' }> | { kind: 'queued'; deployment: Deployment };
 
 export interface DeployerOptions {
-  store: DeploymentStore;
+  journal: DeploymentJournal;
   logger: Logger;
-  launcher: ProcessLauncher & { live(key: string): Promise<LiveRelease> };
+  launcher: ProcessLauncher & { live(key: string): Promise<LiveRelease>; endOrphans?(): void };
   targets: readonly ResolvedTarget[];
   deployTimeoutMs: number;
   killGraceMs?: number;
+  /** With a shared journal: the replica's lease; upkeep runs every third of it. */
+  leaseMs?: number;
 }
 
 /** Exit code of deploy-branch.sh for a commit it refuses (not on the branch, or older than live). */
 const REFUSED_EXIT_CODE = 9;
+/** Retries of a deploy's end that could not be recorded: 1 s, doubling, at most a minute apart. */
+const END_RETRY_MS = 1_000;
+const END_RETRY_MAX_MS = 60_000;
+
+interface Run {
+  /** The deployment's id. */
+  id: string;
+  process: RunningDeploy | null;
+  done: Promise<void>;
+}
 
 export class Deployer {
-  readonly queue = new DeployQueue();
   private readonly targetsByKey: Map<string, ResolvedTarget>;
-  private readonly runs = new Map<string, { process: RunningDeploy | null; done: Promise<void> }>();
+  /** Deploys this process runs, by target. */
+  private readonly runs = new Map<string, Run>();
+  /** Ids of the deployments this process runs or is starting: never orphans. */
+  private readonly here = new Set<string>();
+  private readonly retries = new Set<NodeJS.Timeout>();
   private stopping = false;
+  private upkeepTimer: NodeJS.Timeout | undefined;
+  private upkeepRunning: Promise<void> | null = null;
+  private renewedAt = Date.now();
 
   constructor(private readonly options: DeployerOptions) {
     this.targetsByKey = new Map(options.targets.map((t) => [t.key, t]));
@@ -49,79 +72,113 @@ export class Deployer {
 
   /** Accept a push; the deploy itself starts after the caller has answered (next tick). */
   async submit(push: Push): Promise<SubmitResult> {
-    const { store } = this.options;
+    const { journal, launcher } = this.options;
     const key = push.target.key;
     const commit = push.commit.toLowerCase();
-    // Each pass decides without awaiting, so two concurrent pushes of one commit or one delivery
-    // id cannot both pass; when the live commit had to be read first, it decides again on what
-    // is true after the read.
-    let live: { commit: string | null } | undefined;
-    let admission: Admission;
-    for (;;) {
-      if (this.queue.needsLiveCommit(key) && live === undefined) {
-        live = { commit: (await this.options.launcher.live(key)).commit };
-        continue;
+    // Decided and written under the lane lock: two pushes of one commit or one delivery id, to this
+    // process or to two replicas, cannot both pass. The live commit is read only when it matters
+    // (nothing runs or waits), under the lock, so no start of this target comes in between.
+    const admission = await journal.inLane(key, { commit, deliveryId: push.deliveryId }, async (lane, facts, writes) => {
+      const live = needsLiveCommit(lane) ? { commit: (await launcher.live(key)).commit } : undefined;
+      const decided = admit(lane, commit, { ...facts, live }, () => newDeployment(push, commit));
+      if (decided.kind === 'duplicate') {
+        if (push.deliveryId && decided.deploymentId && decided.reason !== 'delivery') writes.recordDelivery(push.deliveryId, decided.deploymentId);
+        return decided;
       }
-      admission = this.queue.admit(
-        key,
-        commit,
-        {
-          seenDelivery: push.deliveryId ? store.deploymentOfDelivery(push.deliveryId) : undefined,
-          live,
-          deployedBefore: store.succeededWith(key, commit),
-          previous: store.latestWith(key, commit),
-        },
-        () => newDeployment(push, commit),
-      );
-      break;
-    }
-    if (admission.kind === 'duplicate') {
-      if (push.deliveryId && admission.deploymentId && admission.reason !== 'delivery') await store.recordDelivery(push.deliveryId, admission.deploymentId);
-      return admission;
-    }
-    const writes: Promise<void>[] = [];
+      if (decided.superseded) writes.save(decided.superseded);
+      writes.save(decided.deployment);
+      if (push.deliveryId) writes.recordDelivery(push.deliveryId, decided.deployment.id);
+      return decided;
+    });
+    if (admission.kind === 'duplicate') return admission;
     if (admission.superseded) {
-      writes.push(store.save(admission.superseded));
       this.options.logger.info({ deploymentId: admission.superseded.id, supersededBy: admission.deployment.id, target: key }, 'waiting deploy superseded');
     }
-    writes.push(store.save(admission.deployment));
-    if (push.deliveryId) writes.push(store.recordDelivery(push.deliveryId, admission.deployment.id));
-    await Promise.all(writes);
-    setImmediate(() => this.drain(key));
+    setImmediate(() => void this.drain(key));
     return { kind: 'queued', deployment: admission.deployment };
   }
 
-  private drain(key: string): void {
-    if (this.stopping) return;
+  /**
+   * The next step of a target's lane, under its lock: record how `ended` ended (unless another
+   * replica has recorded it as interrupted meanwhile), then start the waiting deployment when
+   * nothing runs.
+   */
+  private async drain(key: string, ended?: Deployment, attempt = 0): Promise<void> {
+    const { journal, logger } = this.options;
     const target = this.targetsByKey.get(key);
-    const deployment = this.queue.startNext(key, new Date());
-    if (!deployment) return;
-    const run = { process: null as RunningDeploy | null, done: Promise.resolve() };
-    this.runs.set(key, run);
-    run.done = (target ? this.run(target, deployment, run) : Promise.reject(new Error(`no target ${key}`)))
-      .catch(async (error: unknown) => {
+    let started: Deployment | null;
+    let claimed: string | undefined;
+    try {
+      started = await journal.inLane(key, {}, (lane, _facts, writes) => {
+        let running = lane.running;
+        if (ended) {
+          if (running?.id === ended.id) {
+            writes.save(ended);
+            running = null;
+          } else {
+            logger.warn({ deploymentId: ended.id, target: key, state: ended.state }, 'a deploy ended after another replica had recorded it as interrupted; its end is not recorded');
+          }
+        }
+        // A target this process does not know is left to the replicas that do (resume()).
+        if (this.stopping || !target) return null;
+        const next = startNext({ running, waiting: lane.waiting }, new Date());
+        if (!next) return null;
+        next.logPath = deployLogPath(target, next.id, new Date(next.startedAt!));
+        claimed = next.id;
+        this.here.add(next.id);
+        writes.save(next);
+        return next;
+      });
+    } catch (error) {
+      // Nothing of the decision was written: the lane is as it was. A deploy's end must be recorded
+      // (its lane stays `running` until then), so that is tried again; a start is retried by the
+      // next push, end or upkeep.
+      if (claimed) this.here.delete(claimed);
+      if (!ended) {
+        logger.error({ err: error, target: key }, 'could not start the next deploy');
+        return;
+      }
+      const delay = Math.min(END_RETRY_MS * 2 ** attempt, END_RETRY_MAX_MS);
+      logger.error({ err: error, target: key, deploymentId: ended.id, retryInMs: delay }, 'could not record how a deploy ended; trying again');
+      const timer = setTimeout(() => {
+        this.retries.delete(timer);
+        void this.drain(key, ended, attempt + 1);
+      }, delay);
+      this.retries.add(timer);
+      return;
+    }
+    if (started && target) this.start(target, started);
+  }
+
+  private runningIds(): Set<string> {
+    return new Set([...this.runs.values()].map((run) => run.id));
+  }
+
+  private start(target: ResolvedTarget, deployment: Deployment): void {
+    const run: Run = { id: deployment.id, process: null, done: Promise.resolve() };
+    this.runs.set(target.key, run);
+    run.done = this.run(target, deployment, run)
+      .catch((error: unknown): Deployment => {
         this.options.logger.error({ err: error, deploymentId: deployment.id }, 'deploy failed to run');
         // Never leave a record "running" forever: whatever broke, this deploy is over.
-        deployment.state = 'failed';
-        deployment.finishedAt = new Date().toISOString();
-        await this.options.store.save(deployment).catch(() => undefined);
+        return { ...deployment, state: 'failed', finishedAt: new Date().toISOString() };
       })
-      .finally(() => {
-        this.runs.delete(key);
-        this.queue.finish(key, deployment);
-        this.drain(key);
+      .then(async (ended) => {
+        this.runs.delete(target.key);
+        await this.drain(target.key, ended);
+        this.here.delete(deployment.id);
       });
   }
 
-  private async run(target: ResolvedTarget, deployment: Deployment, run: { process: RunningDeploy | null }): Promise<void> {
-    const { store, logger } = this.options;
+  /** Run a started deployment to its end; returns it as it ended (recorded by drain()). */
+  private async run(target: ResolvedTarget, started: Deployment, run: { process: RunningDeploy | null }): Promise<Deployment> {
+    const { logger } = this.options;
+    const deployment = { ...started };
     const startedAt = Date.now();
-    deployment.logPath = deployLogPath(target, deployment.id, new Date(startedAt));
-    await store.save(deployment);
     logger.info({ deploymentId: deployment.id, target: target.key, branch: deployment.branch, commit: deployment.commit }, 'deploy started');
 
     const child = startDeploy(
-      { key: target.key, branch: deployment.branch, commit: deployment.commit, logPath: deployment.logPath },
+      { key: target.key, branch: deployment.branch, commit: deployment.commit, logPath: deployment.logPath! },
       { timeoutMs: this.options.deployTimeoutMs, killGraceMs: this.options.killGraceMs },
       this.options.launcher,
     );
@@ -137,45 +194,92 @@ export class Deployer {
       deployment.deployedCommit = live.commit;
       deployment.release = live.release;
     }
-    await store.save(deployment);
     const log = { deploymentId: deployment.id, target: target.key, state: deployment.state, exitCode: outcome.exitCode, durationMs: deployment.durationMs, logPath: deployment.logPath };
     if (deployment.state === 'succeeded') logger.info(log, 'deploy succeeded');
     else logger.error({ ...log, signal: outcome.signal, spawnError: outcome.spawnError }, 'deploy did not succeed');
+    return deployment;
   }
 
   /**
-   * After a restart: deployments the previous process left running are recorded as interrupted;
-   * the newest waiting one per target is started again, older ones are superseded.
+   * Deployments recorded as running that no live process runs are recorded as interrupted (their
+   * deploy scripts, when this host's launcher can see them, are stopped), and the waiting
+   * deployment of every lane is started when nothing runs there. At start: what the previous
+   * process left (a restart); with a shared journal also each upkeep: what a replica whose lease
+   * ran out left. With the file journal, a waiting deployment of a target no longer configured is
+   * recorded as interrupted; with a shared journal it is left to the replicas that know the target.
    */
   async resume(): Promise<void> {
-    const { store, logger } = this.options;
-    const waitingByTarget = new Map<string, Deployment>();
-    for (const deployment of store.all()) {
-      if (deployment.state === 'running') {
-        await store.save({ ...deployment, state: 'interrupted', finishedAt: deployment.finishedAt ?? new Date().toISOString() });
-        logger.warn({ deploymentId: deployment.id, target: deployment.target }, 'deploy was interrupted by a restart');
-      } else if (deployment.state === 'queued') {
-        const older = waitingByTarget.get(deployment.target);
-        if (older) await store.save({ ...older, state: 'superseded', supersededBy: deployment.id, finishedAt: new Date().toISOString() });
-        waitingByTarget.set(deployment.target, deployment);
+    const { journal, logger } = this.options;
+    const now = () => new Date().toISOString();
+    let interrupted = 0;
+    for (const orphan of await journal.orphans(this.here)) {
+      await journal.inLane(orphan.target, {}, (lane, _facts, writes) => {
+        const running = lane.running;
+        if (running?.id !== orphan.id || this.here.has(running.id)) return;
+        writes.save({ ...running, state: 'interrupted', finishedAt: running.finishedAt ?? now() });
+        interrupted++;
+        logger.warn(
+          { deploymentId: running.id, target: running.target },
+          journal.shared ? 'deploy was interrupted: the replica running it is gone' : 'deploy was interrupted by a restart',
+        );
+      });
+    }
+    // A deploy script a dead launcher left running on this host holds its target's lock.
+    if (interrupted > 0) this.options.launcher.endOrphans?.();
+    for (const key of await journal.lanesWaiting()) {
+      if (this.targetsByKey.has(key)) {
+        if (journal.shared) await this.drain(key);
+        else setImmediate(() => void this.drain(key));
+      } else if (!journal.shared) {
+        await journal.inLane(key, {}, (lane, _facts, writes) => {
+          if (lane.waiting) writes.save({ ...lane.waiting, state: 'interrupted', finishedAt: now() });
+        });
       }
     }
-    for (const [key, deployment] of waitingByTarget) {
-      if (!this.targetsByKey.has(key)) {
-        await store.save({ ...deployment, state: 'interrupted', finishedAt: new Date().toISOString() });
-        continue;
-      }
-      this.queue.restoreWaiting(key, { ...deployment });
-      setImmediate(() => this.drain(key));
+    if (journal.shared && !this.upkeepTimer && !this.stopping) {
+      const leaseMs = this.options.leaseMs ?? 30_000;
+      this.upkeepTimer = setInterval(() => {
+        this.upkeepRunning ??= this.upkeep(leaseMs).finally(() => (this.upkeepRunning = null));
+      }, Math.max(100, Math.floor(leaseMs / 3)));
+      this.upkeepTimer.unref();
+    }
+  }
+
+  /** Renew this replica's lease (or stop its deploys when it ran out), then resume() for the others. */
+  private async upkeep(leaseMs: number): Promise<void> {
+    const { journal, logger } = this.options;
+    let renewed: boolean;
+    try {
+      renewed = await journal.renew();
+      if (renewed) this.renewedAt = Date.now();
+    } catch (error) {
+      renewed = Date.now() - this.renewedAt < leaseMs;
+      logger.warn({ err: error }, 'could not renew this replica\'s lease');
+    }
+    if (!renewed && this.runs.size > 0) {
+      // Another replica has recorded (or may record) these deploys as interrupted and may start the
+      // next one of their targets: going on would run two deploys of one target at once.
+      logger.error({ running: this.runs.size }, 'this replica\'s lease ran out: stopping its deploys');
+      for (const run of this.runs.values()) run.process?.stop('shutdown');
+    }
+    if (this.stopping) return;
+    try {
+      await this.resume();
+    } catch (error) {
+      logger.warn({ err: error }, 'could not look for interrupted or waiting deploys');
     }
   }
 
   /**
    * Stop taking work; give running deploys `graceMs` to finish, then stop them (recorded as
-   * interrupted). Waiting deploys stay queued in the store and are resumed by the next start.
+   * interrupted). Waiting deploys stay queued in the journal and are resumed by the next start
+   * (or, with a shared journal, by another replica).
    */
   async shutdown(graceMs: number): Promise<void> {
     this.stopping = true;
+    clearInterval(this.upkeepTimer);
+    for (const timer of this.retries) clearTimeout(timer);
+    await this.upkeepRunning;
     const running = [...this.runs.values()];
     if (running.length === 0) return;
     this.options.logger.info({ running: running.length, graceMs }, 'waiting for running deploys before shutdown');
@@ -189,8 +293,9 @@ export class Deployer {
     clearTimeout(timer);
   }
 
+  /** Deploys running or waiting, as far as this process can tell at once (tests and the shutdown log). */
   activity(): { running: string[]; waiting: string[] } {
-    return this.queue.activity();
+    return this.options.journal.activity() ?? { running: [...this.runningIds()], waiting: [] };
   }
 }
 

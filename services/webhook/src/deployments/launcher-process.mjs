@@ -18,6 +18,7 @@
 //                      { type: 'start', id, key, branch, commit, logPath }
 //                      { type: 'signal', id, signal }   signal the deploy's whole process group
 //                      { type: 'live', id, key }        what is live for a target
+//                      { type: 'end-orphans' }          look for orphans again (below)
 //   launcher → server  { type: 'started', id, pid }
 //                      { type: 'exited', id, exitCode, signal, spawnError }
 //                      { type: 'live', id, commit, release }   (null when nothing is live)
@@ -29,7 +30,10 @@
 // they would keep running with no time limit, holding the target's lock. So when a launcher gets
 // its plan, it first looks for such records: a deploy script still running under one is stopped
 // (SIGTERM to its process group, so the script's trap puts the previous release back and frees the
-// lock; SIGKILL after ORPHAN_GRACE_MS), and the record is removed.
+// lock; SIGKILL after ORPHAN_GRACE_MS), and the record is removed. With replicas on one host (one
+// DEPLOY_ROOT, a shared journal), the server asks again (`end-orphans`) when it has found another
+// replica gone: a deploy whose launcher died with that replica is stopped the same way, while one
+// still under a live launcher (another replica's) is left alone.
 // The live commit is read here because under isolation only root (and the site) may read a
 // target's directory; the server may not. REVISION is written by the deploy script as root after
 // sealing, but a release sealed by an older script may hold what its build left there (a FIFO, a
@@ -224,6 +228,7 @@ process.on('message', (message) => {
   }
   else if (message.type === 'start') start(message);
   else if (message.type === 'live') void live(message);
+  else if (message.type === 'end-orphans' && plan !== null) endOrphans();
   else if (message.type === 'signal' && (message.signal === 'SIGTERM' || message.signal === 'SIGKILL')) {
     const pid = running.get(message.id);
     if (pid !== undefined) signalGroup(pid, message.signal);

@@ -94,6 +94,14 @@ export class DeployLauncher implements ProcessLauncher {
     });
   }
 
+  /**
+   * Look again for deploys a dead launcher left running on this host (another replica's, on a
+   * shared DEPLOY_ROOT) and stop them, as at start (launcher-process.mjs, "Restarts").
+   */
+  endOrphans(): void {
+    if (this.helper?.connected) this.helper.send({ type: 'end-orphans' });
+  }
+
   /** Let the helper go (it exits); call after every deploy has finished. */
   close(): void {
     this.closed = true;

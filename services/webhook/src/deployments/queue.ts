@@ -1,9 +1,11 @@
 /**
- * The deploy queue as pure state transitions: no files, no processes, no clock of its own. One lane
- * per target: at most one deployment runs, at most one waits; a newer push replaces the waiting one
- * (collapse to the newest commit). The Deployer (deployer.ts) gathers the facts a decision needs
- * (delivery ids seen, what is live, what was deployed before), applies the transitions and carries
- * out their effects (journal, launcher).
+ * The deploy queue as pure decisions over one lane: no files, no database, no processes, no clock of
+ * its own. One lane per target: at most one deployment runs, at most one waits; a newer push replaces
+ * the waiting one (collapse to the newest commit). The lane is what the journal holds (journal.ts:
+ * the file journal in one process, or PostgreSQL shared by every replica); the Deployer
+ * (deployer.ts) reads it with the target locked, gathers the facts a decision needs (delivery ids
+ * seen, what is live, what was deployed before), decides here and writes what was decided before the
+ * lock is let go. So the same decisions hold whichever journal, and whichever replica, takes them.
  *
  * Admission rules, in order (the first that applies wins):
  *   1. a delivery id seen before                       → duplicate `delivery`
@@ -41,92 +43,45 @@ export interface AdmissionFacts {
   previous?: Deployment;
 }
 
+/** A target's lane as the journal holds it: the deployment in state `running` and the one `queued`. */
 export interface Lane {
   running: Deployment | null;
   waiting: Deployment | null;
 }
 
-export class DeployQueue {
-  private readonly lanes = new Map<string, Lane>();
+/** True when the live commit matters for a push to this lane (nothing runs or waits). */
+export function needsLiveCommit(lane: Lane): boolean {
+  return !lane.running && !lane.waiting;
+}
 
-  private lane(key: string): Lane {
-    let lane = this.lanes.get(key);
-    if (!lane) {
-      lane = { running: null, waiting: null };
-      this.lanes.set(key, lane);
-    }
-    return lane;
+/**
+ * Decide a push. `create` makes the new deployment (only called when one is queued); a superseded
+ * deployment comes back as a changed copy. Throws when the lane is idle and `facts.live` is
+ * missing: the caller must look first.
+ */
+export function admit(lane: Lane, commit: string, facts: AdmissionFacts, create: () => Deployment): Admission {
+  if (facts.seenDelivery) return { kind: 'duplicate', reason: 'delivery', deploymentId: facts.seenDelivery };
+  if (lane.waiting?.commit === commit) return { kind: 'duplicate', reason: 'queued', deploymentId: lane.waiting.id };
+  if (lane.running?.commit === commit) return { kind: 'duplicate', reason: 'running', deploymentId: lane.running.id };
+  const next = lane.waiting ?? lane.running;
+  if (next) {
+    if (facts.previous?.state === 'superseded') return { kind: 'duplicate', reason: 'superseded', deploymentId: next.id };
+  } else {
+    if (!facts.live) throw new Error('the live commit is needed for an idle lane');
+    if (facts.live.commit === commit) return { kind: 'duplicate', reason: 'live', deploymentId: facts.deployedBefore?.id ?? null };
   }
+  if (facts.deployedBefore) {
+    return { kind: 'duplicate', reason: 'deployed-before', deploymentId: facts.deployedBefore.id };
+  }
+  const deployment = create();
+  const superseded = lane.waiting
+    ? { ...lane.waiting, state: 'superseded' as const, supersededBy: deployment.id, finishedAt: deployment.queuedAt }
+    : null;
+  return { kind: 'queued', deployment, superseded };
+}
 
-  /** True when the live commit matters for a push to this target (nothing runs or waits). */
-  needsLiveCommit(key: string): boolean {
-    const lane = this.lane(key);
-    return !lane.running && !lane.waiting;
-  }
-
-  /**
-   * Decide a push. `create` makes the new deployment (only called when one is queued). Throws when
-   * the lane is idle and `facts.live` is missing: the caller must look first.
-   */
-  admit(key: string, commit: string, facts: AdmissionFacts, create: () => Deployment): Admission {
-    const lane = this.lane(key);
-    if (facts.seenDelivery) return { kind: 'duplicate', reason: 'delivery', deploymentId: facts.seenDelivery };
-    if (lane.waiting?.commit === commit) return { kind: 'duplicate', reason: 'queued', deploymentId: lane.waiting.id };
-    if (lane.running?.commit === commit) return { kind: 'duplicate', reason: 'running', deploymentId: lane.running.id };
-    const next = lane.waiting ?? lane.running;
-    if (next) {
-      if (facts.previous?.state === 'superseded') return { kind: 'duplicate', reason: 'superseded', deploymentId: next.id };
-    } else {
-      if (!facts.live) throw new Error('the live commit is needed for an idle lane');
-      if (facts.live.commit === commit) return { kind: 'duplicate', reason: 'live', deploymentId: facts.deployedBefore?.id ?? null };
-    }
-    if (facts.deployedBefore) {
-      return { kind: 'duplicate', reason: 'deployed-before', deploymentId: facts.deployedBefore.id };
-    }
-    const deployment = create();
-    const superseded = lane.waiting;
-    if (superseded) {
-      superseded.state = 'superseded';
-      superseded.supersededBy = deployment.id;
-      superseded.finishedAt = deployment.queuedAt;
-    }
-    lane.waiting = deployment;
-    return { kind: 'queued', deployment, superseded };
-  }
-
-  /** Waiting → running, when nothing runs; returns the deployment to start (state `running`). */
-  startNext(key: string, now: Date): Deployment | null {
-    const lane = this.lane(key);
-    if (lane.running || !lane.waiting) return null;
-    const deployment = lane.waiting;
-    lane.waiting = null;
-    lane.running = deployment;
-    deployment.state = 'running';
-    deployment.startedAt = now.toISOString();
-    return deployment;
-  }
-
-  /** Running → free; the deployment's final state is recorded by the caller. */
-  finish(key: string, deployment: Deployment): void {
-    const lane = this.lane(key);
-    if (lane.running === deployment) lane.running = null;
-  }
-
-  /** After a restart: the deployment left waiting by the previous process waits again. */
-  restoreWaiting(key: string, deployment: Deployment): void {
-    this.lane(key).waiting = deployment;
-  }
-
-  running(key: string): Deployment | null {
-    return this.lane(key).running;
-  }
-
-  /** Deploys running or waiting right now (for tests and the shutdown log). */
-  activity(): { running: string[]; waiting: string[] } {
-    const lanes = [...this.lanes.values()];
-    return {
-      running: lanes.flatMap((l) => (l.running ? [l.running.id] : [])),
-      waiting: lanes.flatMap((l) => (l.waiting ? [l.waiting.id] : [])),
-    };
-  }
+/** Waiting → running, when nothing runs: the deployment to start (a copy in state `running`), or null. */
+export function startNext(lane: Lane, now: Date): Deployment | null {
+  if (lane.running || !lane.waiting) return null;
+  return { ...lane.waiting, state: 'running', startedAt: now.toISOString() };
 }

@@ -1,10 +1,13 @@
 /**
- * Persistent record of recent deployments and seen delivery ids, so a restart neither forgets what
- * was deployed nor redeploys a replayed delivery.
+ * The file journal: the persistent record of recent deployments and seen delivery ids of a webhook
+ * running as one process (without WEBHOOK_DATABASE_URL), so a restart neither forgets what was
+ * deployed nor redeploys a replayed delivery. file-journal.ts gives the Deployer its lanes; with a
+ * database, postgres-journal.ts keeps the same record for every replica.
  *
  * Format: one JSON line per change in `<stateDir>/deployments.jsonl` (a deployment snapshot or a
  * delivery id). Lines are appended in batches with O_APPEND; a torn last line after a crash is
- * skipped on load. When the journal grows past twice what is kept, it is rewritten atomically
+ * skipped on load. A change is visible (get, list, lane) once its line is written: one that could
+ * not be written is not taken either, as a transaction that could not commit. When the journal grows past twice what is kept, it is rewritten atomically
  * (temporary file, then rename) with only the current state.
  *
  * `deployedCommit` and `release` come from a target's directory (through the launcher): only a
@@ -13,6 +16,7 @@
 import { mkdir, open, readFile, rename, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import type { Lane } from './queue.js';
 import { commitIdOrNull, FINAL_STATES, releaseNameOrNull, type Deployment } from './types.js';
 
 type JournalLine =
@@ -32,10 +36,13 @@ export class DeploymentStore {
   /** By target and commit: the newest successful deployment, and the last changed one; one lookup per push. */
   private readonly succeeded = new Map<string, Deployment>();
   private readonly latest = new Map<string, Deployment>();
+  /** By target: the deployment running and the one waiting (state `running`, `queued`). */
+  private readonly lanes = new Map<string, Lane>();
   private readonly file: string;
   private readonly maxDeployments: number;
   private readonly maxDeliveries: number;
-  private pendingLines: string[] = [];
+  /** Lines not written yet, each with what to remember once it is. */
+  private pendingLines: { text: string; apply: () => void }[] = [];
   private writeChain: Promise<void> = Promise.resolve();
   private scheduledWrite: Promise<void> | null = null;
   private journalLines = 0;
@@ -113,17 +120,26 @@ export class DeploymentStore {
     return this.deliveries.get(deliveryId)?.deploymentId;
   }
 
-  /** Store a deployment snapshot; resolves once it is written to the journal. */
+  /** A target's lane: its deployment in state `running` and the one in state `queued`. */
+  lane(target: string): Lane {
+    const lane = this.lanes.get(target);
+    return { running: lane?.running ?? null, waiting: lane?.waiting ?? null };
+  }
+
+  /** Every lane with a deployment running or waiting. */
+  activeLanes(): [string, Lane][] {
+    return [...this.lanes].filter(([, lane]) => lane.running || lane.waiting);
+  }
+
+  /** Store a deployment snapshot; resolves once it is written to the journal, and is visible from then on. */
   save(deployment: Deployment): Promise<void> {
     const snapshot = checked(deployment);
-    this.remember(snapshot);
-    return this.append({ type: 'deployment', deployment: snapshot });
+    return this.append({ type: 'deployment', deployment: snapshot }, () => this.remember(snapshot));
   }
 
   recordDelivery(deliveryId: string, deploymentId: string): Promise<void> {
     const at = new Date().toISOString();
-    this.rememberDelivery(deliveryId, deploymentId, at);
-    return this.append({ type: 'delivery', id: deliveryId, deploymentId, at });
+    return this.append({ type: 'delivery', id: deliveryId, deploymentId, at }, () => this.rememberDelivery(deliveryId, deploymentId, at));
   }
 
   /** Resolves when everything saved so far is on disk. */
@@ -136,6 +152,7 @@ export class DeploymentStore {
     if (previous) this.forgetIndexed(previous);
     this.deployments.delete(deployment.id); // re-insert: the map stays in order of last change
     this.deployments.set(deployment.id, deployment);
+    this.placeInLane(deployment);
     if (deployment.state === 'succeeded' && deployment.deployedCommit) this.succeeded.set(`${deployment.target}\n${deployment.deployedCommit}`, deployment);
     this.latest.set(`${deployment.target}\n${deployment.commit}`, deployment);
     if (this.deployments.size <= this.maxDeployments) return;
@@ -146,6 +163,18 @@ export class DeploymentStore {
         this.forgetIndexed(d);
       }
     }
+  }
+
+  private placeInLane(deployment: Deployment): void {
+    let lane = this.lanes.get(deployment.target);
+    if (!lane) {
+      lane = { running: null, waiting: null };
+      this.lanes.set(deployment.target, lane);
+    }
+    if (lane.running?.id === deployment.id) lane.running = null;
+    if (lane.waiting?.id === deployment.id) lane.waiting = null;
+    if (deployment.state === 'running') lane.running = deployment;
+    else if (deployment.state === 'queued') lane.waiting = deployment;
   }
 
   private forgetIndexed(deployment: Deployment): void {
@@ -163,9 +192,12 @@ export class DeploymentStore {
     }
   }
 
-  /** Batch lines: concurrent saves share one append; each caller learns when its line is written. */
-  private append(line: JournalLine): Promise<void> {
-    this.pendingLines.push(`${JSON.stringify(line)}\n`);
+  /**
+   * Batch lines: concurrent saves share one append; each caller learns when its line is written.
+   * What a line records is remembered once the batch is written, before a compaction reads memory.
+   */
+  private append(line: JournalLine, apply: () => void): Promise<void> {
+    this.pendingLines.push({ text: `${JSON.stringify(line)}\n`, apply });
     if (!this.scheduledWrite) {
       const write = this.writeChain
         .catch(() => undefined)
@@ -175,11 +207,12 @@ export class DeploymentStore {
           this.pendingLines = [];
           this.journal ??= await open(this.file, 'a', 0o600);
           try {
-            await this.journal.write(batch.join(''));
+            await this.journal.write(batch.map((line) => line.text).join(''));
           } catch (error) {
             await this.closeJournal();
             throw error;
           }
+          for (const line of batch) line.apply();
           this.journalLines += batch.length;
           if (this.journalLines > 2 * (this.maxDeployments + this.maxDeliveries)) await this.compact();
         });

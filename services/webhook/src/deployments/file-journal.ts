@@ -1,0 +1,94 @@
+/**
+ * The file journal (store.ts) as the Deployer's journal, for a webhook that runs as one process: the
+ * lane lock is a promise chain per target in this process, and a decision's writes are one batch of
+ * journal lines, visible once written.
+ */
+import type { Logger } from 'pino';
+import type { DeploymentJournal, LaneFacts, LaneWrites } from './journal.js';
+import type { Lane } from './queue.js';
+import { DeploymentStore, type DeploymentStoreOptions } from './store.js';
+import type { Deployment } from './types.js';
+
+export class FileJournal implements DeploymentJournal {
+  readonly shared = false;
+  private readonly locks = new Map<string, Promise<unknown>>();
+
+  private constructor(readonly store: DeploymentStore) {}
+
+  /**
+   * Open `<dir>/deployments.jsonl`. A journal torn between two writes may hold more than one waiting
+   * deployment of a target: the newest waits, older ones are recorded as superseded by it.
+   */
+  static async open(dir: string, logger: Logger, options: DeploymentStoreOptions = {}): Promise<FileJournal> {
+    const store = await DeploymentStore.open(dir, logger, options);
+    for (const deployment of store.all()) {
+      const waiting = store.lane(deployment.target).waiting;
+      if (deployment.state === 'queued' && waiting && waiting.id !== deployment.id) {
+        await store.save({ ...deployment, state: 'superseded', supersededBy: waiting.id, finishedAt: new Date().toISOString() });
+      }
+    }
+    return new FileJournal(store);
+  }
+
+  async get(id: string): Promise<Deployment | undefined> {
+    return this.store.get(id);
+  }
+
+  async list(filter: { target?: string; limit?: number } = {}): Promise<Deployment[]> {
+    return this.store.list(filter);
+  }
+
+  async inLane<T>(
+    key: string,
+    about: { commit?: string; deliveryId?: string | null },
+    work: (lane: Lane, facts: LaneFacts, writes: LaneWrites) => Promise<T> | T,
+  ): Promise<T> {
+    const previous = this.locks.get(key) ?? Promise.resolve();
+    const turn = previous.catch(() => undefined).then(async () => {
+      const { store } = this;
+      const facts: LaneFacts = {
+        seenDelivery: about.deliveryId ? store.deploymentOfDelivery(about.deliveryId) : undefined,
+        deployedBefore: about.commit ? store.succeededWith(key, about.commit) : undefined,
+        previous: about.commit ? store.latestWith(key, about.commit) : undefined,
+      };
+      const pending: (() => Promise<void>)[] = [];
+      const result = await work(store.lane(key), facts, {
+        save: (deployment) => pending.push(() => store.save(deployment)),
+        recordDelivery: (deliveryId, deploymentId) => pending.push(() => store.recordDelivery(deliveryId, deploymentId)),
+      });
+      // One batch of lines: written in this order by one append.
+      await Promise.all(pending.map((write) => write()));
+      return result;
+    });
+    this.locks.set(key, turn);
+    try {
+      return await turn;
+    } finally {
+      if (this.locks.get(key) === turn) this.locks.delete(key);
+    }
+  }
+
+  async orphans(runningHere: ReadonlySet<string>): Promise<Deployment[]> {
+    return this.store.all().filter((d) => d.state === 'running' && !runningHere.has(d.id));
+  }
+
+  async lanesWaiting(): Promise<string[]> {
+    return this.store.activeLanes().filter(([, lane]) => lane.waiting).map(([key]) => key);
+  }
+
+  async renew(): Promise<boolean> {
+    return true;
+  }
+
+  activity(): { running: string[]; waiting: string[] } {
+    const lanes = this.store.activeLanes().map(([, lane]) => lane);
+    return {
+      running: lanes.flatMap((l) => (l.running ? [l.running.id] : [])),
+      waiting: lanes.flatMap((l) => (l.waiting ? [l.waiting.id] : [])),
+    };
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+}
