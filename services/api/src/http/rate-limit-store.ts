@@ -1,4 +1,5 @@
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
+import { rateLimitHit, type RateLimitHitRow } from '../../../shared/rate-limit.js';
 import { query, type Queryable } from '../db/pool.js';
 
 /**
@@ -8,14 +9,14 @@ import { query, type Queryable } from '../db/pool.js';
  * statement increments the key's count, or starts a new window when the old one has ended, and
  * answers the count and the milliseconds left; concurrent requests are serialised on the row.
  * Expired rows are deleted a few at a time by the same statement, so the table holds about one row
- * per active caller.
+ * per active caller. The statement is services/shared/rate-limit.ts', shared with the login app.
  */
 export function postgresRateLimitStore(db: Queryable): FastifyRateLimitStoreCtor {
   class PostgresStore implements FastifyRateLimitStore {
     incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number): void {
-      query(db, increment(key, timeWindow)).then(
+      query(db, rateLimitHit('http.rate_limits', key, timeWindow)).then(
         ({ rows }) => {
-          const row = rows[0] as { hits: number; ttl: number };
+          const row = rows[0] as RateLimitHitRow;
           callback(null, { current: row.hits, ttl: Math.max(0, Math.ceil(Number(row.ttl))) });
         },
         (error: unknown) => callback(error as Error),
@@ -27,21 +28,4 @@ export function postgresRateLimitStore(db: Queryable): FastifyRateLimitStoreCtor
     }
   }
   return PostgresStore;
-}
-
-function increment(key: string, windowMs: number) {
-  return {
-    text: `
-      WITH upkeep AS (
-        DELETE FROM http.rate_limits e
-        WHERE e.key IN (SELECT x.key FROM http.rate_limits x WHERE x.window_ends <= now() - interval '1 minute' AND x.key <> $1::text ORDER BY x.window_ends LIMIT 20 FOR UPDATE SKIP LOCKED)
-      )
-      INSERT INTO http.rate_limits AS r (key, hits, window_ends)
-      VALUES ($1::text, 1, clock_timestamp() + make_interval(secs => $2::int / 1000.0))
-      ON CONFLICT (key) DO UPDATE SET
-        hits = CASE WHEN r.window_ends <= clock_timestamp() THEN 1 ELSE r.hits + 1 END,
-        window_ends = CASE WHEN r.window_ends <= clock_timestamp() THEN excluded.window_ends ELSE r.window_ends END
-      RETURNING r.hits, extract(epoch FROM (r.window_ends - clock_timestamp())) * 1000 AS ttl`,
-    values: [key, windowMs],
-  };
 }
