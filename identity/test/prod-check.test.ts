@@ -268,6 +268,17 @@ describe('production checklist', () => {
     expect(byName(await runChecklist({ repoRoot: REPO, declared: spoofable }), 'rate limiting').detail).toBe('IDENTITY_TRUST_PROXY=true trusts any X-Forwarded-For: a client chooses its own per-IP bucket');
   });
 
+  it('a login container told it runs as three replicas without LOGIN_DATABASE_URL fails the rate limiting item, naming the variable', async () => {
+    expect(byName(await runChecklist(good()), 'rate limiting').detail).toContain('counted in PostgreSQL (LOGIN_DATABASE_URL), one budget for every replica');
+    const inMemory = broken((stack) => {
+      delete login(stack).env.LOGIN_DATABASE_URL;
+      login(stack).env.IDENTITY_REPLICAS = '3';
+    });
+    const item = byName(await runChecklist({ repoRoot: REPO, declared: inMemory }), 'rate limiting');
+    expect(item.ok).toBe(false);
+    expect(item.detail).toContain('LOGIN_DATABASE_URL: required when IDENTITY_REPLICAS is 3');
+  });
+
   it('a proxy that passes Kratos\' self-service submissions straight to Kratos fails the rate limiting item', async () => {
     expect(STACK.caddyfile).toContain('\troute @gated {\n\t\trewrite * /kratos-gate{uri}\n\t\treverse_proxy login:3000\n\t}');
     const straight = broken((stack) => (stack.caddyfile = stack.caddyfile.replace('rewrite * /kratos-gate{uri}\n\t\treverse_proxy login:3000', 'reverse_proxy kratos:4433')));

@@ -1,5 +1,6 @@
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import cookieParser from 'cookie-parser';
+import type { Store } from 'express-rate-limit';
 import type { Logger } from 'pino';
 import { describeError, type OryClients } from '../../../services/shared/ory/clients.js';
 import type { IdentityAppConfig } from './config.js';
@@ -18,6 +19,8 @@ export interface IdentityAppDeps {
   config: IdentityAppConfig;
   logger: Logger;
   now?: () => number;
+  /** Where the login limiters count (a PostgresRateLimitStore per limiter); unset: in this process. */
+  rateLimitStore?: () => Store;
 }
 
 /**
@@ -41,7 +44,7 @@ export function createIdentityApp(deps: IdentityAppDeps): Express {
   // One budget for every way to submit a password or a code: the login page below and Kratos' own
   // self-service submissions, which the proxy sends through the gate (before any body parser: the
   // gate passes the body on as it came).
-  const loginLimiters = createLoginRateLimiters(config.loginLimit);
+  const loginLimiters = createLoginRateLimiters(config.loginLimit, deps.rateLimitStore);
   app.use(GATE_PREFIX, createKratosGate({ kratosPublicUrl: config.kratosPublicInternalUrl, limiters: loginLimiters }));
   app.use(securityHeaders());
   app.use(cookieParser(config.cookieSecret));

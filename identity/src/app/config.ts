@@ -26,7 +26,19 @@ export const IdentityAppEnvSchema = z.object({
   IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS: positiveInt.default(15 * 60),
   /** Express `trust proxy`: the hops in front of the app (Caddy) whose X-Forwarded-For is believed. */
   IDENTITY_TRUST_PROXY: z.string().default('loopback'),
+  /**
+   * The login app's own PostgreSQL database for the limiters' counters (rate-limit-store.ts): every
+   * replica then counts against one budget. Unset: counted in this process, right for one replica only.
+   */
+  LOGIN_DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
+  /** How many replicas of the app run (the deployment says so); more than one needs LOGIN_DATABASE_URL. */
+  IDENTITY_REPLICAS: positiveInt.default(1),
   LOG_LEVEL: z.string().default('info'),
+}).superRefine((e, ctx) => {
+  // N replicas counting in memory would let a client make N times every limit: refused, not warned.
+  if (e.IDENTITY_REPLICAS > 1 && !e.LOGIN_DATABASE_URL) {
+    ctx.addIssue({ code: 'custom', path: ['LOGIN_DATABASE_URL'], message: `required when IDENTITY_REPLICAS is ${e.IDENTITY_REPLICAS}: without it each replica keeps its own login limits, and a client gets ${e.IDENTITY_REPLICAS} times each` });
+  }
 });
 
 export interface IdentityAppConfig {
@@ -41,6 +53,8 @@ export interface IdentityAppConfig {
   cookieSecret: string;
   rememberSeconds: number;
   loginLimit: { perIp: number; perAccount: number; windowMs: number };
+  /** The limiters' shared counters (LOGIN_DATABASE_URL); unset: in process memory. */
+  loginDatabaseUrl?: string;
   trustProxy: string;
   logLevel: string;
   /** Cookies get Secure and the __Host- prefix whenever the app is served over https. */
@@ -61,6 +75,7 @@ export function loadIdentityAppConfig(env: NodeJS.ProcessEnv = process.env): Ide
     cookieSecret: e.IDENTITY_COOKIE_SECRET,
     rememberSeconds: e.IDENTITY_REMEMBER_SECONDS,
     loginLimit: { perIp: e.IDENTITY_LOGIN_LIMIT_PER_IP, perAccount: e.IDENTITY_LOGIN_LIMIT_PER_ACCOUNT, windowMs: e.IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS * 1000 },
+    ...(e.LOGIN_DATABASE_URL ? { loginDatabaseUrl: e.LOGIN_DATABASE_URL } : {}),
     trustProxy: e.IDENTITY_TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
     secureCookies: e.IDENTITY_AUTH_URL.startsWith('https://'),

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { CookieOptions, NextFunction, Request, RequestHandler, Response } from 'express';
 import { doubleCsrf } from 'csrf-csrf';
-import { rateLimit, ipKeyGenerator } from 'express-rate-limit';
+import { rateLimit, ipKeyGenerator, type Store } from 'express-rate-limit';
 import { loginFailed } from './kratos-gate.js';
 import { STYLE_CSP_SOURCE, errorPage } from './html.js';
 import type { IdentityAppConfig } from './config.js';
@@ -71,9 +71,14 @@ function tooMany(_req: Request, res: Response): void {
  * Login rate limits: every attempt counts per client IP; failed attempts count per account (the
  * identifier, hashed so the limiter's memory holds no e-mail addresses), so a successful user is never
  * locked out by their own earlier typos once they get it right, but guessing one account's password stops.
+ *
+ * `store` makes each limiter's counter store: PostgreSQL's (rate-limit-store.ts) when the app has
+ * LOGIN_DATABASE_URL, so every replica counts against one budget; else express-rate-limit's memory
+ * store, one budget per process (one replica only, docs/identity.md "Rate limits and replicas").
  */
-export function createLoginRateLimiters(limits: IdentityAppConfig['loginLimit']): RequestHandler[] {
+export function createLoginRateLimiters(limits: IdentityAppConfig['loginLimit'], store?: () => Store): RequestHandler[] {
   const perIp = rateLimit({
+    ...(store ? { store: store() } : {}),
     windowMs: limits.windowMs,
     limit: limits.perIp,
     standardHeaders: 'draft-8',
@@ -82,6 +87,7 @@ export function createLoginRateLimiters(limits: IdentityAppConfig['loginLimit'])
     handler: tooMany,
   });
   const perAccount = rateLimit({
+    ...(store ? { store: store() } : {}),
     windowMs: limits.windowMs,
     limit: limits.perAccount,
     standardHeaders: 'draft-8',

@@ -173,7 +173,8 @@ export function checkLoginRateLimits(stack: DeclaredStack): Verdict & { limits?:
   return {
     ok: problems.length === 0,
     problems,
-    limits: `${e.IDENTITY_LOGIN_LIMIT_PER_IP} attempts per IP and ${e.IDENTITY_LOGIN_LIMIT_PER_ACCOUNT} failed attempts per account per ${e.IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS / 60} min; the proxy sends every POST under /self-service/ on Kratos' public domain through the login app`,
+    // (More than one replica without LOGIN_DATABASE_URL fails the schema above, naming the variable.)
+    limits: `${e.IDENTITY_LOGIN_LIMIT_PER_IP} attempts per IP and ${e.IDENTITY_LOGIN_LIMIT_PER_ACCOUNT} failed attempts per account per ${e.IDENTITY_LOGIN_LIMIT_WINDOW_SECONDS / 60} min, ${e.LOGIN_DATABASE_URL ? 'counted in PostgreSQL (LOGIN_DATABASE_URL), one budget for every replica' : 'counted in the process (one replica)'}; the proxy sends every POST under /self-service/ on Kratos' public domain through the login app`,
   };
 }
 
