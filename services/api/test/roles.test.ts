@@ -161,6 +161,6 @@ describe('tokens', () => {
     expect(response.status).toBe(201);
     expect(response.json.properties.createdBy).toBe('hydra-user');
   });
-  // Key rotation is covered by services/api/src/auth/auth.test.ts (jose refetches an unknown kid
+  // Key rotation is covered by services/api/test/auth.test.ts (jose refetches an unknown kid
   // after its 30 s cooldown, which a test here could only wait out).
 });

@@ -6,7 +6,7 @@ import { loadYamlFile } from '../../../shared/config.js';
  * What the labelled set measured per category (config/conflation-quality.yaml), and the threshold a
  * category must meet before its OSM exports may go up without a reviewer confirming the plan
  * (OSM_AUTO_UPLOAD_CATEGORIES, docs/qc.md "Nothing reaches OSM unseen"). The labelled set's test
- * (conflation/kleinbergen.test.ts) fails when the file does not say what it measured.
+ * (services/api/test/exports-conflation-kleinbergen.test.ts) fails when the file does not say what it measured.
  */
 export const DEFAULT_CONFLATION_QUALITY_FILE = fileURLToPath(new URL('../../../../config/conflation-quality.yaml', import.meta.url));
 

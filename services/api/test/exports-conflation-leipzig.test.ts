@@ -11,16 +11,16 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../../../test/doubles/osm-api.js';
-import { startOverpassDouble, type OverpassDouble } from '../../../../../test/doubles/overpass.js';
-import { SEED_CATEGORY_MAPPING } from '../category-mapping.js';
-import { createMemoryJournal } from '../journal.js';
-import { loadOsmTagMapping, withOsmTagMapping } from '../osm-tag-mapping.js';
-import { OsmExporter } from '../osm/exporter.js';
-import { testExportsSettings } from '../testing/settings.js';
-import type { FeatureGeometry } from '../types.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
+import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
+import { createMemoryJournal } from '../src/exports/journal.js';
+import { loadOsmTagMapping, withOsmTagMapping } from '../src/exports/osm-tag-mapping.js';
+import { OsmExporter } from '../src/exports/osm/exporter.js';
+import { testExportsSettings } from './exports-settings.js';
+import type { FeatureGeometry } from '../src/exports/types.js';
 
-const fixture = (name: string) => readFileSync(fileURLToPath(new URL(`../../../../../test/fixtures/osm/${name}`, import.meta.url)), 'utf8');
+const fixture = (name: string) => readFileSync(fileURLToPath(new URL(`../../../test/fixtures/osm/${name}`, import.meta.url)), 'utf8');
 interface TestFeature {
   id: string;
   geometry: FeatureGeometry;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backoffDelay, retry, RetryError } from './retry.js';
+import { backoffDelay, retry, RetryError } from '../retry.js';
 
 /** The shared retry: exponential backoff with jitter, a deadline, and no retry of what waiting cannot fix. */
 

@@ -18,17 +18,17 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../../../test/doubles/osm-api.js';
-import { startOverpassDouble, type OverpassDouble } from '../../../../../test/doubles/overpass.js';
-import { OsmApiClient } from '../osm/client.js';
-import { loadConflationQuality } from '../conflation-quality.js';
-import { loadOsmTagMapping } from '../osm-tag-mapping.js';
-import { testExportsSettings } from '../testing/settings.js';
-import type { FeatureGeometry } from '../types.js';
-import { assignOneToOne } from './assignment.js';
-import { OverpassSource, areasCovering, candidatesFromOsmElements, coveringBounds, lookupCandidates, type CandidateSource, type OsmConflationDecision } from './osm.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
+import { OsmApiClient } from '../src/exports/osm/client.js';
+import { loadConflationQuality } from '../src/exports/conflation-quality.js';
+import { loadOsmTagMapping } from '../src/exports/osm-tag-mapping.js';
+import { testExportsSettings } from './exports-settings.js';
+import type { FeatureGeometry } from '../src/exports/types.js';
+import { assignOneToOne } from '../src/exports/conflation/assignment.js';
+import { OverpassSource, areasCovering, candidatesFromOsmElements, coveringBounds, lookupCandidates, type CandidateSource, type OsmConflationDecision } from '../src/exports/conflation/osm.js';
 
-const fixture = (name: string) => readFileSync(fileURLToPath(new URL(`../../../../../test/fixtures/conflation-town/${name}`, import.meta.url)), 'utf8');
+const fixture = (name: string) => readFileSync(fileURLToPath(new URL(`../../../test/fixtures/conflation-town/${name}`, import.meta.url)), 'utf8');
 interface LabelledFeature {
   id: string;
   geometry: FeatureGeometry;

@@ -5,10 +5,10 @@
  * 0.0067 of score per metre, and the default margin of 0.05 is about 7.5 m.
  */
 import { describe, expect, it } from 'vitest';
-import { testExportsSettings } from '../testing/settings.js';
-import type { Position } from '../types.js';
-import { assignOneToOne, type AssignmentInput } from './assignment.js';
-import { decide, scoreCandidates, type OsmCandidate, type ScoredCandidate } from './osm.js';
+import { testExportsSettings } from './exports-settings.js';
+import type { Position } from '../src/exports/types.js';
+import { assignOneToOne, type AssignmentInput } from '../src/exports/conflation/assignment.js';
+import { decide, scoreCandidates, type OsmCandidate, type ScoredCandidate } from '../src/exports/conflation/osm.js';
 
 const { conflation } = testExportsSettings().osm;
 const MARGIN = conflation.ambiguityMargin;

@@ -1,15 +1,15 @@
 import type { Server } from 'node:http';
-import { serveApp } from '../http/server.js';
+import { serveApp } from '../src/http/server.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeGracefully, listen } from '../../../shared/http-server.js';
-import { createTestDatabase, type TestDatabase } from '../../../../test/helpers/db.js';
-import { createApp } from '../app.js';
-import { loadOrCreateDevKeys } from './dev-keys.js';
-import { createAuthenticator } from './index.js';
+import { closeGracefully, listen } from '../../shared/http-server.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { createApp } from '../src/app.js';
+import { loadOrCreateDevKeys } from '../src/auth/dev-keys.js';
+import { createAuthenticator } from '../src/auth/index.js';
 
 /** POST /api/dev/token: the web app's development sign-in, present only where the development key is trusted. */
 describe('the development token route', () => {

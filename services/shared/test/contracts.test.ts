@@ -3,8 +3,8 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, write
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { lacks, requirements } from '../../test/helpers/requirements.js';
-import { ContractMismatchError, contractPath, locateContracts, PINNED_CONTRACTS, verifyContracts, type PinnedContract } from './contracts.js';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
+import { ContractMismatchError, contractPath, locateContracts, PINNED_CONTRACTS, verifyContracts, type PinnedContract } from '../contracts.js';
 
 const sha256 = (bytes: Buffer | string): string => createHash('sha256').update(bytes).digest('hex');
 

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMediaWikiDouble, type MediaWikiDouble } from '../../../../../test/doubles/mediawiki-api.js';
-import { SEED_CATEGORY_MAPPING } from '../category-mapping.js';
-import type { WikibaseCredentials } from '../config.js';
-import { RetryableExportError } from '../errors.js';
-import { createMemoryJournal } from '../journal.js';
-import type { ExportOutcome, FeatureGeometry, FeatureSnapshot } from '../types.js';
-import { testExportsSettings } from '../testing/settings.js';
-import { WikibaseExporter, type WikibaseExportRecord } from './exporter.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
+import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
+import type { WikibaseCredentials } from '../src/exports/config.js';
+import { RetryableExportError } from '../src/exports/errors.js';
+import { createMemoryJournal } from '../src/exports/journal.js';
+import type { ExportOutcome, FeatureGeometry, FeatureSnapshot } from '../src/exports/types.js';
+import { testExportsSettings } from './exports-settings.js';
+import { WikibaseExporter, type WikibaseExportRecord } from '../src/exports/wikibase/exporter.js';
 
 const UA = 'feature-mapping-platform-tests/1.0';
 const BOT = { username: 'Exporter@qc', password: 'bot-password-123' };

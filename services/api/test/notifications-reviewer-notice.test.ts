@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSmtpDouble, type SmtpDouble } from '../../../shared/testing/smtp.js';
-import { RetryableExportError } from '../exports/errors.js';
-import { createSmtpMailer } from './mailer.js';
-import { ReviewerNotifier, type ReviewerNoticeInput } from './reviewer-notice.js';
+import { startSmtpDouble, type SmtpDouble } from '../../shared/testing/smtp.js';
+import { RetryableExportError } from '../src/exports/errors.js';
+import { createSmtpMailer } from '../src/notifications/mailer.js';
+import { ReviewerNotifier, type ReviewerNoticeInput } from '../src/notifications/reviewer-notice.js';
 
 let smtp: SmtpDouble;
 beforeAll(async () => {

@@ -1,12 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../../../test/doubles/osm-api.js';
-import { readOsmChange, type UploadedBlock } from '../../../../../test/doubles/osm-change-reader.js';
-import { SEED_CATEGORY_MAPPING } from '../category-mapping.js';
-import { RetryableExportError } from '../errors.js';
-import { createMemoryJournal } from '../journal.js';
-import type { ExportOutcome, FeatureGeometry, FeatureSnapshot } from '../types.js';
-import { testExportsSettings } from '../testing/settings.js';
-import { OsmExporter, type OsmExportRecord } from './exporter.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { readOsmChange, type UploadedBlock } from '../../../test/doubles/osm-change-reader.js';
+import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
+import { RetryableExportError } from '../src/exports/errors.js';
+import { createMemoryJournal } from '../src/exports/journal.js';
+import type { ExportOutcome, FeatureGeometry, FeatureSnapshot } from '../src/exports/types.js';
+import { testExportsSettings } from './exports-settings.js';
+import { OsmExporter, type OsmExportRecord } from '../src/exports/osm/exporter.js';
 
 const TOKEN = 'test-token';
 const UA = 'feature-mapping-platform-tests/1.0';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ConfigError, parseEnv } from '../../../shared/config.js';
-import { CategoryMappingSchema, SEED_CATEGORY_MAPPING } from './category-mapping.js';
-import { DEFAULT_OSM_API_URL, ExportsEnvSchema, checkExportsEnv, exportsEnvShape, exportsSettingsFrom } from './config.js';
+import { ConfigError, parseEnv } from '../../shared/config.js';
+import { CategoryMappingSchema, SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
+import { DEFAULT_OSM_API_URL, ExportsEnvSchema, checkExportsEnv, exportsEnvShape, exportsSettingsFrom } from '../src/exports/config.js';
 
 describe('export configuration', () => {
   it('defaults to the OSM development API and leaves every target unconfigured', () => {

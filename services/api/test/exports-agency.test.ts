@@ -1,14 +1,14 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeGracefully, listen } from '../../../../shared/http-server.js';
-import { startSmtpDouble, type SmtpDouble } from '../../../../shared/testing/smtp.js';
-import { createSmtpMailer } from '../../notifications/mailer.js';
-import { RetryableExportError } from '../errors.js';
-import type { FeatureSnapshot } from '../types.js';
-import { computeAgencyChangeset, type AgencyChangeset } from './changeset.js';
-import { AgencyNotifier } from './notifier.js';
-import { verifyAgencySignature } from './signature.js';
+import { closeGracefully, listen } from '../../shared/http-server.js';
+import { startSmtpDouble, type SmtpDouble } from '../../shared/testing/smtp.js';
+import { createSmtpMailer } from '../src/notifications/mailer.js';
+import { RetryableExportError } from '../src/exports/errors.js';
+import type { FeatureSnapshot } from '../src/exports/types.js';
+import { computeAgencyChangeset, type AgencyChangeset } from '../src/exports/agency/changeset.js';
+import { AgencyNotifier } from '../src/exports/agency/notifier.js';
+import { verifyAgencySignature } from '../src/exports/agency/signature.js';
 
 const SECRET = 'agency-secret-0123456789abcdef0123456789';
 const NOW = new Date('2026-06-01T12:00:00Z');

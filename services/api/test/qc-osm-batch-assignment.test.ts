@@ -8,11 +8,11 @@
  *   each shared node once: a later changeset references the nodes an earlier one created.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../../../test/helpers/db.js';
-import { startOsmApiDouble, type OsmApiDouble, type StoredElement } from '../../../../../test/doubles/osm-api.js';
-import { prepareQueue, reviewsOf, startWorker, waitFor, type JobView } from '../../../test/qc-harness.js';
-import { insertDecision } from './journal.js';
+import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { startOsmApiDouble, type OsmApiDouble, type StoredElement } from '../../../test/doubles/osm-api.js';
+import { prepareQueue, reviewsOf, startWorker, waitFor, type JobView } from './qc-harness.js';
+import { insertDecision } from '../src/qc/jobs/journal.js';
 
 let db: TestDatabase;
 let api: TestApi;

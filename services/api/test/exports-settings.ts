@@ -1,5 +1,5 @@
-import { parseEnv } from '../../../../shared/config.js';
-import { ExportsEnvSchema, exportsSettingsFrom, type ExportsSettings } from '../config.js';
+import { parseEnv } from '../../shared/config.js';
+import { ExportsEnvSchema, exportsSettingsFrom, type ExportsSettings } from '../src/exports/config.js';
 
 /**
  * Export settings for tests, parsed from environment variables exactly as the API does, with a

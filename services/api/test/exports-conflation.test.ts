@@ -3,18 +3,18 @@
  * mapped), the Overpass double over the same data, and the MediaWiki/Wikibase double.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMediaWikiDouble, type MediaWikiDouble } from '../../../../../test/doubles/mediawiki-api.js';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../../../test/doubles/osm-api.js';
-import { startOverpassDouble, type OverpassDouble } from '../../../../../test/doubles/overpass.js';
-import { SEED_CATEGORY_MAPPING } from '../category-mapping.js';
-import { RetryableExportError } from '../errors.js';
-import { createMemoryJournal } from '../journal.js';
-import { loadOsmTagMapping, withOsmTagMapping } from '../osm-tag-mapping.js';
-import { OsmExporter, type OsmExportRecord } from '../osm/exporter.js';
-import { testExportsSettings } from '../testing/settings.js';
-import type { ExportOutcome, FeatureGeometry, FeatureSnapshot, Position } from '../types.js';
-import { WikibaseExporter, type WikibaseExportRecord } from '../wikibase/exporter.js';
-import type { ScoredCandidate } from './osm.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
+import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
+import { RetryableExportError } from '../src/exports/errors.js';
+import { createMemoryJournal } from '../src/exports/journal.js';
+import { loadOsmTagMapping, withOsmTagMapping } from '../src/exports/osm-tag-mapping.js';
+import { OsmExporter, type OsmExportRecord } from '../src/exports/osm/exporter.js';
+import { testExportsSettings } from './exports-settings.js';
+import type { ExportOutcome, FeatureGeometry, FeatureSnapshot, Position } from '../src/exports/types.js';
+import { WikibaseExporter, type WikibaseExportRecord } from '../src/exports/wikibase/exporter.js';
+import type { ScoredCandidate } from '../src/exports/conflation/osm.js';
 
 const MAPPING = withOsmTagMapping(SEED_CATEGORY_MAPPING, loadOsmTagMapping());
 let osm: OsmApiDouble;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { combineParts, createdNodesOf, findPartInDownload, groupParts, positionKey, reuseCreatedNodes, touchedExisting, type BatchPart } from './batch.js';
-import { planFirstExport } from './plan.js';
-import { changeCount, type DiffResultEntry, type OsmChange, type OsmElement, type OsmNode } from './model.js';
+import { combineParts, createdNodesOf, findPartInDownload, groupParts, positionKey, reuseCreatedNodes, touchedExisting, type BatchPart } from '../src/exports/osm/batch.js';
+import { planFirstExport } from '../src/exports/osm/plan.js';
+import { changeCount, type DiffResultEntry, type OsmChange, type OsmElement, type OsmNode } from '../src/exports/osm/model.js';
 
 const ring = (x: number) => [[x, 51], [x + 0.001, 51], [x + 0.001, 51.001], [x, 51]] as [number, number][];
 const part = (key: number, x: number, name: string): BatchPart => {

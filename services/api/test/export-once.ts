@@ -1,18 +1,18 @@
 /**
  * Runs one export in its own process, for the process-kill tests (and by hand against a dev server):
  *
- *   tsx services/api/src/exports/testing/export-once.ts '<json>'
+ *   tsx services/api/test/export-once.ts '<json>'
  *
  * where json = { target: 'osm' | 'wikibase', env: { OSM_API_URL, …as in docs/qc.md }, snapshot,
  * journalPath }. Prints the outcome as one JSON line. Exit codes: 0 outcome printed, 1 error, 2 usage.
  */
-import { runMain, parseEnv, ConfigError } from '../../../../shared/config.js';
-import { SEED_CATEGORY_MAPPING } from '../category-mapping.js';
-import { ExportsEnvSchema, exportsSettingsFrom } from '../config.js';
-import { createFileJournal } from '../journal.js';
-import { OsmExporter } from '../osm/exporter.js';
-import type { FeatureSnapshot } from '../types.js';
-import { WikibaseExporter } from '../wikibase/exporter.js';
+import { runMain, parseEnv, ConfigError } from '../../shared/config.js';
+import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
+import { ExportsEnvSchema, exportsSettingsFrom } from '../src/exports/config.js';
+import { createFileJournal } from '../src/exports/journal.js';
+import { OsmExporter } from '../src/exports/osm/exporter.js';
+import type { FeatureSnapshot } from '../src/exports/types.js';
+import { WikibaseExporter } from '../src/exports/wikibase/exporter.js';
 
 runMain(async () => {
   let input: { target: 'osm' | 'wikibase'; env: Record<string, string>; snapshot: FeatureSnapshot; journalPath: string };

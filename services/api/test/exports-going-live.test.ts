@@ -8,13 +8,13 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, parseEnv } from '../../../shared/config.js';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../../test/doubles/osm-api.js';
-import { SEED_CATEGORY_MAPPING } from './category-mapping.js';
-import { DEFAULT_USER_AGENT, ExportsEnvSchema, exportsSettingsFrom } from './config.js';
-import { createMemoryJournal } from './journal.js';
-import { OsmExporter } from './osm/exporter.js';
-import { testExportsSettings } from './testing/settings.js';
+import { ConfigError, parseEnv } from '../../shared/config.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
+import { DEFAULT_USER_AGENT, ExportsEnvSchema, exportsSettingsFrom } from '../src/exports/config.js';
+import { createMemoryJournal } from '../src/exports/journal.js';
+import { OsmExporter } from '../src/exports/osm/exporter.js';
+import { testExportsSettings } from './exports-settings.js';
 
 const refusal = (env: Record<string, string>): string => {
   try {

@@ -5,13 +5,13 @@
  * community fixes reverted, area tags on nodes and open ways, duplicated nodes, values verbatim.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../../../test/doubles/osm-api.js';
-import { readOsmChange } from '../../../../../test/doubles/osm-change-reader.js';
-import { SEED_CATEGORY_MAPPING } from '../category-mapping.js';
-import { createMemoryJournal } from '../journal.js';
-import { testExportsSettings } from '../testing/settings.js';
-import type { ExportOutcome, FeatureGeometry, FeatureSnapshot, Position } from '../types.js';
-import { OsmExporter, type OsmExportRecord } from './exporter.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { readOsmChange } from '../../../test/doubles/osm-change-reader.js';
+import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
+import { createMemoryJournal } from '../src/exports/journal.js';
+import { testExportsSettings } from './exports-settings.js';
+import type { ExportOutcome, FeatureGeometry, FeatureSnapshot, Position } from '../src/exports/types.js';
+import { OsmExporter, type OsmExportRecord } from '../src/exports/osm/exporter.js';
 
 const TOKEN = 'test-token';
 let osm: OsmApiDouble;

@@ -5,12 +5,12 @@
  * category's class; an item found by label and place is asked about, never edited unconfirmed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMediaWikiDouble, type MediaWikiDouble } from '../../../../../test/doubles/mediawiki-api.js';
-import { SEED_CATEGORY_MAPPING } from '../category-mapping.js';
-import { createMemoryJournal } from '../journal.js';
-import { testExportsSettings } from '../testing/settings.js';
-import type { FeatureSnapshot } from '../types.js';
-import { WikibaseExporter } from './exporter.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
+import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
+import { createMemoryJournal } from '../src/exports/journal.js';
+import { testExportsSettings } from './exports-settings.js';
+import type { FeatureSnapshot } from '../src/exports/types.js';
+import { WikibaseExporter } from '../src/exports/wikibase/exporter.js';
 
 let wiki: MediaWikiDouble;
 beforeAll(async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { addressTags } from './address.js';
-import { InvalidGeometryError, assertExportableGeometry, centroidOf } from './geometry.js';
+import { addressTags } from '../src/exports/address.js';
+import { InvalidGeometryError, assertExportableGeometry, centroidOf } from '../src/exports/geometry.js';
 
 describe('centroid for P625', () => {
   it('of a point is the point', () => {

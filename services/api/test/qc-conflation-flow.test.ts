@@ -5,12 +5,12 @@
  * element → both decisions stay in the feature's record.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../../../test/helpers/db.js';
-import { startMediaWikiDouble, type MediaWikiDouble } from '../../../../../test/doubles/mediawiki-api.js';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../../../test/doubles/osm-api.js';
-import { startOverpassDouble, type OverpassDouble } from '../../../../../test/doubles/overpass.js';
-import { prepareQueue, reviewsOf, startWorker, waitFor } from '../../../test/qc-harness.js';
+import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
+import { prepareQueue, reviewsOf, startWorker, waitFor } from './qc-harness.js';
 
 let db: TestDatabase;
 let api: TestApi;
