@@ -32,6 +32,8 @@ export const SECRET_SPECS = {
   identityDbSuperuserPassword: { length: 40, alphanumeric: true },
   kratosDbPassword: { length: 40, alphanumeric: true },
   hydraDbPassword: { length: 40, alphanumeric: true },
+  /** Role `login`: the login app's rate-limit counters, its own database on the identity PostgreSQL. */
+  loginDbPassword: { length: 40, alphanumeric: true },
   geoserverDbPassword: { length: 40, alphanumeric: true },
   kratosCookieSecret: { length: 48, alphanumeric: true, minLength: 16, rotatable: true },
   kratosCipherSecret: { length: 32, alphanumeric: true, exactLength: 32, rotatable: true },

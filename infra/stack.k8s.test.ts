@@ -6,7 +6,7 @@ import { EDGE_PORT } from './k8s/edge.js';
 import { proxyRoutes } from './routes.js';
 import { apiEnvironment } from './stack/settings.js';
 import { declareKubernetesUnderMocks, K8S_GIVEN_SECRETS, type DeclaredObject } from './testing/k8s.js';
-import { plainStrings, reveal } from './testing/pulumi-mocks.js';
+import { isSecretEnvelope, plainStrings, reveal } from './testing/pulumi-mocks.js';
 
 /**
  * The Kubernetes target under Pulumi's runtime mocks, checked like the Docker target's policies
@@ -245,6 +245,32 @@ describe('features, worker, sites', () => {
       expect(named('Service', s.t.siteHost).spec).toMatchObject({ ports: [{ port: s.t.target.port }] });
     }
     expect(declared.stack.sites.sites).toHaveLength(targets.length);
+  });
+});
+
+describe("the login app's limiters", () => {
+  it('count in the database login on Kratos\' cluster, as the managed role login that owns only it; the URL and the replica count reach the app inside its Secret', () => {
+    const login = named('Deployment', 'login').spec as { replicas: number };
+    const env = named('Secret', 'login-env') as unknown as { stringData: Record<string, string> };
+    const url = new URL(env.stringData.LOGIN_DATABASE_URL ?? '');
+    expect({ user: url.username, host: url.host, database: url.pathname }).toEqual({ user: 'login', host: 'kratos-db-rw:5432', database: '/login' });
+    expect(env.stringData.IDENTITY_REPLICAS).toBe(String(login.replicas));
+    expect(login.replicas).toBeGreaterThan(1);
+    const secretInput = declared.registered.find((r) => r.type === 'kubernetes:core/v1:Secret' && r.name === 'login-env');
+    expect(isSecretEnvelope(secretInput?.inputs.stringData), 'login-env stringData is not a secret').toBe(true);
+
+    expect(named('Database', 'login').spec).toEqual({ name: 'login', owner: 'login', cluster: { name: 'kratos-db' }, ensure: 'present', databaseReclaimPolicy: 'retain' });
+    const kratosDb = named('Cluster', 'kratos-db').spec as { managed: { roles: { name: string; superuser: boolean; createdb: boolean; createrole: boolean; passwordSecret: { name: string } }[] } };
+    expect(kratosDb.managed.roles.map((r) => ({ name: r.name, superuser: r.superuser, createdb: r.createdb, createrole: r.createrole }))).toEqual([{ name: 'login', superuser: false, createdb: false, createrole: false }]);
+    const roleSecret = named('Secret', kratosDb.managed.roles[0]!.passwordSecret.name) as unknown as { stringData: { username: string; password: string } };
+    expect(roleSecret.stringData).toEqual({ username: 'login', password: decodeURIComponent(url.password) });
+
+    // The login pods reach that cluster's instances, and nothing else of the databases.
+    const egress = (policiesIn(ns().platform).find((p) => p.metadata.name === 'allow-login')?.spec as { egress: { to: Json[]; ports: Json[] }[] }).egress;
+    const toDatabases = egress.filter((rule) => JSON.stringify(rule.ports).includes('5432'));
+    expect(toDatabases.map((rule) => rule.to)).toEqual([[{ podSelector: { matchLabels: { 'cnpg.io/cluster': 'kratos-db' } } }]]);
+    const instances = policiesIn(ns().platform).find((p) => p.metadata.name === 'allow-kratos-db-instances')?.spec as { ingress: { from: Json[] }[] };
+    expect(JSON.stringify(instances.ingress[0]?.from)).toContain('"app.kubernetes.io/name":"login"');
   });
 });
 

@@ -135,6 +135,19 @@ describe('the identity containers', () => {
   it('have no disk limit unless identityDiskLimit is set (it needs a storage driver with quotas)', () => {
     for (const name of identity) expect(container(name).inputs.storageOpts, name).toBeUndefined();
   });
+
+  it("the login app's limiters count in its own database on identity-db as the role login, whose password reaches it only inside a secret", () => {
+    const login = container('login');
+    expect(isSecretEnvelope(login.inputs.envs), 'the login environment is not a secret').toBe(true);
+    const url = new URL(envOf(login).LOGIN_DATABASE_URL ?? '');
+    expect({ protocol: url.protocol, user: url.username, host: url.host, database: url.pathname }).toEqual({ protocol: 'postgres:', user: 'login', host: 'identity-db:5432', database: '/login' });
+    // The same password the roles job gives the role login (never the superuser's, Kratos' or Hydra's).
+    const roles = envOf(container('identity-db-roles'));
+    expect(isSecretEnvelope(container('identity-db-roles').inputs.envs)).toBe(true);
+    expect(url.password).toBe(roles.LOGIN_DB_PASSWORD);
+    expect([roles.PGPASSWORD, roles.KRATOS_DB_PASSWORD, roles.HYDRA_DB_PASSWORD]).not.toContain(url.password);
+    expect(envOf(login).IDENTITY_REPLICAS).toBe('1');
+  });
 });
 
 describe('networks and ports', () => {

@@ -116,22 +116,36 @@ describe.skipIf(!available)('features-db-roles.sh', () => {
 });
 
 describe.skipIf(!available)('identity-db-roles.sh', () => {
-  const identityEnv = (kratos: string, hydra: string) => ({ PGUSER: 'postgres', PGPASSWORD: SUPERUSER_PASSWORD, KRATOS_DB_PASSWORD: kratos, HYDRA_DB_PASSWORD: hydra });
+  const identityEnv = (kratos: string, hydra: string, login = 'login-pw') => ({ PGUSER: 'postgres', PGPASSWORD: SUPERUSER_PASSWORD, KRATOS_DB_PASSWORD: kratos, HYDRA_DB_PASSWORD: hydra, LOGIN_DB_PASSWORD: login });
 
-  it('creates separate kratos and hydra databases and users that cannot enter each other', async () => {
+  it('creates separate kratos, hydra and login databases and users that cannot enter each other', async () => {
     const first = await run('identity-db-roles.sh', identityEnv('kratos-pw', 'hydra-pw'));
     expect(first.code, first.stderr).toBe(0);
     expect(canLogin('kratos', 'kratos-pw', 'kratos')).toBe(true);
     expect(canLogin('hydra', 'hydra-pw', 'hydra')).toBe(true);
+    expect(canLogin('login', 'login-pw', 'login')).toBe(true);
     expect(canLogin('kratos', 'kratos-pw', 'hydra')).toBe(false);
     expect(canLogin('hydra', 'hydra-pw', 'kratos')).toBe(false);
+    expect(canLogin('login', 'login-pw', 'kratos')).toBe(false);
+    expect(canLogin('login', 'login-pw', 'hydra')).toBe(false);
+    expect(canLogin('kratos', 'kratos-pw', 'login')).toBe(false);
     expect(sql("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'kratos'")).toBe('kratos');
+    // The login app makes its own table in its own database (identity/src/app/rate-limit-store.ts).
+    expect(sql("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'login'")).toBe('login');
+    expect(sql('SELECT rolsuper OR rolcreatedb OR rolcreaterole FROM pg_roles WHERE rolname = $$login$$')).toBe('f');
   });
 
   it('running it twice is a no-op apart from (re)setting the passwords', async () => {
     const second = await run('identity-db-roles.sh', identityEnv('kratos-pw', 'hydra-pw'));
     expect(second.code, second.stderr).toBe(0);
-    expect(sql("SELECT count(*) FROM pg_database WHERE datname IN ('kratos', 'hydra')")).toBe('2');
+    expect(sql("SELECT count(*) FROM pg_database WHERE datname IN ('kratos', 'hydra', 'login')")).toBe('3');
+  });
+
+  it('refuses to run without the login role\'s password, naming the variable', async () => {
+    const { LOGIN_DB_PASSWORD: _omitted, ...rest } = identityEnv('kratos-pw', 'hydra-pw');
+    const result = await run('identity-db-roles.sh', rest);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('LOGIN_DB_PASSWORD');
   });
 });
 

@@ -9,7 +9,7 @@ import { CLIENTS_FILE_IN_CONTAINER } from '../stack/identity.js';
 import { accountsUiEnvironment, hydraSecretEnvironment, identityFiles, kratosSecretEnvironment, loginEnvironment, type IdentityAddresses } from '../stack/settings.js';
 import { allow, container, environmentSecret, INTERNET, labels, NODE_UID, PART_OF, podSpec, resources, type K8sContext } from './common.js';
 import { ORY_CHARTS, splitImage, type K8sImages } from './images.js';
-import { declareDatabase, PG_PORT } from './postgres.js';
+import { declareDatabase, PG_PORT, type DatabaseSpec } from './postgres.js';
 import type { K8sPlatform } from './stack.js';
 
 /**
@@ -66,13 +66,18 @@ const opaque = (name: string, namespace: string, data: pulumi.Input<Record<strin
 
 const IDENTITY_SCHEMA_FILE = 'identity.schema.json';
 
+/** The login app's replicas; its limiters count in PostgreSQL, so they share one budget. */
+export const LOGIN_REPLICAS = 2;
+/** The login app's database and role on Kratos' cluster (its rate-limit counters only). */
+export const LOGIN_DB = { database: 'login', role: 'login' } as const;
+
 export function declareIdentity(ctx: K8sContext, platform: K8sPlatform, images: K8sImages) {
   const { cfg, secrets, ns } = ctx;
   const namespace = ns.platform;
   const files = identityFiles(cfg, IDENTITY_ADDRESSES, `file:///etc/config/${IDENTITY_SCHEMA_FILE}`);
   const oryPods = (release: string) => ({ 'app.kubernetes.io/instance': release });
 
-  const database = (name: 'kratos' | 'hydra', password: pulumi.Input<string>) =>
+  const database = (name: 'kratos' | 'hydra', password: pulumi.Input<string>, extra: Pick<DatabaseSpec, 'roles'> & { directClients?: DatabaseSpec['directClients'] } = {}) =>
     declareDatabase(
       ctx,
       {
@@ -85,14 +90,34 @@ export function declareIdentity(ctx: K8sContext, platform: K8sPlatform, images: 
         ownerPassword: password,
         // Every pod of the release: the servers, the courier, the migration Job.
         poolerClients: [{ pods: oryPods(name) }],
-        directClients: [],
+        directClients: extra.directClients ?? [],
+        ...(extra.roles ? { roles: extra.roles } : {}),
         backup: platform.backup,
         backupCredentials: platform.backupCredentials,
       },
       { dependsOn: [platform.namespaces.namespaces.platform] },
     );
-  const kratosDb = database('kratos', secrets.kratosDbPassword);
+  // The login app's rate-limit counters (docs/identity.md "Rate limits and replicas"): a database of
+  // their own, `login`, owned by the role `login`, on Kratos' cluster (as on Docker's identity-db): no
+  // cluster of their own for one small table, and sign-in already stops when this cluster is down. The
+  // role owns nothing else and reads no table of Kratos'. Its replicas connect to the primary directly:
+  // a few connections each, and no pooler lookup for a second database.
+  const kratosDb = database('kratos', secrets.kratosDbPassword, {
+    roles: [{ name: LOGIN_DB.role, password: secrets.loginDbPassword, comment: "the login app's rate-limit counters: owns the database login only" }],
+    directClients: [{ pods: 'login' }],
+  });
   const hydraDb = database('hydra', secrets.hydraDbPassword);
+  const loginDatabase = new k8s.apiextensions.CustomResource(
+    'login-db',
+    {
+      apiVersion: 'postgresql.cnpg.io/v1',
+      kind: 'Database',
+      metadata: { name: 'login', namespace, labels: PART_OF },
+      spec: { name: LOGIN_DB.database, owner: LOGIN_DB.role, cluster: { name: 'kratos-db' }, ensure: 'present', databaseReclaimPolicy: 'retain' },
+    },
+    { dependsOn: [kratosDb.cluster] },
+  );
+  const loginDatabaseUrl = pulumi.interpolate`postgres://${LOGIN_DB.role}:${secrets.loginDbPassword}@${kratosDb.hosts.primary}:${PG_PORT}/${LOGIN_DB.database}`;
   const dsn = (name: string, password: pulumi.Input<string>, host: string) =>
     pulumi.interpolate`postgres://${name}:${password}@${host}:${PG_PORT}/${name}?sslmode=disable&max_conns=20&max_idle_conns=4`;
 
@@ -160,10 +185,10 @@ export function declareIdentity(ctx: K8sContext, platform: K8sPlatform, images: 
   const login = webApp(ctx, 'login', {
     image: images.project.login,
     port: UPSTREAMS.login.port,
-    env: loginEnvironment(cfg, secrets, IDENTITY_ADDRESSES),
+    env: loginEnvironment(cfg, secrets, IDENTITY_ADDRESSES, { databaseUrl: loginDatabaseUrl, replicas: LOGIN_REPLICAS }),
     health: '/health/alive',
-    replicas: 2,
-    dependsOn: [kratos, hydra],
+    replicas: LOGIN_REPLICAS,
+    dependsOn: [kratos, hydra, loginDatabase],
   });
   const accountsUi = cfg.selfServiceUi
     ? webApp(ctx, 'accounts-ui', {
@@ -244,6 +269,8 @@ export function declareIdentity(ctx: K8sContext, platform: K8sPlatform, images: 
       egress: [
         { peers: [{ pods: 'kratos' }], ports: [UPSTREAMS.kratosPublic.port, ADMIN_UPSTREAMS.kratosAdmin.port] },
         { peers: [{ pods: 'hydra' }], ports: [ADMIN_UPSTREAMS.hydraAdmin.port] },
+        // Its limiters' counters, in the database login on Kratos' cluster.
+        { peers: [{ pods: { 'cnpg.io/cluster': 'kratos-db' } }], ports: [PG_PORT] },
       ],
     }),
     ...(accountsUi
@@ -260,6 +287,8 @@ export function declareIdentity(ctx: K8sContext, platform: K8sPlatform, images: 
   return {
     releases: { kratos, hydra },
     databases: { kratos: kratosDb, hydra: hydraDb },
+    /** The login app's database on kratos-db (a CloudNativePG Database). */
+    loginDatabase,
     workloads: { login: login.deployment, ...(accountsUi ? { accountsUi: accountsUi.deployment } : {}) },
     jobs: { clientsSync },
     services: { login: login.service, ...(accountsUi ? { accountsUi: accountsUi.service } : {}) },

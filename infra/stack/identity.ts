@@ -50,6 +50,7 @@ export function declareIdentity(ctx: StackContext, { networks, volumes }: StackN
       PGPASSWORD: secrets.identityDbSuperuserPassword,
       KRATOS_DB_PASSWORD: secrets.kratosDbPassword,
       HYDRA_DB_PASSWORD: secrets.hydraDbPassword,
+      LOGIN_DB_PASSWORD: secrets.loginDbPassword,
     }),
     dependsOn: [identityDb],
   });
@@ -152,8 +153,10 @@ export function declareIdentity(ctx: StackContext, { networks, volumes }: StackN
       { network: app, aliases: [UPSTREAMS.login.host] },
       { network: admin },
     ],
-    // identity/src/app/config.ts (docs/identity.md) owns these names.
-    envs: env(loginEnvironment(cfg, secrets, urls)),
+    // identity/src/app/config.ts (docs/identity.md) owns these names. Its limiters count in its own
+    // database on identity-db (role `login`, made by identity-db-roles): one container here, and the
+    // counters outlive a restart of it.
+    envs: env(loginEnvironment(cfg, secrets, urls, { databaseUrl: pulumi.interpolate`postgres://login:${secrets.loginDbPassword}@identity-db:5432/login`, replicas: 1 })),
     user: 'node',
     readOnly: true,
     tmpfs: { '/tmp': 'rw,noexec,nosuid,size=64m' },

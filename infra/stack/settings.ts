@@ -68,8 +68,11 @@ export function workerEnvironment(cfg: StackConfig, secrets: StackSecrets, datab
   };
 }
 
-/** The login, consent and logout app (identity/src/app/config.ts, docs/identity.md). */
-export function loginEnvironment(cfg: StackConfig, secrets: StackSecrets, identity: IdentityAddresses): Env {
+/**
+ * The login, consent and logout app (identity/src/app/config.ts, docs/identity.md). `limits`: the
+ * login database its limiters count in (one budget for all its replicas) and how many replicas run.
+ */
+export function loginEnvironment(cfg: StackConfig, secrets: StackSecrets, identity: IdentityAddresses, limits: { databaseUrl: pulumi.Input<string>; replicas: number }): Env {
   const domains = cfg.domains;
   return {
     NODE_ENV: 'production',
@@ -84,6 +87,8 @@ export function loginEnvironment(cfg: StackConfig, secrets: StackSecrets, identi
     ...(cfg.selfServiceUi ? { IDENTITY_ACCOUNTS_URL: https(domains.accounts) } : {}),
     // Only the proxy reaches the app (a private network): trust its X-Forwarded-For for rate limits.
     IDENTITY_TRUST_PROXY: 'uniquelocal',
+    LOGIN_DATABASE_URL: limits.databaseUrl,
+    IDENTITY_REPLICAS: String(limits.replicas),
     LOG_LEVEL: cfg.logLevel,
   };
 }
