@@ -9,7 +9,9 @@
 # target's build user (setpriv, util-linux) and ends its leftovers (pkill, procps), hence git, curl and
 # ssh. The webhook hands deploys to the builders through /usr/local/bin/build-submit (a request in the
 # target's spool); the builders restart sites through /usr/local/bin/sites-restart (the site's control
-# socket). Nothing in this image talks to Docker.
+# socket). Nothing in this image talks to Docker. On the Kubernetes target the webhook's deploy script is
+# /usr/local/bin/k8s-deploy (infra/k8s-deploy: the Kubernetes API, no kubectl), and a build Job's fetch
+# step runs git from this image.
 
 ARG NODE_IMAGE=node:20.20.2-bookworm-slim
 
@@ -29,7 +31,10 @@ COPY config ./config
 COPY infra/sites ./infra/sites
 COPY infra/builder ./infra/builder
 COPY infra/egress ./infra/egress
-RUN node --import tsx infra/docker/build.ts --out dist services/shared services/webhook scripts/deploy-branch.sh scripts/host/lib config infra/sites infra/builder infra/egress
+# The Kubernetes target's deploy driver and the target names it shares with the Pulumi program.
+COPY infra/k8s-deploy ./infra/k8s-deploy
+COPY infra/stack/targets.ts ./infra/stack/targets.ts
+RUN node --import tsx infra/docker/build.ts --out dist services/shared services/webhook scripts/deploy-branch.sh scripts/host/lib config infra/sites infra/builder infra/egress infra/k8s-deploy infra/stack/targets.ts
 
 FROM deps AS runtime-deps
 RUN npm prune --omit=dev --no-audit --no-fund
@@ -49,6 +54,8 @@ COPY --from=build /app/dist ./
 # script (a request in a target's build spool).
 COPY --chmod=755 infra/docker/sites-restart.sh /usr/local/bin/sites-restart
 COPY --chmod=755 infra/docker/build-submit.sh /usr/local/bin/build-submit
+# On the Kubernetes target the webhook's deploy script is the driver (a Job per deploy, then the site's image).
+COPY --chmod=755 infra/docker/k8s-deploy.sh /usr/local/bin/k8s-deploy
 # Mount points: the webhook's state (a new named volume copies this ownership) and its spool root; a
 # builder's or a site's target directory and control directory (the builder sets their owners).
 RUN mkdir -p /var/lib/webhook /srv/spool /srv/site /run/site \

@@ -7,6 +7,8 @@ import { ENTRY_POINTS, NODE_IMAGE } from '../images.js';
 import { siteSettings, UPSTREAMS } from '../routes.js';
 import { LIMITS } from '../stack/common.js';
 import { stackTargets, type StackTarget } from '../stack/targets.js';
+import { ANNOTATIONS, BUILD_STEPS, buildTemplateName, EXIT } from '../k8s-deploy/protocol.js';
+import type { Site } from '../k8s-deploy/template.js';
 import { allow, container, environmentSecret, INTERNET, labels, NODE_UID, PART_OF, podSpec, type K8sContext, type Peer } from './common.js';
 import type { K8sImages } from './images.js';
 import type { K8sPlatform } from './stack.js';
@@ -22,10 +24,11 @@ import type { K8sPlatform } from './stack.js';
  *               reached only by the edge, on the target's port; reaching only DNS and the public
  *               entrance (the ingress controller), like a browser. Preview pods run only on the node
  *               pool tainted `<previewTaintKey>=true:NoSchedule`, which no platform pod tolerates.
- *   build-<dp>  the Job template of one deploy (a ConfigMap the webhook's deploy driver instantiates
- *               with the commit): in <prefix>-builds, on the tainted pool, three steps in one pod,
- *               each with only what it needs:
- *                 fetch    (init) our deploy script's clone of the commit, with the git credential;
+ *   build-<dp>  the Job template of one deploy (a ConfigMap the webhook's deploy driver, infra/k8s-deploy,
+ *               instantiates with the commit; beside it where the site runs): in <prefix>-builds, on the
+ *               tainted pool, three steps in one pod, each with only what it needs:
+ *                 fetch    (init) our clone of the branch with the git credential: exactly the pushed
+ *                          commit, refused (exit 9) when it is not on the branch or older than live;
  *                 build    (init) `npm ci && npm run build` of the team's code as the target's build
  *                          uid, no credential at all, reaching only the package registry through the
  *                          egress proxy, with a deadline (activeDeadlineSeconds);
@@ -36,8 +39,10 @@ import type { K8sPlatform } from './stack.js';
  * Shared:
  *   egress      the builds' only way out, as on Docker (infra/egress): the package registry and the
  *               image registry open, the git hosts only with the credential;
- *   webhook     verifies pushes and queues deploys; its service account may create Jobs in the builds
- *               namespace and patch the site Deployments by name, nothing else. Its queue and journal
+ *   webhook     verifies pushes and queues deploys; its deploy script is the driver k8s-deploy. Its
+ *               service account may do what the driver does and nothing else: read the templates by
+ *               name, create, read and delete Jobs and list their pods and logs in the builds namespace,
+ *               read and patch the site Deployments by name. Its queue and journal
  *               are still in the process and on a volume (one replica, Recreate) until they move to
  *               PostgreSQL (issue 30, the services' part).
  */
@@ -52,6 +57,8 @@ export const K8S_DEPLOY_DRIVER = '/usr/local/bin/k8s-deploy';
 /** The Secret (type dockerconfigjson) with the target's push credential, one per target, created by the operator. */
 export const pushSecretOf = (t: StackTarget) => `registry-push-${t.siteHost.replace(/^site-/, '')}`;
 const BUILD_DEADLINE_SECONDS = 840;
+/** How long a site's rollout may take to become available before the driver puts the previous image back. */
+const ROLLOUT_TIMEOUT_SECONDS = 300;
 const STATE_DIR = '/var/lib/webhook';
 const TARGETS_FILE = '/etc/geodata/targets.yaml';
 
@@ -110,7 +117,7 @@ export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8s
             // A target runs no pod until its first deploy published an image; then the deploy driver sets the
             // image and these replicas. `pulumi up` waits for neither.
             'pulumi.com/skipAwait': 'true',
-            'geodata.example.org/replicas': String(untrusted ? 1 : settings.siteReplicas),
+            [ANNOTATIONS.replicas]: String(untrusted ? 1 : settings.siteReplicas),
           },
         },
         spec: {
@@ -146,9 +153,11 @@ export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8s
       egress: [{ peers: [ingressController], ports: [80, 443] }],
     });
     const buildJob = buildJobTemplate(ctx, t, images);
+    // What the driver needs of a target besides the Job: which Deployment to set, to which image.
+    const site: Site = { namespace, deployment: name, container: 'site', image: `${settings.registry}/${name}` };
     const template = new k8s.core.v1.ConfigMap(`build-${t.target.deployPath}`, {
-      metadata: { name: `build-${name.replace(/^site-/, '')}`, namespace: ns.builds, labels: labels('build', { 'geodata.example.org/target': t.target.deployPath }) },
-      data: { 'job.json': JSON.stringify(buildJob, null, 2) },
+      metadata: { name: buildTemplateName(t.target.deployPath), namespace: ns.builds, labels: labels('build', { 'geodata.example.org/target': t.target.deployPath }) },
+      data: { 'job.json': JSON.stringify(buildJob, null, 2), 'site.json': JSON.stringify(site, null, 2) },
     });
     return { t, namespace, deployment, service, policy, buildJob, template };
   });
@@ -205,11 +214,14 @@ export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8s
     metadata: { name: 'webhook', namespace: ns.platform, labels: labels('webhook') },
     automountServiceAccountToken: false,
   });
+  // Exactly the driver's calls (infra/k8s-deploy/driver.ts; infra/stack.k8s-deploy.test.ts runs it against
+  // these rules): a Job's name is made per deploy, so jobs cannot be limited by name; it polls, never watches.
   const rbac = [
     role(ns.builds, 'webhook-builds', [
-      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'list', 'watch', 'delete'] },
-      { apiGroups: [''], resources: ['pods', 'pods/log'], verbs: ['get', 'list', 'watch'] },
-      { apiGroups: [''], resources: ['configmaps'], verbs: ['get'], resourceNames: perTarget.map((p) => `build-${p.t.siteHost.replace(/^site-/, '')}`) },
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'delete'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+      { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['get'], resourceNames: perTarget.map((p) => buildTemplateName(p.t.target.deployPath)) },
     ]),
     ...[ns.sites, ns.preview].map((namespace) =>
       role(namespace, 'webhook-deploy', [
@@ -238,7 +250,9 @@ export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8s
         NODE_ENV: 'production',
         DEPLOY_ISOLATION: 'none',
         DEPLOY_SCRIPT: K8S_DEPLOY_DRIVER,
-        DEPLOY_TIMEOUT_SECONDS: '900',
+        // The build's deadline, the driver's slack for scheduling it (60 s), the rollout, and a minute to spare.
+        DEPLOY_TIMEOUT_SECONDS: String(BUILD_DEADLINE_SECONDS + 60 + ROLLOUT_TIMEOUT_SECONDS + 60),
+        HEALTH_TIMEOUT_SECONDS: String(ROLLOUT_TIMEOUT_SECONDS),
         WEBHOOK_PORT: String(UPSTREAMS.webhook.port),
         WEBHOOK_HOST: '0.0.0.0',
         WEBHOOK_TRUST_PROXY: 'uniquelocal',
@@ -247,10 +261,10 @@ export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8s
         WEBHOOK_STATE_DIR: STATE_DIR,
         WEBHOOK_ADMIN_TOKEN: secrets.webhookAdminToken,
         LOG_LEVEL: cfg.logLevel,
-        // The driver's addresses: where the Job templates are, where each site runs.
+        // The driver's settings; the deploy script gets only the variables named here (and the API's
+        // address the kubelet sets in every pod). Where each site runs is in its template's ConfigMap.
         K8S_BUILDS_NAMESPACE: ns.builds,
-        K8S_SITES_NAMESPACE: ns.sites,
-        K8S_PREVIEW_NAMESPACE: ns.preview,
+        DEPLOY_ENV_PASS: 'K8S_BUILDS_NAMESPACE KUBERNETES_SERVICE_HOST KUBERNETES_SERVICE_PORT',
         ...secrets.webhookTargetSecrets,
       }),
     ])
@@ -342,9 +356,32 @@ function role(namespace: string, name: string, rules: k8s.types.input.rbac.v1.Po
 }
 
 /**
- * One deploy's Job, as the deploy driver creates it with `$(COMMIT)` and `$(BRANCH)` filled in: a plain
- * object (not a Pulumi resource, the program declares no deploy), checked against the Job schema like
- * every declared object.
+ * The fetch step (our code, in the webhook image): the branch's history without file contents
+ * (a partial clone), then exactly the pushed commit checked out. As deploy-branch.sh: a commit that is
+ * not on the branch, or is an ancestor of the commit the site runs (an old or replayed push), is
+ * refused, never built; a push never rolls a site back.
+ */
+const FETCH_SCRIPT = [
+  `git init -q /work/src && cd /work/src && git remote add origin "$REPO" || exit ${EXIT.fetch}`,
+  `git fetch -q --no-tags --filter=blob:none origin "+refs/heads/$BRANCH:refs/remotes/origin/branch" || exit ${EXIT.fetch}`,
+  `if ! git merge-base --is-ancestor "$COMMIT" refs/remotes/origin/branch 2>/dev/null; then echo "commit $COMMIT is not on branch $BRANCH" >&2; exit ${EXIT.refused}; fi`,
+  `if [ -n "$LIVE_COMMIT" ] && [ "$LIVE_COMMIT" != "$COMMIT" ] && git merge-base --is-ancestor "$COMMIT" "$LIVE_COMMIT" 2>/dev/null; then echo "commit $COMMIT is older than the live commit $LIVE_COMMIT; refusing to roll back" >&2; exit ${EXIT.refused}; fi`,
+  `git -c advice.detachedHead=false checkout -q --detach "$COMMIT" || exit ${EXIT.fetch}`,
+].join('\n');
+
+/** The build step (the team's code): the release as one tar, without the clone's .git. */
+const BUILD_SCRIPT = [
+  `npm ci --no-audit --no-fund || exit ${EXIT.dependencies}`,
+  `npm run build || exit ${EXIT.build}`,
+  `tar -C /work/src --exclude=./.git --transform "s,^\\.,srv/site," -cf /work/out/release.tar . || exit ${EXIT.build}`,
+].join('\n');
+
+/**
+ * One deploy's Job, as the deploy driver creates it with `$(COMMIT)`, `$(BRANCH)` and `$(LIVE_COMMIT)`
+ * filled in (infra/k8s-deploy/template.ts): a plain object (not a Pulumi resource, the program declares
+ * no deploy), checked against the Job schema like every declared object. The steps tell the driver how
+ * they failed by their exit codes (infra/k8s-deploy/protocol.ts): fetch 9 refused, else a failed fetch;
+ * build 5 `npm ci`, else the build.
  */
 export function buildJobTemplate(ctx: K8sContext, t: StackTarget, images: K8sImages): k8s.types.input.batch.v1.Job & { apiVersion: string; kind: string } {
   const { k8s: settings, ns, cfg } = ctx;
@@ -375,9 +412,20 @@ export function buildJobTemplate(ctx: K8sContext, t: StackTarget, images: K8sIma
             tmpMb: 512,
             initContainers: [
               // Our code, with the git credential: the commit, nothing of the team's runs here.
-              step('fetch', t.buildUid, {
-                command: ['git', 'clone', '--depth', '1', '--branch', '$(BRANCH)', target.repo, '/work/src'],
+              step(BUILD_STEPS.fetch, t.buildUid, {
+                command: ['sh', '-c', FETCH_SCRIPT],
                 env: [
+                  // Filled in by the driver; the script reads them quoted, never as code.
+                  { name: 'BRANCH', value: '$(BRANCH)' },
+                  { name: 'COMMIT', value: '$(COMMIT)' },
+                  { name: 'LIVE_COMMIT', value: '$(LIVE_COMMIT)' },
+                  { name: 'REPO', value: target.repo },
+                  // Ordinary transports only (as deploy-branch.sh); /work/src is the volume's (root's), not the build uid's.
+                  { name: 'GIT_ALLOW_PROTOCOL', value: 'https' },
+                  { name: 'GIT_TERMINAL_PROMPT', value: '0' },
+                  { name: 'GIT_CONFIG_COUNT', value: '1' },
+                  { name: 'GIT_CONFIG_KEY_0', value: 'safe.directory' },
+                  { name: 'GIT_CONFIG_VALUE_0', value: '/work/src' },
                   // The egress proxy lets the git hosts through only with this credential (Basic git:<token>).
                   { name: 'EGRESS_GIT_TOKEN', valueFrom: { secretKeyRef: { name: 'egress-env', key: 'EGRESS_GIT_TOKEN' } } },
                   { name: 'HTTPS_PROXY', value: `http://git:$(EGRESS_GIT_TOKEN)@egress.${ns.builds}.svc:${UPSTREAMS.egress.port}` },
@@ -386,10 +434,10 @@ export function buildJobTemplate(ctx: K8sContext, t: StackTarget, images: K8sIma
                 volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, work('src')],
               }),
               // The team's code: no credential, the package registry only, a deadline.
-              step('build', t.buildUid, {
+              step(BUILD_STEPS.build, t.buildUid, {
                 image: NODE_IMAGE,
                 workingDir: `/work/src/${siteDir}`,
-                command: ['sh', '-c', 'npm ci --no-audit --no-fund && npm run build && tar -C /work/src --transform "s,^\\.,srv/site," -cf /work/out/release.tar .'],
+                command: ['sh', '-c', BUILD_SCRIPT],
                 env: [
                   { name: 'HTTPS_PROXY', value: proxy },
                   { name: 'npm_config_registry', value: cfg.npmRegistry },
@@ -401,7 +449,7 @@ export function buildJobTemplate(ctx: K8sContext, t: StackTarget, images: K8sIma
             containers: [
               // A registry client: the release as one layer on the pinned Node image, pushed for this target only.
               {
-                ...container({ name: 'publish', image: CRANE_IMAGE, limits: LIMITS.job, uid: 65532 }),
+                ...container({ name: BUILD_STEPS.publish, image: CRANE_IMAGE, limits: LIMITS.job, uid: 65532 }),
                 args: ['append', '--base', NODE_IMAGE, '--new_layer', '/work/out/release.tar', '--new_tag', `${settings.registry}/${t.siteHost}:$(COMMIT)`],
                 env: [
                   { name: 'HTTPS_PROXY', value: proxy },
