@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { TestClock } from '../test/doubles/ory/clock.js';
+import { TestClock } from '../services/shared/testing/ory/clock.js';
 import { migrate } from '../services/api/src/db/migrate.js';
 import { startOryDoubles } from '../services/api/test/identity-harness.js';
 import { issueOpaqueToken } from '../test/doubles/ory/code-flow.js';

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { assembleImage, type AssembledImage } from '../infra/docker/image.js';
-import { freePort } from '../test/helpers/ports.js';
+import { freePort } from '../services/shared/testing/ports.js';
 import { median, printTable, ratio } from './stats.js';
 import { openBenchDatabase, repoRoot } from './support.js';
 

@@ -19,7 +19,7 @@ import type { Browser, Page } from 'playwright-core';
 import { migrate } from '../services/api/src/db/migrate.js';
 import { ensureWebBuild, startWebServer } from '../services/web/launch.js';
 import { CHROMIUM, launchChromium, startTileServer } from '../services/web/test/harness.js';
-import { freePort } from '../test/helpers/ports.js';
+import { freePort } from '../services/shared/testing/ports.js';
 import { openBenchDatabase, startApiProcess } from './support.js';
 import { reportDecisionToNext, seedQueue } from './qc-queue.js';
 

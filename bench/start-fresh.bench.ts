@@ -14,7 +14,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../test/helpers/ports.js';
+import { freePort } from '../services/shared/testing/ports.js';
 import { median, printTable, ratio } from './stats.js';
 import { repoRoot } from './support.js';
 

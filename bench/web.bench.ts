@@ -25,7 +25,7 @@ import { migrate } from '../services/api/src/db/migrate.js';
 import { rawTileQuery } from '../services/api/src/tiles/queries.js';
 import { ensureWebBuild, startWebServer } from '../services/web/launch.js';
 import { CHROMIUM, launchChromium, startTileServer } from '../services/web/test/harness.js';
-import { freePort } from '../test/helpers/ports.js';
+import { freePort } from '../services/shared/testing/ports.js';
 import { GRID_TOTAL } from './feature-grid.js';
 import { openGridDatabase } from './grid-database.js';
 import { median, percentile, printTable, ratio } from './stats.js';

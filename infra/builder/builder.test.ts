@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 import { startControlServer, Supervisor } from '../sites/supervisor.js';
 import { branchMatches, Builder } from './builder.js';
 import { spoolPaths } from './spool.js';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 import { isPinnedImage, NODE_IMAGE } from '../images.js';
 import { assembleImage, filesUnder, finalStage, instructions, type AssembledImage } from './image.js';
 

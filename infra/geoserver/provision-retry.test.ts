@@ -5,7 +5,7 @@ import { GeoServerClient } from './client.js';
 import { provisionGeoServer, type ProvisionOptions } from './provision.js';
 import { startFakeGeoServer, type FakeGeoServer } from './testing/fake-geoserver.js';
 import { forwardTo, LateServers } from '../../test/helpers/late-servers.js';
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 /**

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 import { siteEnvOf } from './site-env.js';
 
 /**

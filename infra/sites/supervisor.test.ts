@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sendControlRequest } from './restart-client.js';
 import { startControlServer, Supervisor } from './supervisor.js';
-import { freePort } from '../../test/helpers/ports.js';
+import { freePort } from '../../services/shared/testing/ports.js';
 
 /**
  * The sites supervisor with real processes: small HTTP "sites" in release directories, restarted

@@ -1,6 +1,6 @@
 /**
  * Stand-ins for a service that is still starting (the retry tests of the one-shot jobs): servers that
- * begin to listen on a port chosen up front (test/helpers/ports.ts freePort) only when the test says so,
+ * begin to listen on a port chosen up front (services/shared/testing/ports.ts freePort) only when the test says so,
  * each answering with its own handler or passing requests on to the real double behind it.
  */
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';

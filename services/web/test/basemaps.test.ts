@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { loadBasemaps } from '../src/basemaps.js';
 import { launchChromium, missingForBrowserTests, openPage, plainTile, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
-import { freePort } from '../../../test/helpers/ports.js';
+import { freePort } from '../../shared/testing/ports.js';
 
 const missing = missingForBrowserTests();
 if (missing) console.log(`skipping the background map browser tests: ${missing}`);

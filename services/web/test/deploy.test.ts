@@ -17,7 +17,7 @@ import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../../test/helpers/ports.js';
+import { freePort } from '../../shared/testing/ports.js';
 import { git, publishCommittedProject } from '../../../test/webhook/support/helpers.js';
 import { repoRoot } from './harness.js';
 

@@ -17,7 +17,7 @@ import { deflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
 import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Locator, type Page } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
-import { freePort } from '../../../test/helpers/ports.js';
+import { freePort } from '../../shared/testing/ports.js';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const here = dirname(fileURLToPath(import.meta.url));

@@ -11,7 +11,7 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
-import { freePort } from '../../../test/helpers/ports.js';
+import { freePort } from '../../shared/testing/ports.js';
 import { startWebServer } from '../launch.js';
 import { launchChromium, missingForBrowserTests, openPage, seriousViolations, startWebStack, type WebStack } from './harness.js';
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
-import { freePort } from '../../../test/helpers/ports.js';
+import { freePort } from '../../shared/testing/ports.js';
 import { ensureWebBuild } from '../launch.js';
 
 /**

@@ -165,7 +165,7 @@ export function stopFixtureSites(root: string): void {
 }
 
 /** A free TCP port on loopback (bound and released; good enough for tests on one machine). */
-export { freePort } from '../../helpers/ports.js';
+export { freePort } from '../../../services/shared/testing/ports.js';
 
 export async function waitFor<T>(check: () => T | Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
