@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -129,9 +129,11 @@ class ApiError extends Error {
 const status = (code: number, reason: string, message: string) => ({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: code < 300 ? 'Success' : 'Failure', message, reason, code });
 
 export async function startKubeApiDouble(options: DoubleOptions): Promise<KubeApiDouble> {
-  const tls = loopbackCertificate();
+  // The certificate, its key and the token in one folder of this double's, removed by close().
+  const dir = mkdtempSync(join(tmpdir(), 'kube-api-'));
+  const tls = loopbackCertificate(dir);
   const token = randomBytes(24).toString('base64url');
-  const tokenFile = join(mkdtempSync(join(tmpdir(), 'kube-token-')), 'token');
+  const tokenFile = join(dir, 'token');
   writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
   const scenario = options.scenario ?? {};
   const stepMs = scenario.stepMs ?? 30;
@@ -468,6 +470,7 @@ export async function startKubeApiDouble(options: DoubleOptions): Promise<KubeAp
       for (const w of [...waiters]) w();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
