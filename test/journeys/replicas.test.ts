@@ -1,25 +1,28 @@
 /**
- * The replica rehearsal (issue 30, docs/infra.md "The replica rehearsal"): three API processes and two
- * QC workers on one fresh PostgreSQL database behind one real Caddy with the stack's rendered
+ * The replica rehearsal (issue 30, docs/infra.md "The replica rehearsal"): three API processes, two
+ * QC workers and two webhook processes on one fresh PostgreSQL database behind one real Caddy with the stack's rendered
  * Caddyfile (test/journeys/replicas/stack.ts), driven through the proxy. Each step prints one PASS or
  * FAIL line as `npm run stack:rehearse` does. Standalone: `npm run stack:rehearse-replicas`.
  *
  * 1. One user's writes spread over the replicas: exactly the change limit is accepted.
  * 2. An edit through replica A is in the tile replica B serves next, although B had the tile cached.
  * 3. Every QC job runs once with two workers: each mail and each agency notice arrives once.
- * 4. A push acknowledged by webhook A and replayed to webhook B deploys once: skipped until the
- *    webhook keeps its queue and journal in PostgreSQL.
+ * 4. A push acknowledged by webhook A and replayed to webhook B deploys once (the webhook's queue
+ *    and journal in PostgreSQL, WEBHOOK_DATABASE_URL).
  */
+import { randomBytes } from 'node:crypto';
 import { VectorTile } from '@mapbox/vector-tile';
 import { PbfReader } from 'pbf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StepResult } from '../../infra/rehearsal/steps.js';
 import { lacks, requirements, type Requirement } from '../helpers/requirements.js';
 import { eventually } from '../helpers/wait.js';
+import { pushPayload } from '../webhook/support/webhook-harness.js';
 import { DOMAINS, REVIEWERS, UPSTREAM_HEADER, startReplicaStack, type Answer, type ReplicaStack } from './replicas/stack.js';
 
 const APIS = 3;
 const WORKERS = 2;
+const WEBHOOKS = 2;
 /** The change limit per user and minute, and how many writes one user sends at once. */
 const LIMIT = 8;
 const WRITES = 20;
@@ -37,8 +40,8 @@ const results: StepResult[] = [];
 beforeAll(async () => {
   if (MISSING) return;
   const began = Date.now();
-  stack = await startReplicaStack({ apis: APIS, workers: WORKERS, writesPerMinute: LIMIT, agencyDelayMs: 300 });
-  console.log(`replica stack up after ${((Date.now() - began) / 1000).toFixed(1)} s: ${[...stack.apis, ...stack.workers].map((p) => p.name).join(', ')} behind Caddy on :${stack.proxy.port}`);
+  stack = await startReplicaStack({ apis: APIS, workers: WORKERS, webhooks: WEBHOOKS, writesPerMinute: LIMIT, agencyDelayMs: 300 });
+  console.log(`replica stack up after ${((Date.now() - began) / 1000).toFixed(1)} s: ${[...stack.apis, ...stack.workers, ...stack.webhooks].map((p) => p.name).join(', ')} behind Caddy on :${stack.proxy.port}`);
 }, 180_000);
 
 afterAll(async () => {
@@ -66,10 +69,10 @@ const tokenFor = (sub: string, role: string, email?: string) => stack.issuer.sig
 
 const pointFeature = (name: string, lon = 13.4, lat = 52.5) => ({ type: 'Feature', geometry: { type: 'Point', coordinates: [lon, lat] }, properties: { name, kategorie: 'friedhof' } });
 
-/** The replica (api-1, …) that gave an answer, from the upstream address Caddy names. */
+/** The replica (api-1, webhook-2, …) that gave an answer, from the upstream address Caddy names. */
 function replicaOf(answer: Answer): string {
   const address = String(answer.headers[UPSTREAM_HEADER.toLowerCase()] ?? '');
-  return stack.apis.find((p) => address === `127.0.0.1:${p.port}`)?.name ?? `unknown (${address || 'no upstream header'})`;
+  return [...stack.apis, ...stack.webhooks].find((p) => address === `127.0.0.1:${p.port}`)?.name ?? `unknown (${address || 'no upstream header'})`;
 }
 
 const tally = (names: string[]) => Object.entries(names.reduce<Record<string, number>>((acc, n) => ({ ...acc, [n]: (acc[n] ?? 0) + 1 }), {})).sort(([a], [b]) => a.localeCompare(b));
@@ -114,7 +117,7 @@ function finishedRuns(): Map<string, string[]> {
 
 const cacheOf = (answer: Answer) => /cache;desc=(\w+)/.exec(String(answer.headers['server-timing'] ?? ''))?.[1] ?? 'none';
 
-describe.skipIf(MISSING)(`the replica rehearsal: ${APIS} API processes and ${WORKERS} QC workers on one PostgreSQL behind Caddy`, () => {
+describe.skipIf(MISSING)(`the replica rehearsal: ${APIS} API processes, ${WORKERS} QC workers and ${WEBHOOKS} webhooks on one PostgreSQL behind Caddy`, () => {
   it(`1 the write limit holds across replicas: ${WRITES} writes of one user at once, round robin over the replicas, exactly ${LIMIT} accepted`, async () => {
     await step(`1 the write limit holds across replicas (${WRITES} writes of one user, limit ${LIMIT})`, async () => {
       const token = await tokenFor('replica-writer', 'contributor');
@@ -251,10 +254,45 @@ describe.skipIf(MISSING)(`the replica rehearsal: ${APIS} API processes and ${WOR
     });
   }, 90_000);
 
-  it.skip('4 a push acknowledged by webhook A and replayed to webhook B deploys once — waits for the webhook\'s deploy queue and journal in PostgreSQL (services/webhook, docs/webhook.md); until then the webhook runs one replica', () => undefined);
+  it('4 a push acknowledged by webhook A and replayed to webhook B deploys once', async () => {
+    await step('4 a push acknowledged by webhook A and replayed to webhook B deploys once', async () => {
+      const [a, b] = [stack.webhooks[0]!.name, stack.webhooks[1]!.name];
+      const commit = randomBytes(20).toString('hex');
+      // A GitLab push to the develop target: the token in X-Gitlab-Token, the delivery's id in Idempotency-Key.
+      const push = (replica: string, delivery: string) =>
+        stack.request(DOMAINS.webhook, 'POST', '/webhook', {
+          replica,
+          body: pushPayload('develop', commit),
+          headers: { 'x-gitlab-event': 'Push Hook', 'x-gitlab-token': stack.webhookSecrets.SECRET_DEVELOP!, 'idempotency-key': delivery },
+        });
+      const delivery = randomBytes(16).toString('hex');
+      const acknowledged = await push(a, delivery);
+      expect([acknowledged.status, replicaOf(acknowledged)], acknowledged.text).toEqual([202, a]);
+      const id = String((JSON.parse(acknowledged.text) as { deploymentId: string }).deploymentId);
+      // The git host redelivers it (same delivery id), and someone replays the recorded body under a new id, both to B.
+      const redelivered = await push(b, delivery);
+      expect([redelivered.status, replicaOf(redelivered)], redelivered.text).toEqual([200, b]);
+      expect(JSON.parse(redelivered.text)).toMatchObject({ status: 'duplicate', reason: 'delivery', deploymentId: id });
+      const replayed = await push(b, randomBytes(16).toString('hex'));
+      expect(replayed.status, replayed.text).toBe(200);
+      expect(JSON.parse(replayed.text)).toMatchObject({ status: 'duplicate', deploymentId: id });
+      const deployment = await eventually(`deployment ${id} finished, read through ${b}`, async () => {
+        const answer = await stack.request(DOMAINS.webhook, 'GET', `/deployments/${id}`, { replica: b, headers: { authorization: `Bearer ${stack.webhookAdminToken}` } });
+        const d = answer.status === 200 ? (JSON.parse(answer.text) as { state: string; deployedCommit?: string }) : undefined;
+        return d && !['queued', 'running'].includes(d.state) ? d : undefined;
+      }, 20_000);
+      expect(deployment).toMatchObject({ state: 'succeeded', deployedCommit: commit });
+      // Live now: one more replay to B is still no deploy.
+      const afterwards = await push(b, randomBytes(16).toString('hex'));
+      expect(JSON.parse(afterwards.text)).toMatchObject({ status: 'duplicate', reason: 'live', deploymentId: id });
+      const runs = stack.deploys().filter((r) => r.commit === commit);
+      expect(runs.map((r) => r.event)).toEqual(['start', 'end']);
+      return `${a} acknowledged ${id} (202); ${b} answered the redelivery (same id), the replay (new id) and a replay once live with 200 duplicate; the deploy script ran once`;
+    });
+  }, 60_000);
 
   it('nothing outlives the rehearsal: every process of the stack has exited once it is stopped', async () => {
-    const processes = [...stack.apis, ...stack.workers, stack.proxy];
+    const processes = [...stack.apis, ...stack.workers, ...stack.webhooks, stack.proxy];
     await stack.stop();
     const alive = processes.filter((p) => {
       try {
