@@ -33,7 +33,7 @@ const PACKAGE_ZONES = [
   },
 ];
 /** The folders the service images are built from (package.json build:services). */
-const SHIPPED = ['services/shared', 'services/api', 'services/webhook', 'identity', 'infra/geoserver', 'infra/sites', 'config'];
+const SHIPPED = ['services/shared', 'services/api', 'services/webhook', 'identity', 'infra/geoserver', 'infra/sites', 'infra/k8s-deploy', 'config'];
 // Runtime code never depends on tests: a test helper or double that runtime code needs moves out of test/.
 const RUNTIME_ZONE = {
   target: '.',
