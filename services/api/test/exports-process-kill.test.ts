@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
 import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
+import { eventually } from '../../../test/helpers/wait.js';
 import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
 import { exportsSettingsFrom, ExportsEnvSchema } from '../src/exports/config.js';
 import { parseEnv } from '../../shared/config.js';
@@ -38,15 +39,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-// Generous: a child process on a loaded 2-core machine can take half a minute to start.
-async function until(condition: () => boolean, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 /** Start the export in a child process, SIGKILL it once `applied()` is true, and wait for it to die. */
 async function runAndKill(input: unknown, applied: () => boolean): Promise<NodeJS.Signals | null> {
   const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT, JSON.stringify(input)], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -55,7 +47,8 @@ async function runAndKill(input: unknown, applied: () => boolean): Promise<NodeJ
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
   const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
   try {
-    await until(applied);
+    // Generous: a child process on a loaded 2-core machine can take half a minute to start.
+    await eventually('the child to get that far', applied, 60_000, 25);
   } catch (error) {
     child.kill('SIGKILL');
     throw new Error(`the child never got that far: ${output}`, { cause: error });

@@ -18,6 +18,7 @@ import { createRequire } from 'node:module';
 import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Locator, type Page } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { freePort } from '../../shared/testing/ports.js';
+import { eventually } from '../../../test/helpers/wait.js';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const here = dirname(fileURLToPath(import.meta.url));
@@ -71,20 +72,18 @@ export async function startTileServer(): Promise<{ url: string; server: Server }
   return { url: `http://127.0.0.1:${address.port}/{z}/{x}/{y}.png`, server };
 }
 
-async function waitFor(url: string, child: ChildProcess, output: () => string, timeoutMs = 90_000): Promise<void> {
-  const started = Date.now();
-  while (Date.now() - started < timeoutMs) {
-    if (child.exitCode !== null) throw new Error(`process for ${url} exited with ${child.exitCode}:\n${output()}`);
-    try {
-      const response = await fetch(url);
-      await response.body?.cancel();
-      if (response.status < 500) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`${url} did not answer within ${timeoutMs} ms:\n${output()}`);
+/** Waits until `url` answers below 500; fails at once, with the process's output, when the process ends first. */
+async function waitForHttp(url: string, child: ChildProcess, output: () => string, timeoutMs = 90_000): Promise<void> {
+  const ended = () => child.exitCode !== null || child.signalCode !== null;
+  const outcome = await eventually(`${url} to answer`, async () => {
+    if (ended()) return 'ended';
+    const response = await fetch(url).catch(() => undefined); // not listening yet
+    await response?.body?.cancel();
+    return response !== undefined && response.status < 500 && 'answered';
+  }, timeoutMs, 200).catch((error: Error) => {
+    throw new Error(`${error.message}:\n${output()}`, { cause: error });
+  });
+  if (outcome === 'ended') throw new Error(`process for ${url} exited with ${child.exitCode ?? child.signalCode}:\n${output()}`);
 }
 
 function startProcess(args: string[], env: Record<string, string>, cwd: string): { child: ChildProcess; output: () => string } {
@@ -149,7 +148,7 @@ export async function startWebStack(options: { webEnv?: Record<string, string>; 
   // (with Promise.all's result alone it was left running after the failure).
   const webStarted = startWebServer({ port: webPort, env: webEnv }).then((started) => (web = started));
   try {
-    await Promise.all([webStarted, waitFor(`${apiUrl}/healthz`, api.child, api.output)]);
+    await Promise.all([webStarted, waitForHttp(`${apiUrl}/healthz`, api.child, api.output)]);
   } catch (error) {
     await webStarted.catch(() => undefined);
     await stop();

@@ -7,6 +7,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { eventually } from '../../helpers/wait.js';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 export const deployScript = join(repoRoot, 'scripts/deploy-branch.sh');
@@ -167,12 +168,10 @@ export function stopFixtureSites(root: string): void {
 /** A free TCP port on loopback (bound and released; good enough for tests on one machine). */
 export { freePort } from '../../../services/shared/testing/ports.js';
 
-export async function waitFor<T>(check: () => T | Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+/**
+ * The webhook tests' wait: test/helpers/wait.ts (vi.waitFor) with the arguments in this suite's order;
+ * `check` is asked every 50 ms until it gives a value (not undefined, null or false).
+ */
+export function waitFor<T>(check: () => T | undefined | null | false | Promise<T | undefined | null | false>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  return eventually(what, check, timeoutMs);
 }

@@ -12,6 +12,7 @@ import { createLogger } from '../../../services/shared/logger.js';
 import { loadTargets, type Target } from '../../../services/shared/targets.js';
 import { writeSecretsFile } from '../../../services/webhook/src/secrets.js';
 import { startWebhookServer, type RunningWebhookServer } from '../../../services/webhook/src/boot.js';
+import { eventually } from '../../helpers/wait.js';
 import { makeTempDir, recordDeployScript, repoRoot } from './helpers.js';
 
 /**
@@ -166,23 +167,20 @@ export async function getDeployment(h: Harness, id: string): Promise<Record<stri
 }
 
 /** Wait until the deployment reaches a final state. */
-export async function waitForDeployment(h: Harness, id: string, timeoutMs = 20_000): Promise<Record<string, unknown>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+export function waitForDeployment(h: Harness, id: string, timeoutMs = 20_000): Promise<Record<string, unknown>> {
+  return eventually(`deployment ${id} to finish`, async () => {
     const deployment = await getDeployment(h, id);
-    if (!['queued', 'running'].includes(String(deployment.state))) return deployment;
-    if (Date.now() > deadline) throw new Error(`deployment ${id} still ${String(deployment.state)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+    // Thrown, so that a timeout names the state it was left in.
+    if (['queued', 'running'].includes(String(deployment.state))) throw new Error(`deployment ${id} still ${String(deployment.state)}`);
+    return deployment;
+  }, timeoutMs);
 }
 
 /** Wait until no deploy is running or waiting. */
 export async function waitIdle(h: Harness, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  await eventually('no deploy to be running or waiting', () => {
     const { running, waiting } = h.server.deployer.activity();
-    if (running.length === 0 && waiting.length === 0) return;
-    if (Date.now() > deadline) throw new Error('deploys still active');
-    await new Promise((r) => setTimeout(r, 25));
-  }
+    if (running.length > 0 || waiting.length > 0) throw new Error(`deploys still active: ${running.length} running, ${waiting.length} waiting`);
+    return true;
+  }, timeoutMs, 25);
 }
