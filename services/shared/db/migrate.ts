@@ -16,7 +16,7 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Logger } from 'pino';
 
 export interface MigrationSet {
@@ -39,6 +39,8 @@ export class MigrationError extends Error {
 }
 
 const MIGRATION_FILE = /^(\d{3,})_[a-z0-9_]+\.sql$/;
+/** A schema name the code chooses, written into the SQL as it is (never input). */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export function readMigrations(dir: string): Migration[] {
   const files = readdirSync(dir).filter((f) => f.endsWith('.sql'));
@@ -56,9 +58,18 @@ export async function migrateSet(
   set: MigrationSet,
   options: { logger?: Logger; signal?: AbortSignal } = {},
 ): Promise<string[]> {
+  if (!SCHEMA_NAME.test(set.schema)) throw new MigrationError(`not a schema name: ${set.schema}`);
   const migrations = readMigrations(set.dir);
-  const schema = pg.escapeIdentifier(set.schema);
-  const table = `${schema}.schema_migrations`;
+  const table = `${set.schema}.schema_migrations`;
+  // One round trip, in the first file's locked transaction: the schema only when missing, then the ledger.
+  let bootstrapped = false;
+  const bootstrap = `
+    DO $$ BEGIN IF to_regnamespace('${set.schema}') IS NULL THEN CREATE SCHEMA ${set.schema}; END IF; END $$;
+    CREATE TABLE IF NOT EXISTS ${table} (
+      name text PRIMARY KEY,
+      checksum text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now()
+    )`;
   const applied: string[] = [];
   const client = await pool.connect();
   try {
@@ -71,14 +82,10 @@ export async function migrateSet(
       await client.query('BEGIN');
       try {
         await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [set.lockKey]);
-        const present = await client.query<{ present: boolean }>('SELECT to_regnamespace($1::text) IS NOT NULL AS present', [set.schema]);
-        if (!present.rows[0]?.present) await client.query(`CREATE SCHEMA ${schema}`);
-        await client.query(`
-          CREATE TABLE IF NOT EXISTS ${table} (
-            name text PRIMARY KEY,
-            checksum text NOT NULL,
-            applied_at timestamptz NOT NULL DEFAULT now()
-          )`);
+        if (!bootstrapped) {
+          await client.query(bootstrap);
+          bootstrapped = true;
+        }
         const recorded = await client.query<{ checksum: string }>(`SELECT checksum FROM ${table} WHERE name = $1::text`, [migration.name]);
         if (recorded.rows[0]) {
           if (recorded.rows[0].checksum !== migration.checksum) {
@@ -106,9 +113,9 @@ export async function migrateSet(
 }
 
 async function allRecorded(client: pg.PoolClient, schema: string, migrations: readonly Migration[]): Promise<boolean> {
-  const table = await client.query<{ present: boolean }>('SELECT to_regclass($1::text) IS NOT NULL AS present', [`${pg.escapeIdentifier(schema)}.schema_migrations`]);
+  const table = await client.query<{ present: boolean }>(`SELECT to_regclass('${schema}.schema_migrations') IS NOT NULL AS present`);
   if (!table.rows[0]?.present) return false;
-  const { rows } = await client.query<{ name: string; checksum: string }>(`SELECT name, checksum FROM ${pg.escapeIdentifier(schema)}.schema_migrations`);
+  const { rows } = await client.query<{ name: string; checksum: string }>(`SELECT name, checksum FROM ${schema}.schema_migrations`);
   const recorded = new Map(rows.map((r) => [r.name, r.checksum]));
   return migrations.every((m) => recorded.get(m.name) === m.checksum);
 }
