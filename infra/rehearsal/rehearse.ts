@@ -17,6 +17,8 @@ import { join } from 'node:path';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import { locateContracts } from '../../services/shared/contracts.js';
 import { listen } from '../../services/shared/http-server.js';
+import { startMediaWikiDouble } from '../../services/shared/testing/mediawiki-api.js';
+import { startOsmApiDouble } from '../../services/shared/testing/osm-api.js';
 import { startSmtpDouble } from '../../services/shared/testing/smtp.js';
 import { UPSTREAMS } from '../routes.js';
 import { exampleConfig } from '../testing/pulumi-mocks.js';
@@ -109,9 +111,17 @@ async function main(): Promise<number> {
   // with a route out (the QC worker's worker-out); the approvals of the journey must arrive there.
   const mailRelay = await startSmtpDouble();
   const agency = await startAgencyStandIn();
+  // The OSM API 0.6 and Wikibase stand-ins (the contract-strict doubles the export tests use), with the
+  // exporter's account on each; the worker's credentials for them are Pulumi secrets of the stack.
+  const osmToken = randomBytes(24).toString('base64url');
+  const wikiPassword = randomBytes(18).toString('base64url');
+  const osm = await startOsmApiDouble({ users: { [osmToken]: { uid: 4711, displayName: 'city-import' } } });
+  const wiki = await startMediaWikiDouble({ users: [{ name: 'CityFeatureBot', loginName: 'CityFeatureBot@export', password: wikiPassword, bot: false }] });
   const outside = [
     { alias: 'mail-relay', port: 2525, loopbackPort: mailRelay.port },
     { alias: 'agency-endpoint', port: 8443, loopbackPort: agency.port },
+    { alias: 'osm-api', port: 8100, loopbackPort: Number(new URL(osm.url).port) },
+    { alias: 'wikibase', port: 8200, loopbackPort: Number(new URL(wiki.url).port) },
   ];
   const config = {
     ...base,
@@ -119,7 +129,18 @@ async function main(): Promise<number> {
     targetsFile,
     exportsSmtpUrl: 'smtp://mail-relay:2525',
     agencyWebhookSecret: randomBytes(32).toString('hex'),
-    exportSettings: { ...(base.exportSettings as Record<string, string> | undefined), REVIEWER_EMAILS: REHEARSAL_REVIEWERS, AGENCY_WEBHOOK_URL: 'http://agency-endpoint:8443/notices' },
+    osmAccessToken: osmToken,
+    wikibasePassword: wikiPassword,
+    exportSettings: {
+      ...(base.exportSettings as Record<string, string> | undefined),
+      REVIEWER_EMAILS: REHEARSAL_REVIEWERS,
+      AGENCY_WEBHOOK_URL: 'http://agency-endpoint:8443/notices',
+      OSM_API_URL: 'http://osm-api:8100',
+      WIKIBASE_URL: 'http://wikibase:8200',
+      WIKIBASE_USERNAME: 'CityFeatureBot@export',
+      EXPORT_DATA_LICENCE: 'CC0-1.0',
+      EXPORT_CONTACT: 'qc@example.org',
+    },
   };
   // A signed push: the first target of a provider that signs its deliveries (GitHub's HMAC), else the first.
   const pushTo = targets.targets.find((t) => t.provider === 'github') ?? targets.targets[0]!;
@@ -133,6 +154,7 @@ async function main(): Promise<number> {
     port: pushTo.port,
   };
   const other = targets.targets.find((t) => t.key !== pushTo.key)!;
+  const figures: Record<string, string> = {};
   const stack = await rehearseStack({ scratch, config, say, outside, breakWires: breakWires as BrokenWire[] });
   try {
     console.log(`stack up after ${elapsed()}:`);
@@ -151,13 +173,15 @@ async function main(): Promise<number> {
       pushTarget,
       otherTarget: { key: other.key, deployPath: other.deployPath, port: other.port },
       webhookPort: UPSTREAMS.webhook.port,
-      outside: { mail: mailRelay, reviewers: REHEARSAL_REVIEWERS, agency: agency.received },
+      outside: { mail: mailRelay, reviewers: REHEARSAL_REVIEWERS, agency: agency.received, osm, wiki },
+      figures,
       say,
     });
     for (const r of results) {
       console.log(`${r.ok ? 'PASS' : 'FAIL'} ${r.step}${r.detail ? ` — ${r.detail}` : ''} (${(r.ms / 1000).toFixed(1)} s)`);
       if (!r.ok) failed = true;
     }
+    for (const [name, value] of Object.entries(figures)) console.log(`figure ${name}: ${value}`);
     const unreachable = stack.endpoints.references.filter((r) => !r.reachable);
     for (const r of unreachable) stack.findings.push(`${r.from} refers to ${r.to}, which it cannot reach on its declared networks`);
     if (stack.findings.length) {
@@ -175,6 +199,7 @@ async function main(): Promise<number> {
     rmSync(scratch, { recursive: true, force: true });
     await mailRelay.stop();
     await new Promise((resolve) => agency.server.close(resolve));
+    await Promise.all([osm.close(), wiki.close()]);
   }
   console.log(`rehearsal ${failed ? 'FAILED' : 'passed'} in ${elapsed()}`);
   return failed ? 1 : 0;

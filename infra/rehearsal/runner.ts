@@ -120,7 +120,7 @@ export const PROXY_IP = '127.80.80.1';
 /**
  * Wires a rehearsal can cut (`npm run stack:rehearse -- --break <wire> [--break <wire>]`), each as a change to what the
  * program declares, to show that the rehearsal then fails at the step that depends on it:
- *   worker-egress  the QC worker loses its network with a route out        → step 4b
+ *   worker-egress  the QC worker loses its network with a route out        → steps 4b and 4c
  *   clients-sync   the clients sync is pointed at a Hydra that is not there → the stack stops at that job
  *   site-settings  the sites are told nothing (no SITE_ENV_*)              → step 6d
  */

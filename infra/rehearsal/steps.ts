@@ -14,6 +14,8 @@ import { chromium, type Browser, type BrowserContext } from 'playwright-core';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { spawnInNetnsOf } from './netns.js';
 import { startCluster } from './postgres.js';
+import type { MediaWikiDouble } from '../../services/shared/testing/mediawiki-api.js';
+import type { OsmApiDouble } from '../../services/shared/testing/osm-api.js';
 import type { SmtpDouble } from '../../services/shared/testing/smtp.js';
 import type { RehearsalStack } from './runner.js';
 
@@ -53,10 +55,35 @@ export interface StepContext {
   otherTarget: { key: string; deployPath: string; port: number };
   /** The webhook's port as the stack declares it (the port a squatter would wait for). */
   webhookPort: number;
-  /** Stand-ins outside the stack: the mail relay (SMTP), who reviews, and what the agency received. */
-  outside: { mail: SmtpDouble; reviewers: string; agency: { path: string; body: string }[] };
+  /**
+   * Stand-ins outside the stack: the mail relay (SMTP), who reviews, what the agency received, and the
+   * OSM API 0.6 and Wikibase the exports go to.
+   */
+  outside: { mail: SmtpDouble; reviewers: string; agency: { path: string; body: string }[]; osm: OsmApiDouble; wiki: MediaWikiDouble };
+  /** Figures the steps measure (name → value with its unit), printed after the steps. */
+  figures: Record<string, string>;
   say(line: string): void;
 }
+
+/** A QC job as the API shows it (GET /api/features/{id}/reviews, GET /api/qc/jobs). */
+interface JobView {
+  id: number;
+  task: string;
+  status: string;
+  reason: string | null;
+  /** The transient error of the last attempt of a job that is retrying. */
+  lastError: string | null;
+  result: Record<string, unknown> | null;
+}
+
+/** A job waiting on the desk with its OSM plan (docs/qc.md "Nothing reaches OSM unseen"). */
+interface PlannedJob extends JobView {
+  featureId: string;
+  plan: { action: string; proposed: unknown; tagChanges: { key: string; before: string | null; after: string | null }[] } | null;
+}
+
+/** What the QC worker records when it cannot reach a remote side at all (no way out). */
+const CUT_OFF = /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|fetch failed|socket hang up/;
 
 interface Reply {
   status: number;
@@ -126,6 +153,46 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
     await new Promise((r) => setTimeout(r, 300));
   }
   throw new Error(`${what} not within ${timeoutMs / 1000} s${last ? ` (${(last as Error).message})` : ''}`);
+}
+
+/** Where step 2 puts the journey's feature. */
+const JOURNEY_POINT = { lon: 13.4, lat: 52.5 };
+
+/**
+ * What an anonymous reader gets from GeoServer through the proxy's public route: the public layer by
+ * WFS GetFeature (the ids), WMS GetMap as SVG over a small box around `at` (shapes drawn), and whether
+ * the editors' layer stays hidden. The layers are the ones the provisioning job published (the view
+ * features.public_features, migration 012, and the table).
+ */
+async function anonymousView(stack: RehearsalStack, geo: string, at: { lon: number; lat: number }) {
+  const types = [...(stack.geoserver?.state.featureTypes.entries() ?? [])].map(([key, ft]) => ({ workspace: key.split('/')[0]!, ...ft }));
+  const publicType = types.find((t) => t.nativeName === 'public_features');
+  const editorsType = types.find((t) => t.nativeName === 'features');
+  if (!publicType || !editorsType) throw new Error(`GeoServer publishes ${types.map((t) => `${t.workspace}:${t.name}`).join(', ') || 'nothing'}: no public and editors' layer (step 5)`);
+  const layer = `${publicType.workspace}:${publicType.name}`;
+  const editorsLayer = `${editorsType.workspace}:${editorsType.name}`;
+  const get = (path: string) => viaProxy(stack, `https://${geo}/geoserver/${path}`);
+  const getFeature = (typeName: string) => get(`wfs?service=WFS&version=2.0.0&request=GetFeature&typeNames=${encodeURIComponent(typeName)}&outputFormat=application%2Fjson&count=1000`);
+  const d = 0.001;
+  // WMS 1.3.0 with EPSG:4326: latitude first.
+  const box = [at.lat - d, at.lon - d, at.lat + d, at.lon + d].join(',');
+  const [wfs, wms, editors] = await Promise.all([
+    getFeature(layer),
+    get(`wms?service=WMS&version=1.3.0&request=GetMap&layers=${encodeURIComponent(layer)}&styles=&crs=EPSG%3A4326&bbox=${box}&width=256&height=256&format=image%2Fsvg%2Bxml`),
+    getFeature(editorsLayer),
+  ]);
+  const ids = wfs.status === 200 ? (JSON.parse(wfs.body) as { features: { properties: { id?: string } }[] }).features.map((f) => String(f.properties.id)) : [];
+  const drawn = wms.status === 200 && String(wms.headers['content-type']).startsWith('image/svg+xml') ? (wms.body.match(/<(circle|path)\b/g) ?? []).length : -1;
+  return {
+    layer,
+    editorsLayer,
+    ids,
+    drawn,
+    wfsStatus: wfs.status,
+    wmsStatus: drawn >= 0 ? wms.status : 0,
+    editorsHidden: editors.status >= 400 && !/"FeatureCollection"/.test(editors.body),
+    problem: [wfs, wms, editors].filter((r) => r.status !== 200 || !/FeatureCollection|<svg/.test(r.body)).map((r) => `${r.status}: ${r.body.slice(0, 120)}`).join(' ; '),
+  };
 }
 
 interface SignedIn {
@@ -267,7 +334,9 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     });
     // The people exist in Kratos from here on (as if registered), with their role in metadata_public.
     for (const person of Object.values(people)) kratos?.addIdentity(person);
+    let journeyBegan = 0;
     await step(results, '1b signs in through the login app and completes the OAuth2 code flow of the synced client', async () => {
+      journeyBegan = Date.now();
       const me = await signIn('contributor');
       assert(hydra!.tokens.has(me.accessToken), 'the access token is not one Hydra issued');
       assert(!/^ey[\w-]+\.ey/.test(me.accessToken), 'a JWT access token, but hydra.yml issues opaque ones');
@@ -310,6 +379,9 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       assert(status === 200, `GET /api/features/${featureId} in the signed-in browser answered ${status}: ${body.slice(0, 200)}`);
       return `the browser's ory_kratos_session (set by ${domains.kratos}) reads the feature on ${domains.api}`;
     });
+
+    // What an anonymous reader of GeoServer gets before the journey's feature is approved (step 5c).
+    const beforeApproval = await anonymousView(stack, domains.geo!, JOURNEY_POINT).catch((error: Error) => error);
 
     // 4 ------------------------------------------------------------------------------------------
     await step(results, '4 a feature is created, submitted, and approved by a second user', async () => {
@@ -359,6 +431,98 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       return `the reviewers' mail (to ${reviewers}) and the agency notice for ${featureId} arrived outside, sent by qc-worker over worker-out`;
     });
 
+    await step(results, "4c the approval's exports reach OSM and Wikibase over the QC worker's way out: the reviewer confirms each OSM plan, the changeset and the item arrive, the item's id goes back to OSM", async () => {
+      assert(featureId, 'no feature (step 2 failed)');
+      const reviewer = signedIn.get('reviewer');
+      assert(reviewer, 'no signed-in reviewer (step 4 failed)');
+      const { osm, wiki } = ctx.outside;
+      const asReviewer = (path: string, body?: unknown) =>
+        viaProxy(stack, https(domains.api!, path), {
+          method: body === undefined ? 'GET' : 'POST',
+          headers: { authorization: `Bearer ${reviewer.accessToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+      const jobsOfFeature = async (): Promise<JobView[]> => {
+        const reviews = await asReviewer(`/api/features/${featureId}/reviews`);
+        assert(reviews.status === 200, `GET /api/features/${featureId}/reviews answered ${reviews.status}: ${reviews.body.slice(0, 200)}`);
+        return (JSON.parse(reviews.body) as { jobs: JobView[] }).jobs;
+      };
+      // The worker's lines about these exports (its mail and agency lines are step 4b's).
+      const workerLog = () =>
+        (stack.containers.get('qc-worker')?.log ?? [])
+          .filter((line) => /"task":"(osm|wikibase)_export"|OSM API|Wikibase/.test(line.slice(0, 4000)))
+          .slice(-3)
+          .map((line) => line.slice(0, 600))
+          .join(' | ') || '(nothing about OSM or Wikibase)';
+      /** Stops the wait at once when an export cannot reach its remote side at all. */
+      const giveUpWhenCutOff = async () => {
+        const stuck = (await jobsOfFeature()).find((j) => /^(osm|wikibase)_export$/.test(j.task) && j.status === 'retrying' && CUT_OFF.test(j.lastError ?? ''));
+        if (stuck) throw new GaveUp(`${stuck.task} cannot reach its remote side (${stuck.lastError?.slice(0, 160)}); qc-worker: ${workerLog()}`);
+      };
+      /** What a reviewer does on the desk (/qc/decisions): read the plan waiting for this feature and confirm it as proposed. */
+      const confirmed = new Set<number>();
+      const confirmPlan = async (what: string): Promise<PlannedJob> => {
+        const job = await until(
+          what,
+          async () => {
+            const listed = await asReviewer('/api/qc/jobs?status=needs_decision');
+            assert(listed.status === 200, `GET /api/qc/jobs?status=needs_decision answered ${listed.status}: ${listed.body.slice(0, 200)}`);
+            const waiting = (JSON.parse(listed.body) as { jobs: PlannedJob[] }).jobs.find((j) => j.featureId === featureId && j.task === 'osm_export' && j.plan && !confirmed.has(j.id));
+            if (waiting) return waiting;
+            await giveUpWhenCutOff();
+            return undefined;
+          },
+          60_000,
+        ).catch((error: Error) => {
+          throw error instanceof GaveUp ? error : new Error(`${error.message}; qc-worker: ${workerLog()}`);
+        });
+        const decided = await asReviewer(`/api/qc/jobs/${job.id}/decision`, { choice: job.plan!.proposed });
+        assert(decided.status === 200, `confirming the plan of job ${job.id} answered ${decided.status}: ${decided.body.slice(0, 200)}`);
+        confirmed.add(job.id);
+        return job;
+      };
+      const outcome = (task: string, what: string, accept: (job: JobView) => boolean) =>
+        until(
+          what,
+          async () => {
+            const jobs = await jobsOfFeature();
+            const done = jobs.find((j) => j.task === task && accept(j));
+            if (done) return done;
+            const failed = jobs.find((j) => j.task === task && ['failed', 'conflict', 'skipped'].includes(j.status));
+            if (failed) throw new GaveUp(`${task} ended ${failed.status}: ${failed.reason ?? ''}`);
+            await giveUpWhenCutOff();
+            return undefined;
+          },
+          60_000,
+        ).catch((error: Error) => {
+          throw error instanceof GaveUp ? error : new Error(`${error.message}; qc-worker: ${workerLog()}`);
+        });
+
+      // The first plan: create the node of the approved point; nothing is uploaded before the reviewer confirms it.
+      const first = await confirmPlan('the OSM plan of the approval on the desk');
+      assert(osm.acceptedUploads.length === 0, `${osm.acceptedUploads.length} uploads reached OSM before the reviewer confirmed the plan`);
+      const exported = await outcome('osm_export', 'the OSM export of the confirmed plan', (j) => j.id === first.id && j.status === 'exported');
+      const element = exported.result as { type: 'node' | 'way' | 'relation'; id: number; changesetId?: number };
+      const upload = osm.requests.find((r) => r.method === 'POST' && r.path === `/api/0.6/changeset/${element.changesetId}/upload`);
+      assert(upload && osm.element(element.type, element.id), `the export reports ${element.type} ${element.id} in changeset ${element.changesetId}, which OSM does not hold`);
+      ctx.figures['journey: sign-in to the export reaching OSM'] = `${((upload.at - journeyBegan) / 1000).toFixed(1)} s`;
+      // Wikibase follows the OSM export of the same approval, and creates the item as the worker's bot account.
+      const item = await outcome('wikibase_export', 'the Wikibase export', (j) => j.status === 'exported');
+      const itemId = String(item.result?.itemId ?? '');
+      assert(wiki.createdItems().some((i) => i.id === itemId), `the Wikibase export reports item ${itemId}, which the wiki did not create`);
+      // The item goes back to OSM (wikidata=) as a second reviewed plan of one tag change.
+      const linkBack = await confirmPlan("the OSM plan that writes the item's id back");
+      assert(linkBack.plan!.tagChanges.some((c) => c.key === 'wikidata' && c.after === itemId), `the second plan changes ${JSON.stringify(linkBack.plan!.tagChanges)}, not wikidata=${itemId}`);
+      await until(`wikidata=${itemId} on ${element.type} ${element.id}`, async () => (osm.element(element.type, element.id)?.tags.wikidata === itemId ? true : undefined), 60_000).catch(async (error: Error) => {
+        await giveUpWhenCutOff();
+        throw error;
+      });
+      // Only the worker went out, over its own network.
+      const out = stack.endpoints.references.filter((r) => /^(osm-api|wikibase):/.test(r.to));
+      assert(out.length > 0 && out.every((r) => r.from === 'qc-worker' && r.reachable), `references to OSM and Wikibase: ${out.map((r) => `${r.from}→${r.to} ${r.reachable ? 'reachable' : 'unreachable'}`).join(', ') || 'none'}`);
+      return `the reviewer confirmed the plan (${first.plan!.action}), ${element.type} ${element.id} uploaded in changeset ${element.changesetId} ${((upload.at - journeyBegan) / 1000).toFixed(1)} s after sign-in; item ${itemId} created; the second plan (wikidata=${itemId}) confirmed and on OSM; only qc-worker reached them`;
+    });
+
     await step(results, '5 GeoServer provisioning ran against the GeoServer double', async () => {
       const job = stack.containers.get('geoserver-provision');
       assert(job?.exitCode === 0, `geoserver-provision: ${job ? `exit ${job.exitCode}` : 'never started'}`);
@@ -386,6 +550,27 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       const actors = features.psql('features', `SELECT string_agg(h.actor, ',') FROM history.feature_versions h JOIN features.features f ON f.id = h.feature_id WHERE f.name = '${name}'`).trim();
       assert(actors === contributorId, `the history names ${actors || 'nobody'} for the WFS-T insert, not the contributor ${contributorId}`);
       return `anonymous 401; the contributor's insert is in the history under ${contributorId} (not the role geoserver)`;
+    });
+
+    // 5c -----------------------------------------------------------------------------------------
+    await step(results, "5c anonymous WFS and WMS through the proxy's public GeoServer route show the journey's feature only once approved; the editors' layer stays hidden", async () => {
+      assert(featureId, 'no feature (step 2 failed)');
+      if (beforeApproval instanceof Error) throw new Error(`before the approval: ${beforeApproval.message}`);
+      const after = await anonymousView(stack, domains.geo!, JOURNEY_POINT);
+      const geoserverLog = () => stack.geoserver?.requests.filter((r) => r.method === 'GET').slice(-4).map((r) => `${r.status} ${r.path}${r.query.slice(0, 80)}`).join(' | ') ?? '';
+      for (const [when, view] of [['before the approval', beforeApproval], ['after the approval', after]] as const) {
+        assert(view.wfsStatus === 200 && view.wmsStatus === 200, `${when}: anonymous GetFeature answered ${view.wfsStatus}, GetMap ${view.wmsStatus} (${view.problem}); geoserver: ${geoserverLog()}`);
+        assert(view.editorsHidden, `${when}: the editors' layer ${view.editorsLayer} answered an anonymous GetFeature: ${view.problem}`);
+      }
+      assert(!beforeApproval.ids.includes(featureId) && beforeApproval.drawn === 0, `before the approval an anonymous reader got the feature: WFS ids ${beforeApproval.ids.join(', ') || 'none'}, ${beforeApproval.drawn} drawn by WMS`);
+      assert(after.ids.includes(featureId), `after the approval anonymous WFS has ${after.ids.length} features, not ${featureId}`);
+      assert(after.drawn === 1, `after the approval anonymous WMS draws ${after.drawn} features at the feature's place, not 1`);
+      // The WFS-T insert of step 5b is a draft: never public.
+      const features = stack.clusters.get('features-db')!;
+      const drafts = features.psql('features', "SELECT string_agg(id::text, ',') FROM features.features WHERE status <> 'approved'").trim().split(',').filter(Boolean);
+      const leaked = drafts.filter((id) => after.ids.includes(id));
+      assert(drafts.length > 0 && leaked.length === 0, leaked.length ? `drafts ${leaked.join(', ')} are in the anonymous WFS` : 'no draft feature to check against (step 5b inserted none)');
+      return `${after.layer}: WFS without it before (${beforeApproval.ids.length} features), with it after (${after.ids.length}); WMS drew ${beforeApproval.drawn} then ${after.drawn} at its place; ${drafts.length} drafts never shown; ${after.editorsLayer} hidden from anonymous readers`;
     });
 
     // 6 ------------------------------------------------------------------------------------------

@@ -255,7 +255,7 @@ export async function startFakeGeoServer(options: { user: string; password: stri
         return answer(503, 'text/plain', 'starting');
       }
       if (wfs && url.pathname.startsWith('/geoserver/') && !url.pathname.startsWith(`${REST_BASE}/`)) {
-        wfs.handle(url.pathname.slice('/geoserver'.length), method, req.headers, body, wfsContext).then(
+        wfs.handle(url.pathname.slice('/geoserver'.length), method, req.headers, body, wfsContext, url.searchParams).then(
           (result) => {
             requests.push({ method, path: url.pathname, query: url.search, status: result.status });
             res.writeHead(result.status, { 'content-type': result.type, ...(result.headers ?? {}) });

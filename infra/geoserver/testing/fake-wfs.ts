@@ -21,6 +21,12 @@ import pg from 'pg';
  *   match allowedSessionVariableValues (default: an identifier).
  * - WFS-T: a Transaction with one or more Insert of <ws>:<layer> features whose properties are simple
  *   elements and whose geometry is a gml:Point; the answer is a wfs:TransactionResponse.
+ * - reads (KVP GET, parameter names in any case): WFS GetFeature as GeoJSON (outputFormat
+ *   application/json) and WMS GetMap as SVG (format image/svg+xml, one shape per feature drawn), from
+ *   the layer's table or view through the store's connection, session SQL included. A layer the
+ *   caller may not read (layer ACL <ws>.<layer>.r) is hidden, as in GeoServer's default catalog mode
+ *   HIDE: WFS answers 400 "unknown", WMS a LayerNotDefined service exception. Other output formats
+ *   are refused with 501 rather than guessed.
  */
 
 export const DEFAULT_SECURITY_CONFIG = `<security>
@@ -173,13 +179,25 @@ export class FakeWfs {
     return { user: null, roles: [] };
   }
 
-  /** Handles a WFS request under /geoserver (path without the context), or answers undefined when it is not one. */
-  async handle(path: string, method: string, headers: Record<string, string | string[] | undefined>, body: string, ctx: WfsContext): Promise<{ status: number; type: string; body: string; headers?: Record<string, string> }> {
+  /** Answers an OGC request under /geoserver (the path without the context): a WFS-T Transaction (POST) or a KVP read (GET). */
+  async handle(
+    path: string,
+    method: string,
+    headers: Record<string, string | string[] | undefined>,
+    body: string,
+    ctx: WfsContext,
+    query: URLSearchParams = new URLSearchParams(),
+  ): Promise<WfsAnswer> {
     const principal = this.authenticate(path, headers);
+    const allowed = (rule: string | undefined) => rule !== undefined && (rule.split(',').map((r) => r.trim()).includes('*') || principal.roles.some((r) => rule.split(',').map((x) => x.trim()).includes(r)));
+    if (method === 'GET') {
+      const read = /^\/(?:([A-Za-z_][\w-]*)\/)?(wfs|wms|ows)$/.exec(path);
+      if (!read) return { status: 501, type: 'text/plain', body: `fake GeoServer does not implement ${method} ${path}` };
+      return this.read(read[1], read[2]!, query, principal, allowed, ctx);
+    }
     const service = /^\/(?:([A-Za-z_][\w-]*)\/)?(wfs|ows)$/.exec(path);
     if (!service) return { status: 501, type: 'text/plain', body: `fake GeoServer does not implement ${method} ${path}` };
-    if (method !== 'POST' || !/<(\w+:)?Transaction\b/.test(body)) return { status: 501, type: 'text/plain', body: 'fake GeoServer implements only WFS-T Transaction (POST)' };
-    const allowed = (rule: string | undefined) => rule !== undefined && (rule.split(',').map((r) => r.trim()).includes('*') || principal.roles.some((r) => rule.split(',').map((x) => x.trim()).includes(r)));
+    if (method !== 'POST' || !/<(\w+:)?Transaction\b/.test(body)) return { status: 501, type: 'text/plain', body: 'fake GeoServer implements only WFS-T Transaction (POST) and KVP GetFeature/GetMap (GET)' };
     const inserts = [...body.matchAll(/<(?:\w+:)?Insert\b[^>]*>([\s\S]*?)<\/(?:\w+:)?Insert>/g)].map((m) => m[1]!);
     const features = inserts.flatMap((insert) => [...insert.matchAll(/<(\w+):(\w+)>([\s\S]*?)<\/\1:\2>/g)].map((m) => ({ prefix: m[1]!, workspace: service[1] ?? m[1]!, layer: m[2]!, content: m[3]! })));
     if (features.length === 0) return { status: 400, type: 'text/plain', body: 'a Transaction without an Insert this fake understands' };
@@ -219,11 +237,12 @@ export class FakeWfs {
     });
   }
 
-  private async insert(f: { prefix: string; workspace: string; layer: string; content: string }, principal: WfsPrincipal, ctx: WfsContext): Promise<string> {
-    const found = ctx.storeOf(f.workspace);
-    const nativeName = found?.nativeNames.get(f.layer);
-    if (!found || !nativeName) throw new WfsError(400, `unknown feature type ${f.workspace}:${f.layer}`);
-    const { params, password } = found.store;
+  /**
+   * A connection of the store as GeoServer takes one from its pool: as the store's user, with the
+   * session startup SQL for this principal; `done` runs the close-up SQL and ends it.
+   */
+  private async storeConnection(store: WfsStore, principal: WfsPrincipal): Promise<{ client: pg.Client; done: () => Promise<void> }> {
+    const { params, password } = store;
     const target = this.options.resolveDatabase?.(params.host!, Number(params.port)) ?? { host: params.host!, port: Number(params.port) };
     const client = new pg.Client({ host: target.host, port: target.port, database: params.database, user: params.user, password });
     await client.connect();
@@ -233,6 +252,148 @@ export class FakeWfs {
         this.sessionSql.push(startup);
         await client.query(startup);
       }
+    } catch (error) {
+      await client.end();
+      throw error;
+    }
+    return {
+      client,
+      done: async () => {
+        try {
+          const closeup = this.sessionCommand(params['Session close-up SQL'], 'closeup', principal.user);
+          if (closeup) {
+            this.sessionSql.push(closeup);
+            await client.query(closeup);
+          }
+        } finally {
+          await client.end();
+        }
+      },
+    };
+  }
+
+  /** KVP reads: WFS GetFeature (GeoJSON) and WMS GetMap (SVG), each layer checked against its read rule. */
+  private async read(
+    workspace: string | undefined,
+    endpoint: string,
+    query: URLSearchParams,
+    principal: WfsPrincipal,
+    allowed: (rule: string | undefined) => boolean,
+    ctx: WfsContext,
+  ): Promise<WfsAnswer> {
+    // OGC KVP parameter names are case-insensitive; values are not.
+    const kvp = new Map([...query.entries()].map(([k, v]) => [k.toLowerCase(), v]));
+    const service = (kvp.get('service') ?? (endpoint === 'ows' ? '' : endpoint)).toUpperCase();
+    const request = (kvp.get('request') ?? '').toLowerCase();
+    const version = kvp.get('version') ?? (service === 'WMS' ? '1.3.0' : '2.0.0');
+    const names = (service === 'WMS' ? kvp.get('layers') : (kvp.get('typenames') ?? kvp.get('typename'))) ?? '';
+    const operation = service === 'WMS' && request === 'getmap' ? 'GetMap' : service === 'WFS' && request === 'getfeature' ? 'GetFeature' : undefined;
+    if (!operation) return { status: 501, type: 'text/plain', body: `fake GeoServer reads only WFS GetFeature and WMS GetMap, not ${service || '?'} ${kvp.get('request') ?? '?'}` };
+    const serviceRule = ctx.serviceRules[`${service.toLowerCase()}.${operation}`] ?? ctx.serviceRules[`${service.toLowerCase()}.*`] ?? ctx.serviceRules['*.*'];
+    if (!allowed(serviceRule)) {
+      if (principal.user === null) return { status: 401, type: 'text/plain', body: 'authentication required', headers: { 'WWW-Authenticate': 'Basic realm="GeoServer Realm"' } };
+      return { status: 403, type: 'text/plain', body: `${principal.user} may not use ${service} ${operation}` };
+    }
+    const layers: { workspace: string; layer: string; nativeName: string; store: WfsStore }[] = [];
+    for (const name of names.split(',').map((n) => n.trim()).filter(Boolean).slice(0, 20)) {
+      const [ws, layer] = name.includes(':') ? (name.split(':', 2) as [string, string]) : [workspace ?? '', name];
+      const found = ctx.storeOf(ws);
+      const nativeName = found?.nativeNames.get(layer);
+      const rule = ctx.layerRules[`${ws}.${layer}.r`] ?? ctx.layerRules[`${ws}.*.r`] ?? ctx.layerRules['*.*.r'];
+      // A layer the caller may not read does not exist for it (catalog mode HIDE).
+      if (!found || !nativeName || !allowed(rule) || (workspace && ws !== workspace)) {
+        return service === 'WMS'
+          ? { status: 200, type: 'text/xml', body: serviceException('LayerNotDefined', `Could not find layer ${name}`) }
+          : { status: 400, type: 'text/xml', body: owsException('InvalidParameterValue', `Feature type ${name} unknown`) };
+      }
+      layers.push({ workspace: ws, layer, nativeName, store: found.store });
+    }
+    if (layers.length === 0) return { status: 400, type: 'text/xml', body: owsException('MissingParameterValue', `${service === 'WMS' ? 'LAYERS' : 'typeNames'} is required`) };
+    return operation === 'GetFeature' ? this.getFeature(layers, kvp, version, principal) : this.getMap(layers, kvp, version, principal);
+  }
+
+  /** The geometry column of a table or view, as GeoServer's PostGIS store finds it (geometry_columns). */
+  private async geometryColumn(client: pg.Client, schema: string, table: string): Promise<string> {
+    const { rows } = await client.query<{ column: string }>('SELECT f_geometry_column AS "column" FROM geometry_columns WHERE f_table_schema = $1 AND f_table_name = $2 LIMIT 1', [schema, table]);
+    if (!rows[0]) throw new WfsError(500, `no geometry column in ${schema}.${table}`);
+    return rows[0].column;
+  }
+
+  private async getFeature(layers: { layer: string; nativeName: string; store: WfsStore }[], kvp: Map<string, string>, version: string, principal: WfsPrincipal): Promise<WfsAnswer> {
+    const format = (kvp.get('outputformat') ?? '').toLowerCase();
+    if (!['application/json', 'json', 'application/geo+json'].includes(format)) return { status: 501, type: 'text/plain', body: 'this GeoServer double answers GetFeature only with outputFormat=application/json' };
+    const limit = Math.min(Number(kvp.get('count') ?? kvp.get('maxfeatures') ?? 10_000) || 10_000, 10_000);
+    const box = parseBox(kvp.get('bbox'), version, 'WFS');
+    const features: unknown[] = [];
+    let matched = 0;
+    for (const { layer, nativeName, store } of layers) {
+      const schema = store.params.schema ?? 'public';
+      const { client, done } = await this.storeConnection(store, principal);
+      try {
+        const column = await this.geometryColumn(client, schema, nativeName);
+        const geom = pg.escapeIdentifier(column);
+        const where = box ? `WHERE t.${geom} && ST_MakeEnvelope($2, $3, $4, $5, 4326)` : '';
+        const { rows } = await client.query<{ properties: Record<string, unknown>; geometry: unknown; matched: string }>(
+          `SELECT to_jsonb(t) - $1::text AS properties, ST_AsGeoJSON(t.${geom}, 7)::jsonb AS geometry, count(*) OVER () AS matched
+             FROM ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(nativeName)} t ${where} LIMIT ${limit}`,
+          [column, ...(box ?? [])],
+        );
+        matched += Number(rows[0]?.matched ?? 0);
+        rows.forEach((row, i) => features.push({ type: 'Feature', id: `${layer}.${String(row.properties.id ?? i + 1)}`, geometry: row.geometry, properties: row.properties }));
+      } catch (error) {
+        if (error instanceof WfsError) throw error;
+        throw new WfsError(500, `ows:ExceptionReport ${(error as Error).message}`);
+      } finally {
+        await done();
+      }
+    }
+    const collection = { type: 'FeatureCollection', features, totalFeatures: matched, numberMatched: matched, numberReturned: features.length, timeStamp: new Date().toISOString(), crs: { type: 'name', properties: { name: 'urn:ogc:def:crs:EPSG::4326' } } };
+    return { status: 200, type: 'application/json', body: JSON.stringify(collection) };
+  }
+
+  private async getMap(layers: { layer: string; nativeName: string; store: WfsStore }[], kvp: Map<string, string>, version: string, principal: WfsPrincipal): Promise<WfsAnswer> {
+    const format = (kvp.get('format') ?? '').toLowerCase();
+    if (format !== 'image/svg+xml' && format !== 'image/svg') return { status: 501, type: 'text/plain', body: 'this GeoServer double draws GetMap only as image/svg+xml' };
+    const width = Number(kvp.get('width'));
+    const height = Number(kvp.get('height'));
+    const box = parseBox(kvp.get('bbox'), version, 'WMS', kvp.get('crs') ?? kvp.get('srs'));
+    if (!box || !(width > 0 && width <= 4096 && height > 0 && height <= 4096)) return { status: 200, type: 'text/xml', body: serviceException('MissingDimensionValue', 'BBOX, WIDTH and HEIGHT (1..4096) are required') };
+    const [minx, miny, maxx, maxy] = box;
+    const groups: string[] = [];
+    for (const { layer, nativeName, store } of layers) {
+      const schema = store.params.schema ?? 'public';
+      const { client, done } = await this.storeConnection(store, principal);
+      try {
+        const geom = pg.escapeIdentifier(await this.geometryColumn(client, schema, nativeName));
+        // ST_AsSVG writes y as -latitude: the viewBox below flips the box the same way.
+        const { rows } = await client.query<{ kind: string; svg: string }>(
+          `SELECT GeometryType(t.${geom}) AS kind, ST_AsSVG(t.${geom}, 0, 7) AS svg
+             FROM ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(nativeName)} t WHERE t.${geom} && ST_MakeEnvelope($1, $2, $3, $4, 4326) LIMIT 100000`,
+          box,
+        );
+        const radius = ((maxx - minx) / width) * 3;
+        const shapes = rows.flatMap((row) =>
+          /POINT$/.test(row.kind) ? row.svg.split(',').map((point) => `<circle ${point} r="${radius}"/>`) : [`<path d="${row.svg}"${/LINE/.test(row.kind) ? ' fill="none"' : ''}/>`],
+        );
+        groups.push(`<g id="${layer}" data-features="${rows.length}">${shapes.join('')}</g>`);
+      } catch (error) {
+        if (error instanceof WfsError) throw error;
+        throw new WfsError(500, `ServiceException ${(error as Error).message}`);
+      } finally {
+        await done();
+      }
+    }
+    const svg = `<?xml version="1.0" encoding="UTF-8"?><svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="${minx} ${-maxy} ${maxx - minx} ${maxy - miny}" preserveAspectRatio="none">${groups.join('')}</svg>`;
+    return { status: 200, type: 'image/svg+xml', body: svg };
+  }
+
+  private async insert(f: { prefix: string; workspace: string; layer: string; content: string }, principal: WfsPrincipal, ctx: WfsContext): Promise<string> {
+    const found = ctx.storeOf(f.workspace);
+    const nativeName = found?.nativeNames.get(f.layer);
+    if (!found || !nativeName) throw new WfsError(400, `unknown feature type ${f.workspace}:${f.layer}`);
+    const { params } = found.store;
+    const { client, done } = await this.storeConnection(found.store, principal);
+    try {
       const properties = Object.fromEntries([...f.content.matchAll(new RegExp(`<${f.prefix}:(\\w+)>([^<]*)</${f.prefix}:\\1>`, 'g'))].map((m) => [m[1]!, m[2]!]));
       const pos = /<gml:pos>\s*([-\d.eE]+)\s+([-\d.eE]+)\s*<\/gml:pos>/.exec(f.content);
       if (!pos) throw new WfsError(400, 'only gml:Point geometries with gml:pos are understood by this fake');
@@ -245,20 +406,47 @@ export class FakeWfs {
       await client.query('BEGIN');
       const { rows } = await client.query<{ id: string }>(sql, [...values, Number(pos[1]), Number(pos[2])]);
       await client.query('COMMIT');
-      const closeup = this.sessionCommand(params['Session close-up SQL'], 'closeup', principal.user);
-      if (closeup) {
-        this.sessionSql.push(closeup);
-        await client.query(closeup);
-      }
       return rows[0]!.id;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
       if (error instanceof WfsError) throw error;
       throw new WfsError(500, `ows:ExceptionReport ${(error as Error).message}`);
     } finally {
-      await client.end();
+      await done();
     }
   }
+}
+
+export interface WfsAnswer {
+  status: number;
+  type: string;
+  body: string;
+  headers?: Record<string, string>;
+}
+
+const xmlText = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const owsException = (code: string, text: string) =>
+  `<?xml version="1.0" encoding="UTF-8"?><ows:ExceptionReport xmlns:ows="http://www.opengis.net/ows/1.1" version="2.0.0"><ows:Exception exceptionCode="${code}"><ows:ExceptionText>${xmlText(text)}</ows:ExceptionText></ows:Exception></ows:ExceptionReport>`;
+const serviceException = (code: string, text: string) =>
+  `<?xml version="1.0" encoding="UTF-8"?><ServiceExceptionReport version="1.3.0" xmlns="http://www.opengis.net/ogc"><ServiceException code="${code}">${xmlText(text)}</ServiceException></ServiceExceptionReport>`;
+
+/**
+ * A BBOX as [minLon, minLat, maxLon, maxLat]. EPSG:4326 has latitude first in WMS 1.3.0 and in WFS
+ * 1.1/2.0 (where a bbox without a CRS is in the layer's, EPSG:4326, urn axis order); WMS 1.1.1, CRS:84
+ * and WFS 1.0 give longitude first. Undefined when absent or malformed.
+ */
+function parseBox(value: string | undefined, version: string, service: 'WMS' | 'WFS', crsParam?: string): [number, number, number, number] | undefined {
+  if (!value) return undefined;
+  const parts = value.split(',');
+  const numbers = parts.slice(0, 4).map(Number);
+  if (numbers.length !== 4 || numbers.some((n) => !Number.isFinite(n))) return undefined;
+  const crs = (service === 'WFS' ? parts[4] : crsParam) ?? '';
+  const latFirst =
+    /CRS:84$/i.test(crs) ? false
+    : service === 'WMS' ? version.startsWith('1.3') && /EPSG:?:?4326$/i.test(crs)
+    : !version.startsWith('1.0') && (crs === '' || /^urn:/i.test(crs));
+  const [a, b, c, d] = numbers as [number, number, number, number];
+  return latFirst ? [b, a, d, c] : [a, b, c, d];
 }
 
 export class WfsError extends Error {

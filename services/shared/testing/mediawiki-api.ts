@@ -28,7 +28,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
-import { closeGracefully, listen } from '../../services/shared/http-server.js';
+import { closeGracefully, listen } from '../http-server.js';
 
 export interface WikiUser {
   /** The account name contributions are attributed to. */

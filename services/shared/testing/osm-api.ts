@@ -25,7 +25,7 @@
  */
 import { createServer, type IncomingMessage } from 'node:http';
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
-import { closeGracefully, listen } from '../../services/shared/http-server.js';
+import { closeGracefully, listen } from '../http-server.js';
 
 export type ElementType = 'node' | 'way' | 'relation';
 
