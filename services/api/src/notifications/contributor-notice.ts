@@ -42,11 +42,11 @@ export function composeContributorNotice(notice: ContributorNotice, reviewLink: 
   };
 }
 
-/** One round: mails up to BATCH pending notices; returns how many it settled. */
+/** One round: mails up to BATCH pending notices and records their outcomes in one statement; returns how many it settled. */
 export async function deliverNotices(db: Db, mailer: Mailer | null, reviewLink: string, logger?: Logger): Promise<number> {
   return withTransaction(db, async (client) => {
     const { rows } = await client.query(sql.pendingMails(BATCH));
-    let settled = 0;
+    const settled: { id: string; status: 'sent' | 'skipped' | 'failed'; detail: string | null }[] = [];
     for (const notice of rows as ContributorNotice[]) {
       let outcome: { status: 'sent' | 'skipped' | 'failed'; detail: string | null };
       if (!mailer) outcome = { status: 'skipped', detail: 'SMTP_URL is not set' };
@@ -65,22 +65,27 @@ export async function deliverNotices(db: Db, mailer: Mailer | null, reviewLink: 
           outcome = { status: 'failed', detail: error.message };
         }
       }
-      await client.query(sql.recordMail(notice.id, outcome.status, outcome.detail));
-      settled++;
+      settled.push({ id: notice.id, ...outcome });
     }
-    return settled;
+    if (settled.length > 0) await client.query(sql.recordMails(settled));
+    return settled.length;
   });
 }
 
-/** Delivers notices every `intervalMs` until stopped. */
+/** Delivers notices every `intervalMs` until stopped: rounds one after the other while each finds a full batch. */
 export function startNoticeMailer(db: Db, mailer: Mailer | null, options: { intervalMs: number; reviewLink: string; logger: Logger }): { stop(): Promise<void> } {
   let running: Promise<unknown> = Promise.resolve();
+  let stopped = false;
+  const rounds = async () => {
+    while (!stopped && (await deliverNotices(db, mailer, options.reviewLink, options.logger)) === BATCH);
+  };
   const timer = setInterval(() => {
-    running = running.then(() => deliverNotices(db, mailer, options.reviewLink, options.logger)).catch((error: unknown) => options.logger.warn({ err: error }, 'contributor notices: a round failed'));
+    running = running.then(rounds).catch((error: unknown) => options.logger.warn({ err: error }, 'contributor notices: a round failed'));
   }, options.intervalMs);
   timer.unref();
   return {
     async stop() {
+      stopped = true;
       clearInterval(timer);
       await running;
     },

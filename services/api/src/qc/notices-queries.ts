@@ -50,8 +50,13 @@ export function pendingMails(limit: number): Query {
   };
 }
 
-export function recordMail(id: string, status: 'sent' | 'skipped' | 'failed', detail: string | null): Query {
-  return { text: `UPDATE qc.notices SET mail_status = $2::text, mail_detail = $3::text WHERE id = $1::bigint`, values: [id, status, detail] };
+/** The mail outcomes of one round's notices, in one statement. */
+export function recordMails(outcomes: readonly { id: string; status: 'sent' | 'skipped' | 'failed'; detail: string | null }[]): Query {
+  return {
+    text: `UPDATE qc.notices n SET mail_status = o.status, mail_detail = o.detail
+           FROM unnest($1::bigint[], $2::text[], $3::text[]) AS o(id, status, detail) WHERE n.id = o.id`,
+    values: [outcomes.map((o) => o.id), outcomes.map((o) => o.status), outcomes.map((o) => o.detail)],
+  };
 }
 
 const COMMENT_JSON = `json_build_object('id', c.id, 'author', c.author, 'authorName', c.author_name, 'body', c.body, 'createdAt', c.created_at)`;

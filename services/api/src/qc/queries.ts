@@ -1,5 +1,5 @@
 import type { Query } from '../db/pool.js';
-import type { JobStatus, JobTask, QcAction, QcStatus } from './states.js';
+import { EXPORT_QUEUES, type JobStatus, type JobTask, type QcAction, type QcStatus } from './states.js';
 
 /**
  * The SQL of the QC workflow, as `{ text, values }` with parameters only. JSON answers are built by
@@ -90,12 +90,12 @@ export function insertTransitionWithJobs(v: TransitionValues, tasks: readonly Jo
  * The relay: up to `limit` outbox rows (qc.jobs not yet relayed, oldest first) become graphile jobs
  * with ONE add_jobs call, and are marked relayed — in one statement, so in one transaction: each row
  * is relayed exactly once (FOR UPDATE SKIP LOCKED lets relays of several workers run side by side).
- * `tasks[i]` runs as graphile task `identifiers[i]`, in the per-feature named queue
- * `<task>:<feature id>` when `perFeature[i]`. The run order of one transition's jobs (OSM before
+ * `tasks[i]` runs as graphile task `identifiers[i]`, in the feature's export queue (exportQueueSql)
+ * when `inQueue[i]`. The run order of one transition's jobs (OSM before
  * Wikibase, which reads the OSM link, before the agency notice) is kept by run_at one microsecond
  * apart in id order: graphile picks by priority, run_at, then id.
  */
-export function relayJobs(limit: number, tasks: readonly { task: JobTask; identifier: string; perFeature: boolean }[], defaultMaxAttempts: number): Query {
+export function relayJobs(limit: number, tasks: readonly { task: JobTask; identifier: string; inQueue: boolean }[], defaultMaxAttempts: number): Query {
   return {
     text: `
       WITH picked AS (
@@ -104,16 +104,38 @@ export function relayJobs(limit: number, tasks: readonly { task: JobTask; identi
         UPDATE qc.jobs j SET relayed_at = clock_timestamp() FROM picked WHERE j.id = picked.id
         RETURNING j.id, j.task, j.feature_id, j.max_attempts
       ), specs AS (
-        SELECT m.id, ROW(w.identifier, json_build_object('jobId', m.id), CASE WHEN w.per_feature THEN m.task || ':' || m.feature_id END,
+        SELECT m.id, ROW(w.identifier, json_build_object('jobId', m.id), CASE WHEN w.in_queue THEN ${exportQueueSql('m.feature_id')} END,
                    now() + (row_number() OVER (ORDER BY m.id) - 1) * interval '1 microsecond',
                    coalesce(m.max_attempts, $5::smallint), NULL, NULL, NULL)::graphile_worker.job_spec AS spec
-        FROM marked m JOIN unnest($2::text[], $3::text[], $4::boolean[]) AS w(task, identifier, per_feature) ON w.task = m.task
+        FROM marked m JOIN unnest($2::text[], $3::text[], $4::boolean[]) AS w(task, identifier, in_queue) ON w.task = m.task
       ), added AS (
         SELECT count(*)::int AS n FROM graphile_worker.add_jobs(ARRAY(SELECT spec FROM specs ORDER BY id))
         WHERE EXISTS (SELECT 1 FROM specs)
       )
       SELECT (SELECT count(*) FROM marked)::int AS relayed, coalesce((SELECT n FROM added), 0)::int AS added`,
-    values: [limit, tasks.map((t) => t.task), tasks.map((t) => t.identifier), tasks.map((t) => t.perFeature), defaultMaxAttempts],
+    values: [limit, tasks.map((t) => t.task), tasks.map((t) => t.identifier), tasks.map((t) => t.inQueue), defaultMaxAttempts],
+  };
+}
+
+/**
+ * The graphile named queue of a feature's exports (qc/states.ts EXPORT_QUEUES): `exports:<n>`, n the
+ * first byte of the md5 of the feature id modulo EXPORT_QUEUES. `feature` is a SQL expression.
+ */
+export function exportQueueSql(feature: string): string {
+  return `'exports:' || (get_byte(decode(md5(${feature}), 'hex'), 0) % ${EXPORT_QUEUES})`;
+}
+
+/**
+ * Another graphile job for a qc.jobs row that stays on its way (a wait, a retry at a given time):
+ * graphile task `identifier`, not before `runAt`, in the feature's export queue when `inQueue`.
+ */
+export function addGraphileJob(jobId: number, identifier: string, inQueue: boolean, runAt: Date, maxAttempts: number): Query {
+  return {
+    text: `
+      SELECT graphile_worker.add_job($2::text, json_build_object('jobId', j.id), queue_name => CASE WHEN $3::boolean THEN ${exportQueueSql('j.feature_id')} END,
+               run_at => $4::timestamptz, max_attempts => $5::int)
+      FROM qc.jobs j WHERE j.id = $1::bigint`,
+    values: [jobId, identifier, inQueue, runAt, maxAttempts],
   };
 }
 

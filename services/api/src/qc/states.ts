@@ -52,10 +52,24 @@ export const TASK_IDENTIFIERS: Record<JobTask, string> = {
 };
 
 /**
- * Jobs of one feature and target run one after the other (a graphile named queue), so two approvals
- * in quick succession cannot both create an OSM element or a Wikibase item.
+ * The exports of one feature run one after the other: the OSM and the Wikibase export jobs go into
+ * graphile named queues, where one job at a time runs, in run_at order (queries.ts exportQueueSql
+ * names the queue). So two approvals in quick succession cannot both create an OSM element or a
+ * Wikibase item, and an approval's Wikibase export, queued a microsecond after its OSM export, runs
+ * after it (it still waits, tasks.ts waitForOsmExport, when that export was put back or batched).
+ *
+ * Why not a queue per feature, as before: every job fetch of graphile-worker locks every named queue
+ * that is free (`… job_queue_id IN (SELECT id FROM _private_job_queues WHERE is_available FOR UPDATE
+ * SKIP LOCKED)`, graphile/worker#558), and a queue row stays when its last job is done. A queue per
+ * feature made each fetch lock one row for every feature ever approved: the fetch's cost grew with
+ * the data. The features are spread over EXPORT_QUEUES queues instead (by the md5 of the id), so a
+ * fetch locks at most that many and a feature's exports still share one queue; unrelated features
+ * of one queue wait for each other, which with at most WORKER_CONCURRENCY (default 2) jobs running
+ * costs little.
  */
-export function queueNameOf(task: JobTask, featureId: string): string | null {
-  if (task === 'osm_export' || task === 'wikibase_export') return `${task}:${featureId}`;
-  return null;
+export const EXPORT_QUEUES = 32;
+
+/** Whether a task's jobs run in the feature's export queue (else in no named queue). */
+export function inExportQueue(task: JobTask): boolean {
+  return task === 'osm_export' || task === 'wikibase_export';
 }

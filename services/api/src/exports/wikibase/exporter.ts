@@ -48,6 +48,17 @@ type WbEdit = ReturnType<typeof WBEdit>;
 type EditParams = Parameters<WbEdit['entity']['edit']>[0];
 
 /**
+ * Why no feature can be exported to Wikibase with these settings (not configured, no credentials, the
+ * licence), before anything is read for an export; null when exports can go.
+ */
+export function wikibaseSkipped(settings: Pick<ExportsSettings, 'wikibase' | 'licence'>): { status: 'skipped'; reason: string } | null {
+  if (!settings.wikibase.instanceUrl) return { status: 'skipped', reason: 'WIKIBASE_URL is not set' };
+  if (!settings.wikibase.credentials) return { status: 'skipped', reason: 'no Wikibase credentials (WIKIBASE_USERNAME/WIKIBASE_PASSWORD or WIKIBASE_OAUTH2_TOKEN)' };
+  const refusal = licenceRefusal(settings.licence, 'wikidata');
+  return refusal ? { status: 'skipped', reason: refusal } : null;
+}
+
+/**
  * Exports an approved feature to Wikidata or any Wikibase with wikibase-edit: a new item (label =
  * name, P31 = the category's class, P625 = centroid), or an update of the item created before.
  *
@@ -65,10 +76,8 @@ export class WikibaseExporter {
 
   async export(request: WikibaseExportRequest): Promise<ExportOutcome<WikibaseExportRecord>> {
     const settings = this.deps.settings.wikibase;
-    if (!settings.instanceUrl || !this.apiEndpoint) return { status: 'skipped', reason: 'WIKIBASE_URL is not set' };
-    if (!settings.credentials) return { status: 'skipped', reason: 'no Wikibase credentials (WIKIBASE_USERNAME/WIKIBASE_PASSWORD or WIKIBASE_OAUTH2_TOKEN)' };
-    const refusal = licenceRefusal(this.deps.settings.licence, 'wikidata');
-    if (refusal) return { status: 'skipped', reason: refusal };
+    const skipped = wikibaseSkipped(this.deps.settings);
+    if (skipped || !settings.instanceUrl || !this.apiEndpoint) return skipped ?? { status: 'skipped', reason: 'WIKIBASE_URL is not set' };
     const rule = this.deps.mapping[request.snapshot.kategorie];
     if (!rule?.wikidataClass) return { status: 'not_applicable', reason: `category ${request.snapshot.kategorie} has no Wikidata class` };
     try {

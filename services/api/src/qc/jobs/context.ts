@@ -12,21 +12,59 @@ export interface JobContext {
   version: number;
   /** The transition that caused the job: its actor, time, comment and the feature as it was. */
   transition: { id: number; actor: string; actorName: string | null; comment: string | null; at: Date; snapshot: FeatureSnapshot };
+  /** agency_notice: the version approved before this approval, for the changeset; null on a first approval. */
+  previousApproval?: FeatureSnapshot | null;
+  /** wikibase_export: the OSM side as the OSM export left it (the element and its wikidata tag), and the feature's Wikibase record. */
+  osmLink?: { type: string; id: number; wikidata: string | null } | null;
+  wikibaseRecord?: unknown;
 }
 
-/** Claim the job for this attempt; null when it is already finished (a duplicate graphile job). */
+/**
+ * Claim the job for this attempt; null when it is already finished (a duplicate graphile job) or, for
+ * a Wikibase export, while the OSM export of its approval is still on its way (tasks.ts tells the
+ * two apart). The same statement reads what the task needs besides the transition — the previous
+ * approval (agency_notice), the OSM link and the Wikibase record (wikibase_export) — so an attempt
+ * costs one round trip before its work and one after (finishAttempt).
+ */
 export async function startAttempt(db: Queryable, jobId: number, processId: string, graphileWorkerId: string | null): Promise<JobContext | null> {
   const { rows } = await db.query(
     `UPDATE qc.jobs j SET status = 'running', attempts = j.attempts + 1, process_id = $2::text,
             graphile_worker_id = $3::text, updated_at = clock_timestamp()
      FROM qc.transitions t
      WHERE j.id = $1::bigint AND t.id = j.transition_id AND j.status IN ('queued', 'retrying', 'running')
+       AND NOT (j.task = 'wikibase_export' AND j.status IN ('queued', 'retrying') AND EXISTS (
+             SELECT 1 FROM qc.jobs o WHERE o.transition_id = j.transition_id AND o.task = 'osm_export'
+               AND o.status IN ('queued', 'running', 'retrying', 'needs_decision')))
      RETURNING j.id, j.task, j.feature_id AS "featureId", j.version, t.id AS "transitionId", t.actor,
-               t.actor_name AS "actorName", t.comment, t.created_at AS "at", t.snapshot`,
+               t.actor_name AS "actorName", t.comment, t.created_at AS "at", t.snapshot,
+               CASE WHEN j.task = 'agency_notice' THEN (
+                 SELECT p.snapshot FROM qc.transitions p WHERE p.feature_id = j.feature_id AND p.action = 'approve' AND p.id < t.id ORDER BY p.id DESC LIMIT 1) END AS "previousApproval",
+               CASE WHEN j.task = 'wikibase_export' THEN (
+                 SELECT json_build_object('type', r.record->>'type', 'id', (r.record->>'id')::bigint, 'wikidata',
+                   (SELECT c->'tags'->>'wikidata' FROM qc.conflation_decisions d, jsonb_array_elements(d.candidates) c
+                     WHERE d.feature_id = r.feature_id AND d.target = 'osm' AND c->>'type' = r.record->>'type' AND (c->>'id')::bigint = (r.record->>'id')::bigint
+                     ORDER BY d.id DESC LIMIT 1))
+                 FROM qc.export_records r WHERE r.feature_id = j.feature_id AND r.target = 'osm') END AS "osmLink",
+               CASE WHEN j.task = 'wikibase_export' THEN (
+                 SELECT r.record FROM qc.export_records r WHERE r.feature_id = j.feature_id AND r.target = 'wikibase') END AS "wikibaseRecord"`,
     [jobId, processId, graphileWorkerId],
   );
   const row = rows[0] as
-    | { id: string; task: JobTask; featureId: string; version: number; transitionId: string; actor: string; actorName: string | null; comment: string | null; at: Date; snapshot: Record<string, unknown> }
+    | {
+        id: string;
+        task: JobTask;
+        featureId: string;
+        version: number;
+        transitionId: string;
+        actor: string;
+        actorName: string | null;
+        comment: string | null;
+        at: Date;
+        snapshot: Record<string, unknown>;
+        previousApproval: Record<string, unknown> | null;
+        osmLink: { type: string; id: number; wikidata: string | null } | null;
+        wikibaseRecord: unknown;
+      }
     | undefined;
   if (!row) return null;
   return {
@@ -35,6 +73,9 @@ export async function startAttempt(db: Queryable, jobId: number, processId: stri
     featureId: row.featureId,
     version: row.version,
     transition: { id: Number(row.transitionId), actor: row.actor, actorName: row.actorName, comment: row.comment, at: new Date(row.at), snapshot: snapshotFrom(row.snapshot) },
+    previousApproval: row.previousApproval ? snapshotFrom(row.previousApproval) : null,
+    osmLink: row.osmLink ? { type: row.osmLink.type, id: Number(row.osmLink.id), wikidata: row.osmLink.wikidata } : null,
+    wikibaseRecord: row.wikibaseRecord ?? null,
   };
 }
 
@@ -72,35 +113,6 @@ export async function recentOsmEdits(db: Queryable): Promise<{ count: number; wi
   );
   const row = rows[0] as { count: number; windowFreesAt: Date | null };
   return { count: row.count, windowFreesAt: row.windowFreesAt ? new Date(row.windowFreesAt) : null };
-}
-
-/** The OSM side as the OSM export left it: the element's wikidata tag, for the Wikibase lookup. */
-export async function osmLinkOf(db: Queryable, featureId: string): Promise<{ type: string; id: number; wikidata: string | null } | null> {
-  const { rows } = await db.query(
-    `SELECT r.record->>'type' AS type, (r.record->>'id')::bigint AS id,
-       (SELECT c->'tags'->>'wikidata' FROM qc.conflation_decisions d, jsonb_array_elements(d.candidates) c
-         WHERE d.feature_id = r.feature_id AND d.target = 'osm' AND c->>'type' = r.record->>'type' AND (c->>'id')::bigint = (r.record->>'id')::bigint
-         ORDER BY d.id DESC LIMIT 1) AS wikidata
-     FROM qc.export_records r WHERE r.feature_id = $1::text AND r.target = 'osm'`,
-    [featureId],
-  );
-  const row = rows[0] as { type: string; id: string; wikidata: string | null } | undefined;
-  return row ? { type: row.type, id: Number(row.id), wikidata: row.wikidata } : null;
-}
-
-export async function exportRecord<R>(db: Queryable, featureId: string, target: 'osm' | 'wikibase'): Promise<R | null> {
-  const { rows } = await db.query(`SELECT record FROM qc.export_records WHERE feature_id = $1::text AND target = $2::text`, [featureId, target]);
-  return ((rows[0] as { record: R } | undefined)?.record ?? null) as R | null;
-}
-
-/** The version approved before this approval, for the agency's changeset; null on a first approval. */
-export async function previousApproval(db: Queryable, featureId: string, transitionId: number): Promise<FeatureSnapshot | null> {
-  const { rows } = await db.query(
-    `SELECT snapshot FROM qc.transitions WHERE feature_id = $1::text AND action = 'approve' AND id < $2::bigint ORDER BY id DESC LIMIT 1`,
-    [featureId, transitionId],
-  );
-  const row = rows[0] as { snapshot: Record<string, unknown> } | undefined;
-  return row ? snapshotFrom(row.snapshot) : null;
 }
 
 /** Reviewers and admins with an address (REVIEWER_EMAILS is added by the notifier). */

@@ -10,8 +10,9 @@ import { CHANGESET_CLOSED, changeCount, type DiffResultEntry } from '../../expor
 import { OsmExporter, outcomeOfError, recordOf, type OsmExportRecord, type OsmExportRequest } from '../../exports/osm/exporter.js';
 import { assignOneToOne } from '../../exports/conflation/assignment.js';
 import type { FeatureSnapshot } from '../../exports/types.js';
-import { TASK_IDENTIFIERS, queueNameOf } from '../states.js';
-import { exportRecord, finishAttempt, loadCategoryMapping, recentOsmEdits, snapshotFrom, type JobContext, type TerminalOutcome } from './context.js';
+import { addGraphileJob } from '../queries.js';
+import { TASK_IDENTIFIERS } from '../states.js';
+import { finishAttempt, loadCategoryMapping, recentOsmEdits, snapshotFrom, type JobContext, type TerminalOutcome } from './context.js';
 import { heldElements, latestOsmDecisions, type HeldElement } from './held.js';
 import { createPostgresJournal } from './journal.js';
 import type { TaskDeps } from './tasks.js';
@@ -39,13 +40,16 @@ import type { TaskDeps } from './tasks.js';
  * combined upload is refused, each part is uploaded alone into the same changeset and gets its own
  * outcome.
  */
-type Helpers = Pick<JobHelpers, 'job' | 'addJob'>;
+type Helpers = Pick<JobHelpers, 'job'>;
 
 interface ClaimedRow extends JobContext {
   attempts: number;
   maxAttempts: number;
   journalChangesetId: number | null;
   journalPlan: BatchPart | null;
+  /** The feature's export records as the claim found them (no other export of it runs meanwhile). */
+  previousOsm: OsmExportRecord | null;
+  wikidataItem: string | null;
 }
 
 type Claim =
@@ -57,6 +61,12 @@ const ADVISORY_KEY = 'qc.osm_export_batch_claim';
 
 async function claimBatch(db: Db, leaderId: number, deps: TaskDeps, graphileWorkerId: string | null): Promise<Claim> {
   const { maxEditsPerHour: limit, batch } = deps.settings.osm.changeset;
+  // Most graphile jobs of OSM exports find their row already exported in another job's batch (or
+  // running in one): told by one read, without the claim's transaction and its lock. A row leaves
+  // those states only through the outbox, which gives it a graphile job of its own again.
+  const { rows: seen } = await db.query(`SELECT status FROM qc.jobs WHERE id = $1::bigint`, [leaderId]);
+  const status = (seen[0] as { status: string } | undefined)?.status;
+  if (status !== 'queued' && status !== 'retrying') return { kind: 'none' };
   return withTransaction(db, async (client) => {
     await client.query(`SELECT pg_advisory_xact_lock(hashtext($1::text))`, [ADVISORY_KEY]);
     const leader = (
@@ -117,10 +127,12 @@ async function claimBatch(db: Db, leaderId: number, deps: TaskDeps, graphileWork
        WHERE j.id = ANY($1::bigint[]) AND t.id = j.transition_id
        RETURNING j.id, j.feature_id AS "featureId", j.version, j.attempts, coalesce(j.max_attempts, 12) AS "maxAttempts",
                  j.journal_changeset_id AS "journalChangesetId", j.journal_plan AS "journalPlan",
-                 t.id AS "transitionId", t.actor, t.actor_name AS "actorName", t.comment, t.created_at AS "at", t.snapshot`,
+                 t.id AS "transitionId", t.actor, t.actor_name AS "actorName", t.comment, t.created_at AS "at", t.snapshot,
+                 (SELECT r.record FROM qc.export_records r WHERE r.feature_id = j.feature_id AND r.target = 'osm') AS "previousOsm",
+                 (SELECT r.record->>'itemId' FROM qc.export_records r WHERE r.feature_id = j.feature_id AND r.target = 'wikibase') AS "wikidataItem"`,
       [ids, deps.processId, batchId, leaderId, graphileWorkerId],
     );
-    const claimed = (rows as { id: string; featureId: string; version: number; attempts: number; maxAttempts: number; journalChangesetId: string | null; journalPlan: BatchPart | null; transitionId: string; actor: string; actorName: string | null; comment: string | null; at: Date; snapshot: Record<string, unknown> }[]).map(
+    const claimed = (rows as { id: string; featureId: string; version: number; attempts: number; maxAttempts: number; journalChangesetId: string | null; journalPlan: BatchPart | null; transitionId: string; actor: string; actorName: string | null; comment: string | null; at: Date; snapshot: Record<string, unknown>; previousOsm: OsmExportRecord | null; wikidataItem: string | null }[]).map(
       (r): ClaimedRow => ({
         id: Number(r.id),
         task: 'osm_export',
@@ -130,6 +142,8 @@ async function claimBatch(db: Db, leaderId: number, deps: TaskDeps, graphileWork
         maxAttempts: r.maxAttempts,
         journalChangesetId: r.journalChangesetId === null ? null : Number(r.journalChangesetId),
         journalPlan: r.journalPlan,
+        previousOsm: r.previousOsm,
+        wikidataItem: r.wikidataItem,
         transition: { id: Number(r.transitionId), actor: r.actor, actorName: r.actorName, comment: r.comment, at: new Date(r.at), snapshot: snapshotFrom(r.snapshot) },
       }),
     );
@@ -181,9 +195,8 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
     return;
   }
   if (claim.kind === 'wait') {
-    const featureId = (await deps.db.query(`SELECT feature_id FROM qc.jobs WHERE id = $1::bigint`, [leaderId])).rows[0]?.feature_id as string;
     // The later run is queued first: a crash between the two leaves a job that runs twice (harmless).
-    await helpers.addJob(TASK_IDENTIFIERS.osm_export, { jobId: leaderId }, { queueName: queueNameOf('osm_export', featureId) ?? undefined, runAt: claim.runAt, maxAttempts: helpers.job.max_attempts });
+    await queueAgain(deps.db, leaderId, claim.runAt, helpers);
     await deps.db.query(`UPDATE qc.jobs SET reason = $2::text, updated_at = clock_timestamp() WHERE id = $1::bigint AND status IN ('queued', 'retrying')`, [leaderId, claim.reason]);
     log.info({ jobId: leaderId, reason: claim.reason }, 'OSM export deferred');
     return;
@@ -196,7 +209,7 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
     const leader = rows.find((r) => r.id === leaderId)!;
     if (leaderError === 'deferred') {
       const runAt = (await deps.db.query(`UPDATE qc.jobs SET relayed_at = clock_timestamp() WHERE id = $1::bigint RETURNING not_before AS "notBefore"`, [leaderId])).rows[0]?.notBefore as Date | null;
-      await helpers.addJob(TASK_IDENTIFIERS.osm_export, { jobId: leaderId }, { queueName: queueNameOf('osm_export', leader.featureId) ?? undefined, runAt: runAt ?? new Date(Date.now() + 60_000), maxAttempts: helpers.job.max_attempts });
+      await queueAgain(deps.db, leaderId, runAt ?? new Date(Date.now() + 60_000), helpers);
     } else if (leaderError) {
       // The leader's own transient failure: retried at the server's Retry-After (or with backoff) by
       // a job of its own, its attempts counted in qc.jobs (once per claim), until the last one.
@@ -208,7 +221,7 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
       const runAt = new Date(Date.now() + retryDelayMs(leaderError, leader.attempts));
       await giveBack(deps.db, [leader], leaderError.message, { error: true, notBefore: runAt });
       await deps.db.query(`UPDATE qc.jobs SET relayed_at = clock_timestamp() WHERE id = $1::bigint`, [leaderId]);
-      await helpers.addJob(TASK_IDENTIFIERS.osm_export, { jobId: leaderId }, { queueName: queueNameOf('osm_export', leader.featureId) ?? undefined, runAt, maxAttempts: helpers.job.max_attempts });
+      await queueAgain(deps.db, leaderId, runAt, helpers);
       blog.warn({ err: leaderError, runAt }, 'OSM export failed transiently; tried again at runAt');
     }
   } catch (error) {
@@ -219,6 +232,12 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
     await giveBack(deps.db, rows.filter((r) => r.id !== leaderId && stillRunning.has(r.id)), (error as Error).message ?? String(error), { error: true, notBefore: new Date(Date.now() + 60_000) });
     throw error;
   }
+}
+
+/** The leader's next graphile job, not before `runAt`, in its feature's export queue, with the attempts graphile gave this one. */
+async function queueAgain(db: Queryable, jobId: number, runAt: Date, helpers: Helpers): Promise<void> {
+  const again = addGraphileJob(jobId, TASK_IDENTIFIERS.osm_export, true, runAt, helpers.job.max_attempts);
+  await db.query(again.text, again.values);
 }
 
 /** Answers the leader's transient error (the caller reschedules it), 'deferred' when the hourly budget holds it back, or null. */
@@ -257,12 +276,7 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
   const looked: { row: ClaimedRow; candidates: ScoredOsmCandidate[] }[] = [];
   await eachLimited(rows.filter((r) => !outcomes.has(r.id) && !transient.has(r.id)), 4, async (row) => {
     try {
-      const request: OsmExportRequest = {
-        snapshot: row.transition.snapshot,
-        previous: await exportRecord<OsmExportRecord>(deps.db, row.featureId, 'osm'),
-        journal: createPostgresJournal(deps.db, row.id),
-        wikidataItem: (await exportRecord<{ itemId?: string }>(deps.db, row.featureId, 'wikibase'))?.itemId ?? null,
-      };
+      const request: OsmExportRequest = { snapshot: row.transition.snapshot, previous: row.previousOsm, journal: createPostgresJournal(deps.db, row.id), wikidataItem: row.wikidataItem };
       if (row.journalChangesetId !== null && row.journalPlan === null) {
         // Journaled by the one-feature export of an earlier release: it recovers that changeset itself.
         outcomes.set(row.id, await exporter.export({ ...request, heldElsewhere: async (elements) => heldFor(row, await heldElements(deps.db, elements.map((e) => `${e.type}/${e.id}`), [row.id])) }));

@@ -4,17 +4,15 @@ import type { Db } from '../../db/pool.js';
 import { computeAgencyChangeset } from '../../exports/agency/changeset.js';
 import { AgencyNotifier } from '../../exports/agency/notifier.js';
 import type { ExportsSettings } from '../../exports/config.js';
-import { WikibaseExporter, type WikibaseExportRecord } from '../../exports/wikibase/exporter.js';
+import { WikibaseExporter, wikibaseSkipped, type WikibaseExportRecord } from '../../exports/wikibase/exporter.js';
 import type { Mailer } from '../../notifications/mailer.js';
 import { ReviewerNotifier } from '../../notifications/reviewer-notice.js';
-import { TASK_IDENTIFIERS, queueNameOf, type JobTask } from '../states.js';
+import { addGraphileJob } from '../queries.js';
+import { TASK_IDENTIFIERS, type JobTask } from '../states.js';
 import {
-  exportRecord,
-  osmLinkOf,
   finishAttempt,
   loadCategoryMapping,
   markRetrying,
-  previousApproval,
   reviewerAddresses,
   startAttempt,
   userEmail,
@@ -35,7 +33,7 @@ export interface TaskDeps {
   clock?: () => Date;
 }
 
-type Helpers = Pick<JobHelpers, 'job' | 'addJob'>;
+type Helpers = Pick<JobHelpers, 'job'>;
 /** A runner returns an outcome to record, or `deferred` when it put the job back for later itself. */
 type Runner = (job: JobContext, deps: TaskDeps, helpers: Helpers) => Promise<{ outcome: TerminalOutcome; recordTarget: 'osm' | 'wikibase' | null } | 'deferred'>;
 
@@ -55,11 +53,14 @@ const RUNNERS: Record<Exclude<JobTask, 'osm_export'>, Runner> = {
   },
 
   async wikibase_export(job, deps) {
+    // Not configured: nothing to read for it (the category mapping is read only for an export that can go).
+    const skipped = wikibaseSkipped(deps.settings);
+    if (skipped) return { outcome: skipped, recordTarget: 'wikibase' };
     const exporter = new WikibaseExporter({ settings: deps.settings, mapping: await loadCategoryMapping(deps.db, deps.settings.osm.tagMapping) });
     const outcome = await exporter.export({
       snapshot: job.transition.snapshot,
-      osmLink: await osmLinkOf(deps.db, job.featureId),
-      previous: await exportRecord<WikibaseExportRecord>(deps.db, job.featureId, 'wikibase'),
+      osmLink: job.osmLink ?? null,
+      previous: (job.wikibaseRecord ?? null) as WikibaseExportRecord | null,
       journal: createPostgresJournal(deps.db, job.id),
     });
     return { outcome, recordTarget: 'wikibase' };
@@ -67,7 +68,7 @@ const RUNNERS: Record<Exclude<JobTask, 'osm_export'>, Runner> = {
 
   async agency_notice(job, deps) {
     const { snapshot, actor, actorName, at } = job.transition;
-    const changeset = computeAgencyChangeset(await previousApproval(deps.db, job.featureId, job.transition.id), snapshot, {
+    const changeset = computeAgencyChangeset(job.previousApproval ?? null, snapshot, {
       reviewer: { id: actor, name: actorName },
       approvedAt: at,
     });
@@ -89,8 +90,13 @@ export async function runJobAttempt(task: JobTask, payload: unknown, helpers: He
     return;
   }
   if (task === 'osm_export') return runOsmExportAttempt(jobId, helpers, deps);
-  if (task === 'wikibase_export' && (await waitForOsmExport(jobId, helpers, deps))) return;
-  const job = await startAttempt(deps.db, jobId, deps.processId, helpers.job.locked_by);
+  let job = await startAttempt(deps.db, jobId, deps.processId, helpers.job.locked_by);
+  // A Wikibase export is not started while the OSM export of its approval is on its way: put back,
+  // unless that export finished between the two reads.
+  if (!job && task === 'wikibase_export') {
+    if (await waitForOsmExport(jobId, helpers, deps)) return;
+    job = await startAttempt(deps.db, jobId, deps.processId, helpers.job.locked_by);
+  }
   if (!job) {
     deps.logger.info({ jobId, task }, 'QC job already finished; nothing to do');
     return;
@@ -149,15 +155,16 @@ async function queueWikidataLinkBack(job: JobContext, itemId: string, deps: Task
  */
 async function waitForOsmExport(jobId: number, helpers: Helpers, deps: TaskDeps): Promise<boolean> {
   const { rows } = await deps.db.query(
-    `SELECT o.status AS "osmStatus", w.feature_id AS "featureId", extract(epoch FROM clock_timestamp() - w.created_at) AS "ageSeconds"
+    `SELECT o.status AS "osmStatus", extract(epoch FROM clock_timestamp() - w.created_at) AS "ageSeconds"
      FROM qc.jobs w JOIN qc.jobs o ON o.transition_id = w.transition_id AND o.task = 'osm_export'
      WHERE w.id = $1::bigint AND w.status IN ('queued', 'retrying')`,
     [jobId],
   );
-  const row = rows[0] as { osmStatus: string; featureId: string; ageSeconds: number } | undefined;
+  const row = rows[0] as { osmStatus: string; ageSeconds: number } | undefined;
   if (!row || !['queued', 'running', 'retrying', 'needs_decision'].includes(row.osmStatus)) return false;
   const delayMs = Math.min(600_000, Math.max(2_000, (Number(row.ageSeconds) * 1000) / 10));
-  await helpers.addJob(TASK_IDENTIFIERS.wikibase_export, { jobId }, { queueName: queueNameOf('wikibase_export', row.featureId) ?? undefined, runAt: new Date(Date.now() + delayMs), maxAttempts: helpers.job.max_attempts });
+  const again = addGraphileJob(jobId, TASK_IDENTIFIERS.wikibase_export, true, new Date(Date.now() + delayMs), helpers.job.max_attempts);
+  await deps.db.query(again.text, again.values);
   await deps.db.query(`UPDATE qc.jobs SET reason = $2::text, updated_at = clock_timestamp() WHERE id = $1::bigint`, [jobId, `waits for the OSM export of this approval (${row.osmStatus})`]);
   deps.logger.info({ jobId, osmStatus: row.osmStatus }, 'Wikibase export waits for the OSM export');
   return true;
