@@ -15,6 +15,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrateSet } from '../../services/shared/db/migrate.js';
+import { WEBHOOK_MIGRATIONS } from '../../services/webhook/src/database.js';
 import { lacks } from '../helpers/requirements.js';
 import { makeTempDir, repoRoot, waitFor } from './support/helpers.js';
 import { startWebhookProcess, type ServerProcess } from './support/server-process.js';
@@ -131,6 +133,17 @@ describe.skipIf(noDatabase)('two webhook replicas on one PostgreSQL', () => {
   const startsOf = (commit: string) => records().filter((r) => r.event === 'start' && r.commit === commit);
   const gitlab = (url: string, branch: string, commit: string, headers: Record<string, string> = {}) =>
     sendGitlab(url, pushPayload(branch, commit), secrets[branch === 'main' ? 'SECRET_MAIN' : 'SECRET_DEVELOP']!, headers);
+
+  it('both replicas migrated the schema at once, each file applied once; migrating again is a no-op', async () => {
+    const pool = new pg.Pool({ connectionString: withDatabase(adminUrl!, database, role), max: 1 });
+    try {
+      const { rows } = await pool.query<{ name: string }>('SELECT name FROM webhook.schema_migrations ORDER BY name');
+      expect(rows.map((r) => r.name)).toEqual(readdirSync(WEBHOOK_MIGRATIONS.dir).filter((f) => f.endsWith('.sql')).sort());
+      expect(await migrateSet(pool, WEBHOOK_MIGRATIONS)).toEqual([]);
+    } finally {
+      await pool.end();
+    }
+  });
 
   it('the journal is shared: a push acknowledged by A is in B\'s GET /deployments, and both answer the same', async () => {
     const commit = commitId();
