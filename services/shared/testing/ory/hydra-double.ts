@@ -2,9 +2,9 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { contractPath } from '../../contracts.js';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { safeEqual } from '../../safe-compare.js';
-import { ContractServer, type DoubleRequest, type DoubleResponse } from './contract-server.js';
-import { OpenApiContract } from './openapi-contract.js';
-import { TestClock } from './clock.js';
+import type { DoubleRequest, DoubleResponse } from './contract-server.js';
+import type { TestClock } from './clock.js';
+import { OryDouble } from './ory-double.js';
 
 /**
  * A double of Ory Hydra v26.2.0: just enough of the OAuth2/OIDC server for a real client library to
@@ -123,10 +123,7 @@ function sha256Base64Url(text: string): string {
   return createHash('sha256').update(text).digest('base64url');
 }
 
-export class HydraDouble {
-  readonly clock: TestClock;
-  readonly public: ContractServer;
-  readonly admin: ContractServer;
+export class HydraDouble extends OryDouble {
   readonly clients = new Map<string, Client>();
   readonly logins = new Map<string, LoginRequest>();
   readonly consents = new Map<string, ConsentRequest>();
@@ -139,22 +136,16 @@ export class HydraDouble {
   private readonly rememberedConsents = new Map<string, { grantScope: string[]; session: { id_token?: Json; access_token?: Json } }>();
   private signingKey!: CryptoKey;
   private publicJwk!: JWK;
-  ready = true;
 
   constructor(private readonly options: HydraDoubleOptions) {
-    this.clock = options.clock ?? new TestClock();
-    const contract = new OpenApiContract(hydraSpec(), 'hydra-api');
-    const errorBody = (status: number, message: string) => ({ error: status === 404 ? 'not_found' : 'invalid_request', error_description: message, status_code: status });
-    this.public = new ContractServer('hydra public', contract, (t) => !t.startsWith('/admin/'), errorBody);
-    this.admin = new ContractServer('hydra admin', contract, (t) => t.startsWith('/admin/') || t.startsWith('/health/'), errorBody);
+    super('hydra', hydraSpec(), 'hydra-api', (status, message) => oauthError(status, status === 404 ? 'not_found' : 'invalid_request', message).body, options.clock);
     this.public
       .on('discoverOidcConfiguration', () => ({ status: 200, body: this.discovery() }))
       .on('discoverJsonWebKeys', () => ({ status: 200, body: { keys: [this.publicJwk] } }))
       .on('oAuth2Authorize', (r) => this.authorize(r))
       .on('oauth2TokenExchange', (r) => this.token(r))
       .on('getOidcUserInfo', (r) => this.userinfo(r))
-      .on('revokeOidcSession', (r) => this.logoutEndpoint(r))
-      .on('isReady', () => this.readiness());
+      .on('revokeOidcSession', (r) => this.logoutEndpoint(r));
     this.admin
       .on('listOAuth2Clients', () => ({ status: 200, body: [...this.clients.values()].map((c) => this.clientJson(c, false)) }))
       .on('getOAuth2Client', (r) => this.getClient(r))
@@ -170,24 +161,15 @@ export class HydraDouble {
       .on('getOAuth2LogoutRequest', (r) => this.getLogout(r))
       .on('acceptOAuth2LogoutRequest', (r) => this.acceptLogout(r))
       .on('rejectOAuth2LogoutRequest', (r) => this.rejectLogout(r))
-      .on('introspectOAuth2Token', (r) => this.introspect(r))
-      .on('isReady', () => this.readiness());
+      .on('introspectOAuth2Token', (r) => this.introspect(r));
   }
 
-  async start(): Promise<this> {
+  /** The signing key first: a token can be asked for as soon as the ports answer. */
+  override async start(): Promise<this> {
     const { privateKey, publicKey } = await generateKeyPair('RS256');
     this.signingKey = privateKey;
     this.publicJwk = { ...(await exportJWK(publicKey)), kid: 'double-key-1', alg: 'RS256', use: 'sig' };
-    await Promise.all([this.public.start(), this.admin.start()]);
-    return this;
-  }
-
-  async close(): Promise<void> {
-    await Promise.all([this.public.close(), this.admin.close()]);
-  }
-
-  get violations(): string[] {
-    return [...this.public.violations, ...this.admin.violations];
+    return super.start();
   }
 
   get issuer(): string {
@@ -206,10 +188,6 @@ export class HydraDouble {
     if (stored.token_endpoint_auth_method !== 'none' && !stored.client_secret) stored.client_secret = randomBytes(24).toString('base64url');
     this.clients.set(stored.client_id, stored);
     return stored;
-  }
-
-  private readiness(): DoubleResponse {
-    return this.ready ? { status: 200, body: { status: 'ok' } } : { status: 503, body: { errors: { database: 'not reachable' } } };
   }
 
   private discovery(): Json {

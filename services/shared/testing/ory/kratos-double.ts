@@ -2,9 +2,9 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import * as oidcClient from 'openid-client';
 import { Secret, TOTP } from 'otpauth';
 import { contractPath } from '../../contracts.js';
-import { ContractServer, type DoubleRequest, type DoubleResponse } from './contract-server.js';
-import { OpenApiContract } from './openapi-contract.js';
-import { TestClock } from './clock.js';
+import type { DoubleRequest, DoubleResponse } from './contract-server.js';
+import type { TestClock } from './clock.js';
+import { OryDouble } from './ory-double.js';
 
 /**
  * A double of Ory Kratos v26.2.0: the public port (whoami, browser login flows) and the admin port
@@ -163,8 +163,7 @@ function kratosError(status: number, message: string, id?: string): { error: Rec
   return { error: { code: status, status: statusText[status] ?? 'Error', message, ...(id ? { id } : {}) } };
 }
 
-export class KratosDouble {
-  readonly clock: TestClock;
+export class KratosDouble extends OryDouble {
   readonly identities = new Map<string, TestIdentity>();
   readonly sessions = new Map<string, StoredSession>();
   readonly flows = new Map<string, StoredFlow>();
@@ -178,15 +177,9 @@ export class KratosDouble {
   readonly passkeys = new Map<string, string>();
   readonly oidcAttempts = new Map<string, OidcAttempt>();
   private readonly oidcConfigs = new Map<string, Promise<oidcClient.Configuration>>();
-  readonly public: ContractServer;
-  readonly admin: ContractServer;
-  ready = true;
 
   constructor(private readonly options: KratosDoubleOptions) {
-    this.clock = options.clock ?? new TestClock();
-    const contract = new OpenApiContract(kratosSpec(), 'kratos-api');
-    this.public = new ContractServer('kratos public', contract, (t) => !t.startsWith('/admin/'), (s, m) => kratosError(s, m));
-    this.admin = new ContractServer('kratos admin', contract, (t) => t.startsWith('/admin/') || t.startsWith('/health/'), (s, m) => kratosError(s, m));
+    super('kratos', kratosSpec(), 'kratos-api', (s, m) => kratosError(s, m), options.clock);
     this.public
       .on('toSession', (r) => this.whoami(r))
       .on('createBrowserLoginFlow', (r) => this.createLoginFlow(r))
@@ -195,27 +188,12 @@ export class KratosDouble {
       .on('createBrowserRegistrationFlow', (r) => this.createRegistrationFlow(r))
       .on('getRegistrationFlow', (r) => this.getRegistrationFlow(r))
       .on('updateRegistrationFlow', (r) => this.updateRegistrationFlow(r))
-      .on('isReady', () => this.readiness())
       .extra('GET', /^\/self-service\/methods\/oidc\/callback\/(?<provider>[^/]+)$/, 'oidcCallback', (r) => this.oidcCallback(r));
     this.admin
       .on('getIdentity', (r) => this.getIdentity(r))
       .on('listIdentities', (r) => this.listIdentities(r))
       .on('patchIdentity', (r) => this.patchIdentity(r))
-      .on('disableSession', (r) => this.disableSession(r))
-      .on('isReady', () => this.readiness());
-  }
-
-  async start(): Promise<this> {
-    await Promise.all([this.public.start(), this.admin.start()]);
-    return this;
-  }
-
-  async close(): Promise<void> {
-    await Promise.all([this.public.close(), this.admin.close()]);
-  }
-
-  get violations(): string[] {
-    return [...this.public.violations, ...this.admin.violations];
+      .on('disableSession', (r) => this.disableSession(r));
   }
 
   addPasskey(identityId: string, credentialId: string): void {
@@ -293,10 +271,6 @@ export class KratosDouble {
       identity: this.identityJson(identity),
       devices: [],
     };
-  }
-
-  private readiness(): DoubleResponse {
-    return this.ready ? { status: 200, body: { status: 'ok' } } : { status: 503, body: { errors: { database: 'not reachable' } } };
   }
 
   private activeSession(request: DoubleRequest): StoredSession | undefined {
