@@ -1,9 +1,9 @@
 import type { ScoredOsmCandidate } from '../../../../shared/conflation.js';
+import type { OsmPlanReview } from '../../../../shared/osm-plan.js';
 import type { ConflationSettings } from '../config.js';
 import { RetryableExportError, isRetryableStatus, retryAfterMs } from '../errors.js';
 import { matchesFamily } from '../osm-tag-mapping.js';
 import type { OsmElement, OsmTags, OsmType } from '../osm/model.js';
-import type { ExportPlanReview } from '../osm/review.js';
 import type { FeatureSnapshot, Position, TagFilter } from '../types.js';
 import { bestNameSimilarity, extendsName, namesOf } from './names.js';
 import { metresToDegrees, positionsOf, projectionAround, searchBounds, shapeOfGeometry, spatialRelation, type Bounds, type Shape } from './spatial.js';
@@ -56,7 +56,7 @@ export interface Decider {
 export type OsmConflationDecision =
   | { outcome: 'create'; reason: string; candidates: ScoredCandidate[]; decidedBy: Decider | null }
   | { outcome: 'link'; target: { type: OsmType; id: number }; moveGeometry: boolean; reason: string; candidates: ScoredCandidate[]; decidedBy: Decider | null }
-  | { outcome: 'needs_decision'; reason: string; candidates: ScoredCandidate[]; plan?: ExportPlanReview };
+  | { outcome: 'needs_decision'; reason: string; candidates: ScoredCandidate[]; plan?: OsmPlanReview };
 
 export interface CandidateSource {
   readonly name: 'overpass' | 'map';

@@ -1,38 +1,13 @@
 import type { ScoredOsmCandidate } from '../../../../shared/conflation.js';
+import type { OsmPlanReview } from '../../../../shared/osm-plan.js';
 import type { FeatureSnapshot } from '../types.js';
 import type { OsmExportPart } from './exporter.js';
 import { elementKey, type OsmElement, type OsmTags } from './model.js';
 import { serializeOsmChange } from './xml.js';
 
-/**
- * The plan a reviewer sees before an OSM upload (docs/qc.md "Nothing reaches OSM unseen"): the
- * osmChange document as it will be uploaded, a GeoJSON preview of the element before and after, and
- * per feature the reason — created or matched to which element, with score and distance — and the
- * tag changes. Stored with the export job's pending decision; the desk shows it and the reviewer
- * confirms (chooses the proposed element or "create") or corrects (chooses another).
- */
-export interface ExportPlanReview {
-  /** The osmChange as uploaded, changeset id 0 (the real one is set at upload). */
-  osmChange: string;
-  action: 'create' | 'modify' | 'none';
-  /** The OSM element: matched, existing, or (for a creation) null. */
-  target: { type: string; id: number; name: string | null } | null;
-  score: number | null;
-  distanceM: number | null;
-  /** Tag changes of the element: before is null for an added key, after null for a removed one. */
-  tagChanges: { key: string; before: string | null; after: string | null }[];
-  /** Values someone changed on OSM since our last export, kept. */
-  kept: { key: string; ours: string | null; theirs: string | null }[];
-  preview: { before: GeoJsonFeature | null; after: GeoJsonFeature };
-  /** What the reviewer confirms with: the element ({type, id}) or "create". */
-  proposed: { type: string; id: number } | 'create';
-}
-
-interface GeoJsonFeature {
-  type: 'Feature';
-  geometry: { type: string; coordinates: unknown };
-  properties: OsmTags;
-}
+// The plan a reviewer sees before an OSM upload (docs/qc.md "Nothing reaches OSM unseen"), built
+// here from a prepared export; its shape (OsmPlanReview, services/shared/osm-plan.ts) is shared with
+// the desk that shows it.
 
 /** The root's tags after the change: from the created or modified root, else as before. */
 function tagsAfter(part: OsmExportPart, before: OsmTags): OsmTags {
@@ -40,7 +15,7 @@ function tagsAfter(part: OsmExportPart, before: OsmTags): OsmTags {
   return root ? root.tags : before;
 }
 
-export function tagChanges(before: OsmTags, after: OsmTags): ExportPlanReview['tagChanges'] {
+export function tagChanges(before: OsmTags, after: OsmTags): OsmPlanReview['tagChanges'] {
   const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
   return keys.filter((k) => before[k] !== after[k]).map((k) => ({ key: k, before: before[k] ?? null, after: after[k] ?? null }));
 }
@@ -56,7 +31,7 @@ export function reviewOf(
   beforeTags: OsmTags,
   matched: ScoredOsmCandidate | null,
   existingGeometry: { type: string; coordinates: unknown } | null,
-): ExportPlanReview {
+): OsmPlanReview {
   const created = part.root.id < 0;
   const after = tagsAfter(part, beforeTags);
   const changes = tagChanges(created ? {} : beforeTags, after);
