@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Principal } from '../../shared/principal.js';
+import { dropFeatureQueues, relayOutbox, releaseLocksOfLostPools } from '../src/qc/jobs/relay.js';
+import { createQcService } from '../src/qc/service.js';
+import { EXPORT_QUEUES } from '../src/qc/states.js';
+import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { prepareQueue } from './qc-harness.js';
+
+/**
+ * The graphile named queues of the QC exports (qc/states.ts EXPORT_QUEUES): as few as graphile's job
+ * fetch can afford to lock, one per feature's exports in approval order, and never left locked by a
+ * worker process that is gone.
+ */
+let db: TestDatabase;
+const reviewer: Principal = { id: 'queue-reviewer', role: 'reviewer', via: 'jwt', name: 'Queue Reviewer' };
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await prepareQueue(db);
+});
+afterAll(async () => {
+  await db?.close();
+});
+
+/** `count` features submitted for review, ids `prefix` + n. */
+async function submitted(prefix: string, count: number): Promise<string[]> {
+  await db.pool.query(
+    `INSERT INTO features.features (id, name, kategorie, geom)
+     SELECT $1::text || i, 'Queue ' || i, 'friedhof', ST_SetSRID(ST_MakePoint(13 + i * 0.01, 52), 4326) FROM generate_series(1, $2::int) AS i`,
+    [prefix, count],
+  );
+  await db.pool.query(`UPDATE features.features SET status = 'in_qc' WHERE starts_with(id, $1::text)`, [prefix]);
+  await db.pool.query(
+    `INSERT INTO qc.transitions (feature_id, action, from_status, to_status, version, actor)
+     SELECT id, 'submit', 'draft', 'in_qc', version, 'queue-submitter' FROM features.features WHERE starts_with(id, $1::text)`,
+    [prefix],
+  );
+  return Array.from({ length: count }, (_, i) => `${prefix}${i + 1}`);
+}
+
+/** A graphile job in `queue`, locked by `pool` since `minutesAgo`, its queue too. */
+async function lockedJob(queue: string, pool: string, minutesAgo: number, payload: Record<string, unknown> = {}): Promise<string> {
+  const { rows } = await db.pool.query<{ id: string }>(`SELECT id FROM graphile_worker.add_job('qc_agency_notice', $1::json, queue_name => $2::text)`, [JSON.stringify(payload), queue]);
+  const at = `now() - make_interval(mins => ${Number(minutesAgo)})`;
+  await db.pool.query(`UPDATE graphile_worker._private_jobs SET locked_by = $2::text, locked_at = ${at} WHERE id = $1::bigint`, [rows[0]!.id, pool]);
+  await db.pool.query(`UPDATE graphile_worker._private_job_queues SET locked_by = $2::text, locked_at = ${at} WHERE queue_name = $1::text`, [queue, pool]);
+  return rows[0]!.id;
+}
+
+const lockOf = async (jobId: string) =>
+  (await db.pool.query<{ job: string | null; queue: string | null }>(
+    `SELECT j.locked_by AS job, q.locked_by AS queue FROM graphile_worker._private_jobs j LEFT JOIN graphile_worker._private_job_queues q ON q.id = j.job_queue_id WHERE j.id = $1::bigint`,
+    [jobId],
+  )).rows[0];
+
+describe('the QC export queues', () => {
+  it('100 approvals use at most EXPORT_QUEUES queues; a feature\'s OSM and Wikibase export share one, OSM first; the agency notice is in none', async () => {
+    const service = createQcService(db.pool, { maxAttempts: 12 });
+    const ids = await submitted('qq-', 100);
+    for (const id of ids) await service.approve(reviewer, id, null);
+    expect(await relayOutbox(db.pool)).toBe(300);
+    const { rows } = await db.pool.query<{ featureId: string; task: string; queue: string | null }>(
+      `SELECT q.feature_id AS "featureId", q.task, jq.queue_name AS queue
+       FROM graphile_worker._private_jobs j JOIN qc.jobs q ON q.id = (j.payload->>'jobId')::bigint
+       LEFT JOIN graphile_worker._private_job_queues jq ON jq.id = j.job_queue_id
+       WHERE starts_with(q.feature_id, 'qq-') ORDER BY j.run_at, j.id`,
+    );
+    expect(rows).toHaveLength(300);
+    const queues = new Set(rows.map((r) => r.queue).filter((q) => q !== null));
+    expect(queues.size).toBeGreaterThan(EXPORT_QUEUES / 2);
+    expect(queues.size).toBeLessThanOrEqual(EXPORT_QUEUES);
+    for (const q of queues) expect(q).toMatch(/^exports:\d+$/);
+    expect(rows.filter((r) => r.task === 'agency_notice').every((r) => r.queue === null)).toBe(true);
+    for (const id of ids) {
+      const mine = rows.filter((r) => r.featureId === id && r.task !== 'agency_notice');
+      expect(mine.map((r) => r.task)).toEqual(['osm_export', 'wikibase_export']);
+      expect(mine[0]!.queue).toBe(mine[1]!.queue);
+    }
+  });
+
+  it('the empty per-feature queues of an earlier release are dropped; one still holding a job, and the export queues, stay', async () => {
+    await db.pool.query(`INSERT INTO graphile_worker._private_job_queues (queue_name) VALUES ('osm_export:old-1'), ('wikibase_export:old-2'), ('exports:7') ON CONFLICT DO NOTHING`);
+    await db.pool.query(`SELECT graphile_worker.add_job('qc_osm_export', '{"jobId": 0}'::json, queue_name => 'osm_export:old-3')`);
+    expect(await dropFeatureQueues(db.pool)).toBe(2);
+    const { rows } = await db.pool.query<{ name: string }>(`SELECT queue_name AS name FROM graphile_worker._private_job_queues WHERE queue_name IN ('osm_export:old-1', 'wikibase_export:old-2', 'osm_export:old-3', 'exports:7') ORDER BY 1`);
+    expect(rows.map((r) => r.name)).toEqual(['exports:7', 'osm_export:old-3']);
+  });
+
+  it('what a pool that is gone holds without a running job is released after five minutes; a live worker\'s running job, and a recent lock, are kept', async () => {
+    const lost = await lockedJob('exports:1', 'pool-lost', 6);
+    const recent = await lockedJob('exports:2', 'pool-recent', 1);
+    // A live worker process (beating) running a job under its pool since six minutes.
+    const [featureId] = await submitted('ql-', 1);
+    await db.pool.query(`INSERT INTO qc.worker_processes (id) VALUES ('live-process')`);
+    const { rows } = await db.pool.query<{ id: string }>(
+      `INSERT INTO qc.jobs (transition_id, feature_id, version, task, status, process_id, graphile_worker_id)
+       SELECT t.id, t.feature_id, t.version, 'osm_export', 'running', 'live-process', 'pool-live' FROM qc.transitions t WHERE t.feature_id = $1::text
+       RETURNING id`,
+      [featureId],
+    );
+    const live = await lockedJob('exports:3', 'pool-live', 6, { jobId: Number(rows[0]!.id) });
+
+    expect(await releaseLocksOfLostPools(db.pool)).toEqual(['pool-lost']);
+    expect(await lockOf(lost)).toEqual({ job: null, queue: null });
+    expect(await lockOf(recent)).toEqual({ job: 'pool-recent', queue: 'pool-recent' });
+    expect(await lockOf(live)).toEqual({ job: 'pool-live', queue: 'pool-live' });
+
+    // The live process stops beating: its pool's locks go too.
+    await db.pool.query(`UPDATE qc.worker_processes SET heartbeat_at = now() - interval '6 minutes' WHERE id = 'live-process'`);
+    expect(await releaseLocksOfLostPools(db.pool)).toEqual(['pool-live']);
+    expect(await lockOf(live)).toEqual({ job: null, queue: null });
+  });
+});
