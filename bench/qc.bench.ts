@@ -4,7 +4,8 @@
  * 1. Approvals per second: the approve transaction of the QC service (lock, status, transition
  *    record and its three side-effect jobs in one statement: the qc.jobs outbox rows, which the
  *    worker's relay turns into graphile jobs outside the transaction) against the same transaction
- *    without the queue (lock, status, transition record) — same database, same run, alternating
+ *    without the queue (lock, status, transition record, the submitter's notice; bench/qc-queue.ts
+ *    approveWithoutQueue) — same database, same run, alternating
  *    rounds, 8 approvals in flight. The ratio is the cost of queueing side effects transactionally.
  * 3. Conflation (see conflationThroughput): export throughput with conflation against without.
  * 2. Drain: 1 000 approvals (BENCH_QUICK: 200) exported by the QC worker to the local OSM API double
@@ -23,15 +24,13 @@ import { startOsmApiDouble } from '../test/doubles/osm-api.js';
 import { startOverpassDouble } from '../test/doubles/overpass.js';
 import { loadOsmTagMapping, withOsmTagMapping } from '../services/api/src/exports/osm-tag-mapping.js';
 import { migrate } from '../services/api/src/db/migrate.js';
-import { withTransaction } from '../services/api/src/db/pool.js';
 import { SEED_CATEGORY_MAPPING } from '../services/api/src/exports/category-mapping.js';
 import { ExportsEnvSchema, exportsSettingsFrom } from '../services/api/src/exports/config.js';
 import { createMemoryJournal } from '../services/api/src/exports/journal.js';
 import { OsmExporter } from '../services/api/src/exports/osm/exporter.js';
-import type { Principal } from '../services/shared/principal.js';
-import * as sql from '../services/api/src/qc/queries.js';
 import { createQcService } from '../services/api/src/qc/service.js';
 import { migrateQueue, relayOutbox, startQcWorker } from '../services/api/src/qc/worker.js';
+import { approveWithoutQueue, BENCH_REVIEWER, inFlight, seedSubmissions } from './qc-queue.js';
 import { median, printTable, ratio } from './stats.js';
 import { openBenchDatabase } from './support.js';
 
@@ -44,47 +43,6 @@ const DRAIN = quick ? 200 : 1000;
 const PARTS = new Set((process.env.BENCH_QC_PARTS ?? 'approve,conflation,drain').split(','));
 const CONFLATION_PER_ROUND = quick ? 100 : 300;
 const CONCURRENCY = Number(process.env.BENCH_WORKER_CONCURRENCY ?? 4);
-const reviewer: Principal = { id: 'bench-reviewer', role: 'reviewer', via: 'jwt', name: 'Bench Reviewer' };
-
-/** `count` features submitted for review (in_qc, with their submit transition), ids prefixed. */
-async function seedInQc(pool: pg.Pool, prefix: string, count: number): Promise<string[]> {
-  await pool.query(
-    `INSERT INTO features.features (id, name, kategorie, geom)
-     SELECT $1::text || lpad(i::text, 6, '0'), 'Bench ' || $1::text || i, 'friedhof',
-            ST_SetSRID(ST_MakePoint(13 + i * 0.001, 52 + (i % 100) * 0.001), 4326)
-     FROM generate_series(1, $2::int) AS i`,
-    [prefix, count],
-  );
-  await pool.query(`UPDATE features.features SET status = 'in_qc' WHERE id LIKE $1::text || '%'`, [prefix]);
-  await pool.query(
-    `INSERT INTO qc.transitions (feature_id, action, from_status, to_status, version, actor)
-     SELECT id, 'submit', 'draft', 'in_qc', version, 'bench-submitter' FROM features.features WHERE id LIKE $1::text || '%'`,
-    [prefix],
-  );
-  return Array.from({ length: count }, (_, i) => `${prefix}${String(i + 1).padStart(6, '0')}`);
-}
-
-/** Run `work` over `items` with `inFlight` at a time; returns elapsed milliseconds. */
-async function timed<T>(items: T[], inFlight: number, work: (item: T) => Promise<unknown>): Promise<number> {
-  const queue = [...items];
-  const started = performance.now();
-  await Promise.all(Array.from({ length: inFlight }, async () => {
-    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);
-  }));
-  return performance.now() - started;
-}
-
-/** The baseline approval: the service's transaction without queueing side effects. */
-async function approveWithoutQueue(pool: pg.Pool, featureId: string): Promise<void> {
-  await withTransaction(pool, async (client) => {
-    const locked = await client.query(sql.lockForTransition(featureId).text, sql.lockForTransition(featureId).values);
-    const current = locked.rows[0] as { status: 'in_qc'; version: number; snapshot: unknown };
-    const update = sql.setStatus(featureId, 'in_qc', 'approved');
-    await client.query(update.text, update.values);
-    const insert = sql.insertTransition({ featureId, action: 'approve', from: 'in_qc', to: 'approved', version: current.version, actor: reviewer.id!, actorName: reviewer.name ?? null, comment: null, snapshot: current.snapshot });
-    await client.query(insert.text, insert.values);
-  }, { actor: reviewer.id });
-}
 
 /**
  * 3. Conflation: OSM exports by the exporter directly at CONCURRENCY, against the OSM API double
@@ -122,7 +80,7 @@ async function conflationThroughput(): Promise<void> {
           return { id: `conf-${n}`, version: 1, name: `Gedenkpunkt ${n}`, kategorie: 'denkmal', geometry: { type: 'Point' as const, coordinates: [12.26 + (n % 64) * 0.0037, 51.29 + Math.floor(n / 64) * 0.0016] as [number, number] } };
         });
         const before = lookupCount();
-        const ms = await timed(snapshots, CONCURRENCY, async (snapshot) => {
+        const ms = await inFlight(snapshots, CONCURRENCY, async (snapshot) => {
           const outcome = await exporters[mode].export({ snapshot, previous: null, journal: createMemoryJournal() });
           if (outcome.status !== 'exported') throw new Error(`${mode}: ${JSON.stringify(outcome).slice(0, 300)}`);
         });
@@ -161,14 +119,14 @@ async function main(): Promise<void> {
       // A warm-up of both modes, not counted: otherwise the first round's first mode pays for cold
       // caches and plans alone.
       for (const mode of ['queued', 'bare'] as const) {
-        const ids = await seedInQc(pool, `w${mode[0]}-`, 50);
-        await timed(ids, IN_FLIGHT, (id) => (mode === 'queued' ? service.approve(reviewer, id, null) : approveWithoutQueue(pool, id)));
+        const ids = await seedSubmissions(pool, `w${mode[0]}-`, 50);
+        await inFlight(ids, IN_FLIGHT, (id) => (mode === 'queued' ? service.approve(BENCH_REVIEWER, id, null) : approveWithoutQueue(pool, id)));
       }
       for (let round = 0; round < ROUNDS; round++) {
         const order: ('queued' | 'bare')[] = round % 2 === 0 ? ['queued', 'bare'] : ['bare', 'queued'];
         for (const mode of order) {
-          const ids = await seedInQc(pool, `${mode[0]}${round}-`, PER_ROUND);
-          const ms = await timed(ids, IN_FLIGHT, (id) => (mode === 'queued' ? service.approve(reviewer, id, null) : approveWithoutQueue(pool, id)));
+          const ids = await seedSubmissions(pool, `${mode[0]}${round}-`, PER_ROUND);
+          const ms = await inFlight(ids, IN_FLIGHT, (id) => (mode === 'queued' ? service.approve(BENCH_REVIEWER, id, null) : approveWithoutQueue(pool, id)));
           rates[mode].push((PER_ROUND / ms) * 1000);
         }
       }
@@ -192,8 +150,8 @@ async function main(): Promise<void> {
     // 2. drain: clear the queue of part 1, approve DRAIN features, start the worker, wait for the last outcome.
     await pool.query(`DELETE FROM graphile_worker._private_jobs`);
     await pool.query(`UPDATE qc.jobs SET status = 'skipped', reason = 'bench part 1', relayed_at = coalesce(relayed_at, now()) WHERE status = 'queued'`);
-    const drainIds = await seedInQc(pool, 'd-', DRAIN);
-    await timed(drainIds, IN_FLIGHT, (id) => service.approve(reviewer, id, null));
+    const drainIds = await seedSubmissions(pool, 'd-', DRAIN);
+    await inFlight(drainIds, IN_FLIGHT, (id) => service.approve(BENCH_REVIEWER, id, null));
     const settings = exportsSettingsFrom(ExportsEnvSchema.parse({ OSM_API_URL: osm.url, OSM_ACCESS_TOKEN: 'test-token', EXPORT_HTTP_TIMEOUT_MS: '30000', EXPORT_DATA_LICENCE: 'CC0-1.0', OSM_CONFLATION: 'false' }));
     const workerPool = new pg.Pool({ connectionString: database.url, max: CONCURRENCY + 3 });
     workerPool.on('error', () => undefined);
@@ -216,7 +174,7 @@ async function main(): Promise<void> {
 
     // Baseline: the same exports by the exporter directly, same concurrency, no queue, no database.
     const exporter = new OsmExporter({ settings, mapping: SEED_CATEGORY_MAPPING });
-    const directMs = await timed(drainIds, CONCURRENCY, async (id) => {
+    const directMs = await inFlight(drainIds, CONCURRENCY, async (id) => {
       const outcome = await exporter.export({
         snapshot: { id: `direct-${id}`, version: 1, name: `Direct ${id}`, kategorie: 'friedhof', geometry: { type: 'Point', coordinates: [13.5, 52.5] } },
         previous: null,
