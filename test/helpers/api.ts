@@ -5,15 +5,19 @@
  *   const api = await startTestApi(db);
  *   const token = await api.tokenFor('contributor', 'alice');
  *   await api.request('POST', '/api/features', { token, body: feature });
+ *
+ * Or, for a whole test file, useTestApi(): the database and the API opened in beforeAll, closed in afterAll.
  */
 import { pino } from 'pino';
+import { afterAll, beforeAll } from 'vitest';
 import { createApp } from '../../services/api/src/app.js';
 import { createAuthenticator } from '../../services/api/src/auth/index.js';
 import { serveApp } from '../../services/api/src/http/server.js';
 import type { Role } from '../../services/shared/principal.js';
 import type { ApiConfig } from '../../services/api/src/config.js';
 import { closeGracefully, listen } from '../../services/shared/http-server.js';
-import type { TestDatabase } from './db.js';
+import { migrateQueue } from '../../services/api/src/qc/queue.js';
+import { createTestDatabase, type TestDatabase } from './db.js';
 import { startTestIssuer, type TestIssuer } from './test-issuer.js';
 import { assertDocumented, fetchResponseChecker } from '../../services/api/test/openapi-responses.js';
 
@@ -49,7 +53,11 @@ export interface TestApi {
   close(): Promise<void>;
 }
 
-export async function startTestApi(db: TestDatabase, options: { config?: Partial<Pick<ApiConfig, 'rateLimit' | 'qc'>> } = {}): Promise<TestApi> {
+export interface TestApiOptions {
+  config?: Partial<Pick<ApiConfig, 'rateLimit' | 'qc'>>;
+}
+
+export async function startTestApi(db: TestDatabase, options: TestApiOptions = {}): Promise<TestApi> {
   const issuer = await startTestIssuer();
   const authenticator = await readyAuthenticator(issuer);
   const config = { rateLimit: { writesPerMinute: 0 }, ...options.config };
@@ -88,6 +96,52 @@ export async function startTestApi(db: TestDatabase, options: { config?: Partial
     async close() {
       await closeGracefully(server, 1_000);
       await issuer.close();
+    },
+  };
+}
+
+/**
+ * The database-plus-API setup of a test file, as one call at its top level: registers a beforeAll that
+ * opens a fresh migrated database (with graphile-worker's schema too when `queue` is set, for files
+ * whose requests queue QC jobs) and starts the API on it, and an afterAll that closes both. The file's
+ * own hooks, registered after this call, run after the start and before the close (vitest runs
+ * beforeAll hooks in order and afterAll hooks in reverse).
+ *
+ *   const { db, api } = useTestApi();
+ *   beforeAll(async () => { token = await api.tokenFor('contributor', 'alice'); });
+ *
+ * `db` and `api` stand for the ones started: usable in tests and hooks, not at the top level.
+ */
+export function useTestApi(options: TestApiOptions & { queue?: boolean } = {}): { db: TestDatabase; api: TestApi } {
+  let db: TestDatabase | undefined;
+  let api: TestApi | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    if (options.queue) await migrateQueue(db.pool);
+    api = await startTestApi(db, options);
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.close();
+  });
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('useTestApi: the database and the API exist from its beforeAll on (use them in tests and hooks)');
+    return value;
+  };
+  return {
+    db: {
+      get kind() { return started(db).kind; },
+      get url() { return started(db).url; },
+      get pool() { return started(db).pool; },
+      reset: (resetOptions) => started(db).reset(resetOptions),
+      close: () => started(db).close(),
+    },
+    api: {
+      get url() { return started(api).url; },
+      get issuer() { return started(api).issuer; },
+      tokenFor: (role, sub) => started(api).tokenFor(role, sub),
+      request: (method, path, requestOptions) => started(api).request(method, path, requestOptions),
+      close: () => started(api).close(),
     },
   };
 }

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { startSmtpDouble, type SmtpDouble } from '../../shared/testing/smtp.js';
 import { loadApiConfig } from '../src/config.js';
-import { prepareQueue, startWorker, waitFor } from './qc-harness.js';
+import { startWorker, waitFor } from './qc-harness.js';
 
 /**
  * The review view over HTTP: GET /api/qc/items/:id with the checks computed by PostGIS (spike, tiny
@@ -11,23 +10,15 @@ import { prepareQueue, startWorker, waitFor } from './qc-harness.js';
  * last approved version and the diff against it; GET /api/qc/mine; and the reviewer notice's link to
  * the item on the desk (WEB_PUBLIC_URL).
  */
-let db: TestDatabase;
-let api: TestApi;
 const token: Record<string, string> = {};
 const BERLIN = { minLon: 13.08, minLat: 52.33, maxLon: 13.77, maxLat: 52.68 };
+const { db, api } = useTestApi({ queue: true, config: { qc: { maxAttempts: 3, cityExtent: BERLIN } } });
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
-  api = await startTestApi(db, { config: { qc: { maxAttempts: 3, cityExtent: BERLIN } } });
   token.conny = await api.tokenFor('contributor', 'conny');
   token.carl = await api.tokenFor('contributor', 'carl');
   token.rita = await api.tokenFor('reviewer', 'rita');
   token.guest = await api.tokenFor('guest', 'gina');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 const polygon = (ring: number[][]) => ({ type: 'Polygon', coordinates: [ring] });

@@ -1,29 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
-import { prepareQueue } from './qc-harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 
 /**
  * Review claims over HTTP: taking, renewing, releasing and expiring a claim; what others see in the
  * queue; decisions refused to everyone but the holder; 50 concurrent claims with exactly one winner.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 const token: Record<string, string | undefined> = {};
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
-  api = await startTestApi(db);
   token.guest = await api.tokenFor('guest', 'gina');
   token.contributor = await api.tokenFor('contributor', 'conny');
   token.rita = await api.tokenFor('reviewer', 'rita');
   token.rolf = await api.tokenFor('reviewer', 'rolf');
   token.admin = await api.tokenFor('admin', 'adam');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 async function submittedFeature(by = 'contributor'): Promise<string> {

@@ -1,8 +1,7 @@
 import { connect } from 'node:net';
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApi } from '../../../test/helpers/api.js';
 import { listen, closeGracefully } from '../../shared/http-server.js';
 import { createApiServer, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from '../src/http/server.js';
 
@@ -10,17 +9,7 @@ import { createApiServer, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from '../src/
  * Answers Node gives before Express sees a request (F3): they are problem+json too, and the timeouts
  * are the documented ones. Raw sockets, since fetch cannot send malformed HTTP.
  */
-let db: TestDatabase;
-let api: TestApi;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
-});
+const { api } = useTestApi();
 
 interface RawAnswer {
   status: number;

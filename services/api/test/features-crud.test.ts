@@ -1,23 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type FeatureJson, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi, type FeatureJson } from '../../../test/helpers/api.js';
 
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 let alice: string;
 let bob: string;
 let admin: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   alice = await api.tokenFor('contributor', 'alice');
   bob = await api.tokenFor('contributor', 'bob');
   admin = await api.tokenFor('admin', 'root');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 const polygon = {

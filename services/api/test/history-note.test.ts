@@ -1,19 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 
-let db: TestDatabase;
-let api: TestApi;
+const { api } = useTestApi();
 let alice: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   alice = await api.tokenFor('contributor', 'alice');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 interface HistoryJson {

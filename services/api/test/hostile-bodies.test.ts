@@ -8,9 +8,8 @@
  *
  * The API runs in this process, so a crash in a request callback would fail this file outright.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH } from '../src/http/body.js';
 
 /** What a request may take, and how long /healthz may wait meanwhile (issue: "Bounded work for every input"). */
@@ -21,24 +20,17 @@ const ATTEMPTS = 5;
 /** A little under the limit, so the body is read and processed, not refused for its size. */
 const SIZE = BODY_LIMIT_BYTES - 4 * 1024;
 
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 let admin: string;
 let featureId: string;
 let etag: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   admin = await api.tokenFor('admin', 'hostile-admin');
   const created = await api.request('POST', '/api/features', { token: admin, body: aFeature({ id: 'hostile-target' }) });
   expect(created.status).toBe(201);
   featureId = created.json.id as string;
   etag = created.headers.get('etag')!;
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 // --- Hostile JSON fragments, each about `size` bytes --------------------------------------------------

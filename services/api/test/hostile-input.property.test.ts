@@ -1,7 +1,6 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi, type TestResponse } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi, type TestResponse } from '../../../test/helpers/api.js';
 
 /**
  * Property: whatever a client sends — random JSON, a valid feature with parts replaced by junk,
@@ -11,21 +10,14 @@ import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.
  */
 const RUNS = Number(process.env.FUZZ_RUNS ?? 400);
 
-let db: TestDatabase;
-let api: TestApi;
+const { api } = useTestApi();
 let token: string;
 let existingId: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   token = await api.tokenFor('admin', 'fuzzer');
   const created = await api.request('POST', '/api/features', { token, body: aFeature({ id: 'fuzz-target' }) });
   existingId = created.json.id as string;
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 function expectNoServerError(response: TestResponse, input: unknown): void {

@@ -1,26 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 
 /**
  * Idempotency-Key on POST /api/features over HTTP: replay of the first 201, 422 for another body,
  * per-caller scope, retention, concurrent duplicates, failed requests releasing their key, and a
  * create whose answer was never recorded (a crash) not being made twice.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 let alice: string;
 let bob: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   alice = await api.tokenFor('contributor', 'alice');
   bob = await api.tokenFor('contributor', 'bob');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 const post = (token: string, key: string | undefined, body: unknown) =>

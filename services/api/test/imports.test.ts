@@ -3,8 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { useTestApi } from '../../../test/helpers/api.js';
 import { missingGdal } from '../src/imports/convert.js';
 import { demoCity } from '../src/imports/demo.js';
 import { createImportService } from '../src/imports/service.js';
@@ -18,22 +17,17 @@ import { createImportService } from '../src/imports/service.js';
 const missing = await missingGdal();
 if (missing) console.log(`skipping the import tests: ${missing}`);
 
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ config: { rateLimit: { writesPerMinute: 2 } } });
 let contributor: string;
 let guest: string;
 let dir: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db, { config: { rateLimit: { writesPerMinute: 2 } } });
   contributor = await api.tokenFor('contributor', 'importer');
   guest = await api.tokenFor('guest', 'gast');
   dir = mkdtempSync(join(tmpdir(), 'import-test-'));
 });
 afterAll(async () => {
-  await api?.close();
-  await db?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 

@@ -1,19 +1,11 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type FeatureJson, type TestApi, type TestResponse } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi, type FeatureJson, type TestResponse } from '../../../test/helpers/api.js';
 
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 let token: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   token = await api.tokenFor('contributor', 'lena');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 beforeEach(async () => {
   await db.pool.query('DELETE FROM features.features');

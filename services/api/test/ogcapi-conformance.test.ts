@@ -1,7 +1,6 @@
 import { Ajv } from 'ajv';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { CONFORMANCE } from '../src/ogcapi/conformance.js';
 
 /**
@@ -10,8 +9,7 @@ import { CONFORMANCE } from '../src/ogcapi/conformance.js';
  * 19-079r2, CQL2 21-065r2, Part 4 20-002 draft). The last test checks that /conformance declares
  * exactly the classes walked here, so a class is never declared without its tests.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 let alice: string;
 const walked = new Set<string>();
 const walk = (cls: string) => {
@@ -23,8 +21,6 @@ const OGC = '/ogcapi';
 const ITEMS = `${OGC}/collections/features/items`;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   alice = await api.tokenFor('contributor', 'alice');
   // 40 features on a grid around Berlin; ids c00…c39; every fifth a polygon; kategorie by id % 3.
   await db.pool.query(
@@ -34,10 +30,6 @@ beforeAll(async () => {
             ST_SetSRID(CASE WHEN i % 5 = 0 THEN ST_MakeEnvelope(13 + i * 0.01, 52.5, 13.005 + i * 0.01, 52.505) ELSE ST_MakePoint(13 + i * 0.01, 52.5) END, 4326)
      FROM generate_series(0, 39) i`,
   );
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 const get = (path: string, headers: Record<string, string> = {}) => api.request('GET', path, { headers });

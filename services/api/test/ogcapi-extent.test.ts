@@ -1,6 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { createCollectionExtents } from '../src/ogcapi/extent.js';
 
 /**
@@ -8,18 +7,11 @@ import { createCollectionExtents } from '../src/ogcapi/extent.js';
  * computes it (not the whole world), and it follows writes: through the API at once, through SQL
  * (GeoServer WFS-T, psql) once the cache has aged.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 let alice: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   alice = await api.tokenFor('admin', 'alice');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 type Box = [number, number, number, number];

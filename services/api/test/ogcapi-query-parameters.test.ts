@@ -1,14 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestApi } from '../../../test/helpers/api.js';
 
 /**
  * The query parameters of /ogcapi at their edges: boxes across the antimeridian in every form a
  * client can send them, filters nested as deep as a URL allows, limits of any length, the parameters
  * GDAL sends to every resource, and database errors kept out of the answers.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 
 const OGC = '/ogcapi';
 const ITEMS = `${OGC}/collections/features/items`;
@@ -16,8 +14,6 @@ const EPSG_4326 = 'http://www.opengis.net/def/crs/EPSG/0/4326';
 const UTM_33 = 'http://www.opengis.net/def/crs/EPSG/0/25833';
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   // Two features on either side of the antimeridian, one in Berlin, one at Greenwich.
   await db.pool.query(
     `INSERT INTO features.features (id, name, kategorie, geom) VALUES
@@ -26,10 +22,6 @@ beforeAll(async () => {
        ('berlin', 'Berlin', 'friedhof', ST_SetSRID(ST_MakePoint(13.4, 52.5), 4326)),
        ('greenwich', 'Greenwich', 'blumenbeet', ST_SetSRID(ST_MakePoint(0, 51.48), 4326))`,
   );
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 const get = (path: string, headers: Record<string, string> = {}) => api.request('GET', path, { headers });

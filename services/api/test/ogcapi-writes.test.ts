@@ -1,27 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, startTestApi, useTestApi } from '../../../test/helpers/api.js';
 
 /**
  * OGC API – Features Part 4 over HTTP: create, replace, merge-patch and delete through /ogcapi run
  * the feature API's rules (roles, If-Match → 412, no edits in review, an edit returns a feature to
  * draft) and leave the same history rows.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 let alice: string;
 let bob: string;
 let admin: string;
 let guest: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   [alice, bob, admin, guest] = await Promise.all([api.tokenFor('contributor', 'alice'), api.tokenFor('contributor', 'bob'), api.tokenFor('admin', 'root'), api.tokenFor('guest', 'gast')]);
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 const ITEMS = '/ogcapi/collections/friedhof/items';

@@ -5,30 +5,25 @@
  * element → both decisions stay in the feature's record.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
 import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
-import { prepareQueue, reviewsOf, startWorker, waitFor } from './qc-harness.js';
+import { reviewsOf, startWorker, waitFor } from './qc-harness.js';
 
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 let osm: OsmApiDouble;
 let overpass: OverpassDouble;
 let wiki: MediaWikiDouble;
 let worker: Awaited<ReturnType<typeof startWorker>>;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
   [osm, wiki] = await Promise.all([startOsmApiDouble(), startMediaWikiDouble()]);
   overpass = await startOverpassDouble(osm);
   osm.seed(`<osm version="0.6">
     <node id="70000001" version="1" lat="51.3401" lon="12.3801"><tag k="historic" v="memorial"/><tag k="name" v="Kriegerdenkmal"/></node>
     <node id="70000002" version="4" lat="51.34012" lon="12.38013"><tag k="historic" v="monument"/><tag k="name" v="Kriegerdenkmal 1870/71"/><tag k="memorial:type" v="obelisk"/></node>
   </osm>`);
-  api = await startTestApi(db);
   worker = await startWorker(db, {
     OSM_API_URL: osm.url,
     OSM_ACCESS_TOKEN: 'test-token',
@@ -47,9 +42,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await worker?.stop();
-  await api?.close();
   await Promise.all([osm?.close(), overpass?.close(), wiki?.close()]);
-  await db?.close();
 });
 
 describe('conflation decided by a reviewer', () => {

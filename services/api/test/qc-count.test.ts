@@ -1,23 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
-import { prepareQueue } from './qc-harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 
-let db: TestDatabase;
-let api: TestApi;
+const { api } = useTestApi({ queue: true });
 let alice: string;
 let rita: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
-  await prepareQueue(db);
   alice = await api.tokenFor('contributor', 'alice');
   rita = await api.tokenFor('reviewer', 'rita');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 async function submitted(name: string): Promise<string> {

@@ -1,10 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
-import { exitOf, prepareQueue, reviewsOf, settledJobs, startWorkerProcess, waitFor } from './qc-harness.js';
+import { exitOf, reviewsOf, settledJobs, startWorkerProcess, waitFor } from './qc-harness.js';
 
 /**
  * Crash safety: `npm run worker` as a real process is killed with SIGKILL while the OSM double and the
@@ -13,23 +12,17 @@ import { exitOf, prepareQueue, reviewsOf, settledJobs, startWorkerProcess, waitF
  * qc.jobs, recovers the elements and items instead of creating them again: each approved feature is
  * exported exactly once.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 let osm: OsmApiDouble;
 let wiki: MediaWikiDouble;
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
   [osm, wiki] = await Promise.all([startOsmApiDouble(), startMediaWikiDouble()]);
-  api = await startTestApi(db);
 });
 afterAll(async () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  await api?.close();
   await Promise.all([osm?.close(), wiki?.close()]);
-  await db?.close();
 });
 
 function workerProcess(): ReturnType<typeof startWorkerProcess> {

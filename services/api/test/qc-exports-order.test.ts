@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
-import { prepareQueue, reviewsOf, startWorker, waitFor } from './qc-harness.js';
+import { reviewsOf, startWorker, waitFor } from './qc-harness.js';
 
 /**
  * The Wikibase export of an approval runs after its OSM export (issue 27, docs/qc.md "Jobs"): while
@@ -11,23 +10,17 @@ import { prepareQueue, reviewsOf, startWorker, waitFor } from './qc-harness.js';
  * OSM export has linked the community's node, whose wikidata tag names an item, the Wikibase export
  * links that item instead of creating a duplicate. Before, the two raced in separate queues.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 let osm: OsmApiDouble;
 let wiki: MediaWikiDouble;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
   osm = await startOsmApiDouble();
   wiki = await startMediaWikiDouble();
-  api = await startTestApi(db);
 });
 afterAll(async () => {
-  await api?.close();
   await osm?.close();
   await wiki?.close();
-  await db?.close();
 });
 
 describe('the Wikibase export follows the OSM export', () => {

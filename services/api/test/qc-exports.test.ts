@@ -1,13 +1,12 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
 import { readOsmChange, type UploadedBlock } from '../../../test/doubles/osm-change-reader.js';
 import { closeGracefully, listen } from '../../shared/http-server.js';
 import { verifyAgencySignature } from '../src/exports/agency/signature.js';
-import { prepareQueue, reviewsOf, settledJobs, startWorker } from './qc-harness.js';
+import { reviewsOf, settledJobs, startWorker } from './qc-harness.js';
 
 /**
  * Approval → OSM export, Wikibase export and agency notice, through the HTTP API and the worker,
@@ -16,8 +15,7 @@ import { prepareQueue, reviewsOf, settledJobs, startWorker } from './qc-harness.
  * and on the re-approval after an edit (which must modify the same elements, not create new ones).
  */
 const SECRET = 'agency-secret-with-at-least-32-characters!';
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 let osm: OsmApiDouble;
 let wiki: MediaWikiDouble;
 let agency: Server;
@@ -27,8 +25,6 @@ let contributor: string;
 let reviewer: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
   [osm, wiki] = await Promise.all([startOsmApiDouble(), startMediaWikiDouble()]);
   agency = createServer((req, res) => {
     let body = '';
@@ -39,7 +35,6 @@ beforeAll(async () => {
     });
   });
   const agencyPort = await listen(agency, 0, '127.0.0.1');
-  api = await startTestApi(db);
   contributor = await api.tokenFor('contributor', 'conny');
   reviewer = await api.tokenFor('reviewer', 'rita');
   worker = await startWorker(db, {
@@ -64,9 +59,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await worker?.stop();
-  await api?.close();
   await Promise.all([osm?.close(), wiki?.close(), agency ? closeGracefully(agency, 500) : undefined]);
-  await db?.close();
 });
 
 const square = [[13.4, 52.5], [13.41, 52.5], [13.41, 52.51], [13.4, 52.51], [13.4, 52.5]];

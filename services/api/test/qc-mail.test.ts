@@ -1,31 +1,24 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { startSmtpDouble, type SmtpDouble } from '../../shared/testing/smtp.js';
-import { prepareQueue, reviewsOf, startWorker, waitFor } from './qc-harness.js';
+import { reviewsOf, startWorker, waitFor } from './qc-harness.js';
 
 /**
  * The reviewer notice over real SMTP (an in-process smtp-server): queued with the submission, so a
  * mail server that is down does not fail the submit; the worker retries with backoff and the mail
  * arrives once the server is back — once.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 let smtp: SmtpDouble;
 let worker: Awaited<ReturnType<typeof startWorker>>;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
   smtp = await startSmtpDouble();
-  api = await startTestApi(db);
   worker = await startWorker(db, { SMTP_URL: smtp.url, MAIL_FROM: 'QC <qc@example.org>', REVIEWER_EMAILS: 'qc-team@example.org, RITA@example.org', EXPORT_HTTP_TIMEOUT_MS: '2000' });
 });
 afterAll(async () => {
   await worker?.stop();
-  await api?.close();
   await smtp?.stop();
-  await db?.close();
 });
 
 describe('reviewer notice', () => {

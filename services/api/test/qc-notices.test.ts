@@ -1,33 +1,26 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { startSmtpDouble, type SmtpDouble } from '../../shared/testing/smtp.js';
-import { prepareQueue, startWorker, waitFor } from './qc-harness.js';
+import { startWorker, waitFor } from './qc-harness.js';
 
 /**
  * A contributor's notices about decisions on their submissions (in the app and by e-mail through the
  * QC worker), and the comment thread of a QC item, over HTTP with a real worker and SMTP server.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 let smtp: SmtpDouble;
 let worker: Awaited<ReturnType<typeof startWorker>>;
 const tokens: Record<string, string> = {};
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
   smtp = await startSmtpDouble();
-  api = await startTestApi(db);
   worker = await startWorker(db, { SMTP_URL: smtp.url, MAIL_FROM: 'QC <qc@example.org>', QC_REVIEW_LINK: 'https://map.example.org/qc/{featureId}' });
   for (const [role, sub] of [['contributor', 'nora'], ['contributor', 'otto'], ['reviewer', 'rita'], ['guest', 'gast']] as const) tokens[sub] = await api.tokenFor(role, sub);
   await db.pool.query(`INSERT INTO users.users (id, email, name, role) VALUES ('nora', 'nora@example.org', 'Nora', 'contributor') ON CONFLICT (id) DO UPDATE SET email = EXCLUDED.email`);
 });
 afterAll(async () => {
   await worker?.stop();
-  await api?.close();
   await smtp?.stop();
-  await db?.close();
 });
 
 async function submitted(owner: string, name: string): Promise<string> {

@@ -8,14 +8,12 @@
  *   each shared node once: a later changeset references the nodes an earlier one created.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { startOsmApiDouble, type OsmApiDouble, type StoredElement } from '../../../test/doubles/osm-api.js';
-import { prepareQueue, reviewsOf, startWorker, waitFor, type JobView } from './qc-harness.js';
+import { reviewsOf, startWorker, waitFor, type JobView } from './qc-harness.js';
 import { insertDecision } from '../src/qc/jobs/journal.js';
 
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 let contributor: string;
 let reviewer: string;
 const doubles: OsmApiDouble[] = [];
@@ -32,16 +30,11 @@ const env = (url: string, extra: Record<string, string> = {}) => ({
 });
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
-  api = await startTestApi(db);
   contributor = await api.tokenFor('contributor', 'conny');
   reviewer = await api.tokenFor('reviewer', 'rita');
 });
 afterAll(async () => {
-  await api?.close();
   await Promise.all(doubles.map((d) => d.close()));
-  await db?.close();
 });
 
 async function osmDouble(options: Parameters<typeof startOsmApiDouble>[0] = {}): Promise<OsmApiDouble> {

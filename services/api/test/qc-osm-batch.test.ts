@@ -1,10 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { readOsmChange } from '../../../test/doubles/osm-change-reader.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
-import { exitOf, prepareQueue, reviewsOf, startWorker, startWorkerProcess, waitFor, type JobView } from './qc-harness.js';
+import { exitOf, reviewsOf, startWorker, startWorkerProcess, waitFor, type JobView } from './qc-harness.js';
 
 /**
  * One changeset per batch of nearby approvals (docs/qc.md, "Changesets"), against the OSM API 0.6
@@ -13,8 +12,7 @@ import { exitOf, prepareQueue, reviewsOf, startWorker, startWorkerProcess, waitF
  * SIGKILL after OSM applied the batch's upload but before it answered exports every feature of the
  * batch exactly once: the next worker reads the changeset back and finds each feature's elements.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 let osm: OsmApiDouble;
 let contributor: string;
 let reviewer: string;
@@ -32,19 +30,14 @@ const WORKER_ENV = {
 };
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
   osm = await startOsmApiDouble();
   WORKER_ENV.OSM_API_URL = osm.url;
-  api = await startTestApi(db);
   contributor = await api.tokenFor('contributor', 'conny');
   reviewer = await api.tokenFor('reviewer', 'rita');
 });
 afterAll(async () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  await api?.close();
   await osm?.close();
-  await db?.close();
 });
 
 /** Create, submit and approve; no worker runs, so the exports wait in the queue. */

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { readOsmChange } from '../../../test/doubles/osm-change-reader.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
-import { prepareQueue, reviewsOf, startWorker, waitFor, type JobView } from './qc-harness.js';
+import { reviewsOf, startWorker, waitFor, type JobView } from './qc-harness.js';
 
 /**
  * OSM's limits (docs/qc.md "OSM's limits", issue 27), against the OSM API 0.6 double, which closes a
@@ -13,8 +12,7 @@ import { prepareQueue, reviewsOf, startWorker, waitFor, type JobView } from './q
  * - a batch over the changeset limit: the 409 splits it into changesets that fit, every feature is
  *   exported (none recorded as conflict), each changeset's comment counts what it holds.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 let osm: OsmApiDouble;
 let small: OsmApiDouble;
 let contributor: string;
@@ -33,19 +31,14 @@ const env = (url: string, extra: Record<string, string> = {}) => ({
 });
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
   osm = await startOsmApiDouble();
   small = await startOsmApiDouble({ maxChangesetChanges: 40 });
-  api = await startTestApi(db);
   contributor = await api.tokenFor('contributor', 'conny');
   reviewer = await api.tokenFor('reviewer', 'rita');
 });
 afterAll(async () => {
-  await api?.close();
   await osm?.close();
   await small?.close();
-  await db?.close();
 });
 
 async function approved(name: string, kategorie: string, geometry: unknown): Promise<string> {

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { readOsmChange } from '../../../test/doubles/osm-change-reader.js';
 import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
 import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
-import { prepareQueue, reviewsOf, startWorker, waitFor, type JobView } from './qc-harness.js';
+import { reviewsOf, startWorker, waitFor, type JobView } from './qc-harness.js';
 
 /**
  * Nothing reaches OSM unseen (issue 27, docs/qc.md): an OSM export of a category not in
@@ -12,8 +11,7 @@ import { prepareQueue, reviewsOf, startWorker, waitFor, type JobView } from './q
  * preview before and after, the tag changes, what it matched — and uploads only when a reviewer
  * confirmed exactly that plan; a correction (another choice) makes a new plan to confirm.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 let osm: OsmApiDouble;
 let overpass: OverpassDouble;
 let worker: Awaited<ReturnType<typeof startWorker>>;
@@ -36,11 +34,8 @@ interface ListedJob extends JobView {
 }
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
   osm = await startOsmApiDouble();
   overpass = await startOverpassDouble(osm);
-  api = await startTestApi(db);
   contributor = await api.tokenFor('contributor', 'conny');
   reviewer = await api.tokenFor('reviewer', 'rita');
   worker = await startWorker(db, {
@@ -54,9 +49,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await worker?.stop();
-  await api?.close();
   await Promise.all([osm?.close(), overpass?.close()]);
-  await db?.close();
 });
 
 async function approve(id: string): Promise<void> {

@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { relayOutbox } from '../src/qc/jobs/relay.js';
-import { prepareQueue, reviewsOf } from './qc-harness.js';
+import { reviewsOf } from './qc-harness.js';
 
 /**
  * The QC state machine over HTTP with every role: draft → in_qc → approved | rejected → (edit) →
@@ -10,24 +9,16 @@ import { prepareQueue, reviewsOf } from './qc-harness.js';
  * bypass the API; side effects queued in the transition's transaction; admin job re-runs.
  * No worker runs here, so queued jobs stay queued.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true });
 const token: Record<string, string | undefined> = {};
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db);
-  api = await startTestApi(db);
   token.anonymous = undefined;
   token.guest = await api.tokenFor('guest', 'gina');
   token.contributor = await api.tokenFor('contributor', 'conny');
   token.reviewer = await api.tokenFor('reviewer', 'rita');
   token.reviewer2 = await api.tokenFor('reviewer', 'rolf');
   token.admin = await api.tokenFor('admin', 'adam');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 async function newFeature(owner = 'contributor', properties: Record<string, unknown> = {}): Promise<string> {

@@ -1,6 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi, type TestResponse } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi, type TestResponse } from '../../../test/helpers/api.js';
 
 /**
  * The seed's role table applied to every endpoint: guest read; contributor and reviewer read,
@@ -8,22 +7,15 @@ import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.
  * with a Bearer challenge; an authenticated caller lacking the permission → 403 (a token with role
  * guest included); an invalid token → 401 on every endpoint.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 const tokens: Record<string, string | undefined> = {};
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   tokens.anonymous = undefined;
   tokens.guest = await api.tokenFor('guest', 'gina');
   tokens.contributor = await api.tokenFor('contributor', 'conny');
   tokens.reviewer = await api.tokenFor('reviewer', 'rita');
   tokens.admin = await api.tokenFor('admin', 'adam');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 type Caller = 'anonymous' | 'guest' | 'contributor' | 'reviewer' | 'admin';

@@ -1,29 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { isDeepStrictEqual } from 'node:util';
-import { migrateQueue } from '../src/qc/worker.js';
 
 /**
  * Each feature row keeps its GeoJSON ready (features.features.geojson, migration 006) and lists only
  * concatenate it. These tests check that the stored text never disagrees with the row, whoever wrote
  * it: against a rendering built here from the row's columns, independent of the trigger's function.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true }); // queue: QC decisions queue their side effects
 let alice: string;
 let rita: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await migrateQueue(db.pool); // QC decisions queue their side effects
-  api = await startTestApi(db);
   alice = await api.tokenFor('contributor', 'alice');
   rita = await api.tokenFor('reviewer', 'rita');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 /** Rows whose stored text differs from what their columns say now. */

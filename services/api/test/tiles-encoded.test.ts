@@ -1,9 +1,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { VectorTile } from '@mapbox/vector-tile';
 import { PbfReader } from 'pbf';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestApi } from '../../../test/helpers/api.js';
 import { createTileService, type TileAddress } from '../src/tiles/service.js';
 
 /**
@@ -11,8 +10,7 @@ import { createTileService, type TileAddress } from '../src/tiles/service.js';
  * (the embedded PGlite) the API encodes the same rows (tiles/encode.ts). Both must give the same
  * features: the same layer, extent, properties, ids, types and geometry in tile coordinates.
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 let native = false;
 
 /** A feature of each geometry type near Berlin's Alexanderplatz, one crossing tile edges, one tiny. */
@@ -68,18 +66,12 @@ function normalised(tile: Decoded): Decoded {
 }
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   native = await db.pool
     .query(`SELECT ST_AsMVT(t, 'probe') FROM (SELECT ST_AsMVTGeom(ST_MakePoint(0, 0), ST_TileEnvelope(0, 0, 0)) AS geom) t`)
     .then(() => true, () => false);
   for (const f of FIXTURE) {
     await db.pool.query(`INSERT INTO features.features (id, name, kategorie, geom) VALUES ($1, $2, $3, ST_GeomFromText($4, 4326))`, [f.id, f.name, f.kategorie, f.wkt]);
   }
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 /** Detail and overview tiles over the fixture, and one beyond it. */

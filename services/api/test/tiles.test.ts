@@ -4,9 +4,8 @@ import { gunzipSync } from 'node:zlib';
 import { VectorTile } from '@mapbox/vector-tile';
 import { PbfReader } from 'pbf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
-import { prepareQueue } from './qc-harness.js';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
+import type { TestDatabase } from '../../../test/helpers/db.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,26 +26,18 @@ import { describeRequest, loadRecording, normalise, recordedAnswer } from '../..
  * (PostGIS without protobuf-c), and there the API encodes the tiles itself (tiles-encoded.test.ts
  * compares both encodings).
  */
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi({ queue: true }); // queue: submissions queue the reviewer notice
 let mvtSupported = false;
 let contributor: string;
 let admin: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  await prepareQueue(db); // submissions queue the reviewer notice
-  api = await startTestApi(db);
   contributor = await api.tokenFor('contributor', 'conny');
   admin = await api.tokenFor('admin', 'adam');
   mvtSupported = await db.pool
     .query(`SELECT ST_AsMVT(t, 'probe') FROM (SELECT ST_AsMVTGeom(ST_MakePoint(0, 0), ST_TileEnvelope(0, 0, 0)) AS geom) t`)
     .then(() => true, () => false);
   if (!mvtSupported) console.log('tiles: the test database has no ST_AsMVT (PGlite): the tiles are encoded in the API');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 /** The slippy-map tile (z, x, y) holding a lon/lat. */

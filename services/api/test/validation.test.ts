@@ -1,19 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aFeature, startTestApi, type TestApi } from '../../../test/helpers/api.js';
-import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 
-let db: TestDatabase;
-let api: TestApi;
+const { db, api } = useTestApi();
 let token: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  api = await startTestApi(db);
   token = await api.tokenFor('contributor', 'vera');
-});
-afterAll(async () => {
-  await api?.close();
-  await db?.close();
 });
 
 const post = (body: unknown) => api.request('POST', '/api/features', { token, body });
