@@ -8,7 +8,8 @@ import { apiDatabaseOptions, startEmbeddedDatabase, type EmbeddedDatabase } from
 import { migrate } from './db/migrate.js';
 import { API_SESSION_SETTINGS, createPool } from './db/pool.js';
 import { serveApp } from './http/server.js';
-import { migrateQueue, startQcWorker, type QcWorker } from './qc/worker.js';
+import { migrateQueue } from './qc/queue.js';
+import type { QcWorker } from './qc/worker.js';
 import { startTileChangeFeed, type TileChangeFeed } from './tiles/changes.js';
 
 export interface RunningApi {
@@ -68,7 +69,7 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
     })();
     schemaReady.catch(() => undefined); // awaited below, or in the catch
     const authenticator = await createAuthenticator({ ...config.auth, production: config.production, dataDir: config.dataDir, identity: config.identity });
-    const identityAdmin = config.identity.kratosAdminUrl ? createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
+    const identityAdmin = config.identity.kratosAdminUrl ? await createIdentityAdmin(config.identity.kratosAdminUrl) : undefined;
     const devKeys = !config.production && !config.auth.jwksUrl ? await loadOrCreateDevKeys(config.dataDir) : undefined;
     // Listens for feature changes on a connection of its own; covered once the schema has its table.
     tileChanges = startTileChangeFeed({ connectionString: databaseUrl, db, logger });
@@ -93,6 +94,8 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
     if (config.worker.enabled) {
       workerPool = createPool(databaseUrl, { logger, max: config.worker.concurrency + 3 });
       try {
+        // Loaded only here: its tasks, exporters and mailer are about 12 MiB an API without it never needs.
+        const { startQcWorker } = await import('./qc/worker.js');
         worker = await startQcWorker({ pool: workerPool, settings: config.exports, worker: config.worker, logger });
       } catch (error) {
         await workerPool.end().catch(() => undefined);

@@ -45,7 +45,7 @@ export function createCompositeAuthenticator(options: CompositeAuthenticatorOpti
     try {
       result = await introspector!.introspect(token);
     } catch (error) {
-      throw oryFailure('SERVICE_UNAVAILABLE', 'the token issuer (Hydra) cannot be reached to check the access token', error);
+      throw await oryFailure('SERVICE_UNAVAILABLE', 'the token issuer (Hydra) cannot be reached to check the access token', error);
     }
     if (!result.active) throw invalidToken('the token is not active (unknown, expired or revoked)');
     return assertStorable(result.principal);
@@ -56,7 +56,7 @@ export function createCompositeAuthenticator(options: CompositeAuthenticatorOpti
     try {
       result = await sessions!.resolve({ cookie });
     } catch (error) {
-      throw oryFailure('SERVICE_UNAVAILABLE', 'the identity service (Kratos) cannot be reached to check the session', error);
+      throw await oryFailure('SERVICE_UNAVAILABLE', 'the identity service (Kratos) cannot be reached to check the session', error);
     }
     if (result === 'anonymous') return ANONYMOUS;
     if (result === 'second-factor-required') {

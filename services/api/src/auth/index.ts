@@ -1,7 +1,4 @@
-import { Configuration as KratosConfiguration, FrontendApi, IdentityApi } from '@ory/kratos-client';
-import { Configuration as HydraConfiguration, OAuth2Api } from '@ory/hydra-client';
-import { createTokenIntrospector } from '../../../shared/ory/introspection.js';
-import { createSessionResolver } from '../../../shared/ory/session-resolver.js';
+import type { IdentityApi } from '@ory/kratos-client';
 import { createCompositeAuthenticator } from './composite.js';
 import { createJwtAuthenticator, invalidToken } from './jwt.js';
 import { loadOrCreateDevKeys } from './dev-keys.js';
@@ -45,15 +42,19 @@ export async function createAuthenticator(options: AuthenticatorOptions): Promis
   if (!identity?.kratosPublicUrl && !identity?.hydraAdminUrl) return jwt;
   // No redirects: whoami and introspection answer directly; a redirect would mean a misconfigured URL.
   const baseOptions = { timeout: identity.timeoutMs ?? 5_000, maxRedirects: 0 };
-  return createCompositeAuthenticator({
-    jwt,
-    ...(identity.kratosPublicUrl
-      ? { sessions: createSessionResolver({ frontend: new FrontendApi(new KratosConfiguration({ basePath: identity.kratosPublicUrl, baseOptions })), ...(identity.sessionCacheMs !== undefined ? { ttlMs: identity.sessionCacheMs } : {}) }) }
-      : {}),
-    ...(identity.hydraAdminUrl
-      ? { introspector: createTokenIntrospector({ oauth2: new OAuth2Api(new HydraConfiguration({ basePath: identity.hydraAdminUrl, baseOptions })), ...(identity.introspectionCacheMs !== undefined ? { maxCacheMs: identity.introspectionCacheMs } : {}), ...(options.audience ? { audience: options.audience } : {}) }) }
-      : {}),
-  });
+  // The Ory clients (and axios under them) load only when Ory is configured: an API with JWTs alone
+  // never needs their few MiB.
+  const sessions = identity.kratosPublicUrl
+    ? await Promise.all([import('@ory/kratos-client'), import('../../../shared/ory/session-resolver.js')]).then(([kratos, { createSessionResolver }]) =>
+        createSessionResolver({ frontend: new kratos.FrontendApi(new kratos.Configuration({ basePath: identity.kratosPublicUrl, baseOptions })), ...(identity.sessionCacheMs !== undefined ? { ttlMs: identity.sessionCacheMs } : {}) }),
+      )
+    : undefined;
+  const introspector = identity.hydraAdminUrl
+    ? await Promise.all([import('@ory/hydra-client'), import('../../../shared/ory/introspection.js')]).then(([hydra, { createTokenIntrospector }]) =>
+        createTokenIntrospector({ oauth2: new hydra.OAuth2Api(new hydra.Configuration({ basePath: identity.hydraAdminUrl, baseOptions })), ...(identity.introspectionCacheMs !== undefined ? { maxCacheMs: identity.introspectionCacheMs } : {}), ...(options.audience ? { audience: options.audience } : {}) }),
+      )
+    : undefined;
+  return createCompositeAuthenticator({ jwt, ...(sessions ? { sessions } : {}), ...(introspector ? { introspector } : {}) });
 }
 
 async function createJwtOnlyAuthenticator(options: AuthenticatorOptions): Promise<Authenticator> {
@@ -70,7 +71,8 @@ async function createJwtOnlyAuthenticator(options: AuthenticatorOptions): Promis
   return createJwtAuthenticator({ localJwks: dev.jwks, issuer: dev.issuer, audience: options.audience });
 }
 
-/** The Kratos admin API client for user administration (role changes). */
-export function createIdentityAdmin(kratosAdminUrl: string, timeoutMs = 5_000): IdentityApi {
-  return new IdentityApi(new KratosConfiguration({ basePath: kratosAdminUrl, baseOptions: { timeout: timeoutMs, maxRedirects: 0 } }));
+/** The Kratos admin API client for user administration (role changes); the client loads only then. */
+export async function createIdentityAdmin(kratosAdminUrl: string, timeoutMs = 5_000): Promise<IdentityApi> {
+  const kratos = await import('@ory/kratos-client');
+  return new kratos.IdentityApi(new kratos.Configuration({ basePath: kratosAdminUrl, baseOptions: { timeout: timeoutMs, maxRedirects: 0 } }));
 }

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { Logger as GraphileLogger, run, runMigrations, type Runner } from 'graphile-worker';
-import type pg from 'pg';
+import { run, type Runner } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { withTransaction, type Db } from '../db/pool.js';
 import type { ExportsSettings } from '../exports/config.js';
 import { startNoticeMailer } from '../notifications/contributor-notice.js';
 import { createSmtpMailer, type Mailer } from '../notifications/mailer.js';
 import { relayOutbox, startRelay, type Relay } from './jobs/relay.js';
+import { graphileLogger, migrateQueue } from './queue.js';
 import { qcTaskList } from './jobs/tasks.js';
 
 /**
@@ -45,11 +45,8 @@ export interface QcWorker {
 }
 
 export { relayOutbox };
-
-/** graphile-worker's own schema (graphile_worker.*); safe to run from several processes at once. */
-export async function migrateQueue(pool: pg.Pool, logger?: Logger): Promise<void> {
-  await runMigrations({ pgPool: pool, ...(logger ? { logger: graphileLogger(logger) } : {}) });
-}
+// The queue's schema lives in queue.ts (the API migrates it without loading the worker).
+export { migrateQueue };
 
 export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
   const { pool, logger } = deps;
@@ -148,11 +145,4 @@ export async function releaseJobsOfDeadWorkers(pool: Db, self: string, staleMs: 
   await pool.query(`DELETE FROM qc.worker_processes WHERE heartbeat_at < now() - make_interval(secs => $1::float8 / 1000) * 10`, [staleMs]);
   if (count > 0) logger?.warn({ jobs: count, workerIds }, 'released QC jobs of a worker process that stopped');
   return count;
-}
-
-function graphileLogger(logger: Logger): GraphileLogger {
-  return new GraphileLogger((scope) => (level, message, meta) => {
-    const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' ? 'info' : 'debug';
-    logger[method]({ graphile: scope, ...meta }, message);
-  });
 }

@@ -1,6 +1,5 @@
 import type { IdentityApi } from '@ory/kratos-client';
 import type { Logger } from 'pino';
-import { describeError, oryStatus } from '../../../shared/ory/clients.js';
 import { oryFailure } from '../auth/upstream.js';
 import type { Role } from '../../../shared/principal.js';
 import { withTransaction, type Db } from '../db/pool.js';
@@ -41,8 +40,11 @@ function metadataOf(value: unknown): Metadata {
   return value !== null && typeof value === 'object' && !Array.isArray(value) ? { ...(value as Metadata) } : {};
 }
 
-function kratosError(error: unknown, what: string): AppError {
-  const status = oryStatus(error);
+/** The Ory clients' module (and axios) loads on the first failed Kratos call, not with the API. */
+const oryClients = () => import('../../../shared/ory/clients.js');
+
+async function kratosError(error: unknown, what: string): Promise<AppError> {
+  const status = (await oryClients()).oryStatus(error);
   if (status === 404) return new AppError('USER_NOT_FOUND', 'no identity with this id exists in Kratos', { statusCode: 404 });
   // An answer from Kratos that is an error is a bad gateway; no answer at all is unavailability.
   if (status !== undefined) return oryFailure('UPSTREAM_FAILED', `Kratos refused to ${what} (HTTP ${status}); nothing was changed`, error);
@@ -72,13 +74,13 @@ export function createUserService(options: UserServiceOptions): UserService {
           try {
             identity = (await identityAdmin.getIdentity({ id })).data;
           } catch (error) {
-            throw kratosError(error, 'read the identity');
+            throw await kratosError(error, 'read the identity');
           }
           const previous = metadataOf(identity.metadata_public);
           try {
             await patchMetadata(id, { ...previous, role });
           } catch (error) {
-            throw kratosError(error, 'change the role');
+            throw await kratosError(error, 'change the role');
           }
           kratosChanged = { previous, previousRole: previous.role };
           const traits = metadataOf(identity.traits);
@@ -102,6 +104,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     try {
       await patchMetadata(id, changed.previous);
     } catch (undoError) {
+      const { describeError } = await oryClients();
       logger.error(
         { user: id, kratosRole: role, databaseRole: changed.previousRole ?? null, databaseError: String((cause as Error).message), kratosError: describeError(undoError) },
         'ROLE OUT OF SYNC: the role was changed in Kratos, the database write failed and Kratos could not be set back',
