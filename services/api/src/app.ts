@@ -18,11 +18,12 @@ import { createFeatureService } from './features/service.js';
 import { BODY_LIMIT_BYTES, installBodyReader } from './http/body.js';
 import { cors } from './http/cors.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
-import { conditionalGet, sendJson, type Hook } from './http/fastify.js';
+import { answerHeaders, sendJson, type Hook } from './http/fastify.js';
 import { idempotentCreate } from './http/idempotency.js';
 import { changeLimitKey, oncePerRequest, trustFunction } from './http/rate-limit-key.js';
 import { postgresRateLimitStore } from './http/rate-limit-store.js';
 import { notFoundHandler, problemHandler } from './http/problem.js';
+import { deferredChildLogger } from './http/request-logger.js';
 import { createApiServer, requestIdOf, type ApiServerOptions } from './http/server.js';
 import { openApiRoutes } from './openapi.js';
 import { createCollectionExtents } from './ogcapi/extent.js';
@@ -93,6 +94,8 @@ export function createApp(given: AppDependencies): FastifyInstance {
     loggerInstance: deps.logger as FastifyBaseLogger,
     // No line per request (the proxy logs them); failures are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
+    // request.log's pino child is made only when a line is written through it (http/request-logger.ts).
+    childLoggerFactory: deferredChildLogger,
     return503OnClosing: false,
     // A malformed %-escape in the path, refused by the router before any route: as every other
     // refusal, with the headers of the scope it was meant for (nosniff, CORS), as the hooks set them.
@@ -108,7 +111,7 @@ export function createApp(given: AppDependencies): FastifyInstance {
   installBodyReader(app);
   app.setErrorHandler(problemHandler(deps.logger));
   app.setNotFoundHandler(notFoundHandler);
-  app.addHook('onSend', conditionalGet);
+  app.addHook('onSend', answerHeaders);
 
   const migrationNames = readMigrations().map((m) => m.name);
   app.get('/healthz', async (_request, reply) => sendJson(reply, { status: 'ok' }));
@@ -148,21 +151,26 @@ export function createApp(given: AppDependencies): FastifyInstance {
   const extents = createCollectionExtents(deps.db);
 
   /**
-   * The hooks every /api and /ogcapi request passes, in this order: nosniff; CORS (preflights end
+   * The steps every /api and /ogcapi request passes, in this order: nosniff; CORS (preflights end
    * here and never count as changes); the change limit (before authentication: a refused change
    * counts too); the caller (recorded in users.users on first sight); the CSRF Origin check for
    * cookie-authenticated changes. `authenticated: false` stops after the limit (the OpenAPI document).
+   * One onRequest hook rather than one per step: they always run together, and each hook is a
+   * promise and a turn of Fastify's hook runner per request.
    */
   const scopeHooks = (scope: FastifyInstance, options: { authenticated: boolean }): void => {
-    scope.addHook('onRequest', async (_request, reply) => {
+    const limit = writesPerMinute > 0 ? changeLimit(scope) : undefined;
+    const caller = options.authenticated ? authenticate(authenticator) : undefined;
+    const csrf = options.authenticated ? originCheckForCookieWrites({ origins: allowedOrigins }) : undefined;
+    scope.addHook('onRequest', async (request, reply) => {
       reply.header('X-Content-Type-Options', 'nosniff');
+      await corsOfScopes(request, reply);
+      if (reply.sent) return; // a preflight, answered
+      if (limit) await limit(request, reply);
+      if (caller) await caller(request, reply);
+      if (csrf) await csrf(request, reply);
     });
-    scope.addHook('onRequest', corsOfScopes);
-    if (writesPerMinute > 0) scope.addHook('onRequest', changeLimit(scope));
-    if (!options.authenticated) return;
-    scope.addHook('onRequest', authenticate(authenticator));
-    scope.addHook('onRequest', originCheckForCookieWrites({ origins: allowedOrigins }));
-    scope.setNotFoundHandler(notFoundHandler);
+    if (options.authenticated) scope.setNotFoundHandler(notFoundHandler);
   };
 
   void app.register(

@@ -3,7 +3,7 @@
  * route options, the Vary helper, the 405 routes and the one way a text answer is sent.
  */
 import fresh from 'fresh';
-import type { FastifyInstance, FastifyReply, FastifyRequest, onSendAsyncHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
 import type { Principal } from '../../../shared/principal.js';
 import { AppError } from '../../../shared/errors.js';
 import type { AssurancePolicy } from '../auth/assurance.js';
@@ -100,18 +100,21 @@ export function header(request: FastifyRequest, name: string): string | undefine
 }
 
 /**
- * Conditional GET for every answer that carries an ETag (an onSend hook of the app): a GET or HEAD
- * whose If-None-Match (or If-Modified-Since) names the representation gets 304 without a body, as
- * Express' res.send did — by the same rules (the `fresh` package: weak comparison, `*`, and a
- * request's `Cache-Control: no-cache` asks for the whole answer).
+ * The app's one onSend hook, which every answer passes (errors, 404s and preflights included): the
+ * request's id as X-Request-Id (given by http/server.ts, or a proxy's), and conditional GET for
+ * answers that carry an ETag: a GET or HEAD whose If-None-Match (or If-Modified-Since) names the
+ * representation gets 304 without a body, as Express' res.send did — by the same rules (the `fresh`
+ * package: weak comparison, `*`, and a request's `Cache-Control: no-cache` asks for the whole answer).
+ * A callback hook, not an async one: it never waits, and a promise per answer would be for nothing.
  */
-export const conditionalGet: onSendAsyncHookHandler = async (request, reply, payload) => {
-  if ((request.method !== 'GET' && request.method !== 'HEAD') || reply.statusCode < 200 || reply.statusCode >= 300) return payload;
+export const answerHeaders: onSendHookHandler = (request, reply, payload, done) => {
+  reply.header('X-Request-Id', request.id);
+  if ((request.method !== 'GET' && request.method !== 'HEAD') || reply.statusCode < 200 || reply.statusCode >= 300) return done(null, payload);
   const etag = reply.getHeader('etag');
-  if (etag === undefined) return payload;
-  if (!fresh(request.headers, { etag: String(etag), 'last-modified': reply.getHeader('last-modified') as string | undefined })) return payload;
+  if (etag === undefined) return done(null, payload);
+  if (!fresh(request.headers, { etag: String(etag), 'last-modified': reply.getHeader('last-modified') as string | undefined })) return done(null, payload);
   reply.code(304);
   for (const name of ['content-type', 'content-length', 'content-encoding', 'transfer-encoding']) reply.removeHeader(name);
   // No payload at all (not ''), so no Content-Length: a 304's would have to be the 200's (RFC 9110 §8.6).
-  return null;
+  done(null, null);
 };
