@@ -34,6 +34,8 @@ export const SECRET_SPECS = {
   hydraDbPassword: { length: 40, alphanumeric: true },
   /** Role `login`: the login app's rate-limit counters, its own database on the identity PostgreSQL. */
   loginDbPassword: { length: 40, alphanumeric: true },
+  /** Role `webhook` (Kubernetes target): the webhook replicas' shared journal, its own database on features-db. */
+  webhookDbPassword: { length: 40, alphanumeric: true },
   geoserverDbPassword: { length: 40, alphanumeric: true },
   kratosCookieSecret: { length: 48, alphanumeric: true, minLength: 16, rotatable: true },
   kratosCipherSecret: { length: 32, alphanumeric: true, exactLength: 32, rotatable: true },

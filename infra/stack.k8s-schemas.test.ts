@@ -60,7 +60,7 @@ describe('the schemas from the models on the npm registry', () => {
 
   it('have a model for every kind the program declares, CloudNativePG, Barman Cloud and cert-manager included', () => {
     const kinds = new Set([...kubernetesObjects.map((o) => keyOf(o.object)), ...buildJobs.map(keyOf)]);
-    for (const crd of ['postgresql.cnpg.io/v1 Cluster', 'postgresql.cnpg.io/v1 Pooler', 'postgresql.cnpg.io/v1 ScheduledBackup', 'barmancloud.cnpg.io/v1 ObjectStore', 'cert-manager.io/v1 ClusterIssuer']) {
+    for (const crd of ['postgresql.cnpg.io/v1 Cluster', 'postgresql.cnpg.io/v1 Pooler', 'postgresql.cnpg.io/v1 ScheduledBackup', 'postgresql.cnpg.io/v1 Database', 'barmancloud.cnpg.io/v1 ObjectStore', 'cert-manager.io/v1 ClusterIssuer']) {
       expect(kinds, crd).toContain(crd);
     }
     const unchecked = [...kinds].filter((kind) => validators.checkedBy(kind) === undefined);
@@ -90,6 +90,11 @@ describe('the schemas from the models on the npm registry', () => {
     const pooler = objectNamed('Pooler', 'features-db-pooler');
     nodeAt(pooler, 'spec').type = 'primary';
     expect(errorsOf(pooler)).toContain('/spec/type must be equal to one of the allowed values');
+    const database = objectNamed('Database', 'webhook-db');
+    nodeAt(database, 'spec/schemas/0').owners = 'webhook';
+    nodeAt(database, 'spec').connectionLimit = 'twenty';
+    expect(errorsOf(database)).toContain('/spec/schemas/0/owners is not a field');
+    expect(errorsOf(database)).toContain('/spec/connectionLimit must be integer');
     const issuer = objectNamed('ClusterIssuer', 'cluster-issuer');
     nodeAt(issuer, 'spec/acme').emial = 'ops@example.org';
     expect(errorsOf(issuer)).toContain('/spec/acme/emial is not a field');

@@ -274,6 +274,95 @@ describe("the login app's limiters", () => {
   });
 });
 
+describe("the webhook's replicas", () => {
+  type Probe = { httpGet?: { path: string } };
+  type WebhookPod = PodSpec & {
+    containers: (Container & { readinessProbe?: Probe; livenessProbe?: Probe; env?: { name: string }[]; envFrom?: { secretRef?: { name: string } }[]; volumeMounts?: { name: string; mountPath: string }[] })[];
+    volumes: (Json & { name: string })[];
+    topologySpreadConstraints?: Json[];
+    affinity?: { podAntiAffinity?: Json };
+  };
+  const webhook = () => named('Deployment', 'webhook').spec as { replicas: number; strategy: { type: string; rollingUpdate?: Json }; template: { spec: WebhookPod } };
+  const webhookEnv = () => (named('Secret', 'webhook-env') as unknown as { stringData: Record<string, string> }).stringData;
+  const databaseUrl = () => new URL(webhookEnv().WEBHOOK_DATABASE_URL ?? 'postgres://missing');
+
+  it('run two or more only with their journal in PostgreSQL, its URL inside the Secret the pods read, and no state volume', () => {
+    const { replicas, strategy, template } = webhook();
+    expect(replicas).toBeGreaterThanOrEqual(2);
+    // The rule: more than one webhook shares its journal through a database, or does not run.
+    if (replicas > 1) expect(webhookEnv().WEBHOOK_DATABASE_URL, 'replicas without WEBHOOK_DATABASE_URL keep separate file journals').toMatch(/^postgres:\/\//);
+    expect(strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+    // From the Secret alone: no container names the URL (or any variable) as a plain value.
+    const [c] = template.spec.containers;
+    expect(c?.env).toBeUndefined();
+    expect(c?.envFrom).toEqual([{ secretRef: { name: 'webhook-env' } }]);
+    const secretInput = declared.registered.find((r) => r.type === 'kubernetes:core/v1:Secret' && r.name === 'webhook-env');
+    expect(isSecretEnvelope(secretInput?.inputs.stringData), 'webhook-env stringData is not a secret').toBe(true);
+    expect(webhookEnv().WEBHOOK_STATE_DIR).toBeUndefined();
+    // Nothing a pod writes outlives it or is shared: no claim, only the scratch space, the targets and /tmp.
+    expect(ofKind('PersistentVolumeClaim').filter((v) => v.name.startsWith('webhook'))).toEqual([]);
+    expect(template.spec.volumes.filter((v) => 'persistentVolumeClaim' in v)).toEqual([]);
+    expect(template.spec.volumes.map((v) => v.name).sort()).toEqual(['scratch', 'targets', 'tmp']);
+    expect(webhookEnv().DEPLOY_ROOT?.startsWith(String(c?.volumeMounts?.find((m) => m.name === 'scratch')?.mountPath))).toBe(true);
+  });
+
+  it('keep one answering through a rollout, a drained node and a lost node: a PodDisruptionBudget, spread over nodes, probes on /health', () => {
+    expect(named('PodDisruptionBudget', 'webhook').spec).toEqual({ minAvailable: 1, selector: { matchLabels: { 'app.kubernetes.io/name': 'webhook' } } });
+    const pod = webhook().template.spec;
+    const spread = pod.topologySpreadConstraints ?? [];
+    expect(spread.length + Object.keys(pod.affinity?.podAntiAffinity ?? {}).length).toBeGreaterThan(0);
+    for (const rule of spread) expect(rule).toMatchObject({ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { 'app.kubernetes.io/name': 'webhook' } } });
+    const [c] = pod.containers;
+    expect(c?.readinessProbe?.httpGet?.path).toBe('/health');
+    expect(c?.livenessProbe?.httpGet?.path).toBe('/health');
+    // The kubelet waits for the webhook's own grace for running deploys, and the driver's clean-up after it.
+    expect((pod as { terminationGracePeriodSeconds?: number }).terminationGracePeriodSeconds).toBeGreaterThan(Number(webhookEnv().WEBHOOK_SHUTDOWN_GRACE_SECONDS));
+  });
+
+  it("reach their database's cluster on its port, and no other database; the cluster's instances let them in", () => {
+    const cluster = 'features-db';
+    expect({ user: databaseUrl().username, host: databaseUrl().host, database: databaseUrl().pathname }).toEqual({ user: 'webhook', host: `${cluster}-rw:5432`, database: '/webhook' });
+    const egress = (policiesIn(ns().platform).find((p) => p.metadata.name === 'allow-webhook')?.spec as { egress: { to: Json[]; ports: Json[] }[] }).egress;
+    const toDatabases = egress.filter((rule) => JSON.stringify(rule.to).includes('cnpg.io'));
+    expect(toDatabases).toEqual([{ to: [{ podSelector: { matchLabels: { 'cnpg.io/cluster': cluster } } }], ports: [{ port: 5432, protocol: 'TCP' }] }]);
+    // Everything else it reaches is the Kubernetes API (the deploy driver).
+    const apiServer = declared.stack.ctx.k8s.apiServerCidrs.map((cidr) => ({ ipBlock: { cidr } }));
+    expect(egress.filter((rule) => !toDatabases.includes(rule))).toEqual([{ to: apiServer, ports: [{ port: 443, protocol: 'TCP' }, { port: 6443, protocol: 'TCP' }] }]);
+    const instances = (name: string) => JSON.stringify((policiesIn(ns().platform).find((p) => p.metadata.name === `allow-${name}-instances`)?.spec as { ingress: Json[] }).ingress);
+    expect(instances(cluster)).toContain('"app.kubernetes.io/name":"webhook"');
+    for (const other of ['kratos-db', 'hydra-db']) expect(instances(other), other).not.toContain('"app.kubernetes.io/name":"webhook"');
+  });
+
+  it('connect as the managed role webhook, which owns its database and schema webhook and nothing else, with a connection limit', () => {
+    const clusters = ofKind('Cluster').map((c) => c.object as { metadata: { name: string }; spec: { managed?: { roles: (Json & { name: string; passwordSecret: { name: string } })[] } } });
+    const holding = clusters.filter((c) => c.spec.managed?.roles.some((r) => r.name === 'webhook'));
+    expect(holding.map((c) => c.metadata.name)).toEqual(['features-db']);
+    const role = holding[0]!.spec.managed!.roles.find((r) => r.name === 'webhook')!;
+    expect({ login: role.login, superuser: role.superuser, createdb: role.createdb, createrole: role.createrole, replication: role.replication ?? false, bypassrls: role.bypassrls ?? false, inRoles: role.inRoles ?? [] }).toEqual({
+      login: true,
+      superuser: false,
+      createdb: false,
+      createrole: false,
+      replication: false,
+      bypassrls: false,
+      inRoles: [],
+    });
+    expect(Number(role.connectionLimit)).toBeGreaterThan(0);
+    const roleSecret = named('Secret', role.passwordSecret.name) as unknown as { stringData: { username: string; password: string } };
+    expect(roleSecret.stringData).toEqual({ username: 'webhook', password: decodeURIComponent(databaseUrl().password) });
+
+    // Owner of exactly one Database (with its one schema); no other Database or cluster names it.
+    const databases = ofKind('Database').map((d) => d.object as { spec: { name: string; owner: string; cluster: { name: string }; schemas?: { name: string; owner: string }[] } });
+    expect(databases.filter((d) => d.spec.owner === 'webhook' || JSON.stringify(d.spec.schemas ?? []).includes('"owner":"webhook"'))).toEqual([
+      expect.objectContaining({ spec: { name: 'webhook', owner: 'webhook', cluster: { name: 'features-db' }, ensure: 'present', databaseReclaimPolicy: 'retain', schemas: [{ name: 'webhook', owner: 'webhook', ensure: 'present' }] } }),
+    ]);
+    const bootstrap = (holding[0] as unknown as { spec: { bootstrap: { initdb: { owner: string; postInitApplicationSQL: string[] } } } }).spec.bootstrap.initdb;
+    expect(bootstrap.owner).not.toBe('webhook');
+    // The cluster's own database is closed to other roles: the webhook's role cannot connect to it.
+    expect(bootstrap.postInitApplicationSQL).toContain('REVOKE ALL ON DATABASE features FROM PUBLIC');
+  });
+});
+
 describe('databases', () => {
   it('three CloudNativePG clusters (features on the PostGIS image), each behind a session-mode pooler, archiving to the object store and backed up nightly', () => {
     const clusters = ofKind('Cluster').map((c) => c.object as { metadata: Json; spec: { imageName: string; plugins: Json[]; enableSuperuserAccess: boolean } });

@@ -22,7 +22,7 @@ export const KubernetesSettingsSchema = z
     registry: z.string().regex(/^[a-z0-9.-]+(:\d+)?(\/[a-z0-9._-]+)*$/, 'a registry path such as registry.example.org/geodata'),
     /** Image pull secret in each namespace (created by the operator), when the registry needs credentials. */
     imagePullSecret: dnsLabel.optional(),
-    /** StorageClass of every volume (databases, GeoServer's data directory, the webhook's state); the cluster's default when unset. */
+    /** StorageClass of every volume (the databases, GeoServer's data directory); the cluster's default when unset. */
     storageClass: dnsLabel.optional(),
     /** The IngressClass the Ingress is for (an ingress-nginx, Traefik, HAProxy … controller the cluster already runs). */
     ingressClassName: dnsLabel.default('nginx'),

@@ -23,13 +23,27 @@ import type { K8sPlatform } from './stack.js';
  *
  * Roles: the database's owner is `features` (the API, its migrations); `geoserver` is a login role the
  * operator keeps, created without rights here and granted on the feature table by migration 020, as
- * infra/jobs/features-db-roles.sh does on the Docker target.
+ * infra/jobs/features-db-roles.sh does on the Docker target; `webhook` owns the database `webhook` and
+ * nothing else (WEBHOOK_DB below; the Docker webhook keeps its file journal instead).
  *
  * GeoServer stays one replica: its provisioning writes into one data directory and reloads one instance
  * (docs/infra.md "Kubernetes: more GeoServers" says what more would take).
  */
 
 export const API_REPLICA_CPU_TARGET = 70;
+
+/**
+ * The webhook's shared state (journal, queue, delivery ids, failed-authentication counts; docs/webhook.md
+ * "More than one replica") on this cluster: the database `webhook`, owned by the role `webhook`, which
+ * owns nothing else, and in it the schema `webhook` the webhook migrates. Why this cluster (least
+ * privilege): its application database is closed to PUBLIC (`REVOKE ALL ON DATABASE features FROM
+ * PUBLIC` below), so the role can connect to its own database and to none of the features' — on
+ * kratos-db or hydra-db it could connect to `kratos` or `hydra`, and the webhook, which the git hosts
+ * reach from the internet, would have a network path to the clusters holding credentials and sessions.
+ * Its replicas open at most 5 connections each (services/webhook/src/database.ts), 15 during a rolling
+ * update; the role may hold 20, so a webhook gone wrong cannot take this cluster's connections.
+ */
+export const WEBHOOK_DB = { database: 'webhook', role: 'webhook', schema: 'webhook', connectionLimit: 20 } as const;
 
 /** Job names carry a digest of what they run: a Job is immutable, so new code or settings is a new Job that runs again. */
 const digest = (...parts: string[]) => createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 10);
@@ -49,7 +63,15 @@ export function declareFeatures(ctx: K8sContext, platform: K8sPlatform, images: 
       database: 'features',
       owner: 'features',
       ownerPassword: secrets.featuresDbPassword,
-      roles: [{ name: 'geoserver', password: secrets.geoserverDbPassword, comment: 'GeoServer: the feature table only (migration 020), no DDL' }],
+      roles: [
+        { name: 'geoserver', password: secrets.geoserverDbPassword, comment: 'GeoServer: the feature table only (migration 020), no DDL' },
+        {
+          name: WEBHOOK_DB.role,
+          password: secrets.webhookDbPassword,
+          comment: "the deployment webhook's shared state: owns the database webhook only",
+          connectionLimit: WEBHOOK_DB.connectionLimit,
+        },
+      ],
       postInitApplicationSQL: [
         // As the Docker target's postgis image does for its database: the extensions the migrations use.
         'CREATE EXTENSION IF NOT EXISTS postgis',
@@ -57,12 +79,33 @@ export function declareFeatures(ctx: K8sContext, platform: K8sPlatform, images: 
         'REVOKE ALL ON DATABASE features FROM PUBLIC',
       ],
       poolerClients: [{ pods: 'api' }, { pods: 'qc-worker' }, { pods: 'geoserver' }],
-      directClients: [{ pods: 'api-migrate' }],
+      // The webhook's replicas too (as the login app on kratos-db): a few connections each, to their
+      // own database, and no pooler lookup for a second database.
+      directClients: [{ pods: 'api-migrate' }, { pods: 'webhook' }],
       backup: platform.backup,
       backupCredentials: platform.backupCredentials,
     },
     { dependsOn: [platform.namespaces.namespaces.platform] },
   );
+  const webhookDatabase = new k8s.apiextensions.CustomResource(
+    'webhook-db',
+    {
+      apiVersion: 'postgresql.cnpg.io/v1',
+      kind: 'Database',
+      metadata: { name: WEBHOOK_DB.database, namespace, labels: labels('webhook') },
+      spec: {
+        name: WEBHOOK_DB.database,
+        owner: WEBHOOK_DB.role,
+        cluster: { name: 'features-db' },
+        ensure: 'present',
+        databaseReclaimPolicy: 'retain',
+        // Declared, so the webhook's migration finds it (it would create it as the database's owner).
+        schemas: [{ name: WEBHOOK_DB.schema, owner: WEBHOOK_DB.role, ensure: 'present' }],
+      },
+    },
+    { dependsOn: [db.cluster] },
+  );
+  const webhookDatabaseUrl = pulumi.interpolate`postgres://${WEBHOOK_DB.role}:${secrets.webhookDbPassword}@${db.hosts.primary}:${PG_PORT}/${WEBHOOK_DB.database}`;
   const pooledUrl = pulumi.interpolate`postgres://features:${secrets.featuresDbPassword}@${db.hosts.pooled}:${PG_PORT}/features`;
   const primaryUrl = pulumi.interpolate`postgres://features:${secrets.featuresDbPassword}@${db.hosts.primary}:${PG_PORT}/features`;
 
@@ -281,6 +324,8 @@ export function declareFeatures(ctx: K8sContext, platform: K8sPlatform, images: 
 
   return {
     database: db,
+    /** The webhook's database on this cluster (a CloudNativePG Database) and its URL (a secret). */
+    webhookDatabase: { database: webhookDatabase, url: webhookDatabaseUrl, cluster: 'features-db' },
     workloads: { api, geoserver },
     services: { api: apiService, geoserver: geoserverService },
     autoscaling: { apiPdb, apiHpa },

@@ -29,8 +29,11 @@ export interface DatabaseSpec {
   database: string;
   owner: string;
   ownerPassword: pulumi.Input<string>;
-  /** Further login roles the operator keeps (their passwords as Secrets). */
-  roles?: { name: string; password: pulumi.Input<string>; comment: string }[];
+  /**
+   * Further login roles the operator keeps (their passwords as Secrets); `connectionLimit` caps the
+   * connections the role may hold at once on the whole cluster (unset: no limit).
+   */
+  roles?: { name: string; password: pulumi.Input<string>; comment: string; connectionLimit?: number }[];
   /** SQL run once as the superuser in the new database (extensions, grants the owner may not give). */
   postInitApplicationSQL?: string[];
   /** Workloads that connect through the pooler. */
@@ -123,6 +126,7 @@ export function declareDatabase(ctx: K8sContext, spec: DatabaseSpec, opts: pulum
                   createdb: false,
                   createrole: false,
                   inherit: true,
+                  ...(role.connectionLimit !== undefined ? { connectionLimit: role.connectionLimit } : {}),
                   passwordSecret: { name: secret.metadata.name },
                 })),
               },

@@ -11,6 +11,7 @@ import { ANNOTATIONS, BUILD_STEPS, buildTemplateName, EXIT } from '../k8s-deploy
 import type { Site } from '../k8s-deploy/template.js';
 import { allow, container, environmentSecret, INTERNET, labels, NODE_UID, PART_OF, podSpec, type K8sContext, type Peer } from './common.js';
 import type { K8sImages } from './images.js';
+import { PG_PORT } from './postgres.js';
 import type { K8sPlatform } from './stack.js';
 
 /**
@@ -42,9 +43,12 @@ import type { K8sPlatform } from './stack.js';
  *   webhook     verifies pushes and queues deploys; its deploy script is the driver k8s-deploy. Its
  *               service account may do what the driver does and nothing else: read the templates by
  *               name, create, read and delete Jobs and list their pods and logs in the builds namespace,
- *               read and patch the site Deployments by name. Its queue and journal
- *               are still in the process and on a volume (one replica, Recreate) until they move to
- *               PostgreSQL (issue 30, the services' part).
+ *               read and patch the site Deployments by name. WEBHOOK_REPLICAS replicas on one journal in
+ *               PostgreSQL (WEBHOOK_DATABASE_URL, the database `webhook` on features-db, infra/k8s/features.ts
+ *               WEBHOOK_DB): one deploy per target across them, a replayed push deploys once, one
+ *               failed-authentication budget (docs/webhook.md "More than one replica"). A rolling update, a
+ *               PodDisruptionBudget and a spread over nodes keep one answering. No state volume: what a pod
+ *               writes under DEPLOY_ROOT is its own (an emptyDir), see WEBHOOK_SCRATCH.
  */
 
 export const SITE_HOST = '0.0.0.0';
@@ -59,10 +63,27 @@ export const pushSecretOf = (t: StackTarget) => `registry-push-${t.siteHost.repl
 const BUILD_DEADLINE_SECONDS = 840;
 /** How long a site's rollout may take to become available before the driver puts the previous image back. */
 const ROLLOUT_TIMEOUT_SECONDS = 300;
-const STATE_DIR = '/var/lib/webhook';
 const TARGETS_FILE = '/etc/geodata/targets.yaml';
+/** The webhook's replicas: they share their journal in PostgreSQL, so any number behave as one. */
+export const WEBHOOK_REPLICAS = 2;
+/**
+ * What a webhook pod writes, per pod, on an emptyDir (DEPLOY_ROOT=<dir>/deploys): under each target's
+ * deploy directory the deploy logs, the launcher's `.running-deploy` record (a process id, meaningful
+ * only in the pod's own process namespace: it must not be shared) and the driver's `live` record.
+ * Nothing in it needs to be shared or to outlive the pod: the journal is in PostgreSQL and what runs is
+ * the site Deployment's image, which the driver reads on every deploy (it builds nothing for the commit
+ * that already runs and refuses one older than it); `live` is a record of what this pod last saw, read
+ * back by this pod once its deploy succeeded (the deployed commit in the journal) and, for a push to an
+ * idle target, to tell a duplicate `live` — where another pod's record is missing or older, the journal's
+ * `deployed-before` tells the same duplicate, and a commit set by hand makes a deploy that builds nothing.
+ * A deploy log stays with the pod that ran it (and goes with it); the build steps' output is also
+ * in the build Job's pod for a day (ttlSecondsAfterFinished).
+ */
+const WEBHOOK_SCRATCH = { dir: '/var/lib/webhook', sizeLimit: '2Gi' } as const;
+/** How long running deploys get to finish when a webhook pod stops; then the driver cleans up (it deletes its Job and restores the image, 8 s each at most). */
+const WEBHOOK_SHUTDOWN_GRACE_SECONDS = 60;
 
-export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8sImages) {
+export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8sImages, webhookDatabase: { url: pulumi.Output<string>; cluster: string; database: pulumi.Resource }) {
   const { cfg, secrets, ns, k8s: settings } = ctx;
   const targets = stackTargets(cfg.targets, cfg.sitesSubnet);
   const namespaceOf = (t: StackTarget) => (isPreviewTarget(t.target) ? ns.preview : ns.sites);
@@ -257,8 +278,11 @@ export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8s
         WEBHOOK_HOST: '0.0.0.0',
         WEBHOOK_TRUST_PROXY: 'uniquelocal',
         TARGETS_FILE,
-        DEPLOY_ROOT: `${STATE_DIR}/deploys`,
-        WEBHOOK_STATE_DIR: STATE_DIR,
+        DEPLOY_ROOT: `${WEBHOOK_SCRATCH.dir}/deploys`,
+        // The replicas' shared journal, queue, delivery ids and failed-authentication counts; the URL
+        // (with the role's password) reaches the pods only inside this Secret.
+        WEBHOOK_DATABASE_URL: webhookDatabase.url,
+        WEBHOOK_SHUTDOWN_GRACE_SECONDS: String(WEBHOOK_SHUTDOWN_GRACE_SECONDS),
         WEBHOOK_ADMIN_TOKEN: secrets.webhookAdminToken,
         LOG_LEVEL: cfg.logLevel,
         // The driver's settings; the deploy script gets only the variables named here (and the API's
@@ -274,50 +298,57 @@ export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8s
     metadata: { name: 'webhook-targets', namespace: ns.platform, labels: labels('webhook') },
     data: { 'targets.yaml': readFileSync(cfg.targetsFile, 'utf8') },
   });
-  const webhookState = new k8s.core.v1.PersistentVolumeClaim('webhook-state', {
-    metadata: { name: 'webhook-state', namespace: ns.platform, labels: labels('webhook') },
-    spec: { accessModes: ['ReadWriteOnce'], ...(settings.storageClass ? { storageClassName: settings.storageClass } : {}), resources: { requests: { storage: '1Gi' } } },
-  });
+  const webhookPods = { 'app.kubernetes.io/name': 'webhook' };
   const webhook = new k8s.apps.v1.Deployment(
     'webhook',
     {
       metadata: { name: 'webhook', namespace: ns.platform, labels: labels('webhook') },
       spec: {
-        // One, and never two at once: the queue and the journal are still the process's and its volume's.
-        replicas: 1,
-        strategy: { type: 'Recreate' },
-        selector: { matchLabels: { 'app.kubernetes.io/name': 'webhook' } },
+        replicas: WEBHOOK_REPLICAS,
+        // A new pod is ready before an old one stops: a push always finds a replica.
+        strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+        selector: { matchLabels: webhookPods },
         template: {
           metadata: { labels: labels('webhook'), annotations: { 'geodata.example.org/environment-sha256': webhookEnv.checksum } },
-          spec: podSpec({
-            ctx,
-            fsGroup: NODE_UID,
-            serviceAccount: { name: webhookAccount.metadata.name, why: 'the deploy driver creates build Jobs and sets the site images (Roles webhook-builds, webhook-deploy)' },
-            containers: [
-              container({
-                name: 'webhook',
-                image: images.project.webhook,
-                limits: LIMITS.webhook,
-                uid: NODE_UID,
-                envSecret: webhookEnv.name,
-                ports: [{ name: 'http', port: UPSTREAMS.webhook.port }],
-                probe: { path: '/health', port: UPSTREAMS.webhook.port },
-                volumeMounts: [
-                  { name: 'state', mountPath: STATE_DIR },
-                  { name: 'targets', mountPath: '/etc/geodata', readOnly: true },
-                ],
-              }),
-            ],
-            volumes: [
-              { name: 'state', persistentVolumeClaim: { claimName: webhookState.metadata.name } },
-              { name: 'targets', configMap: { name: targetsFile.metadata.name } },
-            ],
-          }),
+          spec: {
+            ...podSpec({
+              ctx,
+              serviceAccount: { name: webhookAccount.metadata.name, why: 'the deploy driver creates build Jobs and sets the site images (Roles webhook-builds, webhook-deploy)' },
+              containers: [
+                container({
+                  name: 'webhook',
+                  image: images.project.webhook,
+                  limits: LIMITS.webhook,
+                  uid: NODE_UID,
+                  envSecret: webhookEnv.name,
+                  ports: [{ name: 'http', port: UPSTREAMS.webhook.port }],
+                  probe: { path: '/health', port: UPSTREAMS.webhook.port },
+                  volumeMounts: [
+                    { name: 'scratch', mountPath: WEBHOOK_SCRATCH.dir },
+                    { name: 'targets', mountPath: '/etc/geodata', readOnly: true },
+                  ],
+                }),
+              ],
+              volumes: [
+                { name: 'scratch', emptyDir: { sizeLimit: WEBHOOK_SCRATCH.sizeLimit } },
+                { name: 'targets', configMap: { name: targetsFile.metadata.name } },
+              ],
+            }),
+            // Running deploys get their grace, then the driver its clean-up, before the kubelet kills.
+            terminationGracePeriodSeconds: WEBHOOK_SHUTDOWN_GRACE_SECONDS + 30,
+            // One per node where there are nodes enough; ScheduleAnyway, so a one-node cluster (and the
+            // surge pod of a rollout) still schedules.
+            topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: webhookPods } }],
+          },
         },
       },
     },
-    { dependsOn: [webhookEnv.secret, ...rbac.map((r) => r.binding)] },
+    { dependsOn: [webhookEnv.secret, webhookDatabase.database, ...rbac.map((r) => r.binding)] },
   );
+  const webhookPdb = new k8s.policy.v1.PodDisruptionBudget('webhook', {
+    metadata: { name: 'webhook', namespace: ns.platform, labels: labels('webhook') },
+    spec: { minAvailable: 1, selector: { matchLabels: webhookPods } },
+  });
   const webhookService = new k8s.core.v1.Service('webhook', {
     metadata: { name: 'webhook', namespace: ns.platform, labels: labels('webhook') },
     spec: { selector: { 'app.kubernetes.io/name': 'webhook' }, ports: [{ name: 'http', port: UPSTREAMS.webhook.port, targetPort: UPSTREAMS.webhook.port, protocol: 'TCP' }] },
@@ -326,9 +357,13 @@ export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8s
   const buildPods = { 'geodata.example.org/role': 'build' };
   const policies = [
     ...perTarget.map((p) => p.policy),
-    allow('webhook', ns.platform, { 'app.kubernetes.io/name': 'webhook' }, {
+    allow('webhook', ns.platform, webhookPods, {
       ingress: [{ peers: [{ pods: 'edge' }], ports: [UPSTREAMS.webhook.port] }],
-      egress: [{ peers: [{ cidrs: settings.apiServerCidrs }], ports: [443, 6443] }],
+      egress: [
+        { peers: [{ cidrs: settings.apiServerCidrs }], ports: [443, 6443] },
+        // Its shared journal: the instances of the cluster that holds the database webhook.
+        { peers: [{ pods: { 'cnpg.io/cluster': webhookDatabase.cluster } }], ports: [PG_PORT] },
+      ],
     }),
     allow('builds', ns.builds, buildPods, { ingress: [], egress: [{ peers: [{ pods: 'egress' }], ports: [UPSTREAMS.egress.port] }] }),
     allow('egress', ns.builds, { 'app.kubernetes.io/name': 'egress' }, {
@@ -342,6 +377,7 @@ export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8s
     workloads: { webhook, egress, ...Object.fromEntries(perTarget.map((p) => [p.t.siteHost, p.deployment])) },
     services: { webhook: webhookService, egress: egressService, ...Object.fromEntries(perTarget.map((p) => [p.t.siteHost, p.service])) },
     webhookAccount,
+    webhookPdb,
     rbac,
     tokenless,
     quotas,

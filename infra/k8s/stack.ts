@@ -24,7 +24,7 @@ import { declareWorker } from './worker.js';
  *   features  features database (CloudNativePG, PostGIS), api-migrate, API, GeoServer, its provisioning
  *   worker    the QC worker, the only platform pods with a way out
  *   sites     per deploy target a site Deployment (previews apart, on their own pool), build Job
- *             templates, the builds' egress proxy, the webhook
+ *             templates, the builds' egress proxy, the webhook (replicas on its database in features-db)
  *   backups   in each database part: WAL and nightly base backups to the object store (backupOffsite)
  *   edge      Caddy with the same routes behind an Ingress with cert-manager's certificates
  *
@@ -57,7 +57,7 @@ export function declareKubernetesStack(cfg: StackConfig, secrets: StackSecrets, 
   const identity = declareIdentity(ctx, platform, images);
   const features = declareFeatures(ctx, platform, images, identity);
   const worker = declareWorker(ctx, images, features);
-  const sites = declareSites(ctx, platform, images);
+  const sites = declareSites(ctx, platform, images, features.webhookDatabase);
   // The entrance opens once every Job has completed, as the Docker proxy waits for every job's exit code.
   const jobs = { ...identity.jobs, ...features.jobs };
   const edge = declareEdge(ctx, images, sites, [...Object.values(jobs), ...Object.values(identity.releases)]);
