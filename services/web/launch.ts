@@ -15,11 +15,19 @@ const repoRoot = join(webRoot, '../..');
 export const webEntry = join(webRoot, 'dist/server/entry.mjs');
 const entry = webEntry;
 
-function newestMtime(path: string): number {
+/** The newest mtime under `path`, leaving out the names `skip` accepts (and all below them). */
+function newestMtime(path: string, skip: (name: string) => boolean = () => false): number {
   const stat = statSync(path);
   if (!stat.isDirectory()) return stat.mtimeMs;
-  return Math.max(stat.mtimeMs, ...readdirSync(path).map((name) => newestMtime(join(path, name))));
+  return Math.max(stat.mtimeMs, ...readdirSync(path).filter((name) => !skip(name)).map((name) => newestMtime(join(path, name), skip)));
 }
+
+/**
+ * What of services/shared the site cannot import: its tests and the test doubles (testing/, which no
+ * module under services/web/src nor any shared module it imports reaches). Editing a double does not
+ * rebuild the site.
+ */
+const notForTheSite = (name: string): boolean => name === 'testing' || name === 'test' || name.endsWith('.test.ts');
 
 /**
  * Whether `root`'s dist/ is a whole build of its current sources. The entry file is not proof of
@@ -31,7 +39,7 @@ export function webBuildIsCurrent(root = webRoot, sharedDir = join(repoRoot, 'se
   // One stat, not exists-then-stat: another process may remove the mark as it begins a build.
   const complete = statSync(join(root, 'dist/.build-complete'), { throwIfNoEntry: false });
   if (!complete || !existsSync(join(root, 'dist/server/entry.mjs'))) return false;
-  const sources = Math.max(newestMtime(join(root, 'src')), newestMtime(join(root, 'public')), newestMtime(join(root, 'astro.config.mjs')), newestMtime(sharedDir));
+  const sources = Math.max(newestMtime(join(root, 'src')), newestMtime(join(root, 'public')), newestMtime(join(root, 'astro.config.mjs')), newestMtime(sharedDir, notForTheSite));
   return complete.mtimeMs > sources;
 }
 
@@ -88,7 +96,7 @@ export function acquireBuildLock(lock: string, options: { timeoutMs?: number; lo
         // Another process took it over first: wait for that one.
       }
     }
-    if (waited > timeoutMs) throw new Error(`another build of the web app holds ${lock} (${holder.why}); waited ${Math.round(timeoutMs / 1000)} s`);
+    if (waited > timeoutMs) throw new Error(`another build holds ${lock} (${holder.why}); waited ${Math.round(timeoutMs / 1000)} s`);
     spawnSync('sleep', ['0.5']);
   }
 }
