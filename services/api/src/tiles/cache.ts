@@ -18,7 +18,7 @@ export interface CachedTile {
   /** MD5 of `bytes`, hex: the ETag's core. */
   digest: string;
   bytes: Buffer;
-  /** The gzip encoding of `bytes`, made on first demand and kept; null when not worth it (small tiles). */
+  /** The gzip encoding of `bytes`, started when the entry is stored and kept; null when not worth it (small tiles). */
   gzipped?: Promise<Buffer | null>;
   /** What the tile's features meet (tiles/bounds.ts); without it, any change drops the entry. */
   bounds?: Box;
@@ -47,6 +47,20 @@ export function createTileCache(maxBytes: number) {
     }
   };
 
+  /** The gzip bytes of a (possibly cached) entry, compressed once; null when the tile is too small. */
+  const gzipped = (key: string, entry: CachedTile): Promise<Buffer | null> => {
+    entry.gzipped ??= (entry.bytes.length < GZIP_MIN_BYTES ? Promise.resolve(null) : gzip(entry.bytes, { level: constants.Z_BEST_SPEED })).then((bytes) => {
+      // Count it if the entry is still the cached one; an evicted or replaced entry is only the caller's.
+      if (bytes && entries.get(key) === entry) {
+        sizes.set(entry, bytes.length);
+        held += bytes.length;
+        evict();
+      }
+      return bytes;
+    });
+    return entry.gzipped;
+  };
+
   return {
     /** The entry for `key` if it is the build made from `fingerprint` (and marks it recently used). */
     get(key: string, fingerprint: string): CachedTile | undefined {
@@ -62,28 +76,23 @@ export function createTileCache(maxBytes: number) {
       return entries.get(key);
     },
 
-    /** Stores a build, replacing the tile's older one. A tile larger than the whole cache is not kept. */
+    /**
+     * Stores a build, replacing the tile's older one, and starts its gzip at once (zlib's thread pool,
+     * off the event loop): browsers ask for gzip, and a hit then only writes bytes — it never waits for
+     * a compression, which took 17 ms for a 709 KiB tile. A tile larger than the whole cache is not kept.
+     */
     set(key: string, entry: CachedTile): void {
       remove(key);
       if (entry.bytes.length > maxBytes) return;
       entries.set(key, entry);
       held += entry.bytes.length;
       evict();
+      // A failure surfaces to the request that awaits it (render), not as an unhandled rejection here.
+      gzipped(key, entry).catch(() => undefined);
     },
 
     /** The gzip bytes of a (possibly cached) tile, compressed once; null when the tile is too small. */
-    gzipped(key: string, entry: CachedTile): Promise<Buffer | null> {
-      entry.gzipped ??= (entry.bytes.length < GZIP_MIN_BYTES ? Promise.resolve(null) : gzip(entry.bytes, { level: constants.Z_BEST_SPEED })).then((bytes) => {
-        // Count it if the entry is still the cached one; an evicted or replaced entry is only the caller's.
-        if (bytes && entries.get(key) === entry) {
-          sizes.set(entry, bytes.length);
-          held += bytes.length;
-          evict();
-        }
-        return bytes;
-      });
-      return entry.gzipped;
-    },
+    gzipped,
 
     /** Drops every entry whose bounds meet one of `boxes` (and every entry without bounds); returns how many. */
     invalidate(boxes: readonly Box[]): number {
