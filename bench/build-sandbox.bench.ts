@@ -14,9 +14,9 @@ import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { ensureUsers, removeUsers, usersOf } from '../services/webhook/src/host/users.js';
-import { sandboxMissing } from '../test/webhook/support/build-sandbox.js';
-import { FixtureRepo, deployScript, fetchBuild, freePort, makeTempDir, restartFixtureSite, stopFixtureSites } from '../test/webhook/support/helpers.js';
-import { teamUsers } from '../test/webhook/support/root-paths.js';
+import { sandboxMissing } from '../services/webhook/test/support/build-sandbox.js';
+import { FixtureRepo, deployScript, fetchBuild, freePort, makeTempDir, restartFixtureSite, stopFixtureSites } from '../services/webhook/test/support/helpers.js';
+import { teamUsers } from '../services/webhook/test/support/root-paths.js';
 import { median, printTable, ratio } from './stats.js';
 
 const ROUNDS = Number(process.env.BUILD_SANDBOX_BENCH_ROUNDS ?? 15);

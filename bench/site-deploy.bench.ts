@@ -22,7 +22,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FixtureRepo, fetchBuild, freePort, git, publishCommittedProject, restartFixtureSite, stopFixtureSites } from '../test/webhook/support/helpers.js';
+import { FixtureRepo, fetchBuild, freePort, git, publishCommittedProject, restartFixtureSite, stopFixtureSites } from '../services/webhook/test/support/helpers.js';
 import { median, printTable, ratio } from './stats.js';
 import { repoRoot } from './support.js';
 

@@ -24,7 +24,7 @@ import { connect, type Socket } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { loadTargets } from '../services/shared/targets.js';
-import { makeTempDir, repoRoot } from '../test/webhook/support/helpers.js';
+import { makeTempDir, repoRoot } from '../services/webhook/test/support/helpers.js';
 import { percentile, printTable, ratio } from './stats.js';
 
 const quick = process.env.BENCH_QUICK === '1';

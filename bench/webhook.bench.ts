@@ -35,7 +35,7 @@ import { createLogger } from '../services/shared/logger.js';
 import { loadTargets, resolveTarget, type Target } from '../services/shared/targets.js';
 import { startWebhookServer } from '../services/webhook/src/boot.js';
 import { ensureUsers, removeUsers, usersOf } from '../services/webhook/src/host/users.js';
-import { FixtureRepo, fetchBuild, freePort, makeTempDir, repoRoot, restartFixtureSite, stopFixtureSites } from '../test/webhook/support/helpers.js';
+import { FixtureRepo, fetchBuild, freePort, makeTempDir, repoRoot, restartFixtureSite, stopFixtureSites } from '../services/webhook/test/support/helpers.js';
 import { median, percentile, printTable, ratio } from './stats.js';
 
 // Rounds of 400 (earlier 200): a round then lasts long enough for the server's garbage collector to

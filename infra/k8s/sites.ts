@@ -235,7 +235,7 @@ export function declareSites(ctx: K8sContext, platform: K8sPlatform, images: K8s
     metadata: { name: 'webhook', namespace: ns.platform, labels: labels('webhook') },
     automountServiceAccountToken: false,
   });
-  // Exactly the driver's calls (infra/k8s-deploy/driver.ts; infra/stack.k8s-deploy.test.ts runs it against
+  // Exactly the driver's calls (infra/k8s-deploy/driver.ts; test/journeys/k8s-deploy.test.ts runs it against
   // these rules): a Job's name is made per deploy, so jobs cannot be limited by name; it polls, never watches.
   const rbac = [
     role(ns.builds, 'webhook-builds', [

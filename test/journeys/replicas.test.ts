@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StepResult } from '../../infra/rehearsal/steps.js';
 import { lacks, requirements, type Requirement } from '../helpers/requirements.js';
 import { eventually } from '../helpers/wait.js';
-import { pushPayload } from '../webhook/support/webhook-harness.js';
+import { pushPayload } from '../../services/webhook/test/support/webhook-harness.js';
 import { DOMAINS, REVIEWERS, UPSTREAM_HEADER, startReplicaStack, type Answer, type ReplicaStack } from './replicas/stack.js';
 
 const APIS = 3;

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../shared/testing/ports.js';
-import { git, publishCommittedProject } from '../../../test/webhook/support/helpers.js';
+import { git, publishCommittedProject } from '../../../test/helpers/git.js';
 import { repoRoot } from './harness.js';
 
 const enabled = process.env.WEB_DEPLOY_TEST === '1' || process.env.CI === 'true';

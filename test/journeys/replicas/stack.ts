@@ -3,7 +3,7 @@
  * API processes, stand-alone QC workers and webhook processes, all on one fresh PostgreSQL database,
  * behind one real Caddy with the stack's own rendered Caddyfile. What stands outside the platform is a
  * stand-in: the token issuer (a JWKS), the mail relay (services/shared/testing/smtp.ts), the agency's
- * endpoint, and the webhook's deploy script (test/webhook/support/replica-deploy.sh, which records
+ * endpoint, and the webhook's deploy script (services/webhook/test/support/replica-deploy.sh, which records
  * each deploy's start and end in one file and makes the commit live).
  *
  * The proxy is the stack's Caddyfile (infra/caddy.ts renderCaddyfile of infra/routes.ts proxyRoutes,
@@ -27,7 +27,7 @@ import { freePort } from '../../../services/shared/testing/ports.js';
 import { startSmtpDouble, type SmtpDouble } from '../../../services/shared/testing/smtp.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js';
 import { startTestIssuer, type TestIssuer } from '../../helpers/test-issuer.js';
-import { seedTargets } from '../../webhook/support/webhook-harness.js';
+import { seedTargets } from '../../../services/webhook/test/support/webhook-harness.js';
 import { ENTRY, REPO, startProcess, startService, type ServiceProcess } from './processes.js';
 
 export const DOMAINS = EXAMPLE_DOMAINS;
@@ -250,7 +250,7 @@ export async function startReplicaStack(options: ReplicaStackOptions): Promise<R
       WEBHOOK_STATE_DIR: join(scratch, `webhook-${i}`),
       WEBHOOK_TRUST_PROXY: 'loopback',
       DEPLOY_ROOT: join(scratch, 'sites'),
-      DEPLOY_SCRIPT: join(REPO, 'test/webhook/support/replica-deploy.sh'),
+      DEPLOY_SCRIPT: join(REPO, 'services/webhook/test/support/replica-deploy.sh'),
       RECORD_DEPLOY_FILE: deployRecords,
       RECORD_DEPLOY_SLEEP: '0.3',
       DEPLOY_ENV_PASS: 'RECORD_DEPLOY_FILE RECORD_DEPLOY_SLEEP',

@@ -4,20 +4,20 @@ import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, symlinkSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readRevisionFile } from '../services/shared/revision-file.mjs';
-import { lacks, binary } from '../test/helpers/requirements.js';
-import { FixtureRepo, git } from '../test/webhook/support/helpers.js';
-import { pushPayload, sendGitlab } from '../test/webhook/support/webhook-harness.js';
-import { startWebhookProcess } from '../test/webhook/support/server-process.js';
-import { buildTree } from './docker/build.js';
-import { instructions, finalStage } from './docker/image.js';
-import { NODE_IMAGE } from './images.js';
-import { K8S_DEPLOY_DRIVER } from './k8s/sites.js';
-import { loadValidators, type Validators } from './k8s/schemas/validate.js';
-import { EXIT } from './k8s-deploy/protocol.js';
-import { instantiate, readTemplate } from './k8s-deploy/template.js';
-import { declareKubernetesUnderMocks, EXAMPLE_KUBERNETES, type DeclaredObject } from './testing/k8s.js';
-import { startKubeApiDouble, type Json, type KubeApiDouble, type PolicyRule, type RecordedRequest, type Scenario } from './testing/k8s-api.js';
+import { readRevisionFile } from '../../services/shared/revision-file.mjs';
+import { lacks, binary } from '../helpers/requirements.js';
+import { FixtureRepo, git } from '../../services/webhook/test/support/helpers.js';
+import { pushPayload, sendGitlab } from '../../services/webhook/test/support/webhook-harness.js';
+import { startWebhookProcess } from '../../services/webhook/test/support/server-process.js';
+import { buildTree } from '../../infra/docker/build.js';
+import { instructions, finalStage } from '../../infra/docker/image.js';
+import { NODE_IMAGE } from '../../infra/images.js';
+import { K8S_DEPLOY_DRIVER } from '../../infra/k8s/sites.js';
+import { loadValidators, type Validators } from '../../infra/k8s/schemas/validate.js';
+import { EXIT } from '../../infra/k8s-deploy/protocol.js';
+import { instantiate, readTemplate } from '../../infra/k8s-deploy/template.js';
+import { declareKubernetesUnderMocks, EXAMPLE_KUBERNETES, type DeclaredObject } from '../../infra/testing/k8s.js';
+import { startKubeApiDouble, type Json, type KubeApiDouble, type PolicyRule, type RecordedRequest, type Scenario } from '../../infra/testing/k8s-api.js';
 
 /**
  * The webhook's deploy driver on the Kubernetes target (infra/k8s-deploy, /usr/local/bin/k8s-deploy in
@@ -28,7 +28,7 @@ import { startKubeApiDouble, type Json, type KubeApiDouble, type PolicyRule, typ
  * driver sends against the pinned Kubernetes models (the schema test's validators).
  */
 
-const REPO = join(import.meta.dirname, '..');
+const REPO = join(import.meta.dirname, '../..');
 const WRAPPER = join(REPO, 'infra/docker/k8s-deploy.sh');
 const needsOpenssl = lacks('the deploy driver tests (the API double serves TLS)', binary('openssl'));
 

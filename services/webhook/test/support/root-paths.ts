@@ -1,5 +1,5 @@
 /**
- * Helpers for the root-paths tests (test/webhook/root-paths*.test.ts): what they need to run, the
+ * Helpers for the root-paths tests (services/webhook/test/root-paths*.test.ts): what they need to run, the
  * Unix users of two hostile teams, builds that attack the paths root reads and writes in their
  * release and cache, and a listing of a release to prove another team's was not touched.
  */

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, cpSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureUsers, removeUsers } from '../../services/webhook/src/host/users.js';
+import { ensureUsers, removeUsers } from '../src/host/users.js';
 import { deployEnv, deployScript, FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, repoRoot, runScript, stopFixtureSites } from './support/helpers.js';
 
 const SITE_DIR = 'apps/site';

@@ -7,42 +7,17 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { eventually } from '../../helpers/wait.js';
+import { git } from '../../../../test/helpers/git.js';
+import { eventually } from '../../../../test/helpers/wait.js';
 
-export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+export { git, publishCommittedProject } from '../../../../test/helpers/git.js';
+
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
 export const deployScript = join(repoRoot, 'scripts/deploy-branch.sh');
 export const rollbackScript = join(repoRoot, 'scripts/host/rollback.sh');
-export const restartFixtureSite = join(repoRoot, 'test/webhook/support/restart-fixture-site.sh');
-export const recordDeployScript = join(repoRoot, 'test/webhook/support/record-deploy.sh');
+export const restartFixtureSite = join(repoRoot, 'services/webhook/test/support/restart-fixture-site.sh');
+export const recordDeployScript = join(repoRoot, 'services/webhook/test/support/record-deploy.sh');
 const fixtureSite = join(repoRoot, 'test/fixtures/site');
-
-const gitEnv = {
-  ...process.env,
-  GIT_AUTHOR_NAME: 'Test',
-  GIT_AUTHOR_EMAIL: 'test@example.org',
-  GIT_COMMITTER_NAME: 'Test',
-  GIT_COMMITTER_EMAIL: 'test@example.org',
-  GIT_CONFIG_NOSYSTEM: '1',
-};
-
-export function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, { cwd, env: gitEnv, encoding: 'utf8' }).trim();
-}
-
-/**
- * This repository as committed on the current branch (`git archive HEAD`), as a fresh repository in
- * `work` (created here) with one branch `main`, pushed to a new bare repository `bare` (an absolute
- * path): what the site's deploy test and benchmark deploy from.
- */
-export function publishCommittedProject(work: string, bare: string): void {
-  mkdirSync(work);
-  execFileSync('sh', ['-c', `git -C "${repoRoot}" archive HEAD | tar -x -C "${work}"`]);
-  git(work, 'init', '-q', '-b', 'main');
-  git(work, 'add', '-A');
-  git(work, 'commit', '-qm', 'the site');
-  git(work, 'init', '-q', '--bare', bare);
-  git(work, 'push', '-q', bare, 'main');
-}
 
 export function makeTempDir(prefix: string): string {
   return mkdtempSync(join(tmpdir(), `${prefix}-`));
@@ -166,7 +141,7 @@ export function stopFixtureSites(root: string): void {
 }
 
 /** A free TCP port on loopback (bound and released; good enough for tests on one machine). */
-export { freePort } from '../../../services/shared/testing/ports.js';
+export { freePort } from '../../../shared/testing/ports.js';
 
 /**
  * The webhook tests' wait: test/helpers/wait.ts (vi.waitFor) with the arguments in this suite's order;

@@ -10,10 +10,10 @@ import { join } from 'node:path';
 import { runInNewContext } from 'node:vm';
 import { stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
-import { renderCaddyfile } from '../../services/webhook/src/host/render/caddy.js';
-import { runHostCli } from '../../services/webhook/src/host/cli.js';
-import type { Target } from '../../services/shared/targets.js';
-import { parseSecretsFile, readSecretsFile } from '../../services/webhook/src/secrets.js';
+import { renderCaddyfile } from '../src/host/render/caddy.js';
+import { runHostCli } from '../src/host/cli.js';
+import type { Target } from '../../shared/targets.js';
+import { parseSecretsFile, readSecretsFile } from '../src/secrets.js';
 import { deployEnv, FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, stopFixtureSites, waitFor } from './support/helpers.js';
 import { pushPayload, sendGitlab, seedTargets, startHarness } from './support/webhook-harness.js';
 

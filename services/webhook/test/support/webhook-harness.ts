@@ -8,16 +8,16 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { stringify } from 'yaml';
-import { createLogger } from '../../../services/shared/logger.js';
-import { loadTargets, type Target } from '../../../services/shared/targets.js';
-import { writeSecretsFile } from '../../../services/webhook/src/secrets.js';
-import { startWebhookServer, type RunningWebhookServer } from '../../../services/webhook/src/boot.js';
-import { eventually } from '../../helpers/wait.js';
+import { createLogger } from '../../../shared/logger.js';
+import { loadTargets, type Target } from '../../../shared/targets.js';
+import { writeSecretsFile } from '../../src/secrets.js';
+import { startWebhookServer, type RunningWebhookServer } from '../../src/boot.js';
+import { eventually } from '../../../../test/helpers/wait.js';
 import { makeTempDir, recordDeployScript, repoRoot } from './helpers.js';
 
 /**
  * The seed targets without their site folder: tests replace the repository with a fixture repository
- * that holds the site at its root (test/webhook/site-dir.test.ts sets siteDir itself).
+ * that holds the site at its root (test/journeys/webhook-site-dir.test.ts sets siteDir itself).
  */
 export const seedTargets = (): Target[] => loadTargets(join(repoRoot, 'config/targets.yaml')).map(({ siteDir: _siteDir, ...target }) => target);
 

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, closeSync, constants, existsSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureUsers, removeUsers, usersOf } from '../../services/webhook/src/host/users.js';
+import { ensureUsers, removeUsers, usersOf } from '../src/host/users.js';
 import { FixtureRepo, fetchBuild, freePort, makeTempDir, stopFixtureSites } from './support/helpers.js';
 import { hostileBuild, isolationMissing, startTeamsHarness, teamUsers } from './support/root-paths.js';
 import { pushPayload, send, sendGithub, waitForDeployment, type Harness } from './support/webhook-harness.js';

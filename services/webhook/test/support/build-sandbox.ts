@@ -1,5 +1,5 @@
 /**
- * Helpers for the build sandbox and site listener tests (test/webhook/build-sandbox*.test.ts,
+ * Helpers for the build sandbox and site listener tests (services/webhook/test/build-sandbox*.test.ts,
  * site-listener*.test.ts): what they need to run, the platform installed as an operator installs it
  * (root-owned, readable by everyone), and a listener run as another Unix user.
  */

@@ -12,9 +12,9 @@ import { closeSync, constants, linkSync, lstatSync, mkdirSync, openSync, readFil
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LauncherPlan } from '../../services/webhook/src/deployments/invocation.js';
-import { DeployLauncher } from '../../services/webhook/src/deployments/launcher.js';
-import { DeploymentStore } from '../../services/webhook/src/deployments/store.js';
+import type { LauncherPlan } from '../src/deployments/invocation.js';
+import { DeployLauncher } from '../src/deployments/launcher.js';
+import { DeploymentStore } from '../src/deployments/store.js';
 import { makeTempDir } from './support/helpers.js';
 
 const root = makeTempDir('root-paths-launcher');

@@ -2,7 +2,7 @@
  * Routing and answers of POST /webhook at the boundaries the issue names, through real HTTP.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { matchTarget } from '../../services/webhook/src/routing.js';
+import { matchTarget } from '../src/routing.js';
 import {
   githubSignature,
   pushPayload,

@@ -15,7 +15,7 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureUsers, removeUsers, usersOf } from '../../services/webhook/src/host/users.js';
+import { ensureUsers, removeUsers, usersOf } from '../src/host/users.js';
 import { FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, restartFixtureSite, runScript, stopFixtureSites } from './support/helpers.js';
 import { installPlatform, sandboxMissing } from './support/build-sandbox.js';
 import { hostileBuild, teamUsers } from './support/root-paths.js';

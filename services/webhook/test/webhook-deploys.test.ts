@@ -19,8 +19,8 @@ import {
   stopFixtureSites,
   waitFor,
 } from './support/helpers.js';
-import { startDevelopmentWebhookServer } from '../../services/webhook/src/development.js';
-import { createDevelopmentSecrets, newSecret } from '../../services/webhook/src/secrets.js';
+import { startDevelopmentWebhookServer } from '../src/development.js';
+import { createDevelopmentSecrets, newSecret } from '../src/secrets.js';
 import {
   commitId,
   getDeployment,

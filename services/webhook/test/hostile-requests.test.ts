@@ -10,7 +10,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { newSecret } from '../../services/webhook/src/secrets.js';
+import { newSecret } from '../src/secrets.js';
 import { makeTempDir, recordDeployScript, waitFor } from './support/helpers.js';
 import { githubSignature, pushPayload, send, sendGithub, seedTargets, startHarness, type Harness } from './support/webhook-harness.js';
 

@@ -5,7 +5,7 @@
  * host must enforce; targets with repositories of their own get no warning.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { sharedRepositoryWarnings, type Target } from '../../services/shared/targets.js';
+import { sharedRepositoryWarnings, type Target } from '../../shared/targets.js';
 import { githubSignature, pushPayload, send, startHarness, type Harness } from './support/webhook-harness.js';
 
 const harnesses: Harness[] = [];

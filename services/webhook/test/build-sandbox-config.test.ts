@@ -4,9 +4,9 @@
  * the deploy script's environment, together with the sandbox's limits from the allow-list.
  */
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../services/shared/config.js';
-import { loadWebhookConfig } from '../../services/webhook/src/config.js';
-import { launcherPlan } from '../../services/webhook/src/deployments/invocation.js';
+import { ConfigError } from '../../shared/config.js';
+import { loadWebhookConfig } from '../src/config.js';
+import { launcherPlan } from '../src/deployments/invocation.js';
 
 const base = { PATH: '/usr/bin:/bin' };
 

@@ -14,9 +14,9 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { ensureUsers, removeUsers } from '../../services/webhook/src/host/users.js';
-import { newSecret, writeSecretsFile } from '../../services/webhook/src/secrets.js';
-import { lacks } from '../helpers/requirements.js';
+import { ensureUsers, removeUsers } from '../src/host/users.js';
+import { newSecret, writeSecretsFile } from '../src/secrets.js';
+import { lacks } from '../../../test/helpers/requirements.js';
 import {
   deployEnv,
   deployScript,

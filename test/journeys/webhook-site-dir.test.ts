@@ -13,8 +13,8 @@ import { Supervisor } from '../../infra/sites/supervisor.js';
 import { loadTargets } from '../../services/shared/targets.js';
 import { runHostCli } from '../../services/webhook/src/host/cli.js';
 import { defaultLayout, renderSiteUnit } from '../../services/webhook/src/host/render/systemd.js';
-import { deployEnv, deployScript, FixtureRepo, fetchBuild, freePort, makeTempDir, repoRoot, stopFixtureSites } from './support/helpers.js';
-import { pushPayload, sendGitlab, startHarness, waitForDeployment, type Harness } from './support/webhook-harness.js';
+import { deployEnv, deployScript, FixtureRepo, fetchBuild, freePort, makeTempDir, repoRoot, stopFixtureSites } from '../../services/webhook/test/support/helpers.js';
+import { pushPayload, sendGitlab, startHarness, waitForDeployment, type Harness } from '../../services/webhook/test/support/webhook-harness.js';
 
 const SITE_DIR = 'apps/site';
 const root = makeTempDir('site-dir');

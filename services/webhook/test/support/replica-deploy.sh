@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Test stand-in for deploy-branch.sh in the replica tests (test/webhook/replicas.test.ts): appends a
+# Test stand-in for deploy-branch.sh in the replica tests (services/webhook/test/replicas.test.ts): appends a
 # line when it starts and one when it ends (the commit, its pid, the time in ms) to RECORD_DEPLOY_FILE,
 # shared by every replica, sleeps RECORD_DEPLOY_SLEEP seconds in between (a branch ending in /slow:
 # two minutes, a deploy a test kills its replica under), and at the end makes the commit live as the

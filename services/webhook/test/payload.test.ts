@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MalformedPayload, scanTopLevel } from '../../services/webhook/src/payload.js';
+import { MalformedPayload, scanTopLevel } from '../src/payload.js';
 
 const pick = (value: Record<string, unknown>) =>
   Object.fromEntries(['ref', 'after'].filter((k) => Object.hasOwn(value, k)).map((k) => [k, value[k]]));

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureUsers, removeUsers, usersOf } from '../../services/webhook/src/host/users.js';
+import { ensureUsers, removeUsers, usersOf } from '../src/host/users.js';
 import { FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, releasesOf, repoRoot, restartFixtureSite, runScript, startScript, stopFixtureSites, waitFor } from './support/helpers.js';
 import { commitLink, hostileBuild, isolationMissing, logStamp, teamUsers, treeOf } from './support/root-paths.js';
 

@@ -15,9 +15,9 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrateSet } from '../../services/shared/db/migrate.js';
-import { WEBHOOK_MIGRATIONS } from '../../services/webhook/src/database.js';
-import { lacks } from '../helpers/requirements.js';
+import { migrateSet } from '../../shared/db/migrate.js';
+import { WEBHOOK_MIGRATIONS } from '../src/database.js';
+import { lacks } from '../../../test/helpers/requirements.js';
 import { makeTempDir, repoRoot, waitFor } from './support/helpers.js';
 import { startWebhookProcess, type ServerProcess } from './support/server-process.js';
 import { commitId, pushPayload, seedTargets, send, sendGithub, sendGitlab } from './support/webhook-harness.js';
@@ -88,7 +88,7 @@ describe.skipIf(noDatabase)('two webhook replicas on one PostgreSQL', () => {
       WEBHOOK_ADMIN_TOKEN: ADMIN,
       WEBHOOK_AUTH_FAILURES_PER_MINUTE: String(AUTH_FAILURES_PER_MINUTE),
       DEPLOY_ROOT: join(shared, 'sites'),
-      DEPLOY_SCRIPT: join(repoRoot, 'test/webhook/support/replica-deploy.sh'),
+      DEPLOY_SCRIPT: join(repoRoot, 'services/webhook/test/support/replica-deploy.sh'),
       RECORD_DEPLOY_FILE: recordFile,
       RECORD_DEPLOY_SLEEP: '0.4',
       DEPLOY_ENV_PASS: 'RECORD_DEPLOY_FILE RECORD_DEPLOY_SLEEP',
