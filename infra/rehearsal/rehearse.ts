@@ -63,6 +63,24 @@ async function startAgencyStandIn(): Promise<{ server: Server; port: number; rec
   return { server, port, received };
 }
 
+/**
+ * `--web-app`: the platform's web app as a git repository, the way `main` deploys it (siteDir
+ * services/web): this repository's HEAD, services/web with what it imports (services/shared) and
+ * config/, committed on main. Committed files only, so what is walked is what a push would deploy.
+ */
+function createWebAppRepo(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  const archive = spawnSync('git', ['-C', REPO, 'archive', '--format=tar', 'HEAD', 'services/web', 'services/shared', 'config'], { maxBuffer: 512 * 1024 * 1024 });
+  if (archive.status !== 0) throw new Error(`git archive of the web app failed: ${archive.stderr.toString()}`);
+  execFileSync('tar', ['-x', '-C', dir], { input: archive.stdout });
+  const git = (...args: string[]) =>
+    execFileSync('git', ['-C', dir, ...args], { env: { ...process.env, GIT_AUTHOR_NAME: 'R', GIT_AUTHOR_EMAIL: 'r@example.org', GIT_COMMITTER_NAME: 'R', GIT_COMMITTER_EMAIL: 'r@example.org' } });
+  git('init', '--quiet', '--initial-branch=main');
+  git('add', '-A');
+  git('commit', '--quiet', '-m', 'the web app');
+  return dir;
+}
+
 /** The fixture site (test/fixtures/site: no dependencies, `npm run build`, `npm start`) as a git repository. */
 function createFixtureRepo(dir: string): string {
   mkdirSync(dir, { recursive: true });
@@ -82,10 +100,11 @@ async function main(): Promise<number> {
     return 2;
   }
   const verbose = process.argv.includes('--verbose');
+  const webApp = process.argv.includes('--web-app');
   const breakWires = process.argv.flatMap((arg, i) => (arg === '--break' ? [process.argv[i + 1] ?? ''] : []));
   const unknown = breakWires.filter((w) => !(BROKEN_WIRES as readonly string[]).includes(w));
   if (unknown.length) {
-    console.log(`usage: npm run stack:rehearse -- [--verbose] [--break ${BROKEN_WIRES.join('|')}]…`);
+    console.log(`usage: npm run stack:rehearse -- [--verbose] [--web-app] [--break ${BROKEN_WIRES.join('|')}]…`);
     return 2;
   }
   if (breakWires.length) console.log(`rehearsing with broken wires: ${breakWires.join(', ')}`);
@@ -102,9 +121,11 @@ async function main(): Promise<number> {
   const fixtureRepo = createFixtureRepo(join(scratch, 'site-repo'));
   const targetsFile = join(scratch, 'targets.yaml');
   const targets = parseYaml(readFileSync(join(REPO, 'config/targets.yaml'), 'utf8')) as {
-    targets: { key: string; domain: string; repo: string; secret: string; provider: 'github' | 'gitlab'; matchPattern: string; deployPath: string; port: number }[];
+    targets: { key: string; domain: string; repo: string; secret: string; provider: 'github' | 'gitlab'; matchPattern: string; deployPath: string; port: number; siteDir?: string }[];
   };
-  for (const target of targets.targets) target.repo = `file://${fixtureRepo}`;
+  const webAppRepo = webApp ? createWebAppRepo(join(scratch, 'web-app-repo')) : undefined;
+  const mainTarget = targets.targets.find((t) => t.key === 'main');
+  for (const target of targets.targets) target.repo = `file://${webAppRepo && target === mainTarget ? webAppRepo : fixtureRepo}`;
   writeFileSync(targetsFile, toYaml(targets));
   const base = exampleConfig();
   // The world outside the stack: a mail relay and the agency's endpoint, reachable only over a network
@@ -175,6 +196,15 @@ async function main(): Promise<number> {
       webhookPort: UPSTREAMS.webhook.port,
       outside: { mail: mailRelay, reviewers: REHEARSAL_REVIEWERS, agency: agency.received, osm, wiki },
       figures,
+      ...(webAppRepo && mainTarget
+        ? {
+            webApp: {
+              repo: webAppRepo,
+              npmCache: execFileSync('npm', ['config', 'get', 'cache'], { encoding: 'utf8' }).trim(),
+              target: { key: mainTarget.key, domain: mainTarget.domain, deployPath: mainTarget.deployPath, secretName: mainTarget.secret, provider: mainTarget.provider },
+            },
+          }
+        : {}),
       say,
     });
     for (const r of results) {

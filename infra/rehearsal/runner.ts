@@ -42,6 +42,10 @@ export interface ContainerRecord {
   ownNetns?: boolean;
   /** The uid and gid it runs as (its declared `user`), when not root. */
   runAs?: RunAs;
+  /** Its declared volumes: container path → the folder standing in for the volume (project images). */
+  mounts?: Record<string, string>;
+  /** Its declared environment, before the rehearsal's rewriting (project images). */
+  declaredEnv?: Record<string, string>;
 }
 
 export interface RehearsalStack {
@@ -345,6 +349,8 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
       else if (ids.uid !== 0) entry.runAs = ids;
     }
     const declaredEnv = parseEnvList(inputs.envs);
+    entry.declaredEnv = declaredEnv;
+    entry.mounts = Object.fromEntries((inputs.volumes ?? []).map((v) => [v.containerPath, volumeDir(v.volumeName)]));
     let env: Record<string, string> = { ...image.env, ...declaredEnv };
     // The ports it listens on: every *PORT variable with a number (PORT, IDENTITY_PORT, WEBHOOK_PORT),
     // the image's own ENV ones only when it runs the image's command (they belong to that command).

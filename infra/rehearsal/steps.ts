@@ -6,12 +6,13 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { Secret, TOTP } from 'otpauth';
 import { chromium, type Browser, type BrowserContext } from 'playwright-core';
 import { freePort } from '../../services/shared/testing/ports.js';
+import { targetUids } from '../stack/targets.js';
 import { spawnInNetnsOf } from './netns.js';
 import { startCluster } from './postgres.js';
 import type { MediaWikiDouble } from '../../services/shared/testing/mediawiki-api.js';
@@ -62,6 +63,12 @@ export interface StepContext {
   outside: { mail: SmtpDouble; reviewers: string; agency: { path: string; body: string }[]; osm: OsmApiDouble; wiki: MediaWikiDouble };
   /** Figures the steps measure (name → value with its unit), printed after the steps. */
   figures: Record<string, string>;
+  /**
+   * `--web-app`: the platform's own web app (services/web of this repository's HEAD, as a repository
+   * the `main` target points at) is pushed to `main` and walked (step 6e); the npm cache the target's
+   * builder reads is seeded from this machine's (`npmCache`), since a builder here has no way out.
+   */
+  webApp?: { repo: string; npmCache: string; target: { key: string; domain: string; deployPath: string; secretName: string; provider: 'github' | 'gitlab' } };
   say(line: string): void;
 }
 
@@ -193,6 +200,28 @@ async function anonymousView(stack: RehearsalStack, geo: string, at: { lon: numb
     editorsHidden: editors.status >= 400 && !/"FeatureCollection"/.test(editors.body),
     problem: [wfs, wms, editors].filter((r) => r.status !== 200 || !/FeatureCollection|<svg/.test(r.body)).map((r) => `${r.status}: ${r.body.slice(0, 120)}`).join(' ; '),
   };
+}
+
+const gitIn = (dir: string) => (...args: string[]) =>
+  execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8', env: { ...process.env, GIT_AUTHOR_NAME: 'R', GIT_AUTHOR_EMAIL: 'r@example.org', GIT_COMMITTER_NAME: 'R', GIT_COMMITTER_EMAIL: 'r@example.org' } }).trim();
+
+/** A push of `after` to `branch`, signed as the target's git host signs it, delivered to the webhook through the proxy. */
+async function signedPush(stack: RehearsalStack, webhookDomain: string, target: { secretName: string; provider: 'github' | 'gitlab' }, branch: string, after: string): Promise<void> {
+  const secrets = await new Promise<Record<string, string>>((resolve) => (stack.program.webhookSecrets as { apply(f: (v: Record<string, string>) => void): void }).apply(resolve));
+  const secret = secrets[target.secretName];
+  assert(secret, `no webhook secret ${target.secretName} among the stack outputs`);
+  const body = JSON.stringify({ ref: `refs/heads/${branch}`, after, repository: { name: 'site' } });
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (target.provider === 'github') {
+    headers['x-github-event'] = 'push';
+    headers['x-github-delivery'] = randomBytes(8).toString('hex');
+    headers['x-hub-signature-256'] = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+  } else {
+    headers['x-gitlab-event'] = 'Push Hook';
+    headers['x-gitlab-token'] = secret;
+  }
+  const delivered = await viaProxy(stack, `https://${webhookDomain}/webhook`, { method: 'POST', headers, body });
+  assert(delivered.status === 202, `the webhook answered ${delivered.status}: ${delivered.body.slice(0, 200)}`);
 }
 
 interface SignedIn {
@@ -575,27 +604,13 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
 
     // 6 ------------------------------------------------------------------------------------------
     await step(results, "6 a signed push reaches the webhook through the proxy; the target's builder builds it and the target's own site container serves it", async () => {
-      const secrets = await new Promise<Record<string, string>>((resolve) => (stack.program.webhookSecrets as { apply(f: (v: Record<string, string>) => void): void }).apply(resolve));
-      const secret = secrets[ctx.pushTarget.secretName];
-      assert(secret, `no webhook secret ${ctx.pushTarget.secretName} among the stack outputs`);
       const marker = `rehearsal-${randomBytes(4).toString('hex')}`;
-      const git = (...args: string[]) => execFileSync('git', ['-C', ctx.fixtureRepo, ...args], { encoding: 'utf8', env: { ...process.env, GIT_AUTHOR_NAME: 'R', GIT_AUTHOR_EMAIL: 'r@example.org', GIT_COMMITTER_NAME: 'R', GIT_COMMITTER_EMAIL: 'r@example.org' } }).trim();
+      const git = gitIn(ctx.fixtureRepo);
       git('checkout', '--quiet', '-B', ctx.pushTarget.branch);
       execFileSync('sh', ['-c', `printf '%s\\n' '${marker}' > VERSION`], { cwd: ctx.fixtureRepo });
       git('commit', '--quiet', '-am', marker);
       const after = git('rev-parse', 'HEAD');
-      const body = JSON.stringify({ ref: `refs/heads/${ctx.pushTarget.branch}`, after, repository: { name: 'site' } });
-      const headers: Record<string, string> = { 'content-type': 'application/json' };
-      if (ctx.pushTarget.provider === 'github') {
-        headers['x-github-event'] = 'push';
-        headers['x-github-delivery'] = randomBytes(8).toString('hex');
-        headers['x-hub-signature-256'] = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
-      } else {
-        headers['x-gitlab-event'] = 'Push Hook';
-        headers['x-gitlab-token'] = secret;
-      }
-      const delivered = await viaProxy(stack, https(domains.webhook!, '/webhook'), { method: 'POST', headers, body });
-      assert(delivered.status === 202, `the webhook answered ${delivered.status}: ${delivered.body.slice(0, 200)}`);
+      await signedPush(stack, domains.webhook!, ctx.pushTarget, ctx.pushTarget.branch, after);
       await until(
         `${ctx.pushTarget.domain} serving ${marker}`,
         async () => {
@@ -615,6 +630,68 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       assert(site.runAs && uid === String(site.runAs.uid), `site-${ctx.pushTarget.deployPath} runs as uid ${uid ?? '?'}, not its declared ${site.runAs?.uid ?? '(none)'}`);
       return `push of ${after.slice(0, 8)} to ${ctx.pushTarget.branch}: 202, built by builder-${ctx.pushTarget.deployPath}, ${ctx.pushTarget.domain} serves it from site-${ctx.pushTarget.deployPath} (uid ${uid}, own network namespace) through the proxy`;
     });
+
+    if (ctx.webApp) {
+      const app = ctx.webApp;
+      await step(results, "6e the platform's web app for main: a push builds services/web in the target's builder (npm ci from the target's npm cache, astro build), the target's site serves it, and its map loads the approved feature from the API through the proxy", async () => {
+        assert(featureId, 'no feature (step 2 failed)');
+        const builder = stack.containers.get(`builder-${app.target.deployPath}`);
+        const deployDir = builder?.declaredEnv?.BUILDER_DEPLOY_DIR;
+        const hostDeployDir = deployDir ? builder.mounts?.[deployDir] : undefined;
+        assert(builder && hostDeployDir, `builder-${app.target.deployPath} has no deploy folder among its volumes`);
+        // The target's npm cache (deploy-branch.sh: <deployDir>/cache/npm under isolation), seeded from this
+        // machine's: the tarballs (content-v2, 250 MB) as hard links that stay root's and read-only to the
+        // build user, so no build can change this machine's cache through them; the index (index-v5, which
+        // npm appends to on every hit) as copies the build user owns, with every folder.
+        const cache = join(hostDeployDir, 'cache', 'npm', '_cacache');
+        mkdirSync(cache, { recursive: true });
+        const seeded = Date.now();
+        execFileSync('cp', ['-al', join(app.npmCache, '_cacache', 'content-v2'), join(cache, 'content-v2')]);
+        execFileSync('cp', ['-r', join(app.npmCache, '_cacache', 'index-v5'), join(cache, 'index-v5')]);
+        const { buildUid } = targetUids(app.target.deployPath);
+        const owner = `${buildUid}:${buildUid}`;
+        execFileSync('chown', ['-R', owner, join(cache, 'index-v5')]);
+        execFileSync('find', [join(hostDeployDir, 'cache'), '-type', 'd', '-exec', 'chown', owner, '{}', '+']);
+        const seedMs = Date.now() - seeded;
+        const after = gitIn(app.repo)('rev-parse', 'HEAD');
+        const pushed = Date.now();
+        await signedPush(stack, domains.webhook!, app.target, app.target.key, after);
+        const logged = builder.log.length;
+        await until(
+          `${app.target.domain} serving the web app`,
+          async () => {
+            // The builder says when the deploy ended without going live (deploy-branch.sh's exit code).
+            const ended = builder.log.slice(logged).find((line) => /"msg":"deploy ended"/.test(line) && !/"code":0\b/.test(line));
+            if (ended) throw new GaveUp(`the deploy ended: ${ended.slice(0, 300)}`);
+            const live = await viaProxy(stack, https(app.target.domain, '/'));
+            return live.status === 200 && /<title>[^<]*Karte/.test(live.body) ? true : undefined;
+          },
+          600_000,
+        ).catch((error: Error) => {
+          const builderLog = builder.log.slice(-4).map((l) => l.slice(0, 300)).join(' | ');
+          // The deploy's own log (deploy-branch.sh keeps a failed build's log in <deployDir>/logs).
+          const logs = join(hostDeployDir, 'logs');
+          const newest = existsSync(logs) ? readdirSync(logs).filter((f) => f.startsWith('npm-build-')).sort().at(-1) : undefined;
+          const buildLog = newest ? readFileSync(join(logs, newest), 'utf8').split('\n').filter(Boolean).slice(-8).join(' | ') : '(no build log)';
+          throw new Error(`${error.message}; builder-${app.target.deployPath}: ${builderLog}; ${newest ?? 'build log'}: ${buildLog.slice(0, 1500)}`);
+        });
+        const deployed = ((Date.now() - pushed) / 1000).toFixed(1);
+        ctx.figures['web app: push to live on main'] = `${deployed} s (npm cache seeded in ${(seedMs / 1000).toFixed(1)} s)`;
+        // An anonymous visitor's map at the feature: the browser asks the API through the proxy.
+        const context = await browser!.newContext({ ignoreHTTPSErrors: true });
+        try {
+          const page = await context.newPage();
+          const api = `https://${domains.api!}/api/`;
+          const listed = page.waitForResponse(async (r) => r.url().startsWith(api) && r.status() === 200 && (await r.text()).includes(featureId), { timeout: 60_000 });
+          await page.goto(https(app.target.domain, `/?center=${JOURNEY_POINT.lon},${JOURNEY_POINT.lat}&zoom=17`));
+          const response = await listed.catch(() => undefined);
+          assert(response, `the map of ${app.target.domain} loaded nothing from ${domains.api} that names ${featureId}; site-${app.target.deployPath}: ${stack.containers.get(`site-${app.target.deployPath}`)?.log.slice(-3).join(' | ')}`);
+          return `pushed ${after.slice(0, 8)} to ${app.target.key}: live after ${deployed} s; the map at the feature loaded it from ${new URL(response.url()).pathname} through the proxy`;
+        } finally {
+          await context.close();
+        }
+      });
+    }
 
     await step(results, "6d each site is told what its target may know: the platform's sites where the API and sign-in are, a preview site the API only", async () => {
       const environ = (pid: number): Record<string, string> =>
