@@ -20,15 +20,10 @@ export interface JobContext {
 }
 
 /**
- * Claim the job for this attempt; null when it is already finished (a duplicate graphile job) or, for
- * a Wikibase export, while the OSM export of its approval is still on its way (tasks.ts tells the
- * two apart). The same statement reads what the task needs besides the transition — the previous
- * approval (agency_notice), the OSM link and the Wikibase record (wikibase_export) — so an attempt
- * costs one round trip before its work and one after (finishAttempt).
+ * The two statements of every attempt (startAttempt, finishAttempt) go as named prepared statements:
+ * each connection parses and plans them once instead of for every job.
  */
-export async function startAttempt(db: Queryable, jobId: number, processId: string, graphileWorkerId: string | null): Promise<JobContext | null> {
-  const { rows } = await db.query(
-    `UPDATE qc.jobs j SET status = 'running', attempts = j.attempts + 1, process_id = $2::text,
+const START_ATTEMPT = `UPDATE qc.jobs j SET status = 'running', attempts = j.attempts + 1, process_id = $2::text,
             graphile_worker_id = $3::text, updated_at = clock_timestamp()
      FROM qc.transitions t
      WHERE j.id = $1::bigint AND t.id = j.transition_id AND j.status IN ('queued', 'retrying', 'running')
@@ -46,9 +41,17 @@ export async function startAttempt(db: Queryable, jobId: number, processId: stri
                      ORDER BY d.id DESC LIMIT 1))
                  FROM qc.export_records r WHERE r.feature_id = j.feature_id AND r.target = 'osm') END AS "osmLink",
                CASE WHEN j.task = 'wikibase_export' THEN (
-                 SELECT r.record FROM qc.export_records r WHERE r.feature_id = j.feature_id AND r.target = 'wikibase') END AS "wikibaseRecord"`,
-    [jobId, processId, graphileWorkerId],
-  );
+                 SELECT r.record FROM qc.export_records r WHERE r.feature_id = j.feature_id AND r.target = 'wikibase') END AS "wikibaseRecord"`;
+
+/**
+ * Claim the job for this attempt; null when it is already finished (a duplicate graphile job) or, for
+ * a Wikibase export, while the OSM export of its approval is still on its way (tasks.ts tells the
+ * two apart). The same statement reads what the task needs besides the transition — the previous
+ * approval (agency_notice), the OSM link and the Wikibase record (wikibase_export) — so an attempt
+ * costs one round trip before its work and one after (finishAttempt).
+ */
+export async function startAttempt(db: Queryable, jobId: number, processId: string, graphileWorkerId: string | null): Promise<JobContext | null> {
+  const { rows } = await db.query({ name: 'qc_start_attempt', text: START_ATTEMPT, values: [jobId, processId, graphileWorkerId] });
   const row = rows[0] as
     | {
         id: string;
@@ -131,20 +134,19 @@ export type TerminalOutcome =
   | { status: 'conflict' | 'failed' | 'skipped' | 'not_applicable'; reason: string }
   | { status: 'needs_decision'; reason: string; candidates: unknown[] };
 
-/** Record the terminal outcome; an export's new record replaces the feature's previous one in the same transaction. */
-export async function finishAttempt(db: Queryable, job: Pick<JobContext, 'id'>, outcome: TerminalOutcome, recordTarget: 'osm' | 'wikibase' | null): Promise<void> {
-  const result = 'result' in outcome ? JSON.stringify(outcome.result) : 'candidates' in outcome ? JSON.stringify({ candidates: outcome.candidates }) : null;
-  const reason = 'reason' in outcome ? outcome.reason : (outcome.detail ?? null);
-  await db.query(
-    `WITH finished AS (
+const FINISH_ATTEMPT = `WITH finished AS (
        UPDATE qc.jobs SET status = $2::text, reason = $3::text, result = $4::jsonb, last_error = NULL, process_id = NULL,
               finished_at = clock_timestamp(), updated_at = clock_timestamp()
        WHERE id = $1::bigint RETURNING id, feature_id)
      INSERT INTO qc.export_records (feature_id, target, record, job_id)
      SELECT feature_id, $5::text, $4::jsonb, id FROM finished WHERE $5::text IS NOT NULL AND $4::jsonb IS NOT NULL
-     ON CONFLICT (feature_id, target) DO UPDATE SET record = EXCLUDED.record, job_id = EXCLUDED.job_id, updated_at = clock_timestamp()`,
-    [job.id, outcome.status, reason, result, recordTarget && (outcome.status === 'exported' || outcome.status === 'unchanged') ? recordTarget : null],
-  );
+     ON CONFLICT (feature_id, target) DO UPDATE SET record = EXCLUDED.record, job_id = EXCLUDED.job_id, updated_at = clock_timestamp()`;
+
+/** Record the terminal outcome; an export's new record replaces the feature's previous one in the same transaction. */
+export async function finishAttempt(db: Queryable, job: Pick<JobContext, 'id'>, outcome: TerminalOutcome, recordTarget: 'osm' | 'wikibase' | null): Promise<void> {
+  const result = 'result' in outcome ? JSON.stringify(outcome.result) : 'candidates' in outcome ? JSON.stringify({ candidates: outcome.candidates }) : null;
+  const reason = 'reason' in outcome ? outcome.reason : (outcome.detail ?? null);
+  await db.query({ name: 'qc_finish_attempt', text: FINISH_ATTEMPT, values: [job.id, outcome.status, reason, result, recordTarget && (outcome.status === 'exported' || outcome.status === 'unchanged') ? recordTarget : null] });
 }
 
 export async function markRetrying(db: Queryable, jobId: number, error: string): Promise<void> {
