@@ -208,7 +208,11 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
     const leaderError = await exportBatch(leaderId, rows, batchId, deps, blog);
     const leader = rows.find((r) => r.id === leaderId)!;
     if (leaderError === 'deferred') {
-      const runAt = (await deps.db.query(`UPDATE qc.jobs SET relayed_at = clock_timestamp() WHERE id = $1::bigint RETURNING not_before AS "notBefore"`, [leaderId])).rows[0]?.notBefore as Date | null;
+      // Held back by the hourly edit limit before anything was sent: like the other rows it goes back
+      // without using an attempt (the claim counted one for the leader).
+      const runAt = (
+        await deps.db.query(`UPDATE qc.jobs SET relayed_at = clock_timestamp(), attempts = greatest(attempts - 1, 0) WHERE id = $1::bigint RETURNING not_before AS "notBefore"`, [leaderId])
+      ).rows[0]?.notBefore as Date | null;
       await queueAgain(deps.db, leaderId, runAt ?? new Date(Date.now() + 60_000), helpers);
     } else if (leaderError) {
       // The leader's own transient failure: retried at the server's Retry-After (or with backoff) by
