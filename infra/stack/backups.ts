@@ -13,7 +13,7 @@ import type { StackNetwork } from './network.js';
  */
 export const RCLONE_IMAGE = 'rclone/rclone:1.68.2';
 
-/** The restore, as docs/infra.md gives it and infra/jobs/restore.test.ts runs it (inside the backup container). */
+/** The restore, as docs/infra.md gives it and infra/test/jobs-restore.test.ts runs it (inside the backup container). */
 export const RESTORE_SCRIPT = '/jobs/restore.sh';
 
 /** What the backup waits for: the databases, and the jobs that create the schemas it dumps. */

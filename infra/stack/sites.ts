@@ -30,7 +30,7 @@ import type { StackNetwork } from './network.js';
  *                 no network with any site. It runs as node with no capabilities.
  *
  * Nothing here joins app, admin, geo, egress (Kratos' SMTP) or any network holding a database,
- * GeoServer or Ory, and nothing mounts the Docker socket; the policies are infra/stack.boundaries.test.ts.
+ * GeoServer or Ory, and nothing mounts the Docker socket; the policies are infra/test/stack.boundaries.test.ts.
  */
 
 const TARGETS_FILE = '/etc/geodata/targets.yaml';

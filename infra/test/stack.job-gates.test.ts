@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { exampleConfig, installMocks, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { exampleConfig, installMocks, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The stack with two failed one-shot jobs that nothing but the platform's users need: the OAuth2
@@ -20,7 +20,7 @@ beforeAll(async () => {
   });
   const onRejection = (reason: unknown) => errors.push(String(reason instanceof Error ? reason.message : reason));
   process.on('unhandledRejection', onRejection);
-  const program = await import('./program.js');
+  const program = await import('../program.js');
   const { webhook, geoserver } = program.stack.containers;
   await Promise.all([webhook, geoserver].map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
   await new Promise<void>((resolve) => program.stack.jobs.clientsSync.exitCode.apply(() => resolve()));

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  */
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
-const JOBS = import.meta.dirname;
+const JOBS = join(import.meta.dirname, '..', 'jobs');
 const SUPERUSER_PASSWORD = 'super-secret-pw';
 const isRoot = process.getuid?.() === 0;
 const available = existsSync(join(PG_BIN, 'initdb')) && existsSync(join(PG_BIN, 'psql'));

@@ -1,7 +1,7 @@
 /**
  * infra/jobs/backup-offsite.sh with the real rclone, a local directory standing in for the bucket (the
  * S3 remote is rclone's own; what is ours is which files go, how, and what is recorded). The restore
- * from such a copy is infra/jobs/restore.test.ts.
+ * from such a copy is infra/test/jobs-restore.test.ts.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binary, lacks } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the off-host backup copy with rclone', binary('rclone'));
-const SCRIPT = join(import.meta.dirname, 'backup-offsite.sh');
+const SCRIPT = join(import.meta.dirname, '..', 'jobs', 'backup-offsite.sh');
 let dir: string;
 
 const env = (extra: Record<string, string> = {}) => ({

@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadTargets } from '../services/shared/targets.js';
-import { ipv4InCidr } from './config.js';
-import { BUILDER_CAPABILITIES } from './stack/sites.js';
-import { exampleConfig, installMocks, isSecretEnvelope, resolved, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { loadTargets } from '../../services/shared/targets.js';
+import { ipv4InCidr } from '../config.js';
+import { BUILDER_CAPABILITIES } from '../stack/sites.js';
+import { exampleConfig, installMocks, isSecretEnvelope, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * One trust boundary per deploy target (docs/infra.md, "Trust boundaries"), as policies on what the
@@ -13,13 +13,13 @@ import { exampleConfig, installMocks, isSecretEnvelope, resolved, reveal, type R
 
 const CONTAINER = 'docker:index/container:Container';
 const NETWORK = 'docker:index/network:Network';
-const targets = loadTargets(join(import.meta.dirname, '..', 'config', 'targets.yaml'));
+const targets = loadTargets(join(import.meta.dirname, '..', '..', 'config', 'targets.yaml'));
 let registered: RegisteredResource[];
-let program: typeof import('./program.js');
+let program: typeof import('../program.js');
 
 beforeAll(async () => {
   registered = await installMocks({ config: { ...exampleConfig(), smtpConnectionUri: 'smtp://mail.example.org:25/' }, secretKeys: ['smtpConnectionUri'] });
-  program = await import('./program.js');
+  program = await import('../program.js');
   await Promise.all(Object.values(program.stack.containers).map((c) => (c ? resolved(c.id) : undefined)));
 });
 

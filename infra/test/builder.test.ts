@@ -7,8 +7,8 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { startControlServer, Supervisor } from '../sites/supervisor.js';
-import { branchMatches, Builder } from './builder.js';
-import { spoolPaths } from './spool.js';
+import { branchMatches, Builder } from '../builder/builder.js';
+import { spoolPaths } from '../builder/spool.js';
 
 /**
  * A target's builder with its spool, driven by the real submit client (a separate process, as the

@@ -14,11 +14,11 @@ import { freePort } from '../../services/shared/testing/ports.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 import { renderCaddyfile } from '../caddy.js';
 import { GEOSERVER_IDENTITY, proxyRoutes } from '../routes.js';
-import { GeoServerClient } from './client.js';
-import { provisionGeoServer, SESSION_CLOSEUP_SQL, SESSION_SQL_JAVA_OPTIONS, SESSION_STARTUP_SQL } from './provision.js';
-import { ensureHeaderAuthentication, OWS_CHAIN_NAME } from './security.js';
-import { FakeWfs } from './testing/fake-wfs.js';
-import { startFakeGeoServer, type FakeGeoServer } from './testing/fake-geoserver.js';
+import { GeoServerClient } from '../geoserver/client.js';
+import { provisionGeoServer, SESSION_CLOSEUP_SQL, SESSION_SQL_JAVA_OPTIONS, SESSION_STARTUP_SQL } from '../geoserver/provision.js';
+import { ensureHeaderAuthentication, OWS_CHAIN_NAME } from '../geoserver/security.js';
+import { FakeWfs } from '../geoserver/testing/fake-wfs.js';
+import { startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
 
 /**
  * WFS-T writes are tied to platform users, end to end on one machine: the real Caddy with the

@@ -1,6 +1,6 @@
 import proxyAddress from 'proxy-addr';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { declaredContainer, exampleConfig, installMocks, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { declaredContainer, exampleConfig, installMocks, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The API's change limit keys callers without credentials on their address, which in the stack only
@@ -16,7 +16,7 @@ beforeAll(async () => {
     config: { ...exampleConfig(), smtpConnectionUri: 'smtp://mail.example.org:25/', osmAccessToken: 'osm-token', wikibasePassword: 'wikibase-password' },
     secretKeys: ['smtpConnectionUri', 'osmAccessToken', 'wikibasePassword'],
   });
-  const program = await import('./program.js');
+  const program = await import('../program.js');
   const { api, proxy } = program.stack.containers;
   await Promise.all([api, proxy].map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
 });
@@ -27,7 +27,7 @@ const network = (name: string) => registered.find((r) => r.type === NETWORK && r
 describe("the API's client address", () => {
   it('is taken from X-Forwarded-For only when the peer is on a private network, as the proxy is', () => {
     const { env } = container('api');
-    // As services/api/src/config.ts reads it (infra/stack.jobs.test.ts starts the API with this environment).
+    // As services/api/src/config.ts reads it (infra/test/stack.jobs.test.ts starts the API with this environment).
     const trusted = (env.API_TRUST_PROXY ?? '').split(',').map((v) => v.trim()).filter(Boolean);
     expect(trusted.length).toBeGreaterThan(0);
     const trust = proxyAddress.compile(trusted);

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { exampleConfig, installMocks, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { exampleConfig, installMocks, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The same program with the optional disk limit on and a failing Kratos migration: the identity
@@ -23,7 +23,7 @@ beforeAll(async () => {
   // The failed job's error surfaces as the rejection of the dependent's registration.
   const onRejection = (reason: unknown) => errors.push(String(reason instanceof Error ? reason.message : reason));
   process.on('unhandledRejection', onRejection);
-  const program = await import('./program.js');
+  const program = await import('../program.js');
   const { hydra } = program.stack.containers;
   await new Promise<void>((resolve) => hydra.id.apply(() => resolve()));
   // Let the rejected registration settle.

@@ -2,19 +2,19 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadTargets } from '../services/shared/targets.js';
-import { checkPreviewDomains, checkSitesSubnet } from './config.js';
-import { checkSecretValue, SECRET_SPECS } from './secrets.js';
-import { MAX_TARGETS, stackTargets, targetUids } from './stack/targets.js';
+import { loadTargets } from '../../services/shared/targets.js';
+import { checkPreviewDomains, checkSitesSubnet } from '../config.js';
+import { checkSecretValue, SECRET_SPECS } from '../secrets.js';
+import { MAX_TARGETS, stackTargets, targetUids } from '../stack/targets.js';
 
 const workDir = mkdtempSync(join(tmpdir(), 'infra-config-'));
 afterAll(() => rmSync(workDir, { recursive: true, force: true }));
 
-const shippedTargets = () => loadTargets(join(import.meta.dirname, '..', 'config', 'targets.yaml'));
+const shippedTargets = () => loadTargets(join(import.meta.dirname, '..', '..', 'config', 'targets.yaml'));
 
 function targetsWithPreviewAt(domain: string) {
   const path = join(workDir, `targets-${domain}.yaml`);
-  writeFileSync(path, readFileSync(join(import.meta.dirname, '..', 'config', 'targets.yaml'), 'utf8').replace('de1.example-preview.net', domain));
+  writeFileSync(path, readFileSync(join(import.meta.dirname, '..', '..', 'config', 'targets.yaml'), 'utf8').replace('de1.example-preview.net', domain));
   return loadTargets(path);
 }
 

@@ -2,7 +2,7 @@ import { request, type Server } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEgressProxy, destinationOf, isPublicAddress } from './proxy.js';
+import { createEgressProxy, destinationOf, isPublicAddress } from '../egress/proxy.js';
 
 /**
  * The builds' egress proxy on loopback: CONNECT tunnels to an echo server standing in for the package

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../services/shared/testing/ports.js';
-import { siteEnvOf } from './site-env.js';
+import { siteEnvOf } from '../sites/site-env.js';
 
 /**
  * A site container's entry (infra/sites/main.ts) as a real process: the site it starts sees the

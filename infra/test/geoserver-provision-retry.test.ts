@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { GeoServerClient } from './client.js';
-import { provisionGeoServer, type ProvisionOptions } from './provision.js';
-import { startFakeGeoServer, type FakeGeoServer } from './testing/fake-geoserver.js';
+import { GeoServerClient } from '../geoserver/client.js';
+import { provisionGeoServer, type ProvisionOptions } from '../geoserver/provision.js';
+import { startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
 import { forwardTo, LateServers } from '../../test/helpers/late-servers.js';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
@@ -15,7 +15,7 @@ import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the GeoServer provisioning retry tests (the fake checks requests against the REST specification)', requirements.contracts());
 const ADMIN = { user: 'admin', password: 'test-admin-password' };
-const CLI = join(import.meta.dirname, 'cli.ts');
+const CLI = join(import.meta.dirname, '..', 'geoserver', 'cli.ts');
 
 const options = (overrides: Partial<ProvisionOptions> = {}): ProvisionOptions => ({
   workspace: 'geodata',

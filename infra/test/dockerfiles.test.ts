@@ -8,7 +8,7 @@ import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { isPinnedImage, NODE_IMAGE } from '../images.js';
-import { assembleImage, filesUnder, finalStage, instructions, type AssembledImage } from './image.js';
+import { assembleImage, filesUnder, finalStage, instructions, type AssembledImage } from '../docker/image.js';
 
 const asRoot = process.getuid?.() === 0;
 
@@ -27,7 +27,7 @@ function writableBy(user: string, dir: string): string {
  */
 
 const REPO = join(import.meta.dirname, '..', '..');
-const DIR = import.meta.dirname;
+const DIR = join(import.meta.dirname, '..', 'docker');
 const DOCKERFILES = readdirSync(DIR).filter((f) => f.endsWith('.Dockerfile')).sort();
 const read = (file: string) => readFileSync(join(DIR, file), 'utf8');
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/db.js';
-import { initialState, startFakeGeoServer, type FakeGeoServer } from './testing/fake-geoserver.js';
+import { initialState, startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
 
 /**
  * The GeoServer double's reads, which the stack rehearsal's step 5c relies on: anonymous WFS

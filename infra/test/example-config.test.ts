@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { StackConfigSchema } from './config.js';
-import { SECRET_SPECS } from './secrets.js';
-import { installMocks, PROJECT, resolved, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { StackConfigSchema } from '../config.js';
+import { SECRET_SPECS } from '../secrets.js';
+import { installMocks, PROJECT, resolved, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * infra/Pulumi.example.yaml documents every configuration key with a working value: the program,
@@ -12,7 +12,7 @@ import { installMocks, PROJECT, resolved, type RegisteredResource } from './test
  * whole stack; every key the program reads is in the file; no secret has a value in it.
  */
 
-const text = readFileSync(join(import.meta.dirname, 'Pulumi.example.yaml'), 'utf8');
+const text = readFileSync(join(import.meta.dirname, '..', 'Pulumi.example.yaml'), 'utf8');
 const example = (parseYaml(text) as { config: Record<string, unknown> }).config;
 const keys = Object.keys(example).map((k) => k.replace(`${PROJECT}:`, ''));
 const SECRET_KEYS = [...Object.keys(SECRET_SPECS), 'smtpConnectionUri', 'webhookSecrets'];
@@ -24,7 +24,7 @@ beforeAll(async () => {
     config: { ...Object.fromEntries(keys.map((k) => [k, example[`${PROJECT}:${k}`]])), smtpConnectionUri: 'smtp://mail.example.org:25/' },
     secretKeys: ['smtpConnectionUri'],
   });
-  const program = await import('./program.js');
+  const program = await import('../program.js');
   await Promise.all(Object.values(program.stack.containers).map((c) => (c ? resolved(c.id) : undefined)));
 });
 

@@ -1,16 +1,16 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { isPreviewTarget } from './config.js';
-import { isPinnedImage } from './images.js';
-import { loadKubernetesSettings } from './k8s/config.js';
-import { EDGE_PORT } from './k8s/edge.js';
-import { proxyRoutes } from './routes.js';
-import { apiEnvironment } from './stack/settings.js';
-import { declareKubernetesUnderMocks, K8S_GIVEN_SECRETS, type DeclaredObject } from './testing/k8s.js';
-import { isSecretEnvelope, plainStrings, reveal } from './testing/pulumi-mocks.js';
+import { isPreviewTarget } from '../config.js';
+import { isPinnedImage } from '../images.js';
+import { loadKubernetesSettings } from '../k8s/config.js';
+import { EDGE_PORT } from '../k8s/edge.js';
+import { proxyRoutes } from '../routes.js';
+import { apiEnvironment } from '../stack/settings.js';
+import { declareKubernetesUnderMocks, K8S_GIVEN_SECRETS, type DeclaredObject } from '../testing/k8s.js';
+import { isSecretEnvelope, plainStrings, reveal } from '../testing/pulumi-mocks.js';
 
 /**
  * The Kubernetes target under Pulumi's runtime mocks, checked like the Docker target's policies
- * (infra/stack.test.ts): every object the program registers, with the inputs the provider would send,
+ * (infra/test/stack.test.ts): every object the program registers, with the inputs the provider would send,
  * against rules the cluster must obey. No cluster, Helm or Pulumi CLI needed.
  */
 

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * Social sign-in from the stack configuration: the providers an operator declares (oidcProviders) and
@@ -24,7 +24,7 @@ beforeAll(async () => {
     },
     secretKeys: ['smtpConnectionUri', 'oidcClientSecrets'],
   });
-  const program = await import('./program.js');
+  const program = await import('../program.js');
   const { kratos } = program.stack.containers;
   await new Promise<void>((resolve) => kratos.id.apply(() => resolve()));
 });

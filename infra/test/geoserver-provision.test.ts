@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { GeoServerClient } from './client.js';
-import { provisionGeoServer, type ProvisionOptions } from './provision.js';
-import { KATEGORIE_STYLES, revisionOf } from './styles.js';
-import { startFakeGeoServer, type FakeGeoServer } from './testing/fake-geoserver.js';
+import { GeoServerClient } from '../geoserver/client.js';
+import { provisionGeoServer, type ProvisionOptions } from '../geoserver/provision.js';
+import { KATEGORIE_STYLES, revisionOf } from '../geoserver/styles.js';
+import { startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the GeoServer provisioning tests (the fake checks requests against the REST specification)', requirements.contracts());

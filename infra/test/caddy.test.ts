@@ -1,9 +1,9 @@
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeGracefully, listen } from '../services/shared/http-server.js';
-import { renderCaddyfile, type ProxyRoute } from './caddy.js';
-import { CaddyRunner, send } from './testing/caddy-runner.js';
-import { lacks, requirements } from '../test/helpers/requirements.js';
+import { closeGracefully, listen } from '../../services/shared/http-server.js';
+import { renderCaddyfile, type ProxyRoute } from '../caddy.js';
+import { CaddyRunner, send } from '../testing/caddy-runner.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the Caddyfile tests in a real Caddy', requirements.caddy());
 

@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { chartDefaults, unknownChartKeys } from './k8s/schemas/charts.js';
-import { checkPin, locateSchemas, PINNED_SCHEMAS } from './k8s/schemas/pins.js';
-import { loadValidators, type Validators } from './k8s/schemas/validate.js';
-import { declareKubernetesUnderMocks, type DeclaredObject } from './testing/k8s.js';
-import { reveal } from './testing/pulumi-mocks.js';
+import { chartDefaults, unknownChartKeys } from '../k8s/schemas/charts.js';
+import { checkPin, locateSchemas, PINNED_SCHEMAS } from '../k8s/schemas/pins.js';
+import { loadValidators, type Validators } from '../k8s/schemas/validate.js';
+import { declareKubernetesUnderMocks, type DeclaredObject } from '../testing/k8s.js';
+import { reveal } from '../testing/pulumi-mocks.js';
 
 /**
  * Every object the Kubernetes target declares, as the provider would send it, and the build Job each

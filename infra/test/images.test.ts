@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { copiedFiles, imageContentHash, isPinnedImage, projectImageName } from './images.js';
+import { copiedFiles, imageContentHash, isPinnedImage, projectImageName } from '../images.js';
 
 /** A project image's reference follows its content: the files its Dockerfile copies from the context. */
 

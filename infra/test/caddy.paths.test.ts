@@ -1,10 +1,10 @@
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { closeGracefully, listen } from '../services/shared/http-server.js';
-import type { ProxyRoute } from './caddy.js';
-import { proxyRoutes } from './routes.js';
-import { CaddyRunner, EXAMPLE_DOMAINS, send } from './testing/caddy-runner.js';
-import { lacks, requirements } from '../test/helpers/requirements.js';
+import { closeGracefully, listen } from '../../services/shared/http-server.js';
+import type { ProxyRoute } from '../caddy.js';
+import { proxyRoutes } from '../routes.js';
+import { CaddyRunner, EXAMPLE_DOMAINS, send } from '../testing/caddy-runner.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the proxy path normalisation tests in a real Caddy', requirements.caddy());
 

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { isPinnedImage } from './images.js';
-import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { isPinnedImage } from '../images.js';
+import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * Backups off the host: with `backupOffsite` set, a second target copies every dump, encrypted, to
@@ -27,7 +27,7 @@ beforeAll(async () => {
     },
     secretKeys: ['smtpConnectionUri', 'backupOffsiteSecretAccessKey', 'backupOffsitePassphrase'],
   });
-  const program = await import('./program.js');
+  const program = await import('../program.js');
   const containers = program.stack.containers as Record<string, { id: { apply: (f: () => void) => void } }>;
   await Promise.all(Object.values(containers).map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
 });
@@ -83,20 +83,20 @@ describe('the off-host copy of the backups', () => {
   it('runs the repository\'s copy script, and turns unhealthy when the last copy is older than two intervals', () => {
     const uploads = reveal(found('backup-offsite').inputs.uploads) as { file: string; content: string }[];
     expect(uploads.map((u) => u.file)).toEqual(['/jobs/backup-offsite.sh']);
-    expect(uploads[0]?.content).toBe(readFileSync(join(import.meta.dirname, 'jobs', 'backup-offsite.sh'), 'utf8'));
+    expect(uploads[0]?.content).toBe(readFileSync(join(import.meta.dirname, '..', 'jobs', 'backup-offsite.sh'), 'utf8'));
     const health = reveal(found('backup-offsite').inputs.healthcheck) as { tests: string[] };
     expect(health.tests.join(' ')).toContain(`-lt ${30 * 2 * 60}`);
   });
 
   it('the backup container holds the documented restore script', () => {
     const uploads = reveal(found('backup').inputs.uploads) as { file: string; content: string }[];
-    expect(uploads.find((u) => u.file === '/jobs/restore.sh')?.content).toBe(readFileSync(join(import.meta.dirname, 'jobs', 'restore.sh'), 'utf8'));
+    expect(uploads.find((u) => u.file === '/jobs/restore.sh')?.content).toBe(readFileSync(join(import.meta.dirname, '..', 'jobs', 'restore.sh'), 'utf8'));
   });
 });
 
 describe('the backupOffsite setting', () => {
   it('refuses a plain-http endpoint, an unknown key and a bucket name S3 would not take', async () => {
-    const { BackupOffsiteSchema } = await import('./config.js');
+    const { BackupOffsiteSchema } = await import('../config.js');
     const good = { endpoint: 'https://s3.example.net', bucket: 'geodata-backups', accessKeyId: 'AKIAEXAMPLE' };
     expect(BackupOffsiteSchema.parse(good)).toEqual({ ...good, provider: 'Other', region: 'us-east-1', intervalMinutes: 60 });
     expect(BackupOffsiteSchema.safeParse({ ...good, endpoint: 'http://s3.example.net' }).success).toBe(false);

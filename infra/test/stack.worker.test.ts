@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadStackConfig } from './config.js';
-import { ENTRY_POINTS } from './images.js';
-import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { loadStackConfig } from '../config.js';
+import { ENTRY_POINTS } from '../images.js';
+import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * Approvals leave the platform through one container: the QC worker, the only one on a network with a
@@ -24,7 +24,7 @@ beforeAll(async () => {
     },
     secretKeys: ['smtpConnectionUri', 'osmAccessToken', 'wikibasePassword'],
   });
-  const program = await import('./program.js');
+  const program = await import('../program.js');
   const { qcWorker, api, proxy } = program.stack.containers;
   await Promise.all([qcWorker, api, proxy].map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
 });

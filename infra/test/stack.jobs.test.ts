@@ -3,14 +3,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../test/helpers/db.js';
-import { issueOpaqueToken } from '../test/doubles/ory/code-flow.js';
-import { HydraDouble } from '../services/shared/testing/ory/hydra-double.js';
-import { lacks, requirements } from '../test/helpers/requirements.js';
-import { KratosDouble } from '../services/shared/testing/ory/kratos-double.js';
-import { freePort } from '../services/shared/testing/ports.js';
-import { assembleImage, type AssembledImage } from './docker/image.js';
-import { exampleConfig, installMocks, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { createTestDatabase, type TestDatabase } from '../../test/helpers/db.js';
+import { issueOpaqueToken } from '../../test/doubles/ory/code-flow.js';
+import { HydraDouble } from '../../services/shared/testing/ory/hydra-double.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
+import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js';
+import { freePort } from '../../services/shared/testing/ports.js';
+import { assembleImage, type AssembledImage } from '../docker/image.js';
+import { exampleConfig, installMocks, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The stack's one-shot jobs run as real processes with exactly the command and environment the Pulumi
@@ -19,14 +19,14 @@ import { exampleConfig, installMocks, reveal, type RegisteredResource } from './
  * contract-checked double, an uploaded file to a temporary file.
  */
 
-const REPO_ROOT = join(import.meta.dirname, '..');
+const REPO_ROOT = join(import.meta.dirname, '..', '..');
 const CONTAINER = 'docker:index/container:Container';
 let registered: RegisteredResource[];
 let workDir: string;
 
 beforeAll(async () => {
   registered = await installMocks({ config: { ...exampleConfig(), smtpConnectionUri: 'smtp://mail.example.org:25/' }, secretKeys: ['smtpConnectionUri'] });
-  const program = await import('./program.js');
+  const program = await import('../program.js');
   await new Promise<void>((resolve) => program.stack.jobs.clientsSync.id.apply(() => resolve()));
   workDir = mkdtempSync(join(tmpdir(), 'stack-jobs-'));
 });

@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sendControlRequest } from './restart-client.js';
-import { startControlServer, Supervisor } from './supervisor.js';
+import { sendControlRequest } from '../sites/restart-client.js';
+import { startControlServer, Supervisor } from '../sites/supervisor.js';
 import { freePort } from '../../services/shared/testing/ports.js';
 
 /**

@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as pulumi from '@pulumi/pulumi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadTargets } from '../services/shared/targets.js';
+import { loadTargets } from '../../services/shared/targets.js';
 import { parse as parseYaml } from 'yaml';
-import { isPreviewTarget } from './config.js';
-import { isPinnedImage } from './images.js';
-import { exampleConfig, installMocks, isSecretEnvelope, plainStrings, resolved, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { isPreviewTarget } from '../config.js';
+import { isPinnedImage } from '../images.js';
+import { exampleConfig, installMocks, isSecretEnvelope, plainStrings, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The Pulumi program under the runtime mocks, checked like a policy: the tests read every resource
@@ -27,7 +27,7 @@ const GIVEN_SECRETS = {
 };
 
 let registered: RegisteredResource[];
-let program: typeof import('./program.js');
+let program: typeof import('../program.js');
 let workDir: string;
 
 const containers = () => registered.filter((r) => r.type === CONTAINER);
@@ -49,7 +49,7 @@ beforeAll(async () => {
     secretKeys: Object.keys(GIVEN_SECRETS),
     jobDurationMs: JOB_DURATION_MS,
   });
-  program = await import('./program.js');
+  program = await import('../program.js');
   const { containers: services, jobs } = program.stack;
   await Promise.all([...Object.values(services), ...Object.values(jobs)].map((c) => (c ? resolved(c.id) : undefined)));
   workDir = mkdtempSync(join(tmpdir(), 'infra-stack-'));
@@ -111,7 +111,7 @@ describe('every container', () => {
       'services/api/src/db/migrate-cli.js',
       'services/api/src/qc/worker-main.js',
     ]);
-    for (const entry of entries) expect(existsSync(join(import.meta.dirname, '..', entry.replace(/\.js$/, '.ts'))), entry).toBe(true);
+    for (const entry of entries) expect(existsSync(join(import.meta.dirname, '..', '..', entry.replace(/\.js$/, '.ts'))), entry).toBe(true);
   });
 
   it('never mounts the Docker socket', () => {
@@ -297,7 +297,7 @@ describe('the proxy', () => {
 
   it("routes every deploy target domain to its port on that target's own site container", () => {
     const routes = routeTable(adapted());
-    const targets = loadTargets(join(import.meta.dirname, '..', 'config', 'targets.yaml'));
+    const targets = loadTargets(join(import.meta.dirname, '..', '..', 'config', 'targets.yaml'));
     expect(targets.length).toBe(5);
     for (const target of targets) expect(routes.get(target.domain), target.domain).toEqual([`site-${target.deployPath}:${target.port}`]);
   });
@@ -383,7 +383,7 @@ describe('branch sites', () => {
     expect(webhookEnv.DEPLOY_SCRIPT).toBe('/usr/local/bin/build-submit');
     expect(webhookEnv.DEPLOY_ROOT).toBe('/srv/spool');
     const spools = (reveal(container('webhook').inputs.volumes) as { volumeName: string; containerPath: string }[]).filter((v) => v.containerPath.startsWith('/srv/spool/'));
-    const targets = loadTargets(join(import.meta.dirname, '..', 'config', 'targets.yaml'));
+    const targets = loadTargets(join(import.meta.dirname, '..', '..', 'config', 'targets.yaml'));
     expect(spools.map((v) => v.containerPath).sort()).toEqual(targets.map((t) => `/srv/spool/${t.deployPath}`).sort());
     for (const { volumeName } of spools) {
       const holders = containers().filter((c) => ((reveal(c.inputs.volumes) as { volumeName: string }[] | undefined) ?? []).some((v) => v.volumeName === volumeName)).map((c) => c.name);
@@ -511,7 +511,7 @@ describe('GeoServer', () => {
 });
 
 describe('preview sites', () => {
-  const targets = () => loadTargets(join(import.meta.dirname, '..', 'config', 'targets.yaml'));
+  const targets = () => loadTargets(join(import.meta.dirname, '..', '..', 'config', 'targets.yaml'));
 
   it('live outside the session cookie domain', () => {
     const previews = targets().filter(isPreviewTarget);

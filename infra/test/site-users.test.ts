@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../services/shared/testing/ports.js';
-import { Supervisor } from './supervisor.js';
+import { Supervisor } from '../sites/supervisor.js';
 
 /**
  * The sites supervisor starts every site as its target's own site user (as the rendered systemd

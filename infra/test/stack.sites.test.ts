@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ENTRY_POINTS } from './images.js';
-import { exampleConfig, installMocks, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { ENTRY_POINTS } from '../images.js';
+import { exampleConfig, installMocks, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * Policies for who runs as whom on the deployment path, read from the Pulumi program under the runtime
@@ -12,12 +12,12 @@ import { exampleConfig, installMocks, reveal, type RegisteredResource } from './
  */
 
 const CONTAINER = 'docker:index/container:Container';
-const REPO_ROOT = join(import.meta.dirname, '..');
+const REPO_ROOT = join(import.meta.dirname, '..', '..');
 let registered: RegisteredResource[];
 
 beforeAll(async () => {
   registered = await installMocks({ config: { ...exampleConfig(), smtpConnectionUri: 'smtp://mail.example.org:25/' }, secretKeys: ['smtpConnectionUri'] });
-  const program = await import('./program.js');
+  const program = await import('../program.js');
   const { webhook, proxy, api } = program.stack.containers;
   await Promise.all([webhook, proxy, api].map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
 });

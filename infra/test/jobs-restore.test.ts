@@ -29,7 +29,7 @@ const MISSING = lacks(
 );
 
 const REPO = join(import.meta.dirname, '..', '..');
-const JOBS = import.meta.dirname;
+const JOBS = join(import.meta.dirname, '..', 'jobs');
 const DB = `fp_restore_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
 const PASSPHRASE = 'restore-drill-passphrase-0123456789';
 
