@@ -4,6 +4,7 @@
  * and under `setpriv --pdeathsig KILL` where util-linux has it, so that nothing outlives the test even
  * when the test process itself is killed before its afterAll runs.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,6 +36,15 @@ let pdeathsig: boolean | undefined;
 function hasPdeathsig(): boolean {
   pdeathsig ??= spawnSync('setpriv', ['--pdeathsig', 'KILL', '--', 'true']).status === 0;
   return pdeathsig;
+}
+
+function groupAlive(child: ChildProcess): boolean {
+  try {
+    process.kill(-child.pid!, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function endGroup(child: ChildProcess, signal: NodeJS.Signals): void {
@@ -85,13 +95,16 @@ export async function startProcess(name: string, argv: string[], env: Record<str
     });
   }
   const stop = async (graceMs = 5_000) => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    endGroup(child, 'SIGTERM');
-    const killer = setTimeout(() => endGroup(child, 'SIGKILL'), graceMs);
-    await exited;
-    clearTimeout(killer);
-    // Anything it left in its group.
+    if (child.exitCode === null && child.signalCode === null) {
+      endGroup(child, 'SIGTERM');
+      const killer = setTimeout(() => endGroup(child, 'SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(killer);
+    }
+    // Anything it left in its group, until the group is gone: a killed process lingers until it is
+    // reaped, and a stop that returned before that let the check after it see the group (failed once).
     endGroup(child, 'SIGKILL');
+    for (let i = 0; i < 100 && groupAlive(child); i++) await delay(50);
   };
   try {
     await new Promise<void>((resolve, reject) => {
