@@ -9,10 +9,15 @@
  * `relayPort`: a small relay (relay.mjs) started inside the namespace (nsenter) that listens on a Unix
  * socket and forwards to 127.0.0.1:<port> there, so Caddy's upstream is `unix//<socket>`.
  *
+ * The other way, `relayOut` gives a process in such a namespace one address to dial that leads to
+ * one address of the host (the proxy's), and nothing else: a relay inside the namespace listens on
+ * that address and forwards to a Unix socket, whose other end, in this process, dials the host's.
+ *
  * Needs root (unshare --net, nsenter) and util-linux's unshare/nsenter/setpriv plus iproute2's ip.
  */
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
-import { existsSync, readlinkSync } from 'node:fs';
+import { existsSync, readlinkSync, rmSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
 
 const RELAY = join(import.meta.dirname, 'relay.mjs');
@@ -43,9 +48,13 @@ function dropTo(user: RunAs | undefined): string[] {
  * pid is the program's and /proc/<pid>/ns/net names the namespace), as `user` when given; `wrap`
  * puts a prefix that execs the rest in front (the rehearsal's cgroup, cgroup.ts).
  */
-export function spawnInOwnNetns(program: string, args: readonly string[], options: SpawnOptions & { user?: RunAs; wrap?: (argv: string[]) => string[] } = {}): ChildProcess {
-  const { user, wrap = (argv) => argv, ...spawnOptions } = options;
-  const argv = wrap(['unshare', '--net', '--', '/bin/sh', '-c', 'ip link set lo up && exec "$@"', 'netns', ...dropTo(user), program, ...args]);
+export function spawnInOwnNetns(program: string, args: readonly string[], options: SpawnOptions & { user?: RunAs; wrap?: (argv: string[]) => string[]; hosts?: string } = {}): ChildProcess {
+  const { user, wrap = (argv) => argv, hosts, ...spawnOptions } = options;
+  // With `hosts`, a mount namespace of its own too, where that file is /etc/hosts (the names the
+  // container resolves, as Docker's embedded DNS answers them on its networks); "$1" is the file.
+  const argv = hosts
+    ? wrap(['unshare', '--net', '--mount', '--', '/bin/sh', '-c', 'ip link set lo up && mount --bind "$1" /etc/hosts && shift && exec "$@"', 'netns', hosts, ...dropTo(user), program, ...args])
+    : wrap(['unshare', '--net', '--', '/bin/sh', '-c', 'ip link set lo up && exec "$@"', 'netns', ...dropTo(user), program, ...args]);
   return spawn(argv[0]!, argv.slice(1), spawnOptions);
 }
 
@@ -98,4 +107,43 @@ export async function relayPort(pid: number, port: number, socketPath: string, t
     await new Promise((r) => setTimeout(r, 20));
   }
   return relay;
+}
+
+/**
+ * Makes `ip:port` inside the namespace of `pid` lead to `ip:port` of this host and nowhere else: a
+ * relay in the namespace listens there and forwards each connection to `socketPath`, which this
+ * process serves by dialling the host's `ip:port`. Resolves once the relay listens; `close` ends the
+ * socket's server (the relay itself ends with the rehearsal's processes).
+ */
+export async function relayOut(pid: number, ip: string, port: number, socketPath: string, timeoutMs = 10_000): Promise<{ relay: ChildProcess; close: () => Promise<void> }> {
+  await ownNetnsReady(pid, timeoutMs);
+  rmSync(socketPath, { force: true });
+  const server = createServer((inner) => {
+    const outer = createConnection({ host: ip, port });
+    inner.pipe(outer).pipe(inner);
+    outer.on('error', () => inner.destroy());
+    inner.on('error', () => outer.destroy());
+  });
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(socketPath, resolve));
+  const close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  const relay = spawnInNetnsOf(pid, process.execPath, [RELAY, '--listen', `${ip}:${port}`, socketPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const ready = new Promise<void>((resolve, reject) => {
+    relay.stdout?.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('listening')) resolve();
+    });
+    relay.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    relay.once('exit', () => reject(new Error(`the relay to ${ip}:${port} in the namespace of pid ${pid} exited: ${output.trim()}`)));
+  });
+  const timer = setTimeout(() => relay.kill('SIGKILL'), timeoutMs);
+  try {
+    await ready;
+  } catch (error) {
+    await close();
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+  return { relay, close };
 }

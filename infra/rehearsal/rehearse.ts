@@ -176,7 +176,7 @@ async function main(): Promise<number> {
   };
   const other = targets.targets.find((t) => t.key !== pushTo.key)!;
   const figures: Record<string, string> = {};
-  const stack = await rehearseStack({ scratch, config, say, outside, breakWires: breakWires as BrokenWire[] });
+  const stack = await rehearseStack({ scratch, config, say, outside, breakWires: breakWires as BrokenWire[], sitesReachProxy: webApp });
   try {
     console.log(`stack up after ${elapsed()}:`);
     for (const c of stack.containers.values()) {

@@ -9,7 +9,7 @@
 import * as pulumi from '@pulumi/pulumi';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import pg from 'pg';
 import { parse as parseYaml } from 'yaml';
@@ -22,7 +22,7 @@ import { freePort } from '../../services/shared/testing/ports.js';
 import { startAccountsUi } from './accounts-ui-standin.js';
 import { EndpointMap } from './endpoints.js';
 import { RehearsalCgroup } from './cgroup.js';
-import { inNetnsOf, ownNetnsReady, relayPort, spawnInOwnNetns, type RunAs } from './netns.js';
+import { inNetnsOf, ownNetnsReady, relayOut, relayPort, spawnInOwnNetns, type RunAs } from './netns.js';
 import { PG_BIN, startCluster, type Cluster } from './postgres.js';
 
 export interface ContainerRecord {
@@ -145,6 +145,14 @@ function cutWire(wire: BrokenWire, name: string, inputs: Inputs, routesOut: Set<
   return inputs;
 }
 
+interface SiteToProxy {
+  name: string;
+  /** Its /etc/hosts (bind-mounted in its own mount namespace). */
+  hosts: string;
+  /** Caddy's root certificate, for its site process's NODE_EXTRA_CA_CERTS. */
+  ca: string;
+}
+
 /** The pseudo-network of the world outside the stack: joined by every container on a network with a route out. */
 export const INTERNET = 'internet (outside the stack)';
 
@@ -159,6 +167,15 @@ export interface RehearsalOptions {
   outside?: { alias: string; port: number; loopbackPort: number }[];
   /** Wires of the declared stack to cut before starting it (BROKEN_WIRES), to show which step then fails. */
   breakWires?: BrokenWire[];
+  /**
+   * The sites reach the proxy, as in the stack, where the proxy joins each site's network under the
+   * public names the site's server calls (docs/infra.md, "Sites get their configuration"): each site's
+   * namespace gets one address, PROXY_IP:443, relayed to the proxy's and to nothing else, its own
+   * /etc/hosts naming there the proxy's aliases on its networks, and Caddy's CA as NODE_EXTRA_CA_CERTS
+   * of its site process (the stack's certificates are public ones). Off by default: only `--web-app`
+   * deploys a site whose server calls anything.
+   */
+  sitesReachProxy?: boolean;
   /** Log lines of the rehearsal (one per container event). */
   say(line: string): void;
 }
@@ -186,6 +203,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   const inCgroup = (argv: string[]) => cgroup.wrap(argv);
   let inFlight = 0;
   let lastActivity = Date.now();
+  const sitesToProxy: SiteToProxy[] = [];
 
   const volumeDir = (name: string) => {
     const dir = join(scratch, 'volumes', name);
@@ -271,12 +289,12 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     return { owner: name, attachments };
   };
 
-  const spawnProcess = (entry: ContainerRecord, program: string, args: string[], cwd: string, env: Record<string, string>) => {
+  const spawnProcess = (entry: ContainerRecord, program: string, args: string[], cwd: string, env: Record<string, string>, hosts?: string) => {
     const options = { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'] };
     const dropped = entry.runAs ? ['setpriv', `--reuid=${entry.runAs.uid}`, `--regid=${entry.runAs.gid}`, '--clear-groups', '--no-new-privs', '--'] : [];
     const argv = inCgroup([...dropped, program, ...args]);
     const child = entry.ownNetns
-      ? spawnInOwnNetns(program, args, { ...options, ...(entry.runAs ? { user: entry.runAs } : {}), wrap: inCgroup })
+      ? spawnInOwnNetns(program, args, { ...options, ...(entry.runAs ? { user: entry.runAs } : {}), ...(hosts ? { hosts } : {}), wrap: inCgroup })
       : spawn(argv[0]!, argv.slice(1), options);
     entry.pid = child.pid;
     children.push(child);
@@ -393,12 +411,27 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     env.HOME = join(scratch, 'containers', name, 'home');
     mkdirSync(env.HOME, { recursive: true });
     if (entry.runAs) chownSync(env.HOME, entry.runAs.uid, entry.runAs.gid);
+    // A site's path to the proxy (sitesReachProxy): its /etc/hosts, filled once the proxy is declared,
+    // and the proxy's CA for its site process, copied once Caddy has made it.
+    let toProxy: SiteToProxy | undefined;
+    if (options.sitesReachProxy && entry.ownNetns && name.startsWith('site-')) {
+      const dir = join(scratch, 'containers', name);
+      toProxy = { name, hosts: join(dir, 'hosts'), ca: join(dir, 'proxy-ca.crt') };
+      writeFileSync(toProxy.hosts, '127.0.0.1 localhost\n', { mode: 0o644 });
+      env.SITE_ENV_NODE_EXTRA_CA_CERTS = toProxy.ca;
+      sitesToProxy.push(toProxy);
+    }
     const command = (inputs.command?.length ? inputs.command : image.cmd).map((a) => rewritePaths(endpoints.rewrite(name, a), map));
     const program = command[0] === 'node' ? process.execPath : command[0]!;
-    const { exited } = spawnProcess(entry, program, command.slice(1), image.hostWorkdir, env);
+    const { exited } = spawnProcess(entry, program, command.slice(1), image.hostWorkdir, env, toProxy?.hosts);
+    if (toProxy && entry.pid !== undefined) {
+      const out = await relayOut(entry.pid, PROXY_IP, 443, socketPath(`${name}-to-proxy`, 443));
+      children.push(out.relay);
+      closers.push(out.close);
+    }
     if (entry.ownNetns && entry.pid !== undefined) {
       await ownNetnsReady(entry.pid);
-      entry.detail = `network namespace of its own${entry.runAs ? `, uid ${entry.runAs.uid}` : ''}${relayed.length ? `; port ${relayed.join(', ')} reachable only through a Unix-socket relay` : ''}`;
+      entry.detail = `network namespace of its own${entry.runAs ? `, uid ${entry.runAs.uid}` : ''}${relayed.length ? `; port ${relayed.join(', ')} reachable only through a Unix-socket relay` : ''}${toProxy ? `; reaches ${PROXY_IP}:443 (the proxy) through one` : ''}`;
       for (const port of relayed) {
         const relay = await relayPort(entry.pid, port, socketPath(name, port));
         children.push(relay);
@@ -661,6 +694,22 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     });
     stack.proxy = { ip: PROXY_IP, httpsPort, dataDir: join(dataDir, 'data') };
     await waitHealthy(entry, async () => (await fetch(`http://127.0.0.1:${adminPort}/config/`)).ok, exited);
+    if (sitesToProxy.length) {
+      // Each site resolves the proxy's aliases on the networks it shares with the proxy (the stack's
+      // siteUpstreamNames), and trusts Caddy's CA (made at its start).
+      const root = join(dataDir, 'data', 'caddy/pki/authorities/local/root.crt');
+      const deadline = Date.now() + 15_000;
+      while (!existsSync(root) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      for (const site of sitesToProxy) {
+        const shared = (inputs.networksAdvanced ?? []).filter((n) => endpoints.networks(site.name).includes(n.name));
+        const names = [...new Set(shared.flatMap((n) => n.aliases ?? []))];
+        writeFileSync(site.hosts, `127.0.0.1 localhost\n${names.map((alias) => `${PROXY_IP} ${alias}\n`).join('')}`);
+        if (existsSync(root)) {
+          copyFileSync(root, site.ca);
+          chmodSync(site.ca, 0o644);
+        } else findings.push(`${site.name}: Caddy made no CA within 15 s; its site process does not trust the proxy`);
+      }
+    }
   };
 
   // ------------------------------------------------------------------ the mocks

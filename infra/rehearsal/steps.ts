@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { Secret, TOTP } from 'otpauth';
-import { chromium, type Browser, type BrowserContext } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { targetUids } from '../stack/targets.js';
 import { spawnInNetnsOf } from './netns.js';
@@ -129,6 +129,7 @@ function viaProxy(stack: RehearsalStack, url: string, init: { method?: string; h
 
 async function step(results: StepResult[], name: string, run: () => Promise<string | undefined>): Promise<boolean> {
   const began = Date.now();
+  if (process.env.REHEARSAL_DEBUG) console.log(`step ${name.slice(0, 60)}`);
   try {
     const detail = await run();
     results.push({ step: name, ok: true, ...(detail ? { detail } : {}), ms: Date.now() - began });
@@ -332,6 +333,121 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       signedIn.set(who, result);
       await page.close();
       return result;
+    };
+
+    /**
+     * Step 6f (`--web-app`): a user's day on the web app's own pages, in Chromium, by role and name.
+     * The site's server reaches Kratos and the API through the proxy, as in the stack (runner.ts,
+     * sitesReachProxy): without that path its protected pages answer 503.
+     */
+    const webAppDay = async (appDomain: string) => {
+      const app = (path: string) => https(appDomain, path);
+      const siteLog = () => {
+        const site = [...stack.containers.values()].find((c) => c.name.startsWith('site-') && c.declaredEnv?.SITE_ENV_PUBLIC_BASE_URL === `https://${appDomain}`);
+        return `${site?.name ?? 'site'}: ${(site?.log ?? []).slice(-4).map((l) => l.slice(0, 300)).join(' | ') || '(no log)'}`;
+      };
+      const withLog = (run: () => Promise<string | undefined>) => async () =>
+        run().catch((error: Error) => {
+          throw new Error(`${error.message.split('\n')[0]}; ${siteLog()}`);
+        });
+      /** Signs in on the app's /login through the platform's sign-in (Kratos, the login app); lands back on the app. */
+      const signInOnApp = async (person: { email: string; password: string }) => {
+        // German, the site's default language, whose names the web app's own tests find elements by.
+        const context = await browser!.newContext({ ignoreHTTPSErrors: true, locale: 'de-DE' });
+        context.setDefaultTimeout(30_000);
+        const page = await context.newPage();
+        if (process.env.REHEARSAL_DEBUG) page.on('framenavigated', (frame) => frame === page.mainFrame() && console.log(`  ${person.email} at ${frame.url().slice(0, 120)}`));
+        await page.goto(app('/login'));
+        await page.getByRole('link', { name: 'Mit dem Konto der Stadt anmelden' }).click();
+        await page.getByLabel('E-mail').fill(person.email);
+        await page.getByLabel('Password').fill(person.password);
+        await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+        await page.waitForURL((url) => url.hostname === appDomain, { timeout: 30_000 });
+        return { context, page };
+      };
+      const polls = async (what: string, count: () => Promise<number>, timeoutMs = 30_000) => until(what, async () => ((await count()) > 0 ? true : undefined), timeoutMs);
+      const name = `Rehearsal Beet ${randomBytes(3).toString('hex')}`;
+      let contributor: { context: BrowserContext; page: Page } | undefined;
+      let drawnId = '';
+      try {
+        const signedInOnApp = await step(results, `6f1 the contributor signs in on ${appDomain} through the platform's sign-in (single sign-on) and opens the editor, a protected page the site's server checks with Kratos`, withLog(async () => {
+          contributor = await signInOnApp(people.contributor);
+          const editor = await contributor.page.goto(app('/features/new'));
+          assert(editor?.status() === 200, `${appDomain}/features/new answered ${editor?.status() ?? 0} to the signed-in contributor: ${((await editor?.text()) ?? '').slice(0, 200)}`);
+          await contributor.page.getByLabel('Geometrietyp').waitFor({ timeout: 20_000 });
+          return `/login → ${domains.kratos} → the login app → back on ${appDomain}; /features/new 200`;
+        }));
+        const saved = signedInOnApp && (await step(results, '6f2 draws a polygon on the map, fills the form and saves it', withLog(async () => {
+          const page = contributor!.page;
+          const map = page.getByRole('region', { name: 'Karte der Objekte' });
+          await page.getByLabel('Geometrietyp').selectOption('Polygon');
+          const box = await map.boundingBox();
+          assert(box, 'the map region has no box');
+          for (const [x, y] of [[100, 80], [240, 80], [240, 200], [100, 200], [100, 80]] as const) {
+            await page.mouse.click(box.x + x, box.y + y);
+            await page.waitForTimeout(120);
+          }
+          await page.getByLabel('Name', { exact: true }).fill(name);
+          await page.getByLabel('Kategorie', { exact: true }).selectOption('blumenbeet');
+          await page.getByRole('button', { name: 'Speichern' }).click();
+          await page.waitForURL((url) => /^\/features\/[^/]+$/.test(url.pathname) && url.pathname !== '/features/new', { timeout: 30_000 });
+          drawnId = decodeURIComponent(new URL(page.url()).pathname.split('/').pop()!);
+          const stored = await viaProxy(stack, https(domains.api!, `/api/features/${encodeURIComponent(drawnId)}`), { headers: { authorization: `Bearer ${signedIn.get('contributor')?.accessToken ?? ''}` } });
+          const geometry = stored.status === 200 ? (JSON.parse(stored.body) as { geometry?: { type?: string } }).geometry?.type : undefined;
+          assert(geometry === 'Polygon', `the API has ${drawnId} as ${geometry ?? `(status ${stored.status})`}, not a Polygon`);
+          return `${drawnId} saved, a Polygon in the API`;
+        })));
+        const submitted = saved && (await step(results, '6f3 submits it for review on its page', withLog(async () => {
+          const page = contributor!.page;
+          await page.getByLabel('Kommentar zur Einreichung').fill('Bei der Probe gezeichnet');
+          await page.getByRole('button', { name: 'Zur Prüfung einreichen' }).click();
+          await polls('the status "Eingereicht"', () => page.getByRole('status').filter({ hasText: 'Eingereicht' }).count());
+          return 'the page says Eingereicht';
+        })));
+        if (submitted) {
+          await step(results, '6f4 the reviewer signs in on the app, finds it on the QC desk (/qc), gives the TOTP code at the step-up and approves it', withLog(async () => {
+            const reviewer = await signInOnApp(people.reviewer);
+            try {
+              const page = reviewer.page;
+              const atStepUp = () => new URL(page.url()).pathname === '/self-service/login';
+              // Kratos' aal2 login, rendered by the login app: the code, then back to the page that asked.
+              const stepUp = async () => {
+                await page.getByLabel('Authentication code').fill(new TOTP({ secret: Secret.fromBase32(people.reviewer.totpSecret!) }).generate());
+                await page.getByRole('button', { name: 'Confirm' }).click();
+                await page.waitForURL((url) => url.hostname === appDomain);
+              };
+              // A reviewer with a second factor is asked for it on the desk already (whoami wants the
+              // highest AAL available), at the latest on the review view.
+              let steppedUp = '';
+              await page.goto(app('/qc'));
+              if (atStepUp()) {
+                await stepUp();
+                steppedUp = '/qc';
+              }
+              await page.getByRole('link', { name }).click();
+              const review = `/qc/${encodeURIComponent(drawnId)}`;
+              await page.waitForURL((url) => url.pathname === review || url.pathname === '/self-service/login');
+              if (atStepUp()) {
+                await stepUp();
+                steppedUp ||= review;
+              }
+              assert(steppedUp, 'the reviewer was never asked for the second factor');
+              await page.waitForURL((url) => url.hostname === appDomain && url.pathname === review);
+              await polls('the status "Sie prüfen dieses Objekt"', () => page.getByRole('status').filter({ hasText: 'Sie prüfen dieses Objekt' }).count());
+              await page.getByRole('button', { name: 'Freigeben' }).click();
+              await polls('the status "Freigegeben."', () => page.getByRole('status').filter({ hasText: 'Freigegeben.' }).count());
+              const reviews = await viaProxy(stack, https(domains.api!, `/api/features/${encodeURIComponent(drawnId)}/reviews`), { headers: { authorization: `Bearer ${signedIn.get('contributor')?.accessToken ?? ''}` } });
+              const status = reviews.status === 200 ? (JSON.parse(reviews.body) as { status?: string }).status : `(reviews answered ${reviews.status})`;
+              assert(status === 'approved', `the desk said Freigegeben, the API says ${status}`);
+              return `step-up to aal2 through the login app at ${steppedUp}, approved on /qc/${drawnId}; the API says approved`;
+            } finally {
+              await reviewer.context.close();
+            }
+          }));
+        }
+      } finally {
+        await contributor?.context.close();
+      }
     };
 
     // 1 ------------------------------------------------------------------------------------------
@@ -633,7 +749,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
 
     if (ctx.webApp) {
       const app = ctx.webApp;
-      await step(results, "6e the platform's web app for main: a push builds services/web in the target's builder (npm ci from the target's npm cache, astro build), the target's site serves it, and its map loads the approved feature from the API through the proxy", async () => {
+      const live = await step(results, "6e the platform's web app for main: a push builds services/web in the target's builder (npm ci from the target's npm cache, astro build), the target's site serves it, and its map loads the approved feature from the API through the proxy", async () => {
         assert(featureId, 'no feature (step 2 failed)');
         const builder = stack.containers.get(`builder-${app.target.deployPath}`);
         const deployDir = builder?.declaredEnv?.BUILDER_DEPLOY_DIR;
@@ -691,6 +807,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
           await context.close();
         }
       });
+      if (live) await webAppDay(app.target.domain);
     }
 
     await step(results, "6d each site is told what its target may know: the platform's sites where the API and sign-in are, a preview site the API only", async () => {
