@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../services/shared/testing/ports.js';
-import { netnsUnavailable, relayPort, spawnInNetnsOf, spawnInOwnNetns } from './netns.js';
+import { netnsUnavailable, relayOut, relayPort, spawnInNetnsOf, spawnInOwnNetns } from './netns.js';
 
 /**
  * The squatter attack, as the rehearsal runs the branch sites: site A's code waits for target B's
@@ -183,6 +183,33 @@ describe.skipIf(Boolean(missing))('a branch site in a network namespace of its o
     );
     await exited(probe);
     expect(probe.exitCode).toBe(0);
+  });
+
+  it("with a path to the proxy (--web-app), A reaches the proxy's address through it and still nothing else: not the webhook, not another port of that address", async () => {
+    // The proxy stands on a loopback address of its own, as Caddy on 127.80.80.1; its port is free there.
+    const proxyIp = '127.80.81.1';
+    const proxyPort = await freePort();
+    const proxy = createServer((req, res) => res.end('proxy'));
+    await new Promise<void>((resolve, reject) => proxy.once('error', reject).listen(proxyPort, proxyIp, resolve));
+    const site = startSite(SITE, { NAME: 'C', PORT: String(await freePort()) });
+    const out = await relayOut(site.pid!, proxyIp, proxyPort, join(dir, 'C-to-proxy.sock'));
+    children.push(out.relay);
+    try {
+      // Exit code: 1 + (proxy answered) + 2·(webhook reached) + 4·(another port of the proxy's address reached).
+      const probe = startSite(
+        `import { connect } from 'node:net';
+         const reach = (port, host) => new Promise((resolve) => { const s = connect(port, host); s.on('connect', () => { s.destroy(); resolve(true); }); s.on('error', () => resolve(false)); });
+         const answered = await fetch('http://${proxyIp}:${proxyPort}/').then((r) => r.text()).catch(() => '');
+         process.exit(1 + (answered === 'proxy' ? 1 : 0) + ((await reach(${webhookPort}, '127.0.0.1')) ? 2 : 0) + ((await reach(${webhookPort}, '${proxyIp}')) ? 4 : 0));`,
+        { NAME: 'probe-C' },
+        site,
+      );
+      await exited(probe);
+      expect(probe.exitCode).toBe(2);
+    } finally {
+      await out.close();
+      await new Promise<void>((r) => proxy.close(() => r()));
+    }
   });
 
   it('control: inside one shared namespace, as in the former sites container, the squatter takes B\'s port and gets B\'s visitors', async () => {
