@@ -807,7 +807,15 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
           await context.close();
         }
       });
-      if (live) await webAppDay(app.target.domain);
+      if (live) {
+        // Each browser action has 30 s; should one never return, 6f fails here instead of the rehearsal hanging.
+        const limitMs = 240_000;
+        let timer: NodeJS.Timeout | undefined;
+        const overdue = new Promise<'overdue'>((resolve) => (timer = setTimeout(() => resolve('overdue'), limitMs)));
+        const outcome = await Promise.race([webAppDay(app.target.domain).then(() => 'done' as const), overdue]);
+        clearTimeout(timer);
+        if (outcome === 'overdue') results.push({ step: "6f a user's day on the web app's pages", ok: false, detail: `not finished within ${limitMs / 1000} s: a browser action never returned`, ms: limitMs });
+      }
     }
 
     await step(results, "6d each site is told what its target may know: the platform's sites where the API and sign-in are, a preview site the API only", async () => {
