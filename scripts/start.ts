@@ -44,7 +44,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -88,32 +87,6 @@ interface Service {
   exited: Promise<number>;
 }
 
-/**
- * Resolves once the kernel says `child` catches SIGTERM (Linux: SigCgt in /proc/<pid>/status), the
- * same fact the child's IPC message announces, read where it cannot get lost: a stop during start-up
- * once waited for the message and the listening line until its 120 s timeout and then killed the API
- * (npm-start.test, twice in a day, cause not found). Elsewhere, never (the other two signs remain).
- */
-function sigtermCaught(child: ChildProcess, over: Promise<unknown>): Promise<void> {
-  if (process.platform !== 'linux' || child.pid === undefined) return new Promise(() => undefined);
-  const SIGTERM_BIT = 1n << 14n;
-  // Asked until the child exits or is ready (then the other signs have answered).
-  let gone = false;
-  void over.then(() => (gone = true));
-  return (async () => {
-    while (!gone) {
-      try {
-        const caught = /^SigCgt:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1];
-        if (caught && (BigInt(`0x${caught}`) & SIGTERM_BIT) !== 0n) return;
-      } catch {
-        return new Promise<void>(() => undefined); // gone: `exited` answers the stop
-      }
-      await sleep(100);
-    }
-    return new Promise<void>(() => undefined);
-  })();
-}
-
 /** `args` is what node runs: a compiled or built entry. */
 function startService(name: Service['name'], args: string[], env: NodeJS.ProcessEnv, listening: RegExp): Service {
   // node itself rather than a CLI wrapper: one process per service, which gets our signals directly.
@@ -140,7 +113,7 @@ function startService(name: Service['name'], args: string[], env: NodeJS.Process
     void exited.then((code) => reject(new Error(`${name} exited with code ${code} before it was ready`)));
   });
   ready.catch(() => undefined); // observed by the caller; no unhandled rejection when stopped early
-  const handlesSignals = Promise.race([told, ready.then(() => undefined, () => undefined), sigtermCaught(child, Promise.race([exited, ready.catch(() => undefined)]))]);
+  const handlesSignals = Promise.race([told, ready.then(() => undefined, () => undefined)]);
   return { name, args, env, listening, child, startedAt: performance.now(), ready, handlesSignals, exited };
 }
 
