@@ -96,6 +96,10 @@ export async function startApi(config: ApiConfig, logger: Logger, signal?: Abort
       try {
         // Loaded only here: its tasks, exporters and mailer are about 12 MiB an API without it never needs.
         const { startQcWorker } = await import('./qc/worker.js');
+        // A stop requested while the module loaded (a second or more under load) ends the start
+        // here, before a worker exists: stopping a worker in the middle of its start hung until the
+        // parent's kill timeout (npm-start.test, the signal after 'api listening').
+        checkpoint();
         worker = await startQcWorker({ pool: workerPool, settings: config.exports, worker: config.worker, logger });
       } catch (error) {
         await workerPool.end().catch(() => undefined);
