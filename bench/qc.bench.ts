@@ -29,7 +29,8 @@ import { ExportsEnvSchema, exportsSettingsFrom } from '../services/api/src/expor
 import { createMemoryJournal } from '../services/api/src/exports/journal.js';
 import { OsmExporter } from '../services/api/src/exports/osm/exporter.js';
 import { createQcService } from '../services/api/src/qc/service.js';
-import { migrateQueue, relayOutbox, startQcWorker } from '../services/api/src/qc/worker.js';
+import { migrateQueue } from '../services/api/src/qc/queue.js';
+import { relayOutbox, startQcWorker } from '../services/api/src/qc/worker.js';
 import { approveWithoutQueue, BENCH_REVIEWER, inFlight, seedSubmissions } from './qc-queue.js';
 import { median, printTable, ratio } from './stats.js';
 import { openBenchDatabase } from './support.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { apiDatabaseOptions, startEmbeddedDatabase } from '../../services/api/src/db/embedded.js';
 import { migrate } from '../../services/api/src/db/migrate.js';
 import { createPool } from '../../services/api/src/db/pool.js';
-import { migrateQueue } from '../../services/api/src/qc/worker.js';
+import { migrateQueue } from '../../services/api/src/qc/queue.js';
 
 /**
  * The API's embedded-database image (.cache/embedded-db), made ahead of a test that starts the API on its

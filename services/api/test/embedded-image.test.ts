@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from '../src/db/embedded.js';
 import { apiSchema, chooseImage, engineKey } from '../src/db/embedded-image.js';
 import { MIGRATIONS_DIR, migrate, readMigrations } from '../src/db/migrate.js';
-import { migrateQueue } from '../src/qc/worker.js';
+import { migrateQueue } from '../src/qc/queue.js';
 
 /**
  * A fresh data folder under the embedded database starts from a cached image (initdb, PostGIS and the

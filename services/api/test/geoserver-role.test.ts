@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate, MIGRATIONS_DIR } from '../src/db/migrate.js';
-import { migrateQueue } from '../src/qc/worker.js';
+import { migrateQueue } from '../src/qc/queue.js';
 import { binary, lacks } from '../../../test/helpers/requirements.js';
 
 const ADMIN_URL = process.env.TEST_DATABASE_URL;

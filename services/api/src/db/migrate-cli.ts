@@ -9,7 +9,7 @@ import { createLogger } from '../../../shared/logger.js';
 import { runMain } from '../../../shared/config.js';
 import { loadMigrateConfig } from '../config.js';
 import { startEmbeddedDatabase } from './embedded.js';
-import { migrateQueue } from '../qc/worker.js';
+import { migrateQueue } from '../qc/queue.js';
 import { migrate } from './migrate.js';
 import { createPool } from './pool.js';
 

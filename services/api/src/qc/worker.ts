@@ -45,8 +45,6 @@ export interface QcWorker {
 }
 
 export { relayOutbox };
-// The queue's schema lives in queue.ts (the API migrates it without loading the worker).
-export { migrateQueue };
 
 export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
   const { pool, logger } = deps;
