@@ -2,7 +2,7 @@ import type { ScoredOsmCandidate } from '../../../../shared/conflation.js';
 import type { OsmPlanReview } from '../../../../shared/osm-plan.js';
 import type { FeatureSnapshot } from '../types.js';
 import type { OsmExportPart } from './exporter.js';
-import { elementKey, type OsmElement, type OsmTags } from './model.js';
+import type { OsmTags } from './model.js';
 import { serializeOsmChange } from './xml.js';
 
 // The plan a reviewer sees before an OSM upload (docs/qc.md "Nothing reaches OSM unseen"), built
@@ -68,5 +68,3 @@ export function rootCandidate(part: OsmExportPart, beforeTags: OsmTags, geometry
     geometry: geometry ?? { type: 'Point', coordinates: [] },
   };
 }
-
-export const keyOf = (e: Pick<OsmElement, 'type' | 'id'>) => elementKey(e.type, e.id);
