@@ -20,7 +20,7 @@
 import pg from 'pg';
 import { pino } from 'pino';
 import { readFileSync } from 'node:fs';
-import { startOsmApiDouble } from '../test/doubles/osm-api.js';
+import { startOsmApiDouble } from '../services/shared/testing/osm-api.js';
 import { startOverpassDouble } from '../test/doubles/overpass.js';
 import { loadOsmTagMapping, withOsmTagMapping } from '../services/api/src/exports/osm-tag-mapping.js';
 import { migrate } from '../services/api/src/db/migrate.js';

@@ -11,7 +11,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../shared/testing/osm-api.js';
 import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
 import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
 import { createMemoryJournal } from '../src/exports/journal.js';

@@ -3,8 +3,8 @@
  * mapped), the Overpass double over the same data, and the MediaWiki/Wikibase double.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../shared/testing/mediawiki-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../shared/testing/osm-api.js';
 import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
 import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
 import { RetryableExportError } from '../src/exports/errors.js';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseEnv } from '../../shared/config.js';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../shared/testing/osm-api.js';
 import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
 import { DEFAULT_USER_AGENT, ExportsEnvSchema, exportsSettingsFrom } from '../src/exports/config.js';
 import { createMemoryJournal } from '../src/exports/journal.js';

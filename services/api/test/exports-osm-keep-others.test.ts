@@ -5,7 +5,7 @@
  * community fixes reverted, area tags on nodes and open ways, duplicated nodes, values verbatim.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../shared/testing/osm-api.js';
 import { readOsmChange } from '../../../test/doubles/osm-change-reader.js';
 import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
 import { createMemoryJournal } from '../src/exports/journal.js';

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../shared/testing/osm-api.js';
 import { readOsmChange, type UploadedBlock } from '../../../test/doubles/osm-change-reader.js';
 import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
 import { RetryableExportError } from '../src/exports/errors.js';

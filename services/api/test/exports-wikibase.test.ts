@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../shared/testing/mediawiki-api.js';
 import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
 import type { WikibaseCredentials } from '../src/exports/config.js';
 import { RetryableExportError } from '../src/exports/errors.js';

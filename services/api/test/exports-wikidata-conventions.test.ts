@@ -5,7 +5,7 @@
  * category's class; an item found by label and place is asked about, never edited unconfirmed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../shared/testing/mediawiki-api.js';
 import { SEED_CATEGORY_MAPPING } from '../src/exports/category-mapping.js';
 import { createMemoryJournal } from '../src/exports/journal.js';
 import { testExportsSettings } from './exports-settings.js';

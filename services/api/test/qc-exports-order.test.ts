@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature, useTestApi } from '../../../test/helpers/api.js';
-import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../shared/testing/mediawiki-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../shared/testing/osm-api.js';
 import { reviewsOf, startWorker, waitFor } from './qc-harness.js';
 
 /**

@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature, useTestApi } from '../../../test/helpers/api.js';
-import { startMediaWikiDouble, type MediaWikiDouble } from '../../../test/doubles/mediawiki-api.js';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../shared/testing/mediawiki-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../shared/testing/osm-api.js';
 import { readOsmChange, type UploadedBlock } from '../../../test/doubles/osm-change-reader.js';
 import { closeGracefully, listen } from '../../shared/http-server.js';
 import { verifyAgencySignature } from '../src/exports/agency/signature.js';

@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature, useTestApi } from '../../../test/helpers/api.js';
-import { startOsmApiDouble, type OsmApiDouble, type StoredElement } from '../../../test/doubles/osm-api.js';
+import { startOsmApiDouble, type OsmApiDouble, type StoredElement } from '../../shared/testing/osm-api.js';
 import { reviewsOf, startWorker, waitFor, type JobView } from './qc-harness.js';
 import { insertDecision } from '../src/qc/jobs/journal.js';
 

@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aFeature, useTestApi } from '../../../test/helpers/api.js';
 import { readOsmChange } from '../../../test/doubles/osm-change-reader.js';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../shared/testing/osm-api.js';
 import { exitOf, reviewsOf, startWorker, startWorkerProcess, waitFor, type JobView } from './qc-harness.js';
 
 /**

@@ -10,7 +10,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../shared/testing/osm-api.js';
 import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
 import { isFocused, launchChromium, missingForBrowserTests, openPage, repoRoot, seriousViolations, startWebStack, type WebStack } from './harness.js';
 

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { startOsmApiDouble, type OsmApiDouble } from '../../../test/doubles/osm-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../shared/testing/osm-api.js';
 import { startOverpassDouble, type OverpassDouble } from '../../../test/doubles/overpass.js';
 import { launchChromium, missingForBrowserTests, openPage, seriousViolations, startWebStack, type WebStack } from './harness.js';
 
