@@ -3,8 +3,8 @@
  * anything. These tests send what a buggy client would send and expect the real API's refusal.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMediaWikiDouble, type MediaWikiDouble } from './mediawiki-api.js';
-import { startOsmApiDouble, type OsmApiDouble } from './osm-api.js';
+import { startMediaWikiDouble, type MediaWikiDouble } from '../../services/shared/testing/mediawiki-api.js';
+import { startOsmApiDouble, type OsmApiDouble } from '../../services/shared/testing/osm-api.js';
 import { startOverpassDouble, type OverpassDouble } from './overpass.js';
 
 const UA = { 'user-agent': 'doubles-test/1.0' };

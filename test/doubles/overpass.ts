@@ -37,7 +37,7 @@
  */
 import { createServer, type IncomingMessage } from 'node:http';
 import { closeGracefully, listen } from '../../services/shared/http-server.js';
-import type { ElementType, OsmApiDouble, StoredElement } from './osm-api.js';
+import type { ElementType, OsmApiDouble, StoredElement } from '../../services/shared/testing/osm-api.js';
 
 export interface OverpassDouble {
   url: string;
