@@ -65,26 +65,26 @@ runMain(async () => {
     embedded = undefined;
   }
   const [{ startApi, StartAborted }, { stopOnSignals }] = await apiModules;
-  process.off('SIGTERM', remember);
-  process.off('SIGINT', remember);
-  if (earlySignal) {
-    // Nothing but the database was opened yet: it finishes its start (never cut short inside
-    // initdb), closes and releases the data folder, and stopping is exiting.
-    logger.info({ signal: earlySignal }, 'shutting down before start');
-    await dropEarly();
-    process.exit(0);
-  }
   const abort = new AbortController();
   const start: { running?: ReturnType<typeof startApi> } = {};
   // A signal during start-up stops the start at its next safe point (never inside initdb or a
   // migration), closes what it opened and exits 0, instead of dying with the data folder locked.
   // Installed before startApi runs a single line: its synchronous part (locking the data folder,
   // restoring a database image) must not be a moment without a handler.
-  stopOnSignals(logger, async () => {
+  const stop = stopOnSignals(logger, async () => {
     abort.abort();
-    const api = await start.running?.catch(() => undefined);
+    // Stopped before the start began: nothing but the database was opened. It finishes its start
+    // (never cut short inside initdb), closes and releases the data folder.
+    if (!start.running) return void (await (await embedded?.catch(() => undefined))?.close());
+    const api = await start.running.catch(() => undefined);
     await api?.close();
   });
+  // Only now do the early handlers go. Removing a signal's last listener closes node's handle for
+  // it, and a signal that arrived but was not yet dispatched (during the modules' synchronous
+  // evaluation just before this line, say) is then lost: the stop handler must be there first.
+  process.off('SIGTERM', remember);
+  process.off('SIGINT', remember);
+  if (earlySignal) return stop(earlySignal);
   start.running = startApi(config, logger, abort.signal, embedded ? { embedded } : {});
   await start.running.catch((error: unknown) => {
     if (error instanceof StartAborted) return new Promise<never>(() => undefined); // stopOnSignals exits
