@@ -2,8 +2,9 @@
  * What every route plugin of the API shares on Fastify: the caller on the request, hooks typed for
  * route options, the Vary helper, the 405 routes and the one way a text answer is sent.
  */
+import { createRequire } from 'node:module';
 import fresh from 'fresh';
-import type { FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions, onSendHookHandler } from 'fastify';
 import type { Principal } from '../../../shared/principal.js';
 import { AppError } from '../../../shared/errors.js';
 import type { AssurancePolicy } from '../auth/assurance.js';
@@ -21,6 +22,29 @@ declare module 'fastify' {
     /** Which roles need a second factor for sensitive actions (auth/assurance.ts). */
     assurance: AssurancePolicy;
   }
+}
+
+type CompilersFactory = NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>;
+type ValidatorFactory = NonNullable<CompilersFactory['buildValidator']>;
+type SerializerFactory = NonNullable<CompilersFactory['buildSerializer']>;
+
+/**
+ * Fastify's own schema compilers (@fastify/ajv-compiler, @fastify/fast-json-stringify-compiler),
+ * loaded the first time a route declares a JSON schema instead of when the app is made. The API
+ * validates with zod in its handlers and declares none, yet Fastify builds both at start by default:
+ * ajv, its formats and fast-json-stringify, about 1.2 MiB of an idle process's heap. They are
+ * required from Fastify's own place, so a route with a schema gets the very compilers Fastify would
+ * have chosen. (Fastify then treats them as custom compilers: it would pass a headers schema on
+ * unchanged instead of lower-casing its keys first; no route has one.)
+ */
+export function lazySchemaCompilers(): CompilersFactory {
+  const fromFastify = createRequire(createRequire(import.meta.url).resolve('fastify'));
+  let validator: ValidatorFactory | undefined;
+  let serializer: SerializerFactory | undefined;
+  return {
+    buildValidator: (externalSchemas, options) => (validator ??= (fromFastify('@fastify/ajv-compiler') as () => ValidatorFactory)())(externalSchemas, options),
+    buildSerializer: (externalSchemas, options) => (serializer ??= (fromFastify('@fastify/fast-json-stringify-compiler') as () => SerializerFactory)())(externalSchemas, options),
+  };
 }
 
 /** A hook or a route's step before its handler: it throws an AppError to refuse. */

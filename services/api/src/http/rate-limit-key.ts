@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { normalizeIP } from '@fastify/rate-limit';
+import type { normalizeIP } from '@fastify/rate-limit';
 import proxyAddress from 'proxy-addr';
 import type { Authenticator, Principal } from '../../../shared/principal.js';
 
@@ -19,10 +19,13 @@ import type { Authenticator, Principal } from '../../../shared/principal.js';
  */
 export function changeLimitKey(options: { authenticator: Authenticator }) {
   const { authenticator } = options;
+  // From the plugin's module, which app.ts loads only when the limit is on (this key runs only then).
+  let normalize: typeof normalizeIP | undefined;
   return async (request: FastifyRequest): Promise<string> => {
     const principal = await authenticator.authenticate(request.raw).catch(() => undefined);
     if (principal?.id) return `user:${principal.id}`;
-    return `ip:${normalizeIP(request.ip, 56)}`;
+    normalize ??= (await import('@fastify/rate-limit')).normalizeIP;
+    return `ip:${normalize(request.ip, 56)}`;
   };
 }
 
