@@ -7,8 +7,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { missingTools } from './rehearse.js';
 
 /**
- * `npm run stack:rehearse` as CI runs it: the declared stack started on this machine and driven end
- * to end through the proxy (docs/rehearsal.md). One test per step, so a failure names the step.
+ * `npm run stack:rehearse -- --web-app` as CI runs it: the declared stack started on this machine and
+ * driven end to end through the proxy, with the platform's web app deployed for main and a user's day
+ * on its pages (docs/rehearsal.md). One test per step, so a failure names the step; then once more
+ * without the web app and with two wires cut.
  * Needs root (initdb as the postgres user, Caddy on port 443 of its own loopback address),
  * PostgreSQL 15 + PostGIS, caddy, Chromium and git; .ci/run installs them all.
  */
@@ -32,6 +34,17 @@ const STEPS = [
   "6c a site's code cannot take another target's port or the webhook's: it binds them in its own namespace and receives nothing",
   '7 the backup job writes a dump that restores into an empty cluster',
   '8 the contributor signs out everywhere: Hydra and Kratos end their sessions, the token and the cookie no longer sign anyone in',
+];
+
+/** The user's day on the web app as the webhook deploys it for main (`--web-app`, the first run only). */
+const WEB_APP_STEPS = [
+  "6e the platform's web app for main: a push builds services/web in the target's builder (npm ci from the target's npm cache, astro build), the target's site serves it, and its map loads the approved feature from the API through the proxy",
+  "6f1 the contributor signs in on main.sites.example.org through the platform's sign-in (single sign-on) and opens the editor, a protected page the site's server checks with Kratos",
+  '6f2 draws a polygon on the map, fills the form and saves it',
+  '6f3 submits it for review on its page',
+  '6f4 the reviewer signs in on the app, finds it on the QC desk (/qc), gives the TOTP code at the step-up and approves it',
+  "6f5 the desk's approval leaves the platform as the API's does: the reviewers' mail and the agency notice name the drawn feature, and anonymous WFS and WMS show it only now",
+  '8b the web app then treats the contributor as a guest: its editor, open to them before signing out, sends them to sign in and offers no sign-out',
 ];
 
 /** Runs `npm run stack:rehearse` with these arguments: its output and exit code. */
@@ -63,11 +76,11 @@ function leftovers(): string[] {
 }
 
 // The two rehearsals run one after the other (one file): they share the proxy's address and the targets' users.
-describe.skipIf(Boolean(missing))('the stack rehearsal (npm run stack:rehearse)', () => {
+describe.skipIf(Boolean(missing))('the stack rehearsal with the web app (npm run stack:rehearse -- --web-app)', () => {
   let output = '';
   let exitCode: number | null = null;
   beforeAll(async () => {
-    ({ output, exitCode } = await rehearse([]));
+    ({ output, exitCode } = await rehearse(['--web-app']));
   }, 900_000);
 
   it('brings every declared container up: the services healthy, every job exited 0', () => {
@@ -77,7 +90,7 @@ describe.skipIf(Boolean(missing))('the stack rehearsal (npm run stack:rehearse)'
     expect(output).not.toContain('pulumi up would fail');
   });
 
-  it.each(STEPS)('passes step %s', (step) => {
+  it.each([...STEPS, ...WEB_APP_STEPS])('passes step %s', (step) => {
     const line = lineOf(output, step);
     expect(line, `no line for step ${step}`).toBeDefined();
     expect(line).toMatch(/^PASS /);
@@ -108,6 +121,10 @@ describe.skipIf(Boolean(missing))("the rehearsal with the QC worker's way out an
   it('passes every other step, and exits 1', () => {
     for (const step of STEPS.filter((s) => !broken.includes(s))) expect(lineOf(output, step), step).toMatch(/^PASS /);
     expect(exitCode).toBe(1);
+  });
+
+  it('runs no web-app step: without --web-app main gets no push', () => {
+    for (const step of WEB_APP_STEPS) expect(lineOf(output, step), step).toBeUndefined();
   });
 
   it('leaves no process behind either', () => {

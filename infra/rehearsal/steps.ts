@@ -4,11 +4,13 @@
  * /etc/hosts: Chromium maps them with --host-resolver-rules, Node connects to the proxy's IP with the
  * name as TLS server name and Host header.
  */
-import { execFileSync } from 'node:child_process';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { execFile, execFileSync } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { Secret, TOTP } from 'otpauth';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { freePort } from '../../services/shared/testing/ports.js';
@@ -127,16 +129,64 @@ function viaProxy(stack: RehearsalStack, url: string, init: { method?: string; h
   });
 }
 
-async function step(results: StepResult[], name: string, run: () => Promise<string | undefined>): Promise<boolean> {
+/** What the running step waits for now: set by until() and doing(), named when its deadline passes. */
+const waiting = new AsyncLocalStorage<{ what: string }>();
+
+/** Names what the running step waits for next (its deadline's failure says it). */
+function doing(what: string): void {
+  const tracker = waiting.getStore();
+  if (tracker) tracker.what = what;
+}
+
+/**
+ * Every browser context of the rehearsal. Chromium trusts Caddy's internal CA only through
+ * ignoreHTTPSErrors (the CA is made per run). Service workers are blocked: the web app registers one
+ * (/sw.js, its offline shell, which services/web/test/offline.test.ts walks) on every page, and closing
+ * a page whose worker was still starting hung Chromium's page close (step 8, at the app's start page
+ * after the logout: docs/rehearsal.md). No step depends on the worker.
+ */
+const CONTEXT = { ignoreHTTPSErrors: true, serviceWorkers: 'block' } as const;
+
+/** A step's deadline passed. */
+class Overdue extends Error {}
+
+/** A step's deadline unless it names its own: no step may hang the rehearsal. */
+const STEP_LIMIT_MS = 120_000;
+
+interface StepOptions {
+  /** The step's deadline; on expiry it fails naming what it waited for and `logs()`. */
+  limitMs?: number;
+  /** The last log lines of the containers the step depends on. */
+  logs?: () => string;
+}
+
+/**
+ * Runs one step with a deadline. A step that does not finish in time fails, naming what it waited
+ * for and its containers' last log lines, and the rehearsal goes on (what it left running is
+ * abandoned; the browser and the stack are stopped at the end, each bounded as well).
+ */
+async function step(results: StepResult[], name: string, run: () => Promise<string | undefined>, options: StepOptions = {}): Promise<boolean> {
   const began = Date.now();
+  const limitMs = options.limitMs ?? STEP_LIMIT_MS;
   if (process.env.REHEARSAL_DEBUG) console.log(`step ${name.slice(0, 60)}`);
+  const tracker = { what: 'the step to begin' };
+  let timer: NodeJS.Timeout | undefined;
+  const running = waiting.run(tracker, run);
+  running.catch(() => undefined);
+  const overdue = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Overdue(`not finished within ${limitMs / 1000} s, waiting for ${tracker.what}${options.logs ? `; ${options.logs()}` : ''}`)), limitMs);
+  });
   try {
-    const detail = await run();
+    const detail = await Promise.race([running, overdue]);
     results.push({ step: name, ok: true, ...(detail ? { detail } : {}), ms: Date.now() - began });
     return true;
   } catch (error) {
-    results.push({ step: name, ok: false, detail: (error as Error).message.split('\n').slice(0, 4).join(' '), ms: Date.now() - began });
+    const message = (error as Error).message;
+    const detail = error instanceof Overdue ? message : message.split('\n').slice(0, 4).join(' ');
+    results.push({ step: name, ok: false, detail, ms: Date.now() - began });
     return false;
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -148,6 +198,7 @@ function assert(condition: unknown, message: string): asserts condition {
 class GaveUp extends Error {}
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  doing(what);
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
@@ -203,6 +254,9 @@ async function anonymousView(stack: RehearsalStack, geo: string, at: { lon: numb
   };
 }
 
+/** A command run without blocking the steps that run meanwhile (the web app's deploy, beside steps 1-6). */
+const command = promisify(execFile);
+
 const gitIn = (dir: string) => (...args: string[]) =>
   execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8', env: { ...process.env, GIT_AUTHOR_NAME: 'R', GIT_AUTHOR_EMAIL: 'r@example.org', GIT_COMMITTER_NAME: 'R', GIT_COMMITTER_EMAIL: 'r@example.org' } }).trim();
 
@@ -234,6 +288,46 @@ interface SignedIn {
 export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise<StepResult[]> {
   const results: StepResult[] = [];
   const { domains } = ctx;
+  /** The last log lines of these containers, for a step that ran out of time. */
+  const logsOf = (names: string[]) => () =>
+    names
+      .map((name) => {
+        const c = stack.containers.get(name);
+        return `${name}: ${c ? c.log.slice(-4).map((l) => l.slice(0, 300)).join(' | ') || '(no log)' : 'not started'}`;
+      })
+      .join('; ');
+  const push = ctx.pushTarget.deployPath;
+  const app = ctx.webApp ? [`builder-${ctx.webApp.target.deployPath}`, `site-${ctx.webApp.target.deployPath}`] : [];
+  /** Per step (its number): the containers it depends on, and a deadline longer than the waits inside it. */
+  const stepSettings: Record<string, { containers: string[]; limitMs?: number }> = {
+    '1a': { containers: ['accounts-ui', 'kratos'] },
+    '1b': { containers: ['login', 'hydra', 'kratos'] },
+    '2': { containers: ['api'] },
+    '3': { containers: ['api'] },
+    '4': { containers: ['api', 'login', 'hydra'] },
+    '4b': { containers: ['qc-worker'], limitMs: 150_000 },
+    '4c': { containers: ['qc-worker'], limitMs: 360_000 },
+    '5': { containers: ['geoserver-provision'] },
+    '5b': { containers: ['geoserver', 'api'] },
+    '5c': { containers: ['geoserver'] },
+    '6': { containers: ['webhook', `builder-${push}`, `site-${push}`], limitMs: 240_000 },
+    '6e': { containers: ['webhook', ...app], limitMs: 660_000 },
+    '6f1': { containers: [...app.slice(1), 'login', 'kratos'], limitMs: 90_000 },
+    '6f2': { containers: [...app.slice(1), 'api'], limitMs: 90_000 },
+    '6f3': { containers: [...app.slice(1), 'api'], limitMs: 60_000 },
+    '6f4': { containers: [...app.slice(1), 'login', 'kratos', 'api'], limitMs: 150_000 },
+    '6f5': { containers: ['qc-worker', 'geoserver'], limitMs: 150_000 },
+    '6d': { containers: [`site-${push}`, 'site-main'] },
+    '6b': { containers: [`site-${push}`] },
+    '6c': { containers: [`site-${ctx.otherTarget.deployPath}`] },
+    '7': { containers: ['backup', 'features-db'], limitMs: 150_000 },
+    '8': { containers: ['login', 'hydra', 'kratos', ...app.slice(1)] },
+    '8b': { containers: [...app.slice(1), 'kratos'] },
+  };
+  const stepOf = (name: string, run: () => Promise<string | undefined>) => {
+    const settings = stepSettings[name.split(' ')[0]!];
+    return step(results, name, run, { ...(settings?.limitMs ? { limitMs: settings.limitMs } : {}), logs: logsOf(settings?.containers ?? []) });
+  };
   const https = (host: string, path = '/') => `https://${host}${path}`;
   const kratos = stack.kratos;
   const hydra = stack.hydra;
@@ -271,12 +365,80 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       ],
     });
 
+    /**
+     * `--web-app`: the push of the web app to `main`, sent as soon as the stack is up, so that its build
+     * (npm ci and astro build in the target's builder, most of the step's time) runs beside steps 1-6;
+     * step 6e awaits it. Like any wait of the rehearsal it is bounded (600 s), and it gives up as soon as
+     * the builder reports the deploy ended non-zero, naming the deploy's build log.
+     */
+    const startWebAppDeploy = async (app: NonNullable<StepContext['webApp']>) => {
+      const builder = stack.containers.get(`builder-${app.target.deployPath}`);
+      const deployDir = builder?.declaredEnv?.BUILDER_DEPLOY_DIR;
+      const hostDeployDir = deployDir ? builder.mounts?.[deployDir] : undefined;
+      assert(builder && hostDeployDir, `builder-${app.target.deployPath} has no deploy folder among its volumes`);
+      const { siteUid, buildUid } = targetUids(app.target.deployPath);
+      // The target's content collection (<deployDir>/shared/src/content, which the deploy script links over
+      // the site's src/content): the editors' texts, which the stack leaves to the operator, who copies
+      // them into the builder's volume before the first deploy (docs/rehearsal.md). Here the operator
+      // copies the texts the repository starts with, with the modes the deploy script gives that folder.
+      const content = join(hostDeployDir, 'shared', 'src', 'content');
+      mkdirSync(content, { recursive: true });
+      await command('cp', ['-r', '--no-preserve=mode,ownership', `${join(app.repo, 'services/web/src/content')}/.`, content]);
+      await command('chown', ['-R', `0:${siteUid}`, join(hostDeployDir, 'shared')]);
+      await command('find', [join(hostDeployDir, 'shared'), '-type', 'd', '-exec', 'chmod', '0750', '{}', '+']);
+      await command('find', [content, '-type', 'f', '-exec', 'chmod', '0640', '{}', '+']);
+      // The target's npm cache (deploy-branch.sh: <deployDir>/cache/npm under isolation), seeded from this
+      // machine's: the tarballs (content-v2, 250 MB) as hard links that stay root's and read-only to the
+      // build user, so no build can change this machine's cache through them; the index (index-v5, which
+      // npm appends to on every hit) as copies the build user owns, with every folder.
+      const cache = join(hostDeployDir, 'cache', 'npm', '_cacache');
+      mkdirSync(cache, { recursive: true });
+      const seeded = Date.now();
+      await command('cp', ['-al', join(app.npmCache, '_cacache', 'content-v2'), join(cache, 'content-v2')]);
+      await command('cp', ['-r', join(app.npmCache, '_cacache', 'index-v5'), join(cache, 'index-v5')]);
+      const owner = `${buildUid}:${buildUid}`;
+      await command('chown', ['-R', owner, join(cache, 'index-v5')]);
+      await command('find', [join(hostDeployDir, 'cache'), '-type', 'd', '-exec', 'chown', owner, '{}', '+']);
+      const seedS = ((Date.now() - seeded) / 1000).toFixed(1);
+      const after = gitIn(app.repo)('rev-parse', 'HEAD');
+      const pushed = Date.now();
+      await signedPush(stack, domains.webhook!, app.target, app.target.key, after);
+      const logged = builder.log.length;
+      const home = await until(
+        `${app.target.domain} serving the web app`,
+        async () => {
+          // The builder says when the deploy ended without going live (deploy-branch.sh's exit code).
+          const ended = builder.log.slice(logged).find((line) => /"msg":"deploy ended"/.test(line) && !/"code":0\b/.test(line));
+          if (ended) throw new GaveUp(`the deploy ended: ${ended.slice(0, 300)}`);
+          const live = await viaProxy(stack, https(app.target.domain, '/'));
+          return live.status === 200 && /<title>[^<]*Karte/.test(live.body) ? live.body : undefined;
+        },
+        600_000,
+      ).catch((error: Error) => {
+        const builderLog = builder.log.slice(-4).map((l) => l.slice(0, 300)).join(' | ');
+        // The deploy's own log (deploy-branch.sh keeps a failed build's log in <deployDir>/logs).
+        const logs = join(hostDeployDir, 'logs');
+        const newest = existsSync(logs) ? readdirSync(logs).filter((f) => f.startsWith('npm-build-')).sort().at(-1) : undefined;
+        const buildLog = newest ? readFileSync(join(logs, newest), 'utf8').split('\n').filter(Boolean).slice(-8).join(' | ') : '(no build log)';
+        throw new Error(`${error.message}; builder-${app.target.deployPath}: ${builderLog}; ${newest ?? 'build log'}: ${buildLog.slice(0, 1500)}`);
+      });
+      return { after, home, seedS, deployedS: ((Date.now() - pushed) / 1000).toFixed(1) };
+    };
+    const webAppDeploy = ctx.webApp ? startWebAppDeploy(ctx.webApp) : undefined;
+    webAppDeploy?.catch(() => undefined);
+
+    /** Closes a browser context, naming it (and the service workers its pages started) as what the step waits for. */
+    const closeContext = async (context: BrowserContext) => {
+      doing(`a browser context to close (its service workers: ${context.serviceWorkers().map((w) => w.url()).join(', ') || 'none'})`);
+      await context.close();
+    };
+
     const signIn = async (who: keyof typeof people): Promise<SignedIn> => {
       assert(hydra?.clients.has('map-editor'), 'the map-editor client is not in Hydra: the clients-sync job did not sync it');
       assert(clientSecret, `no client secret in the clients-sync log: ${syncLog.slice(0, 4).join(' | ')}`);
       const person = people[who];
       // Chromium trusts Caddy's internal CA only through this flag (the CA is made per run).
-      const context = await browser!.newContext({ ignoreHTTPSErrors: true });
+      const context = await browser!.newContext(CONTEXT);
       const page = await context.newPage();
       const hops: string[] = [];
       // The client's callback (its web app) is not part of this stack: Hydra's redirect to it is the
@@ -353,7 +515,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       /** Signs in on the app's /login through the platform's sign-in (Kratos, the login app); lands back on the app. */
       const signInOnApp = async (person: { email: string; password: string }) => {
         // German, the site's default language, whose names the web app's own tests find elements by.
-        const context = await browser!.newContext({ ignoreHTTPSErrors: true, locale: 'de-DE' });
+        const context = await browser!.newContext({ ...CONTEXT, locale: 'de-DE' });
         context.setDefaultTimeout(30_000);
         const page = await context.newPage();
         if (process.env.REHEARSAL_DEBUG) page.on('framenavigated', (frame) => frame === page.mainFrame() && console.log(`  ${person.email} at ${frame.url().slice(0, 120)}`));
@@ -369,15 +531,18 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       const name = `Rehearsal Beet ${randomBytes(3).toString('hex')}`;
       let contributor: { context: BrowserContext; page: Page } | undefined;
       let drawnId = '';
+      let drawnPlace = JOURNEY_POINT;
+      let beforeDesk: Awaited<ReturnType<typeof anonymousView>> | undefined;
+      let approvedOnDesk = false;
       try {
-        const signedInOnApp = await step(results, `6f1 the contributor signs in on ${appDomain} through the platform's sign-in (single sign-on) and opens the editor, a protected page the site's server checks with Kratos`, withLog(async () => {
+        const signedInOnApp = await stepOf(`6f1 the contributor signs in on ${appDomain} through the platform's sign-in (single sign-on) and opens the editor, a protected page the site's server checks with Kratos`, withLog(async () => {
           contributor = await signInOnApp(people.contributor);
           const editor = await contributor.page.goto(app('/features/new'));
           assert(editor?.status() === 200, `${appDomain}/features/new answered ${editor?.status() ?? 0} to the signed-in contributor: ${((await editor?.text()) ?? '').slice(0, 200)}`);
           await contributor.page.getByLabel('Geometrietyp').waitFor({ timeout: 20_000 });
           return `/login → ${domains.kratos} → the login app → back on ${appDomain}; /features/new 200`;
         }));
-        const saved = signedInOnApp && (await step(results, '6f2 draws a polygon on the map, fills the form and saves it', withLog(async () => {
+        const saved = signedInOnApp && (await stepOf('6f2 draws a polygon on the map, fills the form and saves it', withLog(async () => {
           const page = contributor!.page;
           const map = page.getByRole('region', { name: 'Karte der Objekte' });
           await page.getByLabel('Geometrietyp').selectOption('Polygon');
@@ -393,19 +558,26 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
           await page.waitForURL((url) => /^\/features\/[^/]+$/.test(url.pathname) && url.pathname !== '/features/new', { timeout: 30_000 });
           drawnId = decodeURIComponent(new URL(page.url()).pathname.split('/').pop()!);
           const stored = await viaProxy(stack, https(domains.api!, `/api/features/${encodeURIComponent(drawnId)}`), { headers: { authorization: `Bearer ${signedIn.get('contributor')?.accessToken ?? ''}` } });
-          const geometry = stored.status === 200 ? (JSON.parse(stored.body) as { geometry?: { type?: string } }).geometry?.type : undefined;
+          const stored2 = stored.status === 200 ? (JSON.parse(stored.body) as { geometry?: { type?: string; coordinates?: number[][][] } }).geometry : undefined;
+          const geometry = stored2?.type;
           assert(geometry === 'Polygon', `the API has ${drawnId} as ${geometry ?? `(status ${stored.status})`}, not a Polygon`);
+          // Its middle (the mean of the outer ring's corners), where step 6f5 asks anonymous WMS for it.
+          const ring = (stored2?.coordinates?.[0] ?? []).slice(0, -1);
+          drawnPlace = { lon: ring.reduce((a, [x]) => a + x!, 0) / ring.length, lat: ring.reduce((a, [, y]) => a + y!, 0) / ring.length };
           return `${drawnId} saved, a Polygon in the API`;
         })));
-        const submitted = saved && (await step(results, '6f3 submits it for review on its page', withLog(async () => {
+        const submitted = saved && (await stepOf('6f3 submits it for review on its page', withLog(async () => {
           const page = contributor!.page;
           await page.getByLabel('Kommentar zur Einreichung').fill('Bei der Probe gezeichnet');
           await page.getByRole('button', { name: 'Zur Prüfung einreichen' }).click();
           await polls('the status "Eingereicht"', () => page.getByRole('status').filter({ hasText: 'Eingereicht' }).count());
+          // What an anonymous reader of GeoServer gets before the desk approves it (step 6f5).
+          doing('anonymous WFS and WMS before the approval on the desk');
+          beforeDesk = await anonymousView(stack, domains.geo!, drawnPlace);
           return 'the page says Eingereicht';
         })));
         if (submitted) {
-          await step(results, '6f4 the reviewer signs in on the app, finds it on the QC desk (/qc), gives the TOTP code at the step-up and approves it', withLog(async () => {
+          await stepOf('6f4 the reviewer signs in on the app, finds it on the QC desk (/qc), gives the TOTP code at the step-up and approves it', withLog(async () => {
             const reviewer = await signInOnApp(people.reviewer);
             try {
               const page = reviewer.page;
@@ -439,20 +611,41 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
               const reviews = await viaProxy(stack, https(domains.api!, `/api/features/${encodeURIComponent(drawnId)}/reviews`), { headers: { authorization: `Bearer ${signedIn.get('contributor')?.accessToken ?? ''}` } });
               const status = reviews.status === 200 ? (JSON.parse(reviews.body) as { status?: string }).status : `(reviews answered ${reviews.status})`;
               assert(status === 'approved', `the desk said Freigegeben, the API says ${status}`);
+              approvedOnDesk = true;
               return `step-up to aal2 through the login app at ${steppedUp}, approved on /qc/${drawnId}; the API says approved`;
             } finally {
-              await reviewer.context.close();
+              await closeContext(reviewer.context);
             }
           }));
         }
+        if (approvedOnDesk) {
+          await stepOf("6f5 the desk's approval leaves the platform as the API's does: the reviewers' mail and the agency notice name the drawn feature, and anonymous WFS and WMS show it only now", async () => {
+            const { mail, reviewers, agency } = ctx.outside;
+            const worker = () => `qc-worker: ${(stack.containers.get('qc-worker')?.log ?? []).slice(-4).map((l) => l.slice(0, 300)).join(' | ')}`;
+            await until(`the reviewers' mail naming ${drawnId}`, async () => (mail.messages.some((m) => m.envelope.to.includes(reviewers) && m.raw.includes(drawnId)) ? true : undefined), 60_000).catch((error: Error) => {
+              throw new Error(`${error.message}; ${worker()}`);
+            });
+            await until(`the agency notice naming ${drawnId}`, async () => (agency.some((n) => n.body.includes(drawnId)) ? true : undefined), 60_000).catch((error: Error) => {
+              throw new Error(`${error.message}; ${worker()}`);
+            });
+            assert(beforeDesk, 'no anonymous view from before the approval (step 6f3)');
+            doing('anonymous WFS and WMS after the approval on the desk');
+            const after = await anonymousView(stack, domains.geo!, drawnPlace);
+            assert(!beforeDesk.ids.includes(drawnId), `before the desk's approval anonymous WFS listed ${drawnId}`);
+            assert(after.ids.includes(drawnId), `after the desk's approval anonymous WFS has ${after.ids.length} features, not ${drawnId}`);
+            assert(beforeDesk.drawn >= 0 && after.drawn === beforeDesk.drawn + 1, `anonymous WMS drew ${beforeDesk.drawn} shapes at the polygon's middle before the approval and ${after.drawn} after, not one more`);
+            return `the reviewers' mail and the agency notice name ${drawnId}; anonymous WFS lists it (not before), WMS draws ${after.drawn} shapes there (${beforeDesk.drawn} before)`;
+          });
+        }
       } finally {
-        await contributor?.context.close();
+        // Outside any step, so bounded here: a context that never closes must not hang the rehearsal.
+        if (contributor) await Promise.race([contributor.context.close(), new Promise((r) => setTimeout(r, 15_000).unref())]);
       }
     };
 
     // 1 ------------------------------------------------------------------------------------------
-    await step(results, '1a a person registers through the accounts domain', async () => {
-      const context = await browser!.newContext({ ignoreHTTPSErrors: true });
+    await stepOf('1a a person registers through the accounts domain', async () => {
+      const context = await browser!.newContext(CONTEXT);
       try {
         const page = await context.newPage();
         const person = { email: 'nora@example.org', name: 'Nora Newcomer', password: `pw-${randomBytes(9).toString('base64url')}` };
@@ -474,13 +667,13 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
         assert(registered, `no identity ${person.email} in Kratos after the registration form was sent`);
         return `${person.email} registered`;
       } finally {
-        await context.close();
+        await closeContext(context);
       }
     });
     // The people exist in Kratos from here on (as if registered), with their role in metadata_public.
     for (const person of Object.values(people)) kratos?.addIdentity(person);
     let journeyBegan = 0;
-    await step(results, '1b signs in through the login app and completes the OAuth2 code flow of the synced client', async () => {
+    await stepOf('1b signs in through the login app and completes the OAuth2 code flow of the synced client', async () => {
       journeyBegan = Date.now();
       const me = await signIn('contributor');
       assert(hydra!.tokens.has(me.accessToken), 'the access token is not one Hydra issued');
@@ -490,7 +683,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
 
     // 2 ------------------------------------------------------------------------------------------
     let featureId = '';
-    await step(results, '2 the access token calls the API through the proxy with the role from Kratos metadata_public', async () => {
+    await stepOf('2 the access token calls the API through the proxy with the role from Kratos metadata_public', async () => {
       const me = signedIn.get('contributor');
       assert(me, 'no sign-in (step 1b failed)');
       const created = await viaProxy(stack, https(domains.api!, '/api/features'), {
@@ -513,7 +706,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     });
 
     // 3 ------------------------------------------------------------------------------------------
-    await step(results, '3 the session cookie from the login on another subdomain calls the API (single sign-on)', async () => {
+    await stepOf('3 the session cookie from the login on another subdomain calls the API (single sign-on)', async () => {
       const me = signedIn.get('contributor');
       assert(me && featureId, 'no sign-in or no feature (steps 1b/2 failed)');
       const page = await me.context.newPage();
@@ -529,7 +722,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     const beforeApproval = await anonymousView(stack, domains.geo!, JOURNEY_POINT).catch((error: Error) => error);
 
     // 4 ------------------------------------------------------------------------------------------
-    await step(results, '4 a feature is created, submitted, and approved by a second user', async () => {
+    await stepOf('4 a feature is created, submitted, and approved by a second user', async () => {
       const me = signedIn.get('contributor');
       assert(me && featureId, 'no feature (step 2 failed)');
       const submitted = await viaProxy(stack, https(domains.api!, '/api/qc/submit'), {
@@ -546,7 +739,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     });
 
     // 5 ------------------------------------------------------------------------------------------
-    await step(results, "4b the approval leaves the platform through the QC worker's own way out: the reviewers' mail reaches the mail relay, the notice reaches the agency", async () => {
+    await stepOf("4b the approval leaves the platform through the QC worker's own way out: the reviewers' mail reaches the mail relay, the notice reaches the agency", async () => {
       assert(featureId, 'no feature (step 2 failed)');
       const { mail, reviewers, agency } = ctx.outside;
       // The worker says when it cannot reach the relay at all: no need to wait the minute out.
@@ -576,7 +769,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       return `the reviewers' mail (to ${reviewers}) and the agency notice for ${featureId} arrived outside, sent by qc-worker over worker-out`;
     });
 
-    await step(results, "4c the approval's exports reach OSM and Wikibase over the QC worker's way out: the reviewer confirms each OSM plan, the changeset and the item arrive, the item's id goes back to OSM", async () => {
+    await stepOf("4c the approval's exports reach OSM and Wikibase over the QC worker's way out: the reviewer confirms each OSM plan, the changeset and the item arrive, the item's id goes back to OSM", async () => {
       assert(featureId, 'no feature (step 2 failed)');
       const reviewer = signedIn.get('reviewer');
       assert(reviewer, 'no signed-in reviewer (step 4 failed)');
@@ -668,7 +861,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       return `the reviewer confirmed the plan (${first.plan!.action}), ${element.type} ${element.id} uploaded in changeset ${element.changesetId} ${((upload.at - journeyBegan) / 1000).toFixed(1)} s after sign-in; item ${itemId} created; the second plan (wikidata=${itemId}) confirmed and on OSM; only qc-worker reached them`;
     });
 
-    await step(results, '5 GeoServer provisioning ran against the GeoServer double', async () => {
+    await stepOf('5 GeoServer provisioning ran against the GeoServer double', async () => {
       const job = stack.containers.get('geoserver-provision');
       assert(job?.exitCode === 0, `geoserver-provision: ${job ? `exit ${job.exitCode}` : 'never started'}`);
       const geoserver = stack.geoserver!;
@@ -679,7 +872,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     });
 
     // 5b -----------------------------------------------------------------------------------------
-    await step(results, '5b a WFS-T insert through the proxy as a signed-in contributor is recorded under that user; anonymous WFS-T gets 401', async () => {
+    await stepOf('5b a WFS-T insert through the proxy as a signed-in contributor is recorded under that user; anonymous WFS-T gets 401', async () => {
       const me = signedIn.get('contributor');
       assert(me && featureId, 'no signed-in contributor or no feature (steps 1b/2 failed)');
       const name = `wfs-t-${randomBytes(4).toString('hex')}`;
@@ -698,7 +891,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     });
 
     // 5c -----------------------------------------------------------------------------------------
-    await step(results, "5c anonymous WFS and WMS through the proxy's public GeoServer route show the journey's feature only once approved; the editors' layer stays hidden", async () => {
+    await stepOf("5c anonymous WFS and WMS through the proxy's public GeoServer route show the journey's feature only once approved; the editors' layer stays hidden", async () => {
       assert(featureId, 'no feature (step 2 failed)');
       if (beforeApproval instanceof Error) throw new Error(`before the approval: ${beforeApproval.message}`);
       const after = await anonymousView(stack, domains.geo!, JOURNEY_POINT);
@@ -719,7 +912,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     });
 
     // 6 ------------------------------------------------------------------------------------------
-    await step(results, "6 a signed push reaches the webhook through the proxy; the target's builder builds it and the target's own site container serves it", async () => {
+    await stepOf("6 a signed push reaches the webhook through the proxy; the target's builder builds it and the target's own site container serves it", async () => {
       const marker = `rehearsal-${randomBytes(4).toString('hex')}`;
       const git = gitIn(ctx.fixtureRepo);
       git('checkout', '--quiet', '-B', ctx.pushTarget.branch);
@@ -747,78 +940,38 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       return `push of ${after.slice(0, 8)} to ${ctx.pushTarget.branch}: 202, built by builder-${ctx.pushTarget.deployPath}, ${ctx.pushTarget.domain} serves it from site-${ctx.pushTarget.deployPath} (uid ${uid}, own network namespace) through the proxy`;
     });
 
-    if (ctx.webApp) {
+    if (ctx.webApp && webAppDeploy) {
       const app = ctx.webApp;
-      const live = await step(results, "6e the platform's web app for main: a push builds services/web in the target's builder (npm ci from the target's npm cache, astro build), the target's site serves it, and its map loads the approved feature from the API through the proxy", async () => {
+      const live = await stepOf("6e the platform's web app for main: a push builds services/web in the target's builder (npm ci from the target's npm cache, astro build), the target's site serves it, and its map loads the approved feature from the API through the proxy", async () => {
         assert(featureId, 'no feature (step 2 failed)');
-        const builder = stack.containers.get(`builder-${app.target.deployPath}`);
-        const deployDir = builder?.declaredEnv?.BUILDER_DEPLOY_DIR;
-        const hostDeployDir = deployDir ? builder.mounts?.[deployDir] : undefined;
-        assert(builder && hostDeployDir, `builder-${app.target.deployPath} has no deploy folder among its volumes`);
-        // The target's npm cache (deploy-branch.sh: <deployDir>/cache/npm under isolation), seeded from this
-        // machine's: the tarballs (content-v2, 250 MB) as hard links that stay root's and read-only to the
-        // build user, so no build can change this machine's cache through them; the index (index-v5, which
-        // npm appends to on every hit) as copies the build user owns, with every folder.
-        const cache = join(hostDeployDir, 'cache', 'npm', '_cacache');
-        mkdirSync(cache, { recursive: true });
-        const seeded = Date.now();
-        execFileSync('cp', ['-al', join(app.npmCache, '_cacache', 'content-v2'), join(cache, 'content-v2')]);
-        execFileSync('cp', ['-r', join(app.npmCache, '_cacache', 'index-v5'), join(cache, 'index-v5')]);
-        const { buildUid } = targetUids(app.target.deployPath);
-        const owner = `${buildUid}:${buildUid}`;
-        execFileSync('chown', ['-R', owner, join(cache, 'index-v5')]);
-        execFileSync('find', [join(hostDeployDir, 'cache'), '-type', 'd', '-exec', 'chown', owner, '{}', '+']);
-        const seedMs = Date.now() - seeded;
-        const after = gitIn(app.repo)('rev-parse', 'HEAD');
-        const pushed = Date.now();
-        await signedPush(stack, domains.webhook!, app.target, app.target.key, after);
-        const logged = builder.log.length;
-        await until(
-          `${app.target.domain} serving the web app`,
-          async () => {
-            // The builder says when the deploy ended without going live (deploy-branch.sh's exit code).
-            const ended = builder.log.slice(logged).find((line) => /"msg":"deploy ended"/.test(line) && !/"code":0\b/.test(line));
-            if (ended) throw new GaveUp(`the deploy ended: ${ended.slice(0, 300)}`);
-            const live = await viaProxy(stack, https(app.target.domain, '/'));
-            return live.status === 200 && /<title>[^<]*Karte/.test(live.body) ? true : undefined;
-          },
-          600_000,
-        ).catch((error: Error) => {
-          const builderLog = builder.log.slice(-4).map((l) => l.slice(0, 300)).join(' | ');
-          // The deploy's own log (deploy-branch.sh keeps a failed build's log in <deployDir>/logs).
-          const logs = join(hostDeployDir, 'logs');
-          const newest = existsSync(logs) ? readdirSync(logs).filter((f) => f.startsWith('npm-build-')).sort().at(-1) : undefined;
-          const buildLog = newest ? readFileSync(join(logs, newest), 'utf8').split('\n').filter(Boolean).slice(-8).join(' | ') : '(no build log)';
-          throw new Error(`${error.message}; builder-${app.target.deployPath}: ${builderLog}; ${newest ?? 'build log'}: ${buildLog.slice(0, 1500)}`);
-        });
-        const deployed = ((Date.now() - pushed) / 1000).toFixed(1);
-        ctx.figures['web app: push to live on main'] = `${deployed} s (npm cache seeded in ${(seedMs / 1000).toFixed(1)} s)`;
+        // The push went out when the stack was up (startWebAppDeploy); the build ran beside steps 1-6.
+        doing(`the deploy of the web app to ${app.target.domain} (pushed when the stack was up)`);
+        const { after, deployedS, seedS, home } = await webAppDeploy;
+        ctx.figures['web app: push to live on main'] = `${deployedS} s (npm cache seeded in ${seedS} s; built beside steps 1-6)`;
+        // The category descriptions the operator put into the target's content collection are on the map page.
+        const description = readFileSync(join(app.repo, 'services/web/src/content/kategorien/de/blumenbeet.md'), 'utf8').replace(/^---[\s\S]*?---/, '').trim();
+        assert(description && home.includes(description), `${app.target.domain}/ does not show the category description from the target's shared/src/content ("${description}")`);
         // An anonymous visitor's map at the feature: the browser asks the API through the proxy.
-        const context = await browser!.newContext({ ignoreHTTPSErrors: true });
+        doing('a new browser context');
+        const context = await browser!.newContext(CONTEXT);
         try {
           const page = await context.newPage();
           const api = `https://${domains.api!}/api/`;
+          doing(`the map of ${app.target.domain} loading ${featureId} from ${domains.api}`);
           const listed = page.waitForResponse(async (r) => r.url().startsWith(api) && r.status() === 200 && (await r.text()).includes(featureId), { timeout: 60_000 });
           await page.goto(https(app.target.domain, `/?center=${JOURNEY_POINT.lon},${JOURNEY_POINT.lat}&zoom=17`));
           const response = await listed.catch(() => undefined);
           assert(response, `the map of ${app.target.domain} loaded nothing from ${domains.api} that names ${featureId}; site-${app.target.deployPath}: ${stack.containers.get(`site-${app.target.deployPath}`)?.log.slice(-3).join(' | ')}`);
-          return `pushed ${after.slice(0, 8)} to ${app.target.key}: live after ${deployed} s; the map at the feature loaded it from ${new URL(response.url()).pathname} through the proxy`;
+          return `pushed ${after.slice(0, 8)} to ${app.target.key}: live after ${deployedS} s, its map page shows the operator's category descriptions; the map at the feature loaded it from ${new URL(response.url()).pathname} through the proxy`;
         } finally {
-          await context.close();
+          await closeContext(context);
         }
       });
-      if (live) {
-        // Each browser action has 30 s; should one never return, 6f fails here instead of the rehearsal hanging.
-        const limitMs = 240_000;
-        let timer: NodeJS.Timeout | undefined;
-        const overdue = new Promise<'overdue'>((resolve) => (timer = setTimeout(() => resolve('overdue'), limitMs)));
-        const outcome = await Promise.race([webAppDay(app.target.domain).then(() => 'done' as const), overdue]);
-        clearTimeout(timer);
-        if (outcome === 'overdue') results.push({ step: "6f a user's day on the web app's pages", ok: false, detail: `not finished within ${limitMs / 1000} s: a browser action never returned`, ms: limitMs });
-      }
+      // 6f: each part has its own deadline (stepSettings), so a browser action that never returns fails it.
+      if (live) await webAppDay(app.target.domain);
     }
 
-    await step(results, "6d each site is told what its target may know: the platform's sites where the API and sign-in are, a preview site the API only", async () => {
+    await stepOf("6d each site is told what its target may know: the platform's sites where the API and sign-in are, a preview site the API only", async () => {
       const environ = (pid: number): Record<string, string> =>
         Object.fromEntries(
           readFileSync(`/proc/${pid}/environ`, 'utf8')
@@ -854,7 +1007,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       return `the preview site's process sees API_PUBLIC_URL=${seen.API_PUBLIC_URL} and no sign-in setting; site-main passes on the API, Kratos and its login`;
     });
 
-    await step(results, '6b the branch site (code from team pushes) never receives the session cookie', async () => {
+    await stepOf('6b the branch site (code from team pushes) never receives the session cookie', async () => {
       const me = signedIn.get('contributor');
       assert(me, 'no signed-in browser (step 1b failed)');
       // The Cookie header the signed-in browser really sends, to the API (it must: the check would be
@@ -880,7 +1033,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       return `the signed-in browser sends its session to ${domains.api} and ${toSite ? `only ${toSite.replace(/=[^;]*/g, '')}` : 'no cookie'} to ${ctx.pushTarget.domain}`;
     });
 
-    await step(results, "6c a site's code cannot take another target's port or the webhook's: it binds them in its own namespace and receives nothing", async () => {
+    await stepOf("6c a site's code cannot take another target's port or the webhook's: it binds them in its own namespace and receives nothing", async () => {
       const squatterSite = stack.containers.get(`site-${ctx.otherTarget.deployPath}`);
       assert(squatterSite?.pid !== undefined && squatterSite.ownNetns, `site-${ctx.otherTarget.deployPath} was not started in a network namespace of its own`);
       const file = join(stack.scratch, 'squatter.mjs');
@@ -912,7 +1065,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     });
 
     // 7 ------------------------------------------------------------------------------------------
-    await step(results, '7 the backup job writes a dump that restores into an empty cluster', async () => {
+    await stepOf('7 the backup job writes a dump that restores into an empty cluster', async () => {
       const backup = stack.containers.get('backup');
       assert(backup?.status === 'healthy', `backup: ${backup?.status ?? 'never started'} ${backup?.detail ?? ''}`);
       const volume = join(stack.scratch, 'volumes');
@@ -955,27 +1108,57 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
     });
 
     // 8 ------------------------------------------------------------------------------------------
-    await step(results, '8 the contributor signs out everywhere: Hydra and Kratos end their sessions, the token and the cookie no longer sign anyone in', async () => {
+    /** The web app's editor page in the contributor's browser (8 and 8b, `--web-app`): its status and whether it offers to sign out. */
+    const appEditorAs = async (context: BrowserContext) => {
+      const page = await context.newPage();
+      try {
+        doing(`${ctx.webApp!.target.domain}/features/new in the contributor's browser`);
+        const response = await page.goto(https(ctx.webApp!.target.domain, '/features/new'));
+        return { status: response?.status() ?? 0, path: new URL(page.url()).pathname, signOut: await page.locator('a[href="/logout"]').count() };
+      } finally {
+        doing('the editor page to close');
+        await page.close();
+      }
+    };
+    let appBeforeSignOut: Awaited<ReturnType<typeof appEditorAs>> | Error | undefined;
+    let signedOutEverywhere = false;
+    await stepOf('8 the contributor signs out everywhere: Hydra and Kratos end their sessions, the token and the cookie no longer sign anyone in', async () => {
       const me = signedIn.get('contributor');
       assert(me, 'no signed-in contributor (step 1b failed)');
       const whoami = (cookie: string) => viaProxy(stack, https(domains.kratos!, '/sessions/whoami'), { headers: { cookie, accept: 'application/json' } });
       assert((await whoami(me.sessionCookie)).status === 200, 'the session cookie was not valid before signing out: the step would prove nothing');
+      // With the web app: what it shows the contributor's browser before signing out (step 8b compares).
+      if (ctx.webApp) appBeforeSignOut = await appEditorAs(me.context).catch((error: Error) => error);
+      doing('a new page in the contributor\'s browser');
       const page = await me.context.newPage();
       try {
         // RP-initiated logout at Hydra; the login app asks, then ends the Kratos session and Hydra's.
+        doing("Hydra's logout page and the login app's question");
         await page.goto(https(domains.hydra!, '/oauth2/sessions/logout'));
         // Done once Hydra has answered its logout verifier (where the browser lands after that, the
         // app's start page, is not part of this check).
         const verified = page.waitForResponse((r) => r.url().includes('logout_verifier='), { timeout: 15_000 });
         await page.getByRole('button', { name: 'Sign out' }).click();
+        doing("Hydra's answer to the logout verifier");
         await verified;
       } finally {
+        doing(`the logout page to close (at ${page.url().slice(0, 100)})`);
         await page.close();
       }
-      const cookies = await me.context.cookies(https(domains.api!));
-      const session = cookies.find((c) => c.name === 'ory_kratos_session');
-      const kratosAnswer = await whoami(session ? `${session.name}=${session.value}` : me.sessionCookie);
+      // The old cookie, and whatever the browser holds now, no longer sign anyone in. (Asked of the
+      // browser by a request, not by reading its cookie jar: context.cookies() once never returned
+      // after this logout, docs/rehearsal.md.)
+      const kratosAnswer = await whoami(me.sessionCookie);
       assert(kratosAnswer.status === 401, `Kratos still knows the session after signing out (whoami ${kratosAnswer.status})`);
+      const check = await me.context.newPage();
+      try {
+        doing(`${domains.kratos}/sessions/whoami in the contributor's browser`);
+        const asked = await check.goto(https(domains.kratos!, '/sessions/whoami'));
+        assert(asked?.status() === 401, `the contributor's browser is still signed in at Kratos after signing out (whoami ${asked?.status() ?? 0})`);
+      } finally {
+        doing('the whoami page to close');
+        await check.close();
+      }
       // The API caches a token's introspection for INTROSPECTION_CACHE_SECONDS (the stack: 10 s).
       const signedOut = Date.now();
       let last: Reply | undefined;
@@ -984,10 +1167,23 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
         return last.status === 401 ? true : undefined;
       }, 20_000).then(() => true, () => false);
       assert(refused, `the access token still signs in ${((Date.now() - signedOut) / 1000).toFixed(0)} s after signing out (${last?.status}: ${last?.body.slice(0, 120)})`);
-      return `signed out through Hydra and the login app: whoami with the old cookie 401 at once, the old access token 401 after ${((Date.now() - signedOut) / 1000).toFixed(1)} s`;
+      signedOutEverywhere = true;
+      return `signed out through Hydra and the login app: whoami with the old cookie and from the browser 401 at once, the old access token 401 after ${((Date.now() - signedOut) / 1000).toFixed(1)} s`;
     });
+    if (ctx.webApp) {
+      await stepOf('8b the web app then treats the contributor as a guest: its editor, open to them before signing out, sends them to sign in and offers no sign-out', async () => {
+        const me = signedIn.get('contributor');
+        assert(me && signedOutEverywhere, 'the contributor did not sign out (step 8 failed)');
+        if (appBeforeSignOut instanceof Error) throw new Error(`before signing out: ${appBeforeSignOut.message.split('\n')[0]}`);
+        assert(appBeforeSignOut?.status === 200 && appBeforeSignOut.path === '/features/new' && appBeforeSignOut.signOut > 0, `before signing out the app's editor answered ${appBeforeSignOut?.status ?? 0} at ${appBeforeSignOut?.path ?? '?'} (sign-out links: ${appBeforeSignOut?.signOut ?? 0}): the check would prove nothing`);
+        const afterwards = await appEditorAs(me.context);
+        assert(afterwards.path === '/login' && afterwards.signOut === 0, `after signing out the app's editor ended at ${afterwards.path} (${afterwards.status}) and offers ${afterwards.signOut} sign-out links`);
+        return `${ctx.webApp!.target.domain}/features/new: the editor with a sign-out link before; after, the app sends the guest to /login (${afterwards.status}) and offers no sign-out`;
+      });
+    }
   } finally {
-    await browser?.close();
+    // Bounded as every step is: a browser that does not close is killed when the rehearsal exits.
+    if (browser) await Promise.race([browser.close(), new Promise((r) => setTimeout(r, 15_000).unref())]);
   }
   return results;
 }
