@@ -25,7 +25,8 @@
  *      configured, so each records 'skipped': what is measured is the queue's own cost) against the
  *      same transaction without the queue (bench/qc-queue.ts approveWithoutQueue: lock, status,
  *      transition, the notice the app shows). Both sides in this process, the worker included, CPU
- *      counted alike. Target: CPU ≤ 1.5×.
+ *      counted alike. Target: CPU ≤ 1.5×. A third side, the worker without graphile's batched
+ *      completion, in the same rotating rounds (BENCH_APPROVE_ROUNDS, default 6).
  *    POST and approvals write, so they run on a copy of the 100k database, dropped at the end.
  *
  * The API runs as its own process (services/api/src/server.ts), as in production. Figures from a
@@ -346,29 +347,41 @@ async function approvalAgainstTransaction(admin: pg.Client, scratchUrl: string):
   // Connections kept open (pg closes idle ones after 10 s by default): a backend that ends between two
   // snapshots takes its CPU time with it, one that starts counts its start-up.
   const pool = new pg.Pool({ connectionString: scratchUrl, max: 10, idleTimeoutMillis: 0 });
-  const workerPool = new pg.Pool({ connectionString: scratchUrl, max: 8, idleTimeoutMillis: 0 });
   pool.on('error', () => undefined);
-  workerPool.on('error', () => undefined);
   const watcher = new pg.Client({ connectionString: scratchUrl });
   await watcher.connect();
   const watcherPid = (await watcher.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
   await migrateQueue(pool);
   const service = createQcService(pool, { maxAttempts: 12 });
-  // The worker as the API runs it by default (WORKER_POLL_INTERVAL_MS 2 s; concurrency 4): graphile takes
-  // new jobs when told (LISTEN), the relay is nudged after each round, and a job put back for later
-  // runs at the next poll. It runs through the baseline's rounds too; idle, a poll costs a few
-  // statements every 2 s. The heartbeat far apart.
-  const worker = await startQcWorker({
-    pool: workerPool,
-    settings: exportsSettingsFrom(ExportsEnvSchema.parse({})),
-    worker: { concurrency: 4, pollIntervalMs: 2_000, heartbeatMs: 60_000 },
-    logger: pino({ level: 'warn' }),
-    mailer: null,
-  });
+  // The worker as the API runs it by default (WORKER_POLL_INTERVAL_MS 2 s; concurrency 4; graphile's
+  // batched completion, qc/worker.ts graphileOptions): graphile takes new jobs when told (LISTEN), the relay is
+  // nudged after each round, and a job put back for later runs at the next poll. The same worker
+  // without batched completion is measured in the same rounds: one worker runs at a time, each with a pool
+  // of its own kept open, (re)started outside the measured window. A worker runs through the other
+  // sides' rounds too; idle, a poll costs a few statements every 2 s. The heartbeat far apart.
+  const variants = [
+    { name: 'batched', batching: true, pool: new pg.Pool({ connectionString: scratchUrl, max: 8, idleTimeoutMillis: 0 }) },
+    { name: 'unbatched', batching: false, pool: new pg.Pool({ connectionString: scratchUrl, max: 8, idleTimeoutMillis: 0 }) },
+  ] as const;
+  for (const variant of variants) variant.pool.on('error', () => undefined);
+  let current: { variant: (typeof variants)[number]; worker: Awaited<ReturnType<typeof startQcWorker>> } | undefined;
+  const useWorker = async (variant: (typeof variants)[number]) => {
+    if (current?.variant === variant) return current.worker;
+    await current?.worker.stop();
+    const worker = await startQcWorker({
+      pool: variant.pool,
+      settings: exportsSettingsFrom(ExportsEnvSchema.parse({})),
+      worker: { concurrency: 4, pollIntervalMs: 2_000, heartbeatMs: 60_000, batching: variant.batching },
+      logger: pino({ level: 'warn' }),
+      mailer: null,
+    });
+    current = { variant, worker };
+    return worker;
+  };
   // The submitters' notices of the decisions are mailed by the worker's notice rounds
   // (notifications/contributor-notice.ts; here recorded as skipped: no SMTP); the worker runs one a
   // poll interval, this runs them at once, in the measured window, until none is left.
-  const mailNotices = async () => {
+  const mailNotices = async (workerPool: pg.Pool) => {
     while ((await deliverNotices(workerPool, null, '{featureId}')) > 0);
   };
   const settled = async (prefix: string) => {
@@ -380,45 +393,59 @@ async function approvalAgainstTransaction(admin: pg.Client, scratchUrl: string):
     );
     return rows[0]!.total === perRound * 3 && rows[0]!.pending === 0 && rows[0]!.notices === 0;
   };
+  /** The part of each round's CPU spent in this process (the rest: its PostgreSQL backends). */
+  const inProcess = { batched: [] as number[], unbatched: [] as number[], bare: [] as number[] };
   try {
-    const queued = async (prefix: string) => {
+    const queued = async (variant: (typeof variants)[number], prefix: string) => {
+      const worker = await useWorker(variant);
       const ids = await seedSubmissions(pool, prefix, perRound, PLACE);
       const before = await cpuSnapshot(admin, process.pid, [watcherPid]);
       await inFlight(ids, 8, (id) => service.approve(BENCH_REVIEWER, id, null));
       worker.relayNow();
-      await mailNotices();
+      await mailNotices(variant.pool);
       // Every 100 ms: this process's polling is counted with the worker's CPU (about 30 µs an approval).
       while (!(await settled(prefix))) await new Promise((resolve) => setTimeout(resolve, 100));
-      return cpuBetween(before, await cpuSnapshot(admin, process.pid, [watcherPid])) / perRound;
+      const after = await cpuSnapshot(admin, process.pid, [watcherPid]);
+      inProcess[variant.name].push((after.get(process.pid)! - before.get(process.pid)!) / perRound);
+      return cpuBetween(before, after) / perRound;
     };
     const bare = async (prefix: string) => {
       const ids = await seedSubmissions(pool, prefix, perRound, PLACE);
       const before = await cpuSnapshot(admin, process.pid, [watcherPid]);
       await inFlight(ids, 8, (id) => approveWithoutQueue(pool, id));
-      return cpuBetween(before, await cpuSnapshot(admin, process.pid, [watcherPid])) / perRound;
+      const after = await cpuSnapshot(admin, process.pid, [watcherPid]);
+      inProcess.bare.push((after.get(process.pid)! - before.get(process.pid)!) / perRound);
+      return cpuBetween(before, after) / perRound;
     };
-    await queued('gwq-');
+    // A warm-up of each side, then rounds whose order of the three sides rotates.
+    await queued(variants[1], 'gwu-');
+    await queued(variants[0], 'gwq-');
     await bare('gwb-');
-    const results = { queued: [] as number[], bare: [] as number[] };
-    for (let round = 0; round < (quick ? 2 : 4); round++) {
-      if (round % 2 === 0) {
-        results.queued.push(await queued(`gq${round}-`));
-        results.bare.push(await bare(`gb${round}-`));
-      } else {
-        results.bare.push(await bare(`gb${round}-`));
-        results.queued.push(await queued(`gq${round}-`));
+    const results = { batched: [] as number[], unbatched: [] as number[], bare: [] as number[] };
+    const sides: (keyof typeof results)[] = ['batched', 'unbatched', 'bare'];
+    const loads: number[] = [];
+    for (let round = 0; round < (quick ? 2 : Number(process.env.BENCH_APPROVE_ROUNDS ?? 6)); round++) {
+      for (let i = 0; i < sides.length; i++) {
+        const side = sides[(round + i) % sides.length]!;
+        const prefix = `g${{ batched: 'q', unbatched: 'u', bare: 'b' }[side]}${round}-`;
+        results[side].push(side === 'bare' ? await bare(prefix) : await queued(side === 'batched' ? variants[0] : variants[1], prefix));
       }
+      loads.push(loadavg()[0]!);
     }
     const { rows } = await watcher.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM qc.jobs GROUP BY 1 ORDER BY 1`);
+    const title = `approval, ${perRound} a round, 8 at once`;
     printTable([
-      { [`approval, ${perRound} a round, 8 at once`]: 'with its 3 jobs and the notice mail: outbox rows, relay, worker runs them', 'CPU µs (process + backends)': Math.round(median(results.queued)), 'CPU / transaction alone': ratio(median(results.queued), median(results.bare)), target: 'CPU ≤ 1.50×' },
-      { [`approval, ${perRound} a round, 8 at once`]: 'the same transaction without the queue (lock, status, transition, notice)', 'CPU µs (process + backends)': Math.round(median(results.bare)), 'CPU / transaction alone': '', target: '' },
+      { [title]: 'with its 3 jobs and the notice mail: outbox rows, relay, worker runs them, completions batched (qc/worker.ts graphileOptions)', 'CPU µs (process + backends)': Math.round(median(results.batched)), 'of which in this process': Math.round(median(inProcess.batched.slice(1))), 'CPU / transaction alone': ratio(median(results.batched), median(results.bare)), target: 'CPU ≤ 1.50×' },
+      { [title]: 'the same, each completion a statement of its own (as before)', 'CPU µs (process + backends)': Math.round(median(results.unbatched)), 'of which in this process': Math.round(median(inProcess.unbatched.slice(1))), 'CPU / transaction alone': ratio(median(results.unbatched), median(results.bare)), target: '' },
+      { [title]: 'the same transaction without the queue (lock, status, transition, notice)', 'CPU µs (process + backends)': Math.round(median(results.bare)), 'of which in this process': Math.round(median(inProcess.bare.slice(1))), 'CPU / transaction alone': '', target: '' },
     ]);
+    console.log(`rounds (µs): batched ${results.batched.map(Math.round).join(' ')}; unbatched ${results.unbatched.map(Math.round).join(' ')}; bare ${results.bare.map(Math.round).join(' ')}`);
+    console.log(`1-minute load after each round: ${loads.map((l) => l.toFixed(1)).join(' ')}`);
     console.log(`jobs by outcome: ${rows.map((r) => `${r.status} ${r.n}`).join(', ')}`);
   } finally {
-    await worker.stop();
+    await current?.worker.stop();
     await watcher.end();
-    await workerPool.end();
+    for (const variant of variants) await variant.pool.end();
     await pool.end();
   }
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { run, type Runner } from 'graphile-worker';
+import { run, type Runner, type RunnerOptions } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { withTransaction, type Db } from '../db/pool.js';
 import type { ExportsSettings } from '../exports/config.js';
@@ -24,7 +24,45 @@ export interface WorkerSettings {
   concurrency: number;
   pollIntervalMs: number;
   heartbeatMs: number;
+  /** graphile's batched completion (graphileOptions); on unless false. Off only to measure against (bench/). */
+  batching?: boolean;
 }
+
+/**
+ * How the QC worker runs graphile-worker (startQcWorker; qc-queue-batching.test.ts runs graphile with
+ * the same options to check that a named queue's jobs still run one at a time, in order).
+ *
+ * Batched completion: the completions of the jobs that end within COMPLETE_JOB_BATCH_DELAY_MS go to the
+ * database in one statement (graphile's `completeJobBatchDelay`); a stop flushes them. A job's
+ * completion, and the unlock of its named queue, come up to that much later. A worker killed in between
+ * leaves the job locked with its outcome recorded: handed back with the process's running jobs, or
+ * else after relay.ts LOST_POOL_AFTER_MS, it runs again, finds the outcome and does nothing.
+ *
+ * Not set: graphile's `localQueue` (one fetch locking several jobs for the pool). In 0.17.3 it runs
+ * jobs of one named queue side by side (graphile/worker#621). 0.18.0 fixes that (#622: a fetch keeps
+ * the first job of each named queue) but needs Node 22; with the fix applied here the local queue took
+ * a fetch cut down to fewer jobs than its size for an empty database and waited for the next poll, so
+ * the QC jobs, whose export queues hold a feature's Wikibase export behind its OSM export, drained
+ * about 50 times slower and cost more CPU (docs/api.md "An approval with its jobs").
+ */
+export function graphileOptions(worker: WorkerSettings): Pick<RunnerOptions, 'concurrency' | 'pollInterval' | 'noHandleSignals' | 'noPreparedStatements' | 'crontab' | 'preset'> {
+  return {
+    concurrency: worker.concurrency,
+    pollInterval: worker.pollIntervalMs,
+    noHandleSignals: true,
+    // Named prepared statements collide on the embedded database (PGlite serves every connection from
+    // one backend), and like behind pgbouncer they buy little here: the jobs are I/O-bound.
+    noPreparedStatements: true,
+    crontab: '',
+    ...(worker.batching === false ? {} : { preset: { worker: { completeJobBatchDelay: COMPLETE_JOB_BATCH_DELAY_MS } } }),
+  };
+}
+
+/**
+ * Long enough to gather the completions of the jobs a worker of concurrency 2–4 ends at about the same
+ * time (100 ms measured no better), short enough not to hold up the next job of a named queue.
+ */
+const COMPLETE_JOB_BATCH_DELAY_MS = 20;
 
 export interface QcWorkerDeps {
   /** A pool of its own: graphile holds one connection for LISTEN and one per concurrent job. */
@@ -71,13 +109,7 @@ export async function startQcWorker(deps: QcWorkerDeps): Promise<QcWorker> {
   try {
     runner = await run({
       pgPool: pool,
-      concurrency: deps.worker.concurrency,
-      pollInterval: deps.worker.pollIntervalMs,
-      noHandleSignals: true,
-      // Named prepared statements collide on the embedded database (PGlite serves every connection from
-      // one backend), and like behind pgbouncer they buy little here: the jobs are I/O-bound.
-      noPreparedStatements: true,
-      crontab: '',
+      ...graphileOptions(deps.worker),
       logger: graphileLogger(log),
       taskList: qcTaskList({
         db: pool,
