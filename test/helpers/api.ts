@@ -61,7 +61,9 @@ export async function startTestApi(db: TestDatabase, options: TestApiOptions = {
   const issuer = await startTestIssuer();
   const authenticator = await readyAuthenticator(issuer);
   const config = { rateLimit: { writesPerMinute: 0 }, ...options.config };
-  const server = await serveApp(createApp({ db: db.pool, config, authenticator, logger: pino({ level: 'silent' }) }));
+  // A synchronous stream: pino's default one registers a process 'exit' listener that goes only when the
+  // stream is garbage-collected, so the shared fork's guard (test/helpers/shared-fork-guard.ts) saw it or not by GC timing.
+  const server = await serveApp(createApp({ db: db.pool, config, authenticator, logger: pino({ level: 'silent' }, pino.destination({ sync: true })) }));
   const port = await listen(server, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${port}`;
   // Every response of the suite is checked against the OpenAPI document the API serves.

@@ -30,7 +30,7 @@ describe('the development token route', () => {
   async function start(options: { withKeys: boolean; production: boolean }): Promise<string> {
     const authenticator = await createAuthenticator({ production: false, dataDir });
     const devKeys = options.withKeys ? await loadOrCreateDevKeys(dataDir) : undefined;
-    const app = createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }), devKeys, production: options.production });
+    const app = createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }, pino.destination({ sync: true })), devKeys, production: options.production });
     const server = await serveApp(app);
     servers.push(server);
     return `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;

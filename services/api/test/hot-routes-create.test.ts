@@ -46,7 +46,7 @@ const placeholders = () => ({
  */
 async function serve(writesPerMinute: number, as: Authenticator = authenticator): Promise<string> {
   await db.pool.query('DELETE FROM http.rate_limits');
-  const server = await serveApp(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute }, cors: { origins: [APP_ORIGIN] } }, authenticator: as, logger: pino({ level: 'silent' }) }));
+  const server = await serveApp(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute }, cors: { origins: [APP_ORIGIN] } }, authenticator: as, logger: pino({ level: 'silent' }, pino.destination({ sync: true })) }));
   servers.push(server);
   return `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
 }

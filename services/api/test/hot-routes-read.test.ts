@@ -46,7 +46,7 @@ beforeAll(async () => {
        ('mit leer/zeichen', 'Zweiter', 'denkmal', ST_SetSRID(ST_MakePoint(13.5, 52.5), 4326)),
        ('Grüße', 'Dritter', 'blumenbeet', ST_SetSRID(ST_MakePoint(13.6, 52.5), 4326))`,
   );
-  server = await serveApp(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } }, authenticator, logger: pino({ level: 'silent' }) }));
+  server = await serveApp(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } }, authenticator, logger: pino({ level: 'silent' }, pino.destination({ sync: true })) }));
   base = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
 });
 

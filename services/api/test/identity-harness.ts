@@ -122,7 +122,7 @@ export async function startIdentityApi(
       config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } },
       authenticator,
       identityAdmin,
-      logger: options.logger ?? pino({ level: 'silent' }),
+      logger: options.logger ?? pino({ level: 'silent' }, pino.destination({ sync: true })),
     }),
   );
   const port = await listen(server, 0, '127.0.0.1');

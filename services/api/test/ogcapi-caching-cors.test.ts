@@ -29,7 +29,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   dataDir = mkdtempSync(join(tmpdir(), 'ogcapi-caching-'));
   const authenticator = await createAuthenticator({ production: false, dataDir });
-  server = await serveApp(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } }, authenticator, logger: pino({ level: 'silent' }) }));
+  server = await serveApp(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } }, authenticator, logger: pino({ level: 'silent' }, pino.destination({ sync: true })) }));
   base = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
   await db.pool.query(`INSERT INTO features.features (id, name, kategorie, geom) VALUES ('c1', 'Eins', 'denkmal', ST_SetSRID(ST_MakePoint(13.4, 52.5), 4326))`);
 });

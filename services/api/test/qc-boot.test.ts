@@ -43,7 +43,7 @@ function boot(extra: Record<string, string>): Promise<RunningApi> {
     WORKER_POLL_INTERVAL_MS: '100',
     ...extra,
   });
-  return startApi(config, pino({ level: 'silent' }));
+  return startApi(config, pino({ level: 'silent' }, pino.destination({ sync: true })));
 }
 
 async function createAndSubmit(api: RunningApi): Promise<string> {

@@ -93,7 +93,7 @@ async function startReader(options: { connectionString?: string; heartbeatMs?: n
     lost: () => emit({ kind: 'lost' }),
     regained: (caughtUp) => emit({ kind: 'regained', caughtUp }),
   });
-  const server = await serveApp(createApp({ db: pool, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }), tileChanges: feed }));
+  const server = await serveApp(createApp({ db: pool, config: { rateLimit: { writesPerMinute: 0 } }, authenticator, logger: pino({ level: 'silent' }, pino.destination({ sync: true })), tileChanges: feed }));
   const port = await listen(server, 0, '127.0.0.1');
   closing.push(async () => {
     await closeGracefully(server, 1_000);

@@ -629,7 +629,7 @@ describe('tile requests answered as the Express app did', () => {
   beforeAll(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'tile-answers-'));
     const authenticator = await createAuthenticator({ production: false, dataDir });
-    server = await serveApp(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } }, authenticator, logger: pino({ level: 'silent' }) }));
+    server = await serveApp(createApp({ db: db.pool, config: { rateLimit: { writesPerMinute: 0 }, cors: { origins: [APP_ORIGIN] } }, authenticator, logger: pino({ level: 'silent' }, pino.destination({ sync: true })) }));
     base = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
     // No other test of this file writes near here: the tile holds these 200 points and nothing else.
     await db.pool.query(`
