@@ -133,7 +133,7 @@ function viaProxy(stack: RehearsalStack, url: string, init: { method?: string; h
 const waiting = new AsyncLocalStorage<{ what: string }>();
 
 /** Names what the running step waits for next (its deadline's failure says it). */
-function doing(what: string): void {
+export function doing(what: string): void {
   const tracker = waiting.getStore();
   if (tracker) tracker.what = what;
 }
@@ -165,7 +165,7 @@ interface StepOptions {
  * for and its containers' last log lines, and the rehearsal goes on (what it left running is
  * abandoned; the browser and the stack are stopped at the end, each bounded as well).
  */
-async function step(results: StepResult[], name: string, run: () => Promise<string | undefined>, options: StepOptions = {}): Promise<boolean> {
+export async function step(results: StepResult[], name: string, run: () => Promise<string | undefined>, options: StepOptions = {}): Promise<boolean> {
   const began = Date.now();
   const limitMs = options.limitMs ?? STEP_LIMIT_MS;
   if (process.env.REHEARSAL_DEBUG) console.log(`step ${name.slice(0, 60)}`);
@@ -197,7 +197,7 @@ function assert(condition: unknown, message: string): asserts condition {
 /** Thrown by a probe that has seen the outcome will not come (a delivery refused): until() stops at once. */
 class GaveUp extends Error {}
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+export async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   doing(what);
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
