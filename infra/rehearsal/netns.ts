@@ -17,7 +17,7 @@
  */
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { existsSync, readlinkSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 
 const RELAY = join(import.meta.dirname, 'relay.mjs');
@@ -118,14 +118,24 @@ export async function relayPort(pid: number, port: number, socketPath: string, t
 export async function relayOut(pid: number, ip: string, port: number, socketPath: string, timeoutMs = 10_000): Promise<{ relay: ChildProcess; close: () => Promise<void> }> {
   await ownNetnsReady(pid, timeoutMs);
   rmSync(socketPath, { force: true });
+  // Every relayed connection, so that close ends them instead of waiting for them.
+  const open = new Set<Socket>();
   const server = createServer((inner) => {
     const outer = createConnection({ host: ip, port });
+    for (const socket of [inner, outer]) {
+      open.add(socket);
+      socket.once('close', () => open.delete(socket));
+    }
     inner.pipe(outer).pipe(inner);
     outer.on('error', () => inner.destroy());
     inner.on('error', () => outer.destroy());
   });
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(socketPath, resolve));
-  const close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  const close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      for (const socket of open) socket.destroy();
+    });
   const relay = spawnInNetnsOf(pid, process.execPath, [RELAY, '--listen', `${ip}:${port}`, socketPath], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const ready = new Promise<void>((resolve, reject) => {

@@ -227,9 +227,16 @@ async function main(): Promise<number> {
       failed = true;
     }
     rmSync(scratch, { recursive: true, force: true });
-    await mailRelay.stop();
-    await new Promise((resolve) => agency.server.close(resolve));
-    await Promise.all([osm.close(), wiki.close()]);
+    // The stand-ins outside the stack, bounded like every close of the rehearsal.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), 5_000)));
+    agency.server.closeAllConnections();
+    const standIns = Promise.all([mailRelay.stop(), new Promise((resolve) => agency.server.close(resolve)), osm.close(), wiki.close()]);
+    if ((await Promise.race([standIns, late])) === 'late') {
+      console.log('FAIL nothing outlives the rehearsal — closing the stand-ins outside the stack did not finish within 5 s');
+      failed = true;
+    }
+    clearTimeout(timer);
   }
   console.log(`rehearsal ${failed ? 'FAILED' : 'passed'} in ${elapsed()}`);
   return failed ? 1 : 0;

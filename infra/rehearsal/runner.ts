@@ -189,7 +189,8 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
   const remoteImages = new Map<string, string>();
   const clusters = new Map<string, Cluster>();
   const children: ChildProcess[] = [];
-  const closers: (() => Promise<void> | void)[] = [];
+  /** What stop() closes after the processes, last opened first: each named, each bounded. */
+  const closers: [string, () => Promise<void> | void][] = [];
   const findings: string[] = [];
   const stack: RehearsalStack = { scratch, endpoints, containers, images, clusters, findings, program: {}, restart: new Map(), stop: async () => undefined };
   const started = Date.now();
@@ -427,7 +428,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     if (toProxy && entry.pid !== undefined) {
       const out = await relayOut(entry.pid, PROXY_IP, 443, socketPath(`${name}-to-proxy`, 443));
       children.push(out.relay);
-      closers.push(out.close);
+      closers.push([`${name}'s path to the proxy`, out.close]);
     }
     if (entry.ownNetns && entry.pid !== undefined) {
       await ownNetnsReady(entry.pid);
@@ -455,7 +456,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     const port = await freePort();
     const cluster = startCluster({ port, superuser: env.POSTGRES_USER ?? 'postgres', password: env.POSTGRES_PASSWORD ?? '', database: env.POSTGRES_DB ?? 'postgres', postgis });
     clusters.set(name, cluster);
-    closers.push(() => cluster.stop());
+    closers.push([`the cluster of ${name}`, () => cluster.stop()]);
     await endpoints.declare(owner, attachments, 5432, port);
     entry.status = 'healthy';
     entry.readyMs = Date.now() - started;
@@ -567,7 +568,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
       allowedReturnUrls: yml.selfservice.allowed_return_urls ?? [],
       ...(yml.session?.cookie?.domain ? { cookieDomain: yml.session.cookie.domain } : {}),
     }).start();
-    closers.push(() => kratos.close());
+    closers.push(['the Kratos double', () => kratos.close()]);
     stack.kratos = kratos;
     // The double builds browser-facing URLs from its base URL: the proxy's, as serve.public.base_url says.
     await exposeOryDouble(name, inputs, entry, kratos, yml.serve.public.base_url, { service: 'kratos', publicPort: 4433, adminPort: 4434 });
@@ -608,7 +609,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
       logoutUrl: yml.urls.logout,
       postLogoutRedirect: yml.urls.post_logout_redirect ?? yml.urls.login,
     }).start();
-    closers.push(() => hydra.close());
+    closers.push(['the Hydra double', () => hydra.close()]);
     stack.hydra = hydra;
     if (yml.strategies?.access_token && yml.strategies.access_token !== 'opaque') findings.push(`hydra.yml issues ${yml.strategies.access_token} access tokens; the Hydra double issues opaque ones only`);
     await exposeOryDouble(name, inputs, entry, hydra, yml.urls.self.issuer, { service: 'hydra', publicPort: 4444, adminPort: 4445 });
@@ -625,7 +626,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
       return endpoints.rewrite(name, value);
     };
     const ui = await startAccountsUi({ KRATOS_PUBLIC_URL: reach(env.KRATOS_PUBLIC_URL, 'KRATOS_PUBLIC_URL'), KRATOS_BROWSER_URL: reach(env.KRATOS_BROWSER_URL, 'KRATOS_BROWSER_URL') }, loopback);
-    closers.push(() => ui.close());
+    closers.push(['the accounts UI stand-in', () => ui.close()]);
     // The declared health check, run against the stand-in's loopback port.
     const test = (inputs.healthcheck?.tests ?? []).map((a) => a.replace(`127.0.0.1:${port}`, `127.0.0.1:${loopback}`));
     await waitHealthy(entry, () => (test.length ? runCheckCommand(test, scratch, { PATH: process.env.PATH ?? '' }, (s) => s) : Promise.resolve(true)), undefined);
@@ -655,7 +656,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
         },
       },
     });
-    closers.push(() => geoserver.close());
+    closers.push(['the GeoServer double', () => geoserver.close()]);
     stack.geoserver = geoserver;
     // The image's start script hands its data directory to RUN_WITH_USER_UID (CHANGE_OWNERSHIP_ON_FOLDERS,
     // chown -R), so the provisioning job, which runs as that user, may write into it.
@@ -834,7 +835,14 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     // from the cgroup, as Docker ends a stopped container's cgroup.
     const survivors = await cgroup.killAll();
     if (survivors.length) findings.push(`processes ${survivors.join(', ')} of the rehearsal could not be ended`);
-    for (const close of closers.reverse()) await Promise.resolve(close()).catch(() => undefined);
+    // Bounded as every step is: a close that waits for a connection nobody ends must not hang the rehearsal.
+    for (const [what, close] of closers.reverse()) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), 5_000)));
+      const outcome = await Promise.race([Promise.resolve(close()).catch(() => undefined), late]);
+      clearTimeout(timer);
+      if (outcome === 'late') findings.push(`closing ${what} did not finish within 5 s`);
+    }
   };
   try {
     stack.program = (await import('../program.js')) as Record<string, unknown>;
