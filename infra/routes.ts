@@ -101,8 +101,8 @@ export function isPlatformSite(target: Target, parentDomain: string): boolean {
 /**
  * What a target's site is told (its `SITE_ENV_*`, infra/sites/site-env.ts), as the web app reads it
  * (services/web/src/config.ts): every site learns where the API is and its own public URL; a platform
- * site also where sign-in happens (Kratos' public API for the route guard, its browser login, and
- * GeoServer's WMS). A preview site gets no sign-in setting: its users' sessions never reach it.
+ * site also where sign-in happens (Kratos' public API for the route guard, its browser login),
+ * where signing out does (Hydra's end-session endpoint) and GeoServer's WMS. A preview site gets no sign-in setting: its users' sessions never reach it.
  * The site's server reaches these names through the proxy (the proxy carries them as aliases on the
  * site's network, infra/stack/edge.ts), so the server-side and the browser's calls take one path.
  */
@@ -113,6 +113,8 @@ export function siteSettings(domains: Domains, target: Target, parentDomain: str
     ...common,
     KRATOS_PUBLIC_URL: `https://${domains.kratos}`,
     LOGIN_URL: `https://${domains.kratos}/self-service/login/browser`,
+    // "Abmelden" ends the Hydra login and the Kratos session there (the logout app, docs/identity.md).
+    LOGOUT_URL: `https://${domains.hydra}/oauth2/sessions/logout`,
     WMS_URL: `https://${domains.geo}/geoserver/wms`,
   };
 }

@@ -91,6 +91,7 @@ describe('what each site is told, and how its server reaches the platform', () =
       PUBLIC_BASE_URL: `https://${target}.sites.example.org`,
       KRATOS_PUBLIC_URL: `https://${domains.kratos}`,
       LOGIN_URL: `https://${domains.kratos}/self-service/login/browser`,
+      LOGOUT_URL: `https://${domains.hydra}/oauth2/sessions/logout`,
       WMS_URL: `https://${domains.geo}/geoserver/wms`,
     });
   });

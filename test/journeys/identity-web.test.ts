@@ -40,7 +40,8 @@ describe.skipIf(MISSING || WEB_MISSING)('signing in, verifying and stepping up t
     web = await startWebStack({
       // whoami answers cached as in production (15 s): a verification or a step-up must count at once anyway.
       apiEnv: { KRATOS_PUBLIC_URL: kratosUrl, SESSION_CACHE_SECONDS: '15' },
-      webEnv: { KRATOS_PUBLIC_URL: kratosUrl, LOGIN_URL: `${kratosUrl}/self-service/login/browser` },
+      // LOGOUT_URL as the stack sets it for its own sites (infra/routes.ts siteSettings): Hydra's end-session endpoint.
+      webEnv: { KRATOS_PUBLIC_URL: kratosUrl, LOGIN_URL: `${kratosUrl}/self-service/login/browser`, LOGOUT_URL: `${identity.hydra.public.url}/oauth2/sessions/logout` },
     });
     allowedReturnUrls.push(web.webUrl);
     browser = await launchChromium();
@@ -141,5 +142,28 @@ describe.skipIf(MISSING || WEB_MISSING)('signing in, verifying and stepping up t
     const reviews = await web.api<{ status: string; transitions: Array<{ action: string; actor: string }> }>('GET', `/api/features/${encodeURIComponent(body.id)}/reviews`, { token: contributor });
     expect(reviews.body.status).toBe('approved');
     expect(reviews.body.transitions.at(-1)).toMatchObject({ action: 'approve', actor: rita.id });
+  });
+  it('"Abmelden" on the web app signs out everywhere: the platform\'s logout page asks, then the Kratos session ends and the app treats the person as a guest', async () => {
+    const olaf = identity.kratos.addIdentity({ email: 'olaf@city.example', name: 'Olaf Out', password: 'olafs long password', role: 'contributor' });
+    const page = await freshPage();
+    await page.goto(`${web.webUrl}/login`);
+    await page.getByRole('link', { name: 'Mit dem Konto der Stadt anmelden' }).click();
+    await page.getByLabel('E-mail').fill(olaf.email);
+    await page.getByLabel('Password').fill(olaf.password);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.waitForURL(`${web.webUrl}/**`);
+    await page.goto(`${web.webUrl}/features/new`);
+    expect(new URL(page.url()).pathname).toBe('/features/new');
+    const session = [...identity.kratos.sessions.values()].find((s) => s.identityId === olaf.id && s.active);
+    expect(session).toBeDefined();
+
+    await page.getByRole('link', { name: 'Abmelden' }).click();
+    // Hydra's logout sends the browser to the login app, which asks first.
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.waitForURL((url) => !url.pathname.startsWith('/logout') && !url.pathname.startsWith('/oauth2/'));
+    expect(session!.active).toBe(false);
+    await page.goto(`${web.webUrl}/features/new`);
+    expect(new URL(page.url()).pathname).toBe('/login');
+    await expect.poll(() => page.getByRole('link', { name: 'Abmelden' }).count()).toBe(0);
   });
 });

@@ -18,6 +18,12 @@ const WebEnvSchema = z.object({
   KRATOS_PUBLIC_URL: httpUrl('the Kratos public API').optional(),
   /** Where the browser starts a login (Kratos' self-service login for browsers, or the login app). */
   LOGIN_URL: httpUrl('the login start page').optional(),
+  /**
+   * The platform's sign-out page, where "Abmelden" sends the browser: Hydra's end-session endpoint
+   * (`…/oauth2/sessions/logout`), whose logout app ends the Hydra login and the Kratos session, so
+   * every site and OAuth2 client is signed out. Unset: "Abmelden" ends the Kratos session alone.
+   */
+  LOGOUT_URL: httpUrl('the sign-out page').optional(),
   /** This site's public base URL, for return URLs (never taken from the Host header). */
   PUBLIC_BASE_URL: httpUrl('this site').default('http://localhost:4321'),
   /** Background maps: config/basemaps.yaml (or BASEMAPS_FILE); BASEMAP_URL adds one XYZ source in front (src/basemaps.ts). */
@@ -44,6 +50,7 @@ export interface WebConfig {
   apiUrl: string;
   kratosPublicUrl: string | undefined;
   loginUrl: string | undefined;
+  logoutUrl: string | undefined;
   publicBaseUrl: string;
   /** The switcher's background maps, the default first. */
   basemaps: Basemap[];
@@ -68,6 +75,7 @@ export function loadWebConfig(env: Record<string, string | undefined> = process.
     apiUrl: strip(parsed.API_URL ?? parsed.API_PUBLIC_URL),
     kratosPublicUrl: parsed.KRATOS_PUBLIC_URL,
     loginUrl: parsed.LOGIN_URL,
+    logoutUrl: parsed.LOGOUT_URL,
     publicBaseUrl: strip(parsed.PUBLIC_BASE_URL),
     basemaps: loadBasemaps(env),
     wms: parsed.WMS_URL ? { url: parsed.WMS_URL, layers: parsed.WMS_LAYERS } : undefined,

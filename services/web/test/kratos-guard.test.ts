@@ -123,6 +123,40 @@ describe.skipIf(MISSING)('the site’s guard of protected routes with Kratos', (
     expect((await get(unreachable, '/login')).status).toBe(200);
   });
 
+  it('signs a Kratos session out with "Abmelden": /logout hands the browser Kratos\' logout URL, which ends the session and returns to the map', async () => {
+    const erika = kratos.createSession(kratos.addIdentity({ email: 'erika-out@example.org', name: 'Erika', role: 'contributor', password: 'x' }).id);
+    const cookie = `${SESSION_COOKIE}=${erika.token}`;
+    expect((await get(web, '/features/new', cookie)).status).toBe(200);
+    const page = await get(web, '/features/new', cookie);
+    expect(await page.text()).toContain('href="/logout"');
+
+    const logout = await get(web, '/logout', cookie);
+    expect(logout.status).toBe(303);
+    const kratosLogout = new URL(logout.headers.get('location')!);
+    expect(`${kratosLogout.origin}${kratosLogout.pathname}`).toBe(`${kratos.public.url}/self-service/logout`);
+    expect(kratosLogout.searchParams.get('return_to')).toBe(`${PUBLIC_BASE_URL}/`);
+    // The session lives until the browser opens that URL (the token is Kratos' CSRF guard).
+    expect((await get(web, '/features/new', cookie)).status).toBe(200);
+    const ended = await fetch(kratosLogout, { redirect: 'manual', headers: { cookie } });
+    expect(ended.status).toBe(303);
+    expect(ended.headers.get('location')).toBe(`${PUBLIC_BASE_URL}/`);
+    expect(ended.headers.get('set-cookie')).toMatch(new RegExp(`^${SESSION_COOKIE}=;.*Max-Age=0`));
+    // Even with the old cookie the site now sees a guest: the editor sends it to sign in.
+    const after = await get(web, '/features/new', cookie);
+    expect(after.status).toBe(303);
+    expect(new URL(after.headers.get('location')!, web.url).pathname).toBe('/login');
+    // Signing out again (the session is gone) just returns to the map.
+    const again = await get(web, '/logout', cookie);
+    expect(again.status).toBe(303);
+    expect(again.headers.get('location')).toBe('/');
+  });
+
+  it('answers 503 to "Abmelden" when Kratos cannot be reached, rather than pretending the session ended', async () => {
+    const response = await get(unreachable, '/logout', `${SESSION_COOKIE}=whatever`);
+    expect(response.status).toBe(503);
+    expect(await response.text()).toContain('Abmelden ist gerade nicht möglich');
+  });
+
   it('every whoami the site made matched the Kratos contract', () => {
     expect(kratos.violations).toEqual([]);
   });

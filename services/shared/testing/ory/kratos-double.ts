@@ -188,6 +188,8 @@ export class KratosDouble extends OryDouble {
       .on('createBrowserRegistrationFlow', (r) => this.createRegistrationFlow(r))
       .on('getRegistrationFlow', (r) => this.getRegistrationFlow(r))
       .on('updateRegistrationFlow', (r) => this.updateRegistrationFlow(r))
+      .on('createBrowserLogoutFlow', (r) => this.createLogoutFlow(r))
+      .on('updateLogoutFlow', (r) => this.updateLogoutFlow(r))
       .extra('GET', /^\/self-service\/methods\/oidc\/callback\/(?<provider>[^/]+)$/, 'oidcCallback', (r) => this.oidcCallback(r));
     this.admin
       .on('getIdentity', (r) => this.getIdentity(r))
@@ -791,6 +793,41 @@ export class KratosDouble extends OryDouble {
       if (match[1] === 'verified') identity.verified = op.value === true;
     }
     return { status: 200, body: this.identityJson(identity) };
+  }
+
+  /** Logout tokens → the session each ends (createBrowserLogoutFlow hands one out per call). */
+  private readonly logoutTokens = new Map<string, { sessionToken: string; returnTo: string | undefined }>();
+
+  /** As Kratos: the browser's session cookie → a logout URL with a single-use token; no session → 401. */
+  private createLogoutFlow(request: DoubleRequest): DoubleResponse {
+    const session = this.activeSession(request);
+    if (!session) return { status: 401, body: kratosError(401, 'No valid session credentials found in the request.', 'session_inactive') };
+    const returnTo = request.query.get('return_to') ?? undefined;
+    if (returnTo !== undefined && !this.returnToAllowed(returnTo)) return { status: 400, body: kratosError(400, 'Requested return_to URL is not allowed.', 'self_service_flow_return_to_forbidden') };
+    const token = randomBytes(24).toString('base64url');
+    this.logoutTokens.set(token, { sessionToken: session.token, returnTo });
+    const url = new URL(`${this.public.url}/self-service/logout`);
+    url.searchParams.set('token', token);
+    if (returnTo) url.searchParams.set('return_to', returnTo);
+    return { status: 200, body: { logout_url: url.toString(), logout_token: token } };
+  }
+
+  /** The browser opens the logout URL: the session ends, its cookie is cleared, 303 to return_to or the default. */
+  private updateLogoutFlow(request: DoubleRequest): DoubleResponse {
+    const token = request.query.get('token') ?? '';
+    const logout = this.logoutTokens.get(token);
+    if (!logout) return { status: 400, body: kratosError(400, 'The provided logout token is invalid.', 'self_service_flow_logout_token_invalid') };
+    this.logoutTokens.delete(token);
+    const session = this.sessions.get(logout.sessionToken);
+    if (session) session.active = false;
+    const domain = this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : '';
+    return {
+      status: 303,
+      headers: {
+        location: logout.returnTo ?? this.options.defaultBrowserReturnUrl ?? this.options.loginUiUrl,
+        'set-cookie': `${SESSION_COOKIE}=; Path=/${domain}; Max-Age=0; HttpOnly; SameSite=Lax`,
+      },
+    };
   }
 
   private disableSession(request: DoubleRequest): DoubleResponse {
