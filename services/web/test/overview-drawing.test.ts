@@ -153,14 +153,24 @@ function recordingContext() {
 
 /** Node has neither; the drawing needs Path2D for its paths and ImageData for its rectangles. */
 const browserGlobals = globalThis as unknown as Record<string, unknown>;
+const installed: string[] = [];
 beforeAll(() => {
-  browserGlobals.Path2D ??= RecordedPath;
-  browserGlobals.ImageData ??= class {
+  const install = (name: string, value: unknown) => {
+    if (name in browserGlobals) return;
+    browserGlobals[name] = value;
+    installed.push(name);
+  };
+  install('Path2D', RecordedPath);
+  install('ImageData', class {
     readonly data: Uint8ClampedArray;
     constructor(readonly width: number, readonly height: number) {
       this.data = new Uint8ClampedArray(width * height * 4);
     }
-  };
+  });
+});
+// The test files after this one in its fork (vitest.config.ts, project "shared") get Node's globals back.
+afterAll(() => {
+  for (const name of installed.splice(0)) delete browserGlobals[name];
 });
 
 // The test tile: keys, then 200 values before the ones used, so every tag's value index is a
