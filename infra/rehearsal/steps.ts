@@ -1126,9 +1126,18 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       doing('a new page in the contributor\'s browser');
       const page = await me.context.newPage();
       try {
-        // RP-initiated logout at Hydra; the login app asks, then ends the Kratos session and Hydra's.
-        doing("Hydra's logout page and the login app's question");
-        await page.goto(https(domains.hydra!, '/oauth2/sessions/logout'));
+        // RP-initiated logout at Hydra; the login app asks, then ends the Kratos session and Hydra's. With
+        // the web app the contributor starts it where a person would: the app's sign-out link ("Abmelden",
+        // /logout), which sends the browser to Hydra's end-session endpoint (the site's LOGOUT_URL).
+        if (ctx.webApp) {
+          doing(`the sign-out link on ${ctx.webApp.target.domain}`);
+          await page.goto(https(ctx.webApp.target.domain, '/'));
+          await page.locator('a[href="/logout"]').click({ timeout: 30_000 });
+          await page.waitForURL((url) => url.hostname !== ctx.webApp!.target.domain, { timeout: 30_000 });
+        } else {
+          doing("Hydra's logout page and the login app's question");
+          await page.goto(https(domains.hydra!, '/oauth2/sessions/logout'));
+        }
         // Done once Hydra has answered its logout verifier (where the browser lands after that, the
         // app's start page, is not part of this check).
         const verified = page.waitForResponse((r) => r.url().includes('logout_verifier='), { timeout: 15_000 });
@@ -1169,7 +1178,7 @@ export async function runSteps(stack: RehearsalStack, ctx: StepContext): Promise
       }, 20_000).then(() => true, () => false);
       assert(refused, `the access token still signs in ${((Date.now() - signedOut) / 1000).toFixed(0)} s after signing out (${last?.status}: ${last?.body.slice(0, 120)})`);
       signedOutEverywhere = true;
-      return `signed out through Hydra and the login app: whoami with the old cookie and from the browser 401 at once, the old access token 401 after ${((Date.now() - signedOut) / 1000).toFixed(1)} s`;
+      return `signed out ${ctx.webApp ? `from ${ctx.webApp.target.domain}'s sign-out link ` : ''}through Hydra and the login app: whoami with the old cookie and from the browser 401 at once, the old access token 401 after ${((Date.now() - signedOut) / 1000).toFixed(1)} s`;
     });
     if (ctx.webApp) {
       await stepOf('8b the web app then treats the contributor as a guest: its editor, open to them before signing out, sends them to sign in and offers no sign-out', async () => {
