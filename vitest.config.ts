@@ -13,8 +13,8 @@ import { configDefaults, defineConfig } from 'vitest/config';
 // vi.useFakeTimers), Pulumi mocks, or client, server or child left running after its afterAll.
 // test/helpers/shared-fork-guard.ts fails a shared file that changes process.env, the working
 // directory, process listeners or globals and does not undo it.
-// Why: 108 of the shared files, one run each way, load 4-6: 191 s each in its own fork, 121 s in kept
-// forks (module import 60 s → 14 s).
+// Why: the 88 shared files under 3 s, interleaved runs at load 4-8: 137 s and 149 s each in its own
+// fork, 66 s and 82 s in kept forks (module import 66-72 s → 15-16 s).
 const TEST_FILES = ['services/**/*.test.ts', 'identity/**/*.test.ts', 'infra/**/*.test.ts', 'scripts/**/*.test.ts', 'test/**/*.test.ts'];
 
 const ISOLATED = [
