@@ -63,6 +63,18 @@ describe.skipIf(MISSING || WEB_MISSING)('signing in, verifying and stepping up t
     return context.newPage();
   }
 
+  /** A fresh browser signed in on the web app with the city account's password form (Kratos, the login app, back). */
+  async function signInWithPassword(person: { email: string; password: string }): Promise<Page> {
+    const page = await freshPage();
+    await page.goto(`${web.webUrl}/login`);
+    await page.getByRole('link', { name: 'Mit dem Konto der Stadt anmelden' }).click();
+    await page.getByLabel('E-mail').fill(person.email);
+    await page.getByLabel('Password').fill(person.password);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.waitForURL(`${web.webUrl}/**`);
+    return page;
+  }
+
   /** A feature through the API from the page, with the browser's own session cookie (as the editor sends it). */
   const createFromPage = (page: Page, name: string) =>
     page.evaluate(
@@ -119,13 +131,7 @@ describe.skipIf(MISSING || WEB_MISSING)('signing in, verifying and stepping up t
     expect(status).toBe(201);
     expect((await web.api('POST', '/api/qc/submit', { token: contributor, body: { featureId: body.id } })).status).toBe(200);
 
-    const page = await freshPage();
-    await page.goto(`${web.webUrl}/login`);
-    await page.getByRole('link', { name: 'Mit dem Konto der Stadt anmelden' }).click();
-    await page.getByLabel('E-mail').fill(rita.email);
-    await page.getByLabel('Password').fill(rita.password);
-    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
-    await page.waitForURL(`${web.webUrl}/**`);
+    const page = await signInWithPassword(rita);
 
     // The review view: first the second factor (Kratos' aal2 login, rendered by the login app).
     await page.goto(`${web.webUrl}/qc/${encodeURIComponent(body.id)}`);
@@ -145,13 +151,7 @@ describe.skipIf(MISSING || WEB_MISSING)('signing in, verifying and stepping up t
   });
   it('"Abmelden" on the web app signs out everywhere: the platform\'s logout page asks, then the Kratos session ends and the app treats the person as a guest', async () => {
     const olaf = identity.kratos.addIdentity({ email: 'olaf@city.example', name: 'Olaf Out', password: 'olafs long password', role: 'contributor' });
-    const page = await freshPage();
-    await page.goto(`${web.webUrl}/login`);
-    await page.getByRole('link', { name: 'Mit dem Konto der Stadt anmelden' }).click();
-    await page.getByLabel('E-mail').fill(olaf.email);
-    await page.getByLabel('Password').fill(olaf.password);
-    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
-    await page.waitForURL(`${web.webUrl}/**`);
+    const page = await signInWithPassword(olaf);
     await page.goto(`${web.webUrl}/features/new`);
     expect(new URL(page.url()).pathname).toBe('/features/new');
     const session = [...identity.kratos.sessions.values()].find((s) => s.identityId === olaf.id && s.active);
