@@ -46,14 +46,19 @@ export function devTokenClaims(token: string, now = Date.now()): { sub: string; 
 
 let frontend: FrontendApi | undefined;
 
+/** The site's one Kratos public API client (whoami, the logout flow), made on first use. */
+export function kratosFrontend(kratosPublicUrl: string): FrontendApi {
+  frontend ??= new FrontendApi(new Configuration({ basePath: kratosPublicUrl, baseOptions: { timeout: 5_000, maxRedirects: 0 } }));
+  return frontend;
+}
+
 export async function visitorOf(config: WebConfig, devToken: string | undefined, cookieHeader: string | null): Promise<Visitor> {
   if (config.devSignIn && devToken) {
     const claims = devTokenClaims(devToken);
     if (claims) return { state: 'signed-in', user: { id: claims.sub, role: claims.role, name: claims.sub, token: devToken, ...(claims.aal ? { aal: claims.aal } : {}) } };
   }
   if (!config.kratosPublicUrl) return { state: 'anonymous' };
-  frontend ??= new FrontendApi(new Configuration({ basePath: config.kratosPublicUrl, baseOptions: { timeout: 5_000, maxRedirects: 0 } }));
-  const result = await whoami(frontend, { cookie: kratosCookies(cookieHeader ?? undefined) });
+  const result = await whoami(kratosFrontend(config.kratosPublicUrl), { cookie: kratosCookies(cookieHeader ?? undefined) });
   if (result.state === 'anonymous') return { state: 'anonymous' };
   if (result.state === 'second-factor-required') return { state: 'second-factor-required' };
   const traits = (result.session.identity.traits ?? {}) as Record<string, unknown>;

@@ -1,11 +1,8 @@
 import type { APIRoute } from 'astro';
-import { Configuration, FrontendApi } from '@ory/kratos-client';
 import { kratosCookies } from '../../../shared/ory/kratos-session.js';
 import { oryStatus } from '../../../shared/ory/clients.js';
 import { webConfig } from '../config.js';
-import { DEV_TOKEN_COOKIE } from '../lib/session.js';
-
-let frontend: FrontendApi | undefined;
+import { DEV_TOKEN_COOKIE, kratosFrontend } from '../lib/session.js';
 
 /**
  * "Abmelden": ends the development sign-in, and a Kratos session:
@@ -24,9 +21,8 @@ export const GET: APIRoute = async ({ cookies, redirect, request }) => {
   const cookie = kratosCookies(request.headers.get('cookie') ?? undefined);
   if (!config.kratosPublicUrl || !cookie) return redirect('/', 303);
   if (config.logoutUrl) return redirect(config.logoutUrl, 303);
-  frontend ??= new FrontendApi(new Configuration({ basePath: config.kratosPublicUrl, baseOptions: { timeout: 5_000, maxRedirects: 0 } }));
   try {
-    const { data } = await frontend.createBrowserLogoutFlow({ cookie, returnTo: `${config.publicBaseUrl}/` });
+    const { data } = await kratosFrontend(config.kratosPublicUrl).createBrowserLogoutFlow({ cookie, returnTo: `${config.publicBaseUrl}/` });
     return redirect(data.logout_url, 303);
   } catch (error) {
     // 401: no session behind the cookie (expired, or ended elsewhere): nothing to end.
