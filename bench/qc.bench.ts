@@ -143,7 +143,7 @@ async function main(): Promise<void> {
       const relayStarted = performance.now();
       const relayed = await relayOutbox(pool);
       const relayMs = performance.now() - relayStarted;
-      console.log(`relay: ${relayed} outbox rows → graphile jobs in ${relayMs.toFixed(0)} ms (${((relayed / relayMs) * 1000).toFixed(0)} jobs/s, rounds of 500 with one add_jobs each)`);
+      console.log(`relay: ${relayed} outbox rows → graphile jobs in ${relayMs.toFixed(0)} ms (${((relayed / relayMs) * 1000).toFixed(0)} jobs/s, rounds of up to RELAY_LIMIT rows with one add_jobs each, one graphile batch job per named queue)`);
     }
 
     if (PARTS.has('conflation')) await conflationThroughput();

@@ -59,13 +59,16 @@ describe('the QC export queues', () => {
     const ids = await submitted('qq-', 100);
     for (const id of ids) await service.approve(reviewer, id, null);
     expect(await relayOutbox(db.pool)).toBe(300);
-    const { rows } = await db.pool.query<{ featureId: string; task: string; queue: string | null }>(
-      `SELECT q.feature_id AS "featureId", q.task, jq.queue_name AS queue
-       FROM graphile_worker._private_jobs j JOIN qc.jobs q ON q.id = (j.payload->>'jobId')::bigint
+    // One graphile batch job per named queue; its entries in id order.
+    const { rows } = await db.pool.query<{ featureId: string; task: string; queue: string | null; graphileJob: string }>(
+      `SELECT q.feature_id AS "featureId", q.task, jq.queue_name AS queue, j.id AS "graphileJob"
+       FROM graphile_worker._private_jobs j CROSS JOIN LATERAL json_array_elements(j.payload) WITH ORDINALITY AS e(entry, n)
+       JOIN qc.jobs q ON q.id = (e.entry->>'jobId')::bigint
        LEFT JOIN graphile_worker._private_job_queues jq ON jq.id = j.job_queue_id
-       WHERE starts_with(q.feature_id, 'qq-') ORDER BY j.run_at, j.id`,
+       WHERE starts_with(q.feature_id, 'qq-') ORDER BY j.run_at, j.id, e.n`,
     );
     expect(rows).toHaveLength(300);
+    expect(new Set(rows.map((r) => r.graphileJob)).size).toBe(new Set(rows.map((r) => r.queue)).size);
     const queues = new Set(rows.map((r) => r.queue).filter((q) => q !== null));
     expect(queues.size).toBeGreaterThan(EXPORT_QUEUES / 2);
     expect(queues.size).toBeLessThanOrEqual(EXPORT_QUEUES);

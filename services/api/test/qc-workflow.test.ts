@@ -31,11 +31,16 @@ const approve = (who: string, id: string, body?: unknown) => api.request('POST',
 const reject = (who: string, id: string, body: unknown) => api.request('POST', `/api/qc/reject/${encodeURIComponent(id)}`, { token: token[who], body });
 const statusOf = async (id: string) => (await api.request('GET', `/api/features/${id}`)).json.properties.status as string;
 
-/** The graphile jobs of these QC jobs in the order graphile-worker runs them (run_at, then id). */
+/**
+ * The graphile jobs of these QC jobs in the order graphile-worker runs them (run_at, then id): a
+ * batch job's entries as `<identifier>:<task>` in payload order, a job of its own as its identifier.
+ */
 async function graphileJobs(featureJobIds: number[]): Promise<string[]> {
   const { rows } = await db.pool.query<{ task: string }>(
-    `SELECT t.identifier AS task FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
-     WHERE (j.payload->>'jobId')::bigint = ANY($1::bigint[]) ORDER BY j.run_at, j.id`,
+    `SELECT t.identifier || coalesce(':' || (e.entry->>'task'), '') AS task
+     FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
+     CROSS JOIN LATERAL json_array_elements(CASE WHEN json_typeof(j.payload) = 'array' THEN j.payload ELSE json_build_array(NULL) END) WITH ORDINALITY AS e(entry, n)
+     WHERE coalesce((e.entry->>'jobId')::bigint, (j.payload->>'jobId')::bigint) = ANY($1::bigint[]) ORDER BY j.run_at, j.id, e.n`,
     [featureJobIds],
   );
   return rows.map((r) => r.task);
@@ -58,7 +63,7 @@ describe('QC state machine over HTTP', () => {
     expect((await db.pool.query(`SELECT task FROM qc.jobs WHERE id = ANY($1::bigint[]) AND status = 'queued' AND relayed_at IS NULL`, [submitJobs])).rows).toEqual([{ task: 'reviewer_notice' }]);
     expect(await graphileJobs(submitJobs)).toEqual([]);
     expect(await relayOutbox(db.pool)).toBeGreaterThanOrEqual(1);
-    expect(await graphileJobs(submitJobs)).toEqual(['qc_reviewer_notice']);
+    expect(await graphileJobs(submitJobs)).toEqual(['qc_jobs:reviewer_notice']);
 
     const fetched = await api.request('GET', `/api/features/${id}`);
     expect(fetched.json.properties).toMatchObject({ status: 'in_qc', version: 1 });
@@ -82,10 +87,10 @@ describe('QC state machine over HTTP', () => {
     const approveJobs = approved.json.jobs.map((j: { id: number }) => j.id) as number[];
     expect(await graphileJobs(approveJobs)).toEqual([]);
     await relayOutbox(db.pool);
-    expect(await graphileJobs(approveJobs)).toEqual(['qc_osm_export', 'qc_wikibase_export', 'qc_agency_notice']);
+    expect(await graphileJobs(approveJobs)).toEqual(['qc_jobs:osm_export', 'qc_jobs:wikibase_export', 'qc_jobs:agency_notice']);
     // Relaying again adds nothing: each job is relayed once.
     await relayOutbox(db.pool);
-    expect(await graphileJobs(approveJobs)).toEqual(['qc_osm_export', 'qc_wikibase_export', 'qc_agency_notice']);
+    expect(await graphileJobs(approveJobs)).toEqual(['qc_jobs:osm_export', 'qc_jobs:wikibase_export', 'qc_jobs:agency_notice']);
     expect((await approve('reviewer', id)).status).toBe(409);
     expect((await reject('reviewer', id, { reason: 'late' })).status).toBe(409);
 
@@ -249,7 +254,7 @@ describe('QC state machine over HTTP', () => {
     expect(rerun.status).toBe(200);
     expect(rerun.json).toMatchObject({ id: osmJob, status: 'queued', reruns: 1, rerunBy: 'adam', reason: null });
     await relayOutbox(db.pool);
-    expect(await graphileJobs([osmJob])).toEqual(['qc_osm_export', 'qc_osm_export']);
+    expect(await graphileJobs([osmJob])).toEqual(['qc_jobs:osm_export', 'qc_jobs:osm_export']);
     expect((await api.request('POST', '/api/qc/jobs/999999/rerun', { token: token.admin })).status).toBe(404);
     expect((await api.request('POST', '/api/qc/jobs/abc/rerun', { token: token.admin })).status).toBe(404);
   });
@@ -273,7 +278,9 @@ describe('QC state machine over HTTP', () => {
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM qc.jobs WHERE feature_id = $1`, [id])).rows).toEqual([{ n: 1 }]); // the submit's notice only
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM qc.transitions WHERE feature_id = $1 AND action = 'approve'`, [id])).rows).toEqual([{ n: 0 }]);
     expect(await relayOutbox(db.pool)).toBe(0);
-    const graphile = await db.pool.query(`SELECT count(*)::int AS n FROM graphile_worker._private_jobs j JOIN qc.jobs q ON q.id = (j.payload->>'jobId')::bigint WHERE q.feature_id = $1 AND q.task <> 'reviewer_notice'`, [id]);
+    const graphile = await db.pool.query(`SELECT count(*)::int AS n FROM graphile_worker._private_jobs j
+      CROSS JOIN LATERAL json_array_elements(CASE WHEN json_typeof(j.payload) = 'array' THEN j.payload ELSE json_build_array(j.payload) END) e
+      JOIN qc.jobs q ON q.id = (e->>'jobId')::bigint WHERE q.feature_id = $1 AND q.task <> 'reviewer_notice'`, [id]);
     expect(graphile.rows).toEqual([{ n: 0 }]);
 
     // The same approval without the fault queues its three jobs.

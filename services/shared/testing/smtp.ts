@@ -1,7 +1,9 @@
 /**
  * An in-process SMTP server (smtp-server) on 127.0.0.1 that collects every message it accepts.
  * It can be stopped and started again on the same port, to show that mail sent while it was down
- * arrives once it is back. Recipients listed in `rejectRecipients` get a permanent 550.
+ * arrives once it is back. Recipients listed in `rejectRecipients` get a permanent 550; the first
+ * message whose subject `deferOnce` matches gets a transient 451 after its data (a full mailbox, a
+ * greylisting server), and is accepted when sent again.
  */
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
@@ -24,8 +26,9 @@ export interface SmtpDouble {
   start(): Promise<void>;
 }
 
-export async function startSmtpDouble(options: { port?: number; rejectRecipients?: string[] } = {}): Promise<SmtpDouble> {
+export async function startSmtpDouble(options: { port?: number; rejectRecipients?: string[]; deferOnce?: (subject: string) => boolean } = {}): Promise<SmtpDouble> {
   const messages: ReceivedMail[] = [];
+  let deferred = false;
   const waiters: { count: number; resolve: () => void }[] = [];
   const rejected = new Set((options.rejectRecipients ?? []).map((r) => r.toLowerCase()));
   let server: SMTPServer | null = null;
@@ -61,7 +64,15 @@ export async function startSmtpDouble(options: { port?: number; rejectRecipients
         stream.on('end', () => {
           const raw = Buffer.concat(chunks).toString('utf8');
           const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-          messages.push({ ...parseMail(raw), raw, envelope: { from, to: session.envelope.rcptTo.map((r) => r.address) } });
+          const parsed = parseMail(raw);
+          if (!deferred && options.deferOnce?.(parsed.subject)) {
+            deferred = true;
+            const error = new Error('Requested action aborted: try again later') as Error & { responseCode: number };
+            error.responseCode = 451;
+            callback(error);
+            return;
+          }
+          messages.push({ ...parsed, raw, envelope: { from, to: session.envelope.rcptTo.map((r) => r.address) } });
           callback();
           notify();
         });

@@ -1,5 +1,5 @@
 import type { Query } from '../db/pool.js';
-import { EXPORT_QUEUES, type JobStatus, type JobTask, type QcAction, type QcStatus } from './states.js';
+import { BATCH_TASK_IDENTIFIER, EXPORT_QUEUES, type JobStatus, type JobTask, type QcAction, type QcStatus } from './states.js';
 
 /**
  * The SQL of the QC workflow, as `{ text, values }` with parameters only. JSON answers are built by
@@ -90,12 +90,14 @@ export function insertTransitionWithJobs(v: TransitionValues, tasks: readonly Jo
  * The relay: up to `limit` outbox rows (qc.jobs not yet relayed, oldest first) become graphile jobs
  * with ONE add_jobs call, and are marked relayed — in one statement, so in one transaction: each row
  * is relayed exactly once (FOR UPDATE SKIP LOCKED lets relays of several workers run side by side).
- * `tasks[i]` runs as graphile task `identifiers[i]`, in the feature's export queue (exportQueueSql)
- * when `inQueue[i]`. The run order of one transition's jobs (OSM before
- * Wikibase, which reads the OSM link, before the agency notice) is kept by run_at one microsecond
- * apart in id order: graphile picks by priority, run_at, then id.
+ * The rows go as graphile batch jobs (states.ts BATCH_TASK_IDENTIFIER): one per named queue, the
+ * payload their ids and tasks in id order ([{jobId, task}]) — a task's rows in the feature's export queue (exportQueueSql) when
+ * `inQueue`, else in no named queue. So an approval's OSM and Wikibase exports stay in one queue, in
+ * order (OSM first, then Wikibase, which reads the OSM link: tasks.ts runJobBatch), and the groups
+ * keep the order of their first rows by run_at one microsecond apart (graphile picks by priority,
+ * run_at, then id). A group's max_attempts is the largest of its rows'.
  */
-export function relayJobs(limit: number, tasks: readonly { task: JobTask; identifier: string; inQueue: boolean }[], defaultMaxAttempts: number): Query {
+export function relayJobs(limit: number, tasks: readonly { task: JobTask; inQueue: boolean }[], defaultMaxAttempts: number): Query {
   return {
     text: `
       WITH picked AS (
@@ -103,17 +105,20 @@ export function relayJobs(limit: number, tasks: readonly { task: JobTask; identi
       ), marked AS (
         UPDATE qc.jobs j SET relayed_at = clock_timestamp() FROM picked WHERE j.id = picked.id
         RETURNING j.id, j.task, j.feature_id, j.max_attempts
+      ), grouped AS (
+        SELECT CASE WHEN w.in_queue THEN ${exportQueueSql('m.feature_id')} END AS queue, m.id, m.task, coalesce(m.max_attempts, $4::smallint) AS max_attempts
+        FROM marked m JOIN unnest($2::text[], $3::boolean[]) AS w(task, in_queue) ON w.task = m.task
       ), specs AS (
-        SELECT m.id, ROW(w.identifier, json_build_object('jobId', m.id), CASE WHEN w.in_queue THEN ${exportQueueSql('m.feature_id')} END,
-                   now() + (row_number() OVER (ORDER BY m.id) - 1) * interval '1 microsecond',
-                   coalesce(m.max_attempts, $5::smallint), NULL, NULL, NULL)::graphile_worker.job_spec AS spec
-        FROM marked m JOIN unnest($2::text[], $3::text[], $4::boolean[]) AS w(task, identifier, in_queue) ON w.task = m.task
+        SELECT min(g.id) AS first, ROW($5::text, json_agg(json_build_object('jobId', g.id, 'task', g.task) ORDER BY g.id), g.queue,
+                   now() + (row_number() OVER (ORDER BY min(g.id)) - 1) * interval '1 microsecond',
+                   max(g.max_attempts), NULL, NULL, NULL)::graphile_worker.job_spec AS spec
+        FROM grouped g GROUP BY g.queue
       ), added AS (
-        SELECT count(*)::int AS n FROM graphile_worker.add_jobs(ARRAY(SELECT spec FROM specs ORDER BY id))
+        SELECT count(*)::int AS n FROM graphile_worker.add_jobs(ARRAY(SELECT spec FROM specs ORDER BY first))
         WHERE EXISTS (SELECT 1 FROM specs)
       )
       SELECT (SELECT count(*) FROM marked)::int AS relayed, coalesce((SELECT n FROM added), 0)::int AS added`,
-    values: [limit, tasks.map((t) => t.task), tasks.map((t) => t.identifier), tasks.map((t) => t.inQueue), defaultMaxAttempts],
+    values: [limit, tasks.map((t) => t.task), tasks.map((t) => t.inQueue), defaultMaxAttempts, BATCH_TASK_IDENTIFIER],
   };
 }
 

@@ -43,7 +43,15 @@ export type JobStatus = (typeof PENDING_JOB_STATUSES)[number] | (typeof TERMINAL
 /** Outcomes an admin may re-run: the ones that need a person (conflict, failed) or configuration (skipped). */
 export const RERUNNABLE_JOB_STATUSES = ['conflict', 'failed', 'skipped'] as const;
 
-/** graphile-worker task identifiers, one per side effect. */
+/**
+ * The graphile-worker task of a relay round's jobs: one graphile job per named queue and round, its
+ * payload the list of qc.jobs ids (a graphile "batch job"; tasks.ts runJobBatch). Started and
+ * recorded together; one that fails transiently is tried again alone (graphile keeps the failed
+ * entries of a batch for the retry).
+ */
+export const BATCH_TASK_IDENTIFIER = 'qc_jobs';
+
+/** graphile-worker task identifiers, one per side effect: a job that goes its own way (a wait, a retry at a given time, a job of an earlier release). */
 export const TASK_IDENTIFIERS: Record<JobTask, string> = {
   reviewer_notice: 'qc_reviewer_notice',
   osm_export: 'qc_osm_export',

@@ -134,6 +134,17 @@ function familiesOf(rule: CategoryMapping[string]): OsmFamilies {
 }
 
 /**
+ * When every OSM export is skipped, whatever the feature: no access token, or the licence refuses
+ * OSM. Known from the settings alone, so the QC worker records such exports without claiming a
+ * batch (tasks.ts runJobBatch), as it does an unconfigured Wikibase's (wikibaseSkipped).
+ */
+export function osmSkipped(settings: Pick<ExportsSettings, 'osm' | 'licence'>): { status: 'skipped'; reason: string } | null {
+  if (!settings.osm.accessToken) return { status: 'skipped', reason: 'OSM_ACCESS_TOKEN is not set' };
+  const refusal = licenceRefusal(settings.licence, 'osm');
+  return refusal ? { status: 'skipped', reason: refusal } : null;
+}
+
+/**
  * A failure as a terminal outcome: 409/412/410 (version conflict, element still used, element gone)
  * → conflict; other permanent errors → failed. Transient errors (RetryableExportError) and anything
  * unknown are thrown on.
@@ -200,10 +211,9 @@ export class OsmExporter {
    * OSM tags for the kategorie. Answers the terminal outcome when one fails.
    */
   private gate(request: OsmExportRequest): { outcome: ExportOutcome<OsmExportRecord> } | { client: OsmApiClient; rule: NonNullable<CategoryMapping[string]> } {
-    if (!this.client) return { outcome: { status: 'skipped', reason: 'OSM_ACCESS_TOKEN is not set' } };
+    const skipped = osmSkipped(this.deps.settings);
+    if (skipped || !this.client) return { outcome: skipped ?? { status: 'skipped', reason: 'OSM_ACCESS_TOKEN is not set' } };
     const { snapshot } = request;
-    const refusal = licenceRefusal(this.deps.settings.licence, 'osm');
-    if (refusal) return { outcome: { status: 'skipped', reason: refusal } };
     const rule = this.deps.mapping[snapshot.kategorie];
     if (!rule || Object.keys(rule.osmTags).length === 0) {
       return { outcome: { status: 'not_applicable', reason: `category ${snapshot.kategorie} has no OSM tags in the mapping` } };

@@ -20,16 +20,19 @@ export interface JobContext {
 }
 
 /**
- * The two statements of every attempt (startAttempt, finishAttempt) go as named prepared statements:
- * each connection parses and plans them once instead of for every job.
+ * The two statements of every attempt (startAttempts, finishAttempts) go as named prepared statements:
+ * each connection parses and plans them once instead of for every job. Each takes a list of jobs, so a
+ * graphile batch job (tasks.ts runJobBatch) starts and records all of its jobs in one round trip each.
  */
 const START_ATTEMPT = `UPDATE qc.jobs j SET status = 'running', attempts = j.attempts + 1, process_id = $2::text,
             graphile_worker_id = $3::text, updated_at = clock_timestamp()
      FROM qc.transitions t
-     WHERE j.id = $1::bigint AND t.id = j.transition_id AND j.status IN ('queued', 'retrying', 'running')
+     WHERE j.id = ANY($1::bigint[]) AND t.id = j.transition_id AND j.status IN ('queued', 'retrying', 'running')
        AND NOT (j.task = 'wikibase_export' AND j.status IN ('queued', 'retrying') AND EXISTS (
-             SELECT 1 FROM qc.jobs o WHERE o.transition_id = j.transition_id AND o.task = 'osm_export'
-               AND o.status IN ('queued', 'running', 'retrying', 'needs_decision')))
+             SELECT 1 FROM qc.jobs o WHERE o.feature_id = j.feature_id AND o.transition_id = j.transition_id AND o.task = 'osm_export'
+               AND o.status IN ('queued', 'running', 'retrying', 'needs_decision')
+               -- $4: the OSM exports in $1 are recorded as skipped together with it (tasks.ts runJobBatch).
+               AND NOT ($4::boolean AND o.id = ANY($1::bigint[]))))
      RETURNING j.id, j.task, j.feature_id AS "featureId", j.version, t.id AS "transitionId", t.actor,
                t.actor_name AS "actorName", t.comment, t.created_at AS "at", t.snapshot,
                CASE WHEN j.task = 'agency_notice' THEN (
@@ -51,25 +54,39 @@ const START_ATTEMPT = `UPDATE qc.jobs j SET status = 'running', attempts = j.att
  * costs one round trip before its work and one after (finishAttempt).
  */
 export async function startAttempt(db: Queryable, jobId: number, processId: string, graphileWorkerId: string | null): Promise<JobContext | null> {
-  const { rows } = await db.query({ name: 'qc_start_attempt', text: START_ATTEMPT, values: [jobId, processId, graphileWorkerId] });
-  const row = rows[0] as
-    | {
-        id: string;
-        task: JobTask;
-        featureId: string;
-        version: number;
-        transitionId: string;
-        actor: string;
-        actorName: string | null;
-        comment: string | null;
-        at: Date;
-        snapshot: Record<string, unknown>;
-        previousApproval: Record<string, unknown> | null;
-        osmLink: { type: string; id: number; wikidata: string | null } | null;
-        wikibaseRecord: unknown;
-      }
-    | undefined;
-  if (!row) return null;
+  return (await startAttempts(db, [jobId], processId, graphileWorkerId)).get(jobId) ?? null;
+}
+
+/**
+ * startAttempt for several jobs in one statement: the contexts of the jobs it started, by id.
+ * `osmSkippedAlongside`: the OSM exports among `jobIds` are recorded as skipped with the others, so a
+ * Wikibase export among them need not wait for its approval's OSM export when that is one of them.
+ */
+export async function startAttempts(db: Queryable, jobIds: readonly number[], processId: string, graphileWorkerId: string | null, osmSkippedAlongside = false): Promise<Map<number, JobContext>> {
+  const started = new Map<number, JobContext>();
+  if (jobIds.length === 0) return started;
+  const { rows } = await db.query({ name: 'qc_start_attempts', text: START_ATTEMPT, values: [jobIds, processId, graphileWorkerId, osmSkippedAlongside] });
+  for (const row of rows as StartedRow[]) started.set(Number(row.id), contextOf(row));
+  return started;
+}
+
+type StartedRow = {
+  id: string;
+  task: JobTask;
+  featureId: string;
+  version: number;
+  transitionId: string;
+  actor: string;
+  actorName: string | null;
+  comment: string | null;
+  at: Date;
+  snapshot: Record<string, unknown>;
+  previousApproval: Record<string, unknown> | null;
+  osmLink: { type: string; id: number; wikidata: string | null } | null;
+  wikibaseRecord: unknown;
+};
+
+function contextOf(row: StartedRow): JobContext {
   return {
     id: Number(row.id),
     task: row.task,
@@ -134,19 +151,45 @@ export type TerminalOutcome =
   | { status: 'conflict' | 'failed' | 'skipped' | 'not_applicable'; reason: string }
   | { status: 'needs_decision'; reason: string; candidates: unknown[] };
 
-const FINISH_ATTEMPT = `WITH finished AS (
-       UPDATE qc.jobs SET status = $2::text, reason = $3::text, result = $4::jsonb, last_error = NULL, process_id = NULL,
+/**
+ * One statement for the outcomes of several jobs ($1: [{id, status, reason, result, target}]); an
+ * export's new record replaces the feature's previous one (the last job's, should a list hold two of
+ * one feature and target).
+ */
+const FINISH_ATTEMPTS = `WITH input AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(id bigint, status text, reason text, result jsonb, target text)
+     ), finished AS (
+       UPDATE qc.jobs j SET status = i.status, reason = i.reason, result = i.result, last_error = NULL, process_id = NULL,
               finished_at = clock_timestamp(), updated_at = clock_timestamp()
-       WHERE id = $1::bigint RETURNING id, feature_id)
+       FROM input i WHERE j.id = i.id RETURNING j.id, j.feature_id, i.result, i.target)
      INSERT INTO qc.export_records (feature_id, target, record, job_id)
-     SELECT feature_id, $5::text, $4::jsonb, id FROM finished WHERE $5::text IS NOT NULL AND $4::jsonb IS NOT NULL
+     SELECT DISTINCT ON (feature_id, target) feature_id, target, result, id FROM finished WHERE target IS NOT NULL AND result IS NOT NULL
+     ORDER BY feature_id, target, id DESC
      ON CONFLICT (feature_id, target) DO UPDATE SET record = EXCLUDED.record, job_id = EXCLUDED.job_id, updated_at = clock_timestamp()`;
+
+export interface FinishedJob {
+  id: number;
+  outcome: TerminalOutcome;
+  /** The export record's target, kept only for an exported or unchanged outcome. */
+  recordTarget: 'osm' | 'wikibase' | null;
+}
 
 /** Record the terminal outcome; an export's new record replaces the feature's previous one in the same transaction. */
 export async function finishAttempt(db: Queryable, job: Pick<JobContext, 'id'>, outcome: TerminalOutcome, recordTarget: 'osm' | 'wikibase' | null): Promise<void> {
-  const result = 'result' in outcome ? JSON.stringify(outcome.result) : 'candidates' in outcome ? JSON.stringify({ candidates: outcome.candidates }) : null;
-  const reason = 'reason' in outcome ? outcome.reason : (outcome.detail ?? null);
-  await db.query({ name: 'qc_finish_attempt', text: FINISH_ATTEMPT, values: [job.id, outcome.status, reason, result, recordTarget && (outcome.status === 'exported' || outcome.status === 'unchanged') ? recordTarget : null] });
+  await finishAttempts(db, [{ id: job.id, outcome, recordTarget }]);
+}
+
+/** finishAttempt for several jobs in one statement. */
+export async function finishAttempts(db: Queryable, jobs: readonly FinishedJob[]): Promise<void> {
+  if (jobs.length === 0) return;
+  const input = jobs.map(({ id, outcome, recordTarget }) => ({
+    id,
+    status: outcome.status,
+    reason: 'reason' in outcome ? outcome.reason : (outcome.detail ?? null),
+    result: 'result' in outcome ? (outcome.result ?? null) : 'candidates' in outcome ? { candidates: outcome.candidates } : null,
+    target: recordTarget && (outcome.status === 'exported' || outcome.status === 'unchanged') ? recordTarget : null,
+  }));
+  await db.query({ name: 'qc_finish_attempts', text: FINISH_ATTEMPTS, values: [JSON.stringify(input)] });
 }
 
 export async function markRetrying(db: Queryable, jobId: number, error: string): Promise<void> {

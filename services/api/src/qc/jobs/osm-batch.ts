@@ -177,7 +177,7 @@ export function retryDelayMs(error: Error, attempts: number): number {
 }
 
 /** Run `work` over `items`, `limit` at a time. */
-async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+export async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
   const queue = [...items];
   await Promise.all(Array.from({ length: Math.min(limit, queue.length) }, async () => {
     for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);

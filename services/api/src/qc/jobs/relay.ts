@@ -1,16 +1,18 @@
 import type { Logger } from 'pino';
 import type { Queryable } from '../../db/pool.js';
 import * as sql from '../queries.js';
-import { JOB_TASKS, TASK_IDENTIFIERS, inExportQueue } from '../states.js';
+import { JOB_TASKS, inExportQueue } from '../states.js';
 
 /**
- * The outbox relay (migration 015): qc.jobs rows written by a transition become graphile-worker jobs.
+ * The outbox relay (migration 015): qc.jobs rows written by a transition become graphile-worker jobs,
+ * one batch job per named queue and round (queries.ts relayJobs; tasks.ts runJobBatch runs them).
  * Each round is one statement (claim with SKIP LOCKED, mark relayed, one add_jobs), so a row is
  * relayed exactly once even with several workers relaying at once, and a worker killed mid-round
  * leaves its rows unrelayed for the next round.
  */
-const RELAY_LIMIT = 500;
-const TASKS = JOB_TASKS.map((task) => ({ task, identifier: TASK_IDENTIFIERS[task], inQueue: inExportQueue(task) }));
+/** Rows a round relays at most: a graphile batch job holds at most this many (tasks.ts runJobBatch). */
+export const RELAY_LIMIT = 1000;
+const TASKS = JOB_TASKS.map((task) => ({ task, inQueue: inExportQueue(task) }));
 
 /**
  * Removes the per-feature named queues of earlier releases (`osm_export:<feature id>`,

@@ -4,23 +4,28 @@ import type { Db } from '../../db/pool.js';
 import { computeAgencyChangeset } from '../../exports/agency/changeset.js';
 import { AgencyNotifier } from '../../exports/agency/notifier.js';
 import type { ExportsSettings } from '../../exports/config.js';
+import { osmSkipped } from '../../exports/osm/exporter.js';
 import { WikibaseExporter, wikibaseSkipped, type WikibaseExportRecord } from '../../exports/wikibase/exporter.js';
 import type { Mailer } from '../../notifications/mailer.js';
 import { ReviewerNotifier } from '../../notifications/reviewer-notice.js';
 import { addGraphileJob } from '../queries.js';
-import { TASK_IDENTIFIERS, type JobTask } from '../states.js';
+import { BATCH_TASK_IDENTIFIER, JOB_TASKS, TASK_IDENTIFIERS, type JobTask } from '../states.js';
 import {
   finishAttempt,
+  finishAttempts,
   loadCategoryMapping,
   markRetrying,
   reviewerAddresses,
   startAttempt,
+  startAttempts,
   userEmail,
+  type FinishedJob,
   type JobContext,
   type TerminalOutcome,
 } from './context.js';
 import { createPostgresJournal } from './journal.js';
-import { runOsmExportBatch } from './osm-batch.js';
+import { eachLimited, runOsmExportBatch } from './osm-batch.js';
+import { RELAY_LIMIT } from './relay.js';
 
 export interface TaskDeps {
   db: Db;
@@ -156,7 +161,7 @@ async function queueWikidataLinkBack(job: JobContext, itemId: string, deps: Task
 async function waitForOsmExport(jobId: number, helpers: Helpers, deps: TaskDeps): Promise<boolean> {
   const { rows } = await deps.db.query(
     `SELECT o.status AS "osmStatus", extract(epoch FROM clock_timestamp() - w.created_at) AS "ageSeconds"
-     FROM qc.jobs w JOIN qc.jobs o ON o.transition_id = w.transition_id AND o.task = 'osm_export'
+     FROM qc.jobs w JOIN qc.jobs o ON o.feature_id = w.feature_id AND o.transition_id = w.transition_id AND o.task = 'osm_export'
      WHERE w.id = $1::bigint AND w.status IN ('queued', 'retrying')`,
     [jobId],
   );
@@ -192,8 +197,119 @@ async function runOsmExportAttempt(jobId: number, helpers: Helpers, deps: TaskDe
   }
 }
 
+/**
+ * A relay round's jobs of one named queue (queries.ts relayJobs): a graphile batch job whose payload
+ * lists them ({jobId, task}, in id order). Answers one promise per entry, as graphile's batch jobs
+ * expect: an entry that failed transiently rejects, and graphile tries the job again with backoff
+ * holding only the failed entries; the others are done.
+ *
+ * The jobs whose work reads nothing another job of the batch writes — the reviewers' and the
+ * agency's notices, and the exports to a target that is not configured (osmSkipped, wikibaseSkipped)
+ * — start in one statement, run (4 at a time) and are recorded in one statement: a round trip each
+ * for the whole batch, where a job of its own took a fetch, a start, a finish and a completion. The
+ * OSM exports to a configured target first (each claims its batch, osm-batch.ts), then the Wikibase
+ * exports (they read the OSM link the OSM export leaves, and the feature's record the previous
+ * export left) run one after the other, each an attempt as before (runJobAttempt).
+ */
+export async function runJobBatch(payload: unknown, helpers: Helpers, deps: TaskDeps): Promise<Promise<void>[] | undefined> {
+  const entries = batchEntries(payload);
+  if (!entries) {
+    deps.logger.error({ payload }, 'QC batch job without a valid list of jobs; dropped');
+    return undefined;
+  }
+  const failures = new Map<number, Error>();
+  const together = (task: JobTask) =>
+    task === 'reviewer_notice' || task === 'agency_notice' || (task === 'osm_export' ? osmSkipped(deps.settings) : wikibaseSkipped(deps.settings)) !== null;
+  const oneByOne = async (task: 'osm_export' | 'wikibase_export') => {
+    for (const entry of entries) {
+      if (entry.task !== task || together(task)) continue;
+      try {
+        await runJobAttempt(task, { jobId: entry.jobId }, helpers, deps);
+      } catch (error) {
+        failures.set(entry.jobId, error as Error);
+      }
+    }
+  };
+  // OSM before Wikibase. When both are skipped, all is recorded together: the Wikibase exports need not
+  // wait for OSM exports that are skipped in the same statements (startAttempts osmSkippedAlongside).
+  await oneByOne('osm_export');
+  if (together('osm_export') && together('wikibase_export')) await runTogether(entries, helpers, deps, failures, true);
+  else {
+    await runTogether(entries.filter((e) => e.task !== 'wikibase_export' && together(e.task)), helpers, deps, failures);
+    await runTogether(entries.filter((e) => e.task === 'wikibase_export' && together(e.task)), helpers, deps, failures);
+  }
+  await oneByOne('wikibase_export');
+  return entries.map((entry) => {
+    const failure = failures.get(entry.jobId);
+    return failure ? Promise.reject(failure) : Promise.resolve();
+  });
+}
+
+/** An OSM export reaches runTogether only when skipped; anything else is a bug, not an outcome. */
+function unexpected(job: JobContext): never {
+  throw new Error(`QC job ${job.id}: an OSM export to a configured target must claim its batch`);
+}
+
+interface BatchEntry {
+  jobId: number;
+  task: JobTask;
+}
+
+/** The payload's entries, or null when it is not a list of {jobId, task} (at most a relay round's). */
+function batchEntries(payload: unknown): BatchEntry[] | null {
+  if (!Array.isArray(payload) || payload.length > RELAY_LIMIT) return null;
+  const entries: BatchEntry[] = [];
+  for (const item of payload as unknown[]) {
+    const { jobId, task } = (item ?? {}) as { jobId?: unknown; task?: unknown };
+    if (typeof jobId !== 'number' || !Number.isSafeInteger(jobId) || !JOB_TASKS.includes(task as JobTask)) return null;
+    entries.push({ jobId, task: task as JobTask });
+  }
+  return entries;
+}
+
+/**
+ * One attempt of each of `entries` (notices, and exports that are skipped: nothing they do reads or
+ * writes another job's record), started in one statement and recorded in one.
+ * A Wikibase export not started because the OSM export of its approval is on its way is put back
+ * (waitForOsmExport), as alone. A transient failure marks its job `retrying` and goes into `failures`
+ * (on the batch's last attempt it is recorded as `failed` instead).
+ */
+async function runTogether(entries: readonly BatchEntry[], helpers: Helpers, deps: TaskDeps, failures: Map<number, Error>, osmSkippedAlongside = false): Promise<void> {
+  if (entries.length === 0) return;
+  const started = await startAttempts(deps.db, entries.map((e) => e.jobId), deps.processId, helpers.job.locked_by, osmSkippedAlongside);
+  for (const entry of entries) {
+    if (started.has(entry.jobId)) continue;
+    if (entry.task === 'wikibase_export' && !(await waitForOsmExport(entry.jobId, helpers, deps))) {
+      const job = await startAttempt(deps.db, entry.jobId, deps.processId, helpers.job.locked_by);
+      if (job) started.set(entry.jobId, job);
+    }
+  }
+  const finished: FinishedJob[] = [];
+  await eachLimited([...started.values()], 4, async (job) => {
+    const task = job.task;
+    const log = deps.logger.child({ jobId: job.id, task, featureId: job.featureId, version: job.version, attempt: helpers.job.attempts });
+    try {
+      const ran = task === 'osm_export' ? { outcome: osmSkipped(deps.settings) ?? unexpected(job), recordTarget: null } : await RUNNERS[task](job, deps, helpers);
+      if (ran === 'deferred') return;
+      finished.push({ id: job.id, outcome: ran.outcome, recordTarget: ran.recordTarget });
+      log.info({ status: ran.outcome.status, reason: 'reason' in ran.outcome ? ran.outcome.reason : undefined }, 'QC job finished');
+    } catch (error) {
+      const message = (error as Error).message ?? String(error);
+      if (helpers.job.attempts >= helpers.job.max_attempts) {
+        finished.push({ id: job.id, outcome: { status: 'failed', reason: `gave up after ${helpers.job.attempts} attempts: ${message}` }, recordTarget: null });
+        log.error({ err: error }, 'QC job failed on its last attempt');
+        return;
+      }
+      await markRetrying(deps.db, job.id, message);
+      failures.set(job.id, error as Error);
+      log.warn({ err: error }, 'QC job failed; graphile-worker retries it with backoff');
+    }
+  });
+  await finishAttempts(deps.db, finished);
+}
+
 export function qcTaskList(deps: TaskDeps): TaskList {
-  const list: TaskList = {};
+  const list: TaskList = { [BATCH_TASK_IDENTIFIER]: (payload, helpers) => runJobBatch(payload, helpers, deps) };
   for (const [task, identifier] of Object.entries(TASK_IDENTIFIERS) as [JobTask, string][]) {
     list[identifier] = (payload, helpers) => runJobAttempt(task, payload, helpers, deps);
   }
