@@ -118,16 +118,25 @@ export async function runJobAttempt(task: JobTask, payload: unknown, helpers: He
     if (task === 'wikibase_export' && (outcome.status === 'exported' || outcome.status === 'unchanged')) await queueWikidataLinkBack(job, (outcome.result as WikibaseExportRecord).itemId, deps);
     log.info({ status: outcome.status, reason: 'reason' in outcome ? outcome.reason : undefined }, 'QC job finished');
   } catch (error) {
-    const message = (error as Error).message ?? String(error);
-    if (helpers.job.attempts >= helpers.job.max_attempts) {
-      await finishAttempt(deps.db, job, { status: 'failed', reason: `gave up after ${helpers.job.attempts} attempts: ${message}` }, null);
-      log.error({ err: error }, 'QC job failed on its last attempt');
-      return;
-    }
-    await markRetrying(deps.db, job.id, message);
-    log.warn({ err: error }, 'QC job failed; graphile-worker retries it with backoff');
-    throw error;
+    const failed = await failedOrRetrying(deps, job.id, error, helpers, log);
+    if (!failed) throw error;
+    await finishAttempt(deps.db, job, failed, null);
   }
+}
+
+/**
+ * After an attempt's transient failure: on the job's last attempt the outcome to record (`failed`,
+ * with the reason); otherwise null, and the job is marked `retrying` for graphile's retry with backoff.
+ */
+async function failedOrRetrying(deps: TaskDeps, jobId: number, error: unknown, helpers: Helpers, log: Logger): Promise<TerminalOutcome | null> {
+  const message = (error as Error).message ?? String(error);
+  if (helpers.job.attempts >= helpers.job.max_attempts) {
+    log.error({ err: error }, 'QC job failed on its last attempt');
+    return { status: 'failed', reason: `gave up after ${helpers.job.attempts} attempts: ${message}` };
+  }
+  await markRetrying(deps.db, jobId, message);
+  log.warn({ err: error }, 'QC job failed; graphile-worker retries it with backoff');
+  return null;
 }
 
 /**
@@ -185,15 +194,9 @@ async function runOsmExportAttempt(jobId: number, helpers: Helpers, deps: TaskDe
   try {
     await runOsmExportBatch(jobId, helpers, deps, log);
   } catch (error) {
-    const message = (error as Error).message ?? String(error);
-    if (helpers.job.attempts >= helpers.job.max_attempts) {
-      await finishAttempt(deps.db, { id: jobId }, { status: 'failed', reason: `gave up after ${helpers.job.attempts} attempts: ${message}` }, null);
-      log.error({ err: error }, 'QC job failed on its last attempt');
-      return;
-    }
-    await markRetrying(deps.db, jobId, message);
-    log.warn({ err: error }, 'QC job failed; graphile-worker retries it with backoff');
-    throw error;
+    const failed = await failedOrRetrying(deps, jobId, error, helpers, log);
+    if (!failed) throw error;
+    await finishAttempt(deps.db, { id: jobId }, failed, null);
   }
 }
 
@@ -294,15 +297,9 @@ async function runTogether(entries: readonly BatchEntry[], helpers: Helpers, dep
       finished.push({ id: job.id, outcome: ran.outcome, recordTarget: ran.recordTarget });
       log.info({ status: ran.outcome.status, reason: 'reason' in ran.outcome ? ran.outcome.reason : undefined }, 'QC job finished');
     } catch (error) {
-      const message = (error as Error).message ?? String(error);
-      if (helpers.job.attempts >= helpers.job.max_attempts) {
-        finished.push({ id: job.id, outcome: { status: 'failed', reason: `gave up after ${helpers.job.attempts} attempts: ${message}` }, recordTarget: null });
-        log.error({ err: error }, 'QC job failed on its last attempt');
-        return;
-      }
-      await markRetrying(deps.db, job.id, message);
-      failures.set(job.id, error as Error);
-      log.warn({ err: error }, 'QC job failed; graphile-worker retries it with backoff');
+      const failed = await failedOrRetrying(deps, job.id, error, helpers, log);
+      if (failed) finished.push({ id: job.id, outcome: failed, recordTarget: null });
+      else failures.set(job.id, error as Error);
     }
   });
   await finishAttempts(deps.db, finished);
