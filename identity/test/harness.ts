@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { Writable } from 'node:stream';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { closeGracefully, listen } from '../../services/shared/http-server.js';
 import { createLogger } from '../../services/shared/logger.js';
 import { createIdentityApp } from '../src/app/app.js';
@@ -8,6 +9,7 @@ import { createOryClients, type OryClients } from '../../services/shared/ory/cli
 import { TestClock } from '../../services/shared/testing/ory/clock.js';
 import { HydraDouble } from '../../services/shared/testing/ory/hydra-double.js';
 import { KratosDouble, type KratosDoubleOptions } from '../../services/shared/testing/ory/kratos-double.js';
+import type { PageResult, TestBrowser } from './browser.js';
 
 /**
  * The identity stack for a test file: the Kratos and Hydra doubles (four real HTTP servers) and the
@@ -87,4 +89,38 @@ export async function startIdentityStack(overrides: Partial<IdentityAppConfig> =
 /** Every exchange the doubles saw was on contract (call in afterEach). */
 export function contractViolations(stack: IdentityStack): string[] {
   return [...stack.kratos.violations, ...stack.hydra.violations];
+}
+
+/**
+ * The hooks of a test file whose tests share one stack: start it before the first test, close it after
+ * the last, and after each test expect every exchange the doubles saw to be on contract. `missing` is the
+ * file's `lacks(…)`: when true its describe blocks skip and nothing starts. `started` receives the
+ * stack before any test runs (the file keeps it, and may add its fixtures there).
+ */
+export function useIdentityStack(
+  missing: boolean,
+  started: (stack: IdentityStack) => void,
+  overrides: Partial<IdentityAppConfig> = {},
+  kratosOverrides: Partial<KratosDoubleOptions> = {},
+): void {
+  let stack: IdentityStack | undefined;
+  beforeAll(async () => {
+    if (missing) return;
+    stack = await startIdentityStack(overrides, kratosOverrides);
+    started(stack);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+  afterEach(() => {
+    if (missing) return;
+    expect(contractViolations(stack as IdentityStack)).toEqual([]);
+  });
+}
+
+/** A browser opens Kratos' login flow for `returnTo` and lands on the login app's form. */
+export async function openLoginForm(stack: IdentityStack, browser: TestBrowser, returnTo = 'http://127.0.0.1:9/app'): Promise<PageResult> {
+  const page = await browser.go(`${stack.kratos.public.url}/self-service/login/browser?return_to=${encodeURIComponent(returnTo)}`);
+  expect(page.url).toContain('/self-service/login?flow=');
+  return page;
 }

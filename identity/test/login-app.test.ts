@@ -1,6 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { TestBrowser, type PageResult } from './browser.js';
-import { contractViolations, startIdentityStack, type IdentityStack } from './harness.js';
+import { describe, expect, it } from 'vitest';
+import { TestBrowser } from './browser.js';
+import { contractViolations, openLoginForm, startIdentityStack, useIdentityStack, type IdentityStack } from './harness.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());
@@ -8,28 +8,11 @@ const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirem
 /** The login app's own protections: CSRF, rate limits, failed logins, headers, readiness. */
 
 let stack: IdentityStack;
-beforeAll(async () => {
-  if (MISSING) return;
-  stack = await startIdentityStack({ loginLimit: { perIp: 8, perAccount: 3, windowMs: 60_000 } });
-});
-afterAll(async () => {
-  if (MISSING) return;
-  await stack.close();
-});
-afterEach(() => {
-  if (MISSING) return;
-  expect(contractViolations(stack)).toEqual([]);
-});
-
-async function loginForm(browser: TestBrowser, on: IdentityStack = stack): Promise<PageResult> {
-  const page = await browser.go(`${on.kratos.public.url}/self-service/login/browser?return_to=${encodeURIComponent('http://127.0.0.1:9/app')}`);
-  expect(page.url).toContain('/self-service/login?flow=');
-  return page;
-}
+useIdentityStack(MISSING, (started) => (stack = started), { loginLimit: { perIp: 8, perAccount: 3, windowMs: 60_000 } });
 
 describe.skipIf(MISSING)('self-service login page', () => {
   it('renders an accessible form: labelled inputs, autocomplete hints, no script, a language', async () => {
-    const page = await loginForm(new TestBrowser());
+    const page = await openLoginForm(stack, new TestBrowser());
     expect(page.body).toMatch(/<html lang="en">/);
     expect(page.body).toContain('<label for="identifier">E-mail</label>');
     expect(page.body).toContain('autocomplete="current-password"');
@@ -41,7 +24,7 @@ describe.skipIf(MISSING)('self-service login page', () => {
 
   it('wrong credentials re-render the form with the Kratos message (400) and keep the e-mail, escaped', async () => {
     const browser = new TestBrowser();
-    const page = await loginForm(browser);
+    const page = await openLoginForm(stack, browser);
     const failed = await browser.submit(page, '/self-service/login', { identifier: '"><script>x</script>@example.org', password: 'nope' });
     expect(failed.status).toBe(400);
     expect(failed.body).toContain('role="alert"');
@@ -54,7 +37,7 @@ describe.skipIf(MISSING)('self-service login page', () => {
     const user = stack.kratos.addIdentity({ email: 'ok@example.org', name: 'Ok', password: 'right password' });
     const browser = new TestBrowser();
     browser.stopAt = ['http://127.0.0.1:9/'];
-    const page = await loginForm(browser);
+    const page = await openLoginForm(stack, browser);
     const done = await browser.submit(page, '/self-service/login', { identifier: user.email, password: user.password });
     expect(done.url).toBe('http://127.0.0.1:9/app');
     expect(browser.cookies.get('ory_kratos_session')).toBeTruthy();
@@ -62,7 +45,7 @@ describe.skipIf(MISSING)('self-service login page', () => {
 
   it('a login post without the CSRF token is refused with 403 and never reaches Kratos', async () => {
     const browser = new TestBrowser();
-    const page = await loginForm(browser);
+    const page = await openLoginForm(stack, browser);
     const before = stack.kratos.public.count('updateLoginFlow');
     const refused = await browser.submit(page, '/self-service/login', { identifier: 'a@example.org', password: 'x', _csrf: '' });
     expect(refused.status).toBe(403);
@@ -74,12 +57,12 @@ describe.skipIf(MISSING)('self-service login page', () => {
     const statuses: number[] = [];
     for (let i = 0; i < 4; i += 1) {
       const browser = new TestBrowser();
-      const page = await loginForm(browser);
+      const page = await openLoginForm(stack, browser);
       statuses.push((await browser.submit(page, '/self-service/login', { identifier: 'Victim@example.org', password: `guess ${i}` })).status);
     }
     expect(statuses).toEqual([400, 400, 400, 429]);
     const other = new TestBrowser();
-    const page = await loginForm(other);
+    const page = await openLoginForm(stack, other);
     const blocked = await other.submit(page, '/self-service/login', { identifier: 'victim@example.org', password: 'the real one' });
     expect(blocked.status).toBe(429);
     expect(blocked.body).toContain('Too many sign-in attempts');
@@ -91,7 +74,7 @@ describe.skipIf(MISSING)('self-service login page', () => {
       const statuses: number[] = [];
       for (let i = 0; i < 5; i += 1) {
         const browser = new TestBrowser();
-        const page = await loginForm(browser, strict);
+        const page = await openLoginForm(strict, browser);
         statuses.push((await browser.submit(page, '/self-service/login', { identifier: `someone${i}@example.org`, password: 'x' })).status);
       }
       expect(statuses).toEqual([400, 400, 400, 429, 429]);
@@ -103,7 +86,7 @@ describe.skipIf(MISSING)('self-service login page', () => {
 
   it('a malformed post is a 4xx, never a 5xx', async () => {
     const browser = new TestBrowser();
-    await loginForm(browser);
+    await openLoginForm(stack, browser);
     const response = await browser.request('POST', `${stack.appUrl}/consent`, { consent_challenge: '', decision: 'maybe' });
     expect(response.status).toBeGreaterThanOrEqual(400);
     expect(response.status).toBeLessThan(500);
@@ -115,7 +98,7 @@ describe.skipIf(MISSING)('self-service login page', () => {
 describe.skipIf(MISSING)('consent form', () => {
   it('a consent post with a forged CSRF token is refused with 403', async () => {
     const browser = new TestBrowser();
-    await loginForm(browser);
+    await openLoginForm(stack, browser);
     const response = await browser.request('POST', `${stack.appUrl}/consent`, { _csrf: 'forged', consent_challenge: 'abc', decision: 'allow' });
     expect(response.status).toBe(403);
   });

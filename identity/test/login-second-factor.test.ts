@@ -1,7 +1,7 @@
 import { Secret, TOTP } from 'otpauth';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { TestBrowser, type PageResult } from './browser.js';
-import { contractViolations, startIdentityStack, type IdentityStack } from './harness.js';
+import { openLoginForm, useIdentityStack, type IdentityStack } from './harness.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());
@@ -13,23 +13,12 @@ const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirem
  */
 const RETURN = 'http://127.0.0.1:9/app';
 let stack: IdentityStack;
-beforeAll(async () => {
-  if (MISSING) return;
-  stack = await startIdentityStack({}, { whoamiRequiredAal: 'aal1' });
-});
-afterAll(async () => {
-  if (MISSING) return;
-  await stack.close();
-});
-afterEach(() => {
-  if (MISSING) return;
-  expect(contractViolations(stack)).toEqual([]);
-});
+useIdentityStack(MISSING, (started) => (stack = started), {}, { whoamiRequiredAal: 'aal1' });
 
 async function signedInWithPassword(email: string, password: string): Promise<TestBrowser> {
   const browser = new TestBrowser();
   browser.stopAt = ['http://127.0.0.1:9/'];
-  const page = await browser.go(`${stack.kratos.public.url}/self-service/login/browser?return_to=${encodeURIComponent(RETURN)}`);
+  const page = await openLoginForm(stack, browser, RETURN);
   const done = await browser.submit(page, '/self-service/login', { identifier: email, password });
   expect(done.url).toBe(RETURN);
   return browser;

@@ -1,7 +1,8 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as oidc from 'openid-client';
 import { TestBrowser } from './browser.js';
-import { contractViolations, startIdentityStack, type IdentityStack } from './harness.js';
+import { useIdentityStack, type IdentityStack } from './harness.js';
+import type { TestIdentity } from '../../services/shared/testing/ory/kratos-double.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirements.contracts());
@@ -13,19 +14,7 @@ const MISSING = lacks('the identity tests on the Kratos/Hydra doubles', requirem
 
 const CALLBACK = 'http://127.0.0.1:9/callback';
 let stack: IdentityStack;
-
-beforeAll(async () => {
-  if (MISSING) return;
-  stack = await startIdentityStack();
-});
-afterAll(async () => {
-  if (MISSING) return;
-  await stack.close();
-});
-afterEach(() => {
-  if (MISSING) return;
-  expect(contractViolations(stack)).toEqual([]);
-});
+useIdentityStack(MISSING, (started) => (stack = started));
 
 let userCounter = 0;
 function newUser(extra: { secondFactor?: boolean; role?: string } = {}) {
@@ -86,6 +75,22 @@ async function signIn(page: Awaited<ReturnType<TestBrowser['go']>>, browser: Tes
   return browser.submit(page, '/self-service/login', { identifier: email, password });
 }
 
+/** A new browser starts an authorization at `rp` and signs in as `user` on the password form: the page after the form. */
+async function signInWithPassword(rp: { config: oidc.Configuration }, user: TestIdentity) {
+  const browser = new TestBrowser();
+  const flow = await authorize(rp, browser);
+  const page = await signIn(flow.start, browser, user.email, user.password);
+  return { browser, flow, page };
+}
+
+/** A browser that already has a Kratos session of `user`, as after signing in on another subdomain. */
+function signedInBrowser(user: TestIdentity, options?: Parameters<IdentityStack['kratos']['createSession']>[1]) {
+  const session = stack.kratos.createSession(user.id, options);
+  const browser = new TestBrowser();
+  browser.cookies.set('ory_kratos_session', session.token);
+  return { session, browser };
+}
+
 describe.skipIf(MISSING)('authorization code flow', () => {
   it('signs a new browser in through Kratos, asks for consent and issues tokens with email, name and role', async () => {
     const user = newUser({ role: 'reviewer' });
@@ -123,9 +128,7 @@ describe.skipIf(MISSING)('authorization code flow', () => {
     const user = newUser();
     const rp = await relyingParty({ firstParty: true });
     oidc.enableNonRepudiationChecks(rp.config);
-    const browser = new TestBrowser();
-    const flow = await authorize(rp, browser);
-    const callback = await signIn(flow.start, browser, user.email, user.password);
+    const { flow, page: callback } = await signInWithPassword(rp, user);
     const tokens = await finish(rp, callback.url, flow);
     expect(tokens.claims()?.sub).toBe(user.id);
   });
@@ -133,9 +136,7 @@ describe.skipIf(MISSING)('authorization code flow', () => {
   it('skips the consent screen for a first-party client', async () => {
     const user = newUser();
     const rp = await relyingParty({ firstParty: true });
-    const browser = new TestBrowser();
-    const flow = await authorize(rp, browser);
-    const callback = await signIn(flow.start, browser, user.email, user.password);
+    const { flow, page: callback } = await signInWithPassword(rp, user);
     expect(callback.url.startsWith(CALLBACK)).toBe(true);
     expect(callback.hops.some((h) => h.url.includes('/consent?'))).toBe(true);
     await finish(rp, callback.url, flow);
@@ -144,9 +145,7 @@ describe.skipIf(MISSING)('authorization code flow', () => {
   it('completes a public client with PKCE and refuses one without it', async () => {
     const user = newUser();
     const rp = await relyingParty({ public: true, firstParty: true });
-    const browser = new TestBrowser();
-    const flow = await authorize(rp, browser);
-    const callback = await signIn(flow.start, browser, user.email, user.password);
+    const { browser, flow, page: callback } = await signInWithPassword(rp, user);
     const tokens = await finish(rp, callback.url, flow);
     expect(tokens.access_token).toBeTruthy();
 
@@ -159,9 +158,7 @@ describe.skipIf(MISSING)('authorization code flow', () => {
   it('denying consent returns access_denied to the client', async () => {
     const user = newUser();
     const rp = await relyingParty();
-    const browser = new TestBrowser();
-    const flow = await authorize(rp, browser);
-    const consentPage = await signIn(flow.start, browser, user.email, user.password);
+    const { browser, page: consentPage } = await signInWithPassword(rp, user);
     const callback = await browser.submit(consentPage, '/consent', {}, { name: 'decision', value: 'deny' });
     expect(new URL(callback.url).searchParams.get('error')).toBe('access_denied');
   });
@@ -171,9 +168,7 @@ describe.skipIf(MISSING)('skip and remember', () => {
   it('a second authorization in the same browser skips login and consent without asking Kratos again', async () => {
     const user = newUser();
     const rp = await relyingParty();
-    const browser = new TestBrowser();
-    const first = await authorize(rp, browser);
-    const consentPage = await signIn(first.start, browser, user.email, user.password);
+    const { browser, flow: first, page: consentPage } = await signInWithPassword(rp, user);
     const callback = await browser.submit(consentPage, '/consent', {}, { name: 'decision', value: 'allow' });
     await finish(rp, callback.url, first);
 
@@ -187,10 +182,8 @@ describe.skipIf(MISSING)('skip and remember', () => {
 
   it('a browser with a Kratos session from another subdomain is signed in without a form', async () => {
     const user = newUser();
-    const session = stack.kratos.createSession(user.id);
+    const { browser } = signedInBrowser(user);
     const rp = await relyingParty({ firstParty: true });
-    const browser = new TestBrowser();
-    browser.cookies.set('ory_kratos_session', session.token);
     const flow = await authorize(rp, browser);
     expect(flow.start.url.startsWith(CALLBACK)).toBe(true);
     const tokens = await finish(rp, flow.start.url, flow);
@@ -201,10 +194,8 @@ describe.skipIf(MISSING)('skip and remember', () => {
 describe.skipIf(MISSING)('fresh authentication', () => {
   it('prompt=login makes a signed-in user enter the password again, then proceeds', async () => {
     const user = newUser();
-    const session = stack.kratos.createSession(user.id, { authenticatedSecondsAgo: 30 });
+    const { session, browser } = signedInBrowser(user, { authenticatedSecondsAgo: 30 });
     const rp = await relyingParty({ firstParty: true });
-    const browser = new TestBrowser();
-    browser.cookies.set('ory_kratos_session', session.token);
     const flow = await authorize(rp, browser, { prompt: 'login' });
     expect(flow.start.url).toContain('/self-service/login?flow=');
     expect(flow.start.hops.some((h) => h.url.includes('refresh=true'))).toBe(true);
@@ -218,10 +209,8 @@ describe.skipIf(MISSING)('fresh authentication', () => {
 
   it('a tampered fresh_after marker does not count as a re-login', async () => {
     const user = newUser();
-    const session = stack.kratos.createSession(user.id, { authenticatedSecondsAgo: 30 });
+    const { browser } = signedInBrowser(user, { authenticatedSecondsAgo: 30 });
     const rp = await relyingParty({ firstParty: true });
-    const browser = new TestBrowser();
-    browser.cookies.set('ory_kratos_session', session.token);
     browser.stopAt = [CALLBACK, `${stack.kratos.public.url}/self-service/login/browser`];
     const url = oidc.buildAuthorizationUrl(rp.config, { redirect_uri: CALLBACK, scope: 'openid', prompt: 'login', state: 'x', code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()), code_challenge_method: 'S256' });
     const toKratos = await browser.go(url.toString());
@@ -234,10 +223,8 @@ describe.skipIf(MISSING)('fresh authentication', () => {
 
   it('max_age older than the session forces a re-login; the ID token carries auth_time', async () => {
     const user = newUser();
-    const session = stack.kratos.createSession(user.id, { authenticatedSecondsAgo: 7200 });
+    const { browser } = signedInBrowser(user, { authenticatedSecondsAgo: 7200 });
     const rp = await relyingParty({ firstParty: true });
-    const browser = new TestBrowser();
-    browser.cookies.set('ory_kratos_session', session.token);
     const flow = await authorize(rp, browser, { max_age: '600' });
     expect(flow.start.body).toContain('Confirm it is you');
     const callback = await signIn(flow.start, browser, user.email, user.password);
@@ -247,20 +234,16 @@ describe.skipIf(MISSING)('fresh authentication', () => {
 
   it('max_age within the session age signs in without a form', async () => {
     const user = newUser();
-    const session = stack.kratos.createSession(user.id, { authenticatedSecondsAgo: 60 });
+    const { browser } = signedInBrowser(user, { authenticatedSecondsAgo: 60 });
     const rp = await relyingParty({ firstParty: true });
-    const browser = new TestBrowser();
-    browser.cookies.set('ory_kratos_session', session.token);
     const flow = await authorize(rp, browser, { max_age: '600' });
     expect(flow.start.url.startsWith(CALLBACK)).toBe(true);
   });
 
   it('a user with a second factor but an aal1 session is sent to the aal2 login', async () => {
     const user = newUser({ secondFactor: true });
-    const session = stack.kratos.createSession(user.id, { aal: 'aal1' });
+    const { browser } = signedInBrowser(user, { aal: 'aal1' });
     const rp = await relyingParty({ firstParty: true });
-    const browser = new TestBrowser();
-    browser.cookies.set('ory_kratos_session', session.token);
     const flow = await authorize(rp, browser);
     expect(flow.start.hops.some((h) => h.url.includes('/self-service/login/browser') && h.url.includes('aal=aal2'))).toBe(true);
     // No accounts UI in this stack: a clear page instead of a password form that cannot do aal2.
@@ -272,10 +255,8 @@ describe.skipIf(MISSING)('fresh authentication', () => {
 describe.skipIf(MISSING)('expired and reused challenges', () => {
   it('a login challenge used twice (back button) is followed via redirect_to, not shown as an error', async () => {
     const user = newUser();
-    const session = stack.kratos.createSession(user.id);
+    const { browser } = signedInBrowser(user);
     const rp = await relyingParty({ firstParty: true });
-    const browser = new TestBrowser();
-    browser.cookies.set('ory_kratos_session', session.token);
     const flow = await authorize(rp, browser);
     const loginHop = flow.start.hops.find((h) => h.url.includes('/login?login_challenge='));
     expect(loginHop).toBeDefined();
@@ -289,9 +270,7 @@ describe.skipIf(MISSING)('expired and reused challenges', () => {
   it('a consent challenge used twice is followed via redirect_to', async () => {
     const user = newUser();
     const rp = await relyingParty();
-    const browser = new TestBrowser();
-    const flow = await authorize(rp, browser);
-    const consentPage = await signIn(flow.start, browser, user.email, user.password);
+    const { browser, page: consentPage } = await signInWithPassword(rp, user);
     await browser.submit(consentPage, '/consent', {}, { name: 'decision', value: 'allow' });
     const again = await browser.submit(consentPage, '/consent', {}, { name: 'decision', value: 'allow' });
     expect(again.hops[1]?.url).toContain('/oauth2/auth?');
@@ -315,9 +294,7 @@ describe.skipIf(MISSING)('logout', () => {
   it('RP-initiated logout ends the Kratos session and Hydra forgets the login', async () => {
     const user = newUser();
     const rp = await relyingParty({ firstParty: true });
-    const browser = new TestBrowser();
-    const flow = await authorize(rp, browser);
-    const callback = await signIn(flow.start, browser, user.email, user.password);
+    const { browser, flow, page: callback } = await signInWithPassword(rp, user);
     const tokens = await finish(rp, callback.url, flow);
     const kratosCookie = browser.cookies.get('ory_kratos_session') as string;
     expect((await stack.ory.frontend.toSession({ cookie: `ory_kratos_session=${kratosCookie}` })).status).toBe(200);
@@ -337,9 +314,7 @@ describe.skipIf(MISSING)('logout', () => {
 
   it('a logout without id_token_hint asks for confirmation with a CSRF-protected form', async () => {
     const user = newUser();
-    const session = stack.kratos.createSession(user.id);
-    const browser = new TestBrowser();
-    browser.cookies.set('ory_kratos_session', session.token);
+    const { session, browser } = signedInBrowser(user);
     const confirm = await browser.go(`${stack.hydra.public.url}/oauth2/sessions/logout`);
     expect(confirm.url).toContain('/logout?logout_challenge=');
     expect(confirm.body).toContain('Sign out');

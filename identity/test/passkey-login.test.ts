@@ -1,6 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseForms, TestBrowser, type PageResult } from './browser.js';
-import { contractViolations, startIdentityStack, type IdentityStack } from './harness.js';
+import { openLoginForm, useIdentityStack, type IdentityStack } from './harness.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the passkey login tests on the Kratos double', requirements.contracts());
@@ -15,26 +15,11 @@ let stack: IdentityStack;
 let userId: string;
 const CREDENTIAL = 'cred-7f3a9c';
 
-beforeAll(async () => {
-  if (MISSING) return;
-  stack = await startIdentityStack();
+useIdentityStack(MISSING, (started) => {
+  stack = started;
   userId = stack.kratos.addIdentity({ email: 'key@example.org', name: 'Key Holder', password: 'unused password 1' }).id;
   stack.kratos.addPasskey(userId, CREDENTIAL);
 });
-afterAll(async () => {
-  if (MISSING) return;
-  await stack.close();
-});
-afterEach(() => {
-  if (MISSING) return;
-  expect(contractViolations(stack)).toEqual([]);
-});
-
-async function loginPage(browser: TestBrowser): Promise<PageResult> {
-  const page = await browser.go(`${stack.kratos.public.url}/self-service/login/browser?return_to=${encodeURIComponent('http://127.0.0.1:9/app')}`);
-  expect(page.url).toContain('/self-service/login?flow=');
-  return page;
-}
 
 /** What Kratos' webauthn.js posts after navigator.credentials.get(): the passkey form with the answer filled in. */
 function passkeyAnswer(page: PageResult, credentialId: string, challenge: string): Record<string, string> {
@@ -46,7 +31,7 @@ function passkeyAnswer(page: PageResult, credentialId: string, challenge: string
 
 describe.skipIf(MISSING)('passkey login on the login app', () => {
   it('renders the passkey button, Kratos\' webauthn.js and the challenge, and lets only those scripts run', async () => {
-    const page = await loginPage(new TestBrowser());
+    const page = await openLoginForm(stack, new TestBrowser());
     expect(page.body).toMatch(/<button type="button" class="secondary" data-ory-trigger="oryPasskeyLogin">Sign in with passkey<\/button>/);
     expect(page.body).toContain(`<script src="${stack.kratos.public.url}/.well-known/ory/webauthn.js" integrity="sha512-double"`);
     expect(page.body).toContain('<script src="/assets/ory-triggers.js"></script>');
@@ -70,7 +55,7 @@ describe.skipIf(MISSING)('passkey login on the login app', () => {
   it('a passkey answer for the flow\'s challenge signs the key\'s owner in and returns to return_to', async () => {
     const browser = new TestBrowser();
     browser.stopAt = ['http://127.0.0.1:9/'];
-    const page = await loginPage(browser);
+    const page = await openLoginForm(stack, browser);
     const flowId = new URL(page.url).searchParams.get('flow') as string;
     const done = await browser.go(new URL('/self-service/login', page.url).toString(), 'POST', passkeyAnswer(page, CREDENTIAL, stack.kratos.passkeyChallenge(flowId)));
     expect(done.url).toBe('http://127.0.0.1:9/app');
@@ -81,7 +66,7 @@ describe.skipIf(MISSING)('passkey login on the login app', () => {
 
   it('an answer for another challenge or an unknown key is refused, and the form is shown again', async () => {
     const browser = new TestBrowser();
-    const page = await loginPage(browser);
+    const page = await openLoginForm(stack, browser);
     const flowId = new URL(page.url).searchParams.get('flow') as string;
     const replayed = await browser.go(new URL('/self-service/login', page.url).toString(), 'POST', passkeyAnswer(page, CREDENTIAL, 'a-challenge-from-elsewhere'));
     expect(replayed.status).toBe(400);
@@ -93,7 +78,7 @@ describe.skipIf(MISSING)('passkey login on the login app', () => {
 
   it('a passkey post without the app\'s CSRF token is refused before it reaches Kratos', async () => {
     const browser = new TestBrowser();
-    const page = await loginPage(browser);
+    const page = await openLoginForm(stack, browser);
     const flowId = new URL(page.url).searchParams.get('flow') as string;
     const { _csrf: _dropped, ...withoutCsrf } = passkeyAnswer(page, CREDENTIAL, stack.kratos.passkeyChallenge(flowId));
     const before = stack.kratos.public.count('updateLoginFlow');
