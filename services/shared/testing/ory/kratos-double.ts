@@ -93,17 +93,21 @@ interface StoredSession {
   methods: AuthenticationMethod[];
 }
 
-interface StoredFlow {
+/** What login and registration flows both keep: identity, CSRF token, lifetime, where they return to. */
+interface BrowserFlow {
   id: string;
   csrf: string;
   issuedAt: number;
   expiresAt: number;
   requestUrl: string;
   returnTo?: string;
-  refresh: boolean;
-  aal: 'aal1' | 'aal2';
   messages: Array<{ id: number; text: string; type: 'error' | 'info'; context?: Record<string, unknown> }>;
   done: boolean;
+}
+
+interface StoredFlow extends BrowserFlow {
+  refresh: boolean;
+  aal: 'aal1' | 'aal2';
   /** The signed-in identity an aal2 flow asks the second factor of. */
   identityId?: string;
   /** A social sign-in waiting to be linked to the identity the person signs in as next (duplicate e-mail). */
@@ -140,17 +144,9 @@ export interface KratosDoubleOptions {
   oidcProviders?: KratosOidcProvider[];
 }
 
-interface StoredRegistrationFlow {
-  id: string;
-  csrf: string;
-  issuedAt: number;
-  expiresAt: number;
-  requestUrl: string;
-  returnTo?: string;
+interface StoredRegistrationFlow extends BrowserFlow {
   /** What the person typed, sent back in the nodes when the flow fails (Kratos keeps the values too). */
   values: { email?: string; name?: string };
-  messages: Array<{ id: number; text: string; type: 'error' | 'info' }>;
-  done: boolean;
 }
 
 /** Kratos' minimum password length (selfservice.methods.password.config.min_password_length default). */
@@ -161,6 +157,34 @@ const CONTINUITY_COOKIE = 'ory_kratos_continuity';
 function kratosError(status: number, message: string, id?: string): { error: Record<string, unknown> } {
   const statusText: Record<number, string> = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 410: 'Gone' };
   return { error: { code: status, status: statusText[status] ?? 'Error', message, ...(id ? { id } : {}) } };
+}
+
+/** The fields a login and a registration flow share in Kratos' JSON, before their own. */
+function browserFlowJson(flow: BrowserFlow): Record<string, unknown> {
+  return {
+    id: flow.id,
+    type: 'browser',
+    issued_at: new Date(flow.issuedAt).toISOString(),
+    expires_at: new Date(flow.expiresAt).toISOString(),
+    request_url: flow.requestUrl,
+    ...(flow.returnTo ? { return_to: flow.returnTo } : {}),
+  };
+}
+
+/** An input node of a flow's UI as Kratos v26 sends it; `label` is the message shown with it (type info). */
+function inputNode(group: string, attributes: Record<string, unknown>, label?: { id: number; text: string; context?: Record<string, unknown> }): Record<string, unknown> {
+  return {
+    type: 'input',
+    group,
+    attributes: { ...attributes, node_type: 'input', disabled: false },
+    messages: [],
+    meta: label ? { label: { ...label, type: 'info' } } : {},
+  };
+}
+
+/** A browser posting Kratos' HTML form (it gets redirects), not a browser app sending JSON (it gets JSON). */
+function fromHtmlForm(request: DoubleRequest): boolean {
+  return (request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded') && !(request.headers.accept ?? '').includes('application/json');
 }
 
 export class KratosDouble extends OryDouble {
@@ -307,20 +331,10 @@ export class KratosDouble extends OryDouble {
   }
 
   private flowJson(flow: StoredFlow): Record<string, unknown> {
-    const node = (name: string, type: string, value: string | undefined, group: string, label?: string) => ({
-      type: 'input',
-      group,
-      attributes: { name, type, node_type: 'input', disabled: false, required: type !== 'hidden' && type !== 'submit', ...(value === undefined ? {} : { value }) },
-      messages: [],
-      meta: label ? { label: { id: 1070004, text: label, type: 'info' } } : {},
-    });
+    const node = (name: string, type: string, value: string | undefined, group: string, label?: string) =>
+      inputNode(group, { name, type, required: type !== 'hidden' && type !== 'submit', ...(value === undefined ? {} : { value }) }, label ? { id: 1070004, text: label } : undefined);
     return {
-      id: flow.id,
-      type: 'browser',
-      issued_at: new Date(flow.issuedAt).toISOString(),
-      expires_at: new Date(flow.expiresAt).toISOString(),
-      request_url: flow.requestUrl,
-      ...(flow.returnTo ? { return_to: flow.returnTo } : {}),
+      ...browserFlowJson(flow),
       refresh: flow.refresh,
       requested_aal: flow.aal,
       state: 'choose_method',
@@ -343,58 +357,30 @@ export class KratosDouble extends OryDouble {
 
   /** One button per social provider, as Kratos v26 renders them (message 1010002 "Sign in with …"). */
   private oidcNodes(): Record<string, unknown>[] {
-    return (this.options.oidcProviders ?? []).map((provider) => ({
-      type: 'input',
-      group: 'oidc',
-      attributes: { name: 'provider', type: 'submit', value: provider.id, node_type: 'input', disabled: false },
-      messages: [],
-      meta: { label: { id: 1010002, text: `Sign in with ${provider.label}`, type: 'info', context: { provider: provider.label, provider_id: provider.id } } },
-    }));
+    return (this.options.oidcProviders ?? []).map((provider) =>
+      inputNode('oidc', { name: 'provider', type: 'submit', value: provider.id }, { id: 1010002, text: `Sign in with ${provider.label}`, context: { provider: provider.label, provider_id: provider.id } }),
+    );
   }
 
   /** The aal2 flow of a signed-in browser: the code of its TOTP app (Kratos' totp method nodes). */
   private secondFactorNodes(flow: StoredFlow): Record<string, unknown>[] {
     const identity = flow.identityId ? this.identities.get(flow.identityId) : undefined;
-    const csrf = { type: 'input', group: 'default', attributes: { name: 'csrf_token', type: 'hidden', value: flow.csrf, node_type: 'input', disabled: false, required: true }, messages: [], meta: {} };
+    const csrf = inputNode('default', { name: 'csrf_token', type: 'hidden', value: flow.csrf, required: true });
     if (!identity?.totpSecret) return [csrf];
     return [
       csrf,
-      {
-        type: 'input',
-        group: 'totp',
-        attributes: { name: 'totp_code', type: 'text', node_type: 'input', disabled: false, required: true, autocomplete: 'one-time-code', maxlength: 6 },
-        messages: [],
-        meta: { label: { id: 1010006, text: 'Authentication code', type: 'info' } },
-      },
-      {
-        type: 'input',
-        group: 'totp',
-        attributes: { name: 'method', type: 'submit', value: 'totp', node_type: 'input', disabled: false },
-        messages: [],
-        meta: { label: { id: 1010009, text: 'Use Authenticator', type: 'info' } },
-      },
+      inputNode('totp', { name: 'totp_code', type: 'text', required: true, autocomplete: 'one-time-code', maxlength: 6 }, { id: 1010006, text: 'Authentication code' }),
+      inputNode('totp', { name: 'method', type: 'submit', value: 'totp' }, { id: 1010009, text: 'Use Authenticator' }),
     ];
   }
 
   private passkeyNodes(flow: StoredFlow): Record<string, unknown>[] {
     const challenge = JSON.stringify({ publicKey: { challenge: this.passkeyChallenge(flow.id), rpId: 'example.org', userVerification: 'preferred', timeout: 300000 } });
-    const hidden = (name: string, value: string) => ({
-      type: 'input',
-      group: 'passkey',
-      attributes: { name, type: 'hidden', value, node_type: 'input', disabled: false, required: false },
-      messages: [],
-      meta: {},
-    });
+    const hidden = (name: string, value: string) => inputNode('passkey', { name, type: 'hidden', value, required: false });
     return [
       hidden('passkey_challenge', challenge),
       hidden('passkey_login', ''),
-      {
-        type: 'input',
-        group: 'passkey',
-        attributes: { name: 'passkey_login_trigger', type: 'button', value: '', node_type: 'input', disabled: false, onclick: 'window.oryPasskeyLogin?.()', onclickTrigger: 'oryPasskeyLogin' },
-        messages: [],
-        meta: { label: { id: 1010021, text: 'Sign in with passkey', type: 'info' } },
-      },
+      inputNode('passkey', { name: 'passkey_login_trigger', type: 'button', value: '', onclick: 'window.oryPasskeyLogin?.()', onclickTrigger: 'oryPasskeyLogin' }, { id: 1010021, text: 'Sign in with passkey' }),
       {
         type: 'script',
         group: 'webauthn',
@@ -417,9 +403,8 @@ export class KratosDouble extends OryDouble {
 
   private createLoginFlow(request: DoubleRequest): DoubleResponse {
     const returnTo = request.query.get('return_to') ?? undefined;
-    if (returnTo !== undefined && !this.returnToAllowed(returnTo)) {
-      return { status: 400, body: kratosError(400, 'Requested return_to URL is not allowed.', 'self_service_flow_return_to_forbidden') };
-    }
+    const refused = this.refuseReturnTo(returnTo);
+    if (refused) return refused;
     const refresh = request.query.get('refresh') === 'true';
     const aal = request.query.get('aal') === 'aal2' ? 'aal2' : 'aal1';
     const session = this.activeSession(request);
@@ -427,50 +412,56 @@ export class KratosDouble extends OryDouble {
     if (session && !refresh && (aal === 'aal1' || session.aal === 'aal2')) {
       return { status: 303, headers: { location: returnTo ?? this.options.loginUiUrl } };
     }
-    const csrf = request.cookies[CSRF_COOKIE] ?? randomBytes(24).toString('base64url');
     const flow: StoredFlow = {
-      id: randomUUID(),
-      csrf,
-      issuedAt: this.clock.now(),
-      expiresAt: this.clock.now() + 10 * 60_000,
-      requestUrl: `${this.public.url}${request.pathname}?${request.query.toString()}`,
+      ...this.newBrowserFlow(request, `${this.public.url}${request.pathname}?${request.query.toString()}`, returnTo),
       refresh,
       aal,
-      messages: [],
-      done: false,
-      ...(returnTo ? { returnTo } : {}),
       ...(aal === 'aal2' && session ? { identityId: session.identityId } : {}),
     };
     this.flows.set(flow.id, flow);
+    return { status: 303, headers: { location: `${this.options.loginUiUrl}?flow=${flow.id}`, 'set-cookie': this.csrfCookie(flow.csrf) } };
+  }
+
+  /** 400 as Kratos answers a return_to outside selfservice.allowed_return_urls; undefined when it is allowed or absent. */
+  private refuseReturnTo(returnTo: string | undefined): DoubleResponse | undefined {
+    if (returnTo === undefined || this.returnToAllowed(returnTo)) return undefined;
+    return { status: 400, body: kratosError(400, 'Requested return_to URL is not allowed.', 'self_service_flow_return_to_forbidden') };
+  }
+
+  /** A new flow for this browser: its CSRF cookie's token when it has one (Kratos keeps one per browser), ten minutes to live. */
+  private newBrowserFlow(request: DoubleRequest, requestUrl: string, returnTo: string | undefined): BrowserFlow {
     return {
-      status: 303,
-      headers: {
-        location: `${this.options.loginUiUrl}?flow=${flow.id}`,
-        // Kratos writes every cookie, the CSRF one too, on cookies.domain when it is set.
-        'set-cookie': `${CSRF_COOKIE}=${csrf}; Path=/; HttpOnly; SameSite=Lax${this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : ''}`,
-      },
+      id: randomUUID(),
+      csrf: request.cookies[CSRF_COOKIE] ?? randomBytes(24).toString('base64url'),
+      issuedAt: this.clock.now(),
+      expiresAt: this.clock.now() + 10 * 60_000,
+      requestUrl,
+      messages: [],
+      done: false,
+      ...(returnTo ? { returnTo } : {}),
     };
   }
 
-  private flowFor(request: DoubleRequest, id: string | null): StoredFlow | DoubleResponse {
-    const flow = id === null ? undefined : this.flows.get(id);
+  /** The flow `id` of `flows` if this browser may use it: 404 unknown, 410 expired or finished, 403 without its CSRF cookie. */
+  private flowFor<F extends BrowserFlow>(flows: Map<string, F>, request: DoubleRequest, id: string | null): F | DoubleResponse {
+    const flow = id === null ? undefined : flows.get(id);
     if (!flow) return { status: 404, body: kratosError(404, 'The requested resource could not be found') };
     if (flow.expiresAt <= this.clock.now() || flow.done) return { status: 410, body: kratosError(410, 'The self-service flow expired', 'self_service_flow_expired') };
-    if (request.cookies[CSRF_COOKIE] !== flow.csrf) return { status: 403, body: kratosError(403, 'A request failed due to a missing or invalid csrf_token value.', 'security_csrf_violation') };
+    if (request.cookies[CSRF_COOKIE] !== flow.csrf) return { status: 403, body: kratosError(403, CSRF_VIOLATION, 'security_csrf_violation') };
     return flow;
   }
 
   private getLoginFlow(request: DoubleRequest): DoubleResponse {
-    const flow = this.flowFor(request, request.query.get('id'));
+    const flow = this.flowFor(this.flows, request, request.query.get('id'));
     if ('status' in flow) return flow;
     return { status: 200, body: this.flowJson(flow) };
   }
 
   private updateLoginFlow(request: DoubleRequest): DoubleResponse | Promise<DoubleResponse> {
-    const flow = this.flowFor(request, request.query.get('flow'));
+    const flow = this.flowFor(this.flows, request, request.query.get('flow'));
     if ('status' in flow) return flow;
     const body = request.body as { method: string; identifier: string; password: string; csrf_token?: string; passkey_login?: string; provider?: string; totp_code?: string };
-    if (body.csrf_token !== flow.csrf) return { status: 403, body: kratosError(403, 'A request failed due to a missing or invalid csrf_token value.', 'security_csrf_violation') };
+    if (body.csrf_token !== flow.csrf) return { status: 403, body: kratosError(403, CSRF_VIOLATION, 'security_csrf_violation') };
     if (body.method === 'oidc') return this.startOidc(request, flow, body.provider);
     if (body.method === 'totp') return this.secondFactor(request, flow, body.totp_code);
     if (body.method !== 'password' && !(body.method === 'passkey' && this.passkeys.size > 0)) return { status: 400, body: kratosError(400, `method ${body.method} is not enabled in this double`) };
@@ -494,18 +485,18 @@ export class KratosDouble extends OryDouble {
       session = this.createSession(identity.id);
       if (body.method === 'passkey') session.methods = [{ method: 'passkey', aal: 'aal1', completedAt: session.authenticatedAt }];
     }
-    const domain = this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : '';
-    return {
-      status: 200,
-      body: { session: this.sessionJson(session), continue_with: [] },
-      headers: { 'set-cookie': `${SESSION_COOKIE}=${session.token}; Path=/${domain}; HttpOnly; SameSite=Lax` },
-    };
+    return { status: 200, body: { session: this.sessionJson(session), continue_with: [] }, headers: { 'set-cookie': this.sessionCookie(session) } };
   }
 
   // ---------------------------------------------------------------- social sign-in (oidc)
 
+  /** Kratos writes every cookie, the CSRF and continuity ones too, on cookies.domain when it is set. */
+  private domainAttribute(): string {
+    return this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : '';
+  }
+
   private sessionCookie(session: StoredSession): string {
-    return `${SESSION_COOKIE}=${session.token}; Path=/${this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : ''}; HttpOnly; SameSite=Lax`;
+    return `${SESSION_COOKIE}=${session.token}; Path=/${this.domainAttribute()}; HttpOnly; SameSite=Lax`;
   }
 
   /** The provider's endpoints by discovery (as Kratos' generic provider does), once per provider. */
@@ -544,9 +535,8 @@ export class KratosDouble extends OryDouble {
       code_challenge: await oidcClient.calculatePKCECodeChallenge(attempt.codeVerifier),
       code_challenge_method: 'S256',
     }).toString();
-    const cookie = `${CONTINUITY_COOKIE}=${attempt.continuity}; Path=/; HttpOnly; SameSite=Lax${this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : ''}`;
-    const fromForm = (request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded') && !(request.headers.accept ?? '').includes('application/json');
-    if (fromForm) return { status: 303, headers: { location: target, 'set-cookie': cookie } };
+    const cookie = `${CONTINUITY_COOKIE}=${attempt.continuity}; Path=/; HttpOnly; SameSite=Lax${this.domainAttribute()}`;
+    if (fromHtmlForm(request)) return { status: 303, headers: { location: target, 'set-cookie': cookie } };
     const error = { id: 'browser_location_change_required', code: 422, status: 'Unprocessable Entity', reason: 'In order to complete this flow please redirect the browser to: ' + target, message: 'browser location change required' };
     return {
       status: 422,
@@ -635,59 +625,29 @@ export class KratosDouble extends OryDouble {
   // ---------------------------------------------------------------- registration (browser flow)
 
   private csrfCookie(csrf: string): string {
-    // Kratos writes every cookie, the CSRF one too, on cookies.domain when it is set.
-    return `${CSRF_COOKIE}=${csrf}; Path=/; HttpOnly; SameSite=Lax${this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : ''}`;
+    return `${CSRF_COOKIE}=${csrf}; Path=/; HttpOnly; SameSite=Lax${this.domainAttribute()}`;
   }
 
   private createRegistrationFlow(request: DoubleRequest): DoubleResponse {
     const uiUrl = this.options.registrationUiUrl;
     if (!uiUrl) return { status: 400, body: kratosError(400, 'Registration is not allowed because it was disabled.', 'self_service_flow_disabled') };
     const returnTo = request.query.get('return_to') ?? undefined;
-    if (returnTo !== undefined && !this.returnToAllowed(returnTo)) {
-      return { status: 400, body: kratosError(400, 'Requested return_to URL is not allowed.', 'self_service_flow_return_to_forbidden') };
-    }
+    const refused = this.refuseReturnTo(returnTo);
+    if (refused) return refused;
     // Like Kratos: someone already signed in is sent on instead of registering a second account.
     if (this.activeSession(request)) return { status: 303, headers: { location: returnTo ?? this.options.defaultBrowserReturnUrl ?? uiUrl } };
-    const csrf = request.cookies[CSRF_COOKIE] ?? randomBytes(24).toString('base64url');
-    const flow: StoredRegistrationFlow = {
-      id: randomUUID(),
-      csrf,
-      issuedAt: this.clock.now(),
-      expiresAt: this.clock.now() + 10 * 60_000,
-      requestUrl: `${this.public.url}${request.pathname}${request.query.size ? `?${request.query.toString()}` : ''}`,
-      values: {},
-      messages: [],
-      done: false,
-      ...(returnTo ? { returnTo } : {}),
-    };
+    const requestUrl = `${this.public.url}${request.pathname}${request.query.size ? `?${request.query.toString()}` : ''}`;
+    const flow: StoredRegistrationFlow = { ...this.newBrowserFlow(request, requestUrl, returnTo), values: {} };
     this.registrationFlows.set(flow.id, flow);
-    return { status: 303, headers: { location: `${uiUrl}?flow=${flow.id}`, 'set-cookie': this.csrfCookie(csrf) } };
-  }
-
-  private registrationFlowFor(request: DoubleRequest, id: string | null): StoredRegistrationFlow | DoubleResponse {
-    const flow = id === null ? undefined : this.registrationFlows.get(id);
-    if (!flow) return { status: 404, body: kratosError(404, 'The requested resource could not be found') };
-    if (flow.expiresAt <= this.clock.now() || flow.done) return { status: 410, body: kratosError(410, 'The self-service flow expired', 'self_service_flow_expired') };
-    if (request.cookies[CSRF_COOKIE] !== flow.csrf) return { status: 403, body: kratosError(403, CSRF_VIOLATION, 'security_csrf_violation') };
-    return flow;
+    return { status: 303, headers: { location: `${uiUrl}?flow=${flow.id}`, 'set-cookie': this.csrfCookie(flow.csrf) } };
   }
 
   /** The flow as Kratos v26 renders it for the person schema: its traits in schema order, then the password method. */
   registrationFlowJson(flow: StoredRegistrationFlow): Record<string, unknown> {
-    const node = (name: string, type: string, value: string | undefined, group: string, label?: { id: number; text: string }, extra: Record<string, unknown> = {}) => ({
-      type: 'input',
-      group,
-      attributes: { name, type, node_type: 'input', disabled: false, ...(type === 'hidden' || type === 'submit' ? {} : { required: true }), ...(value === undefined ? {} : { value }), ...extra },
-      messages: [],
-      meta: label ? { label: { ...label, type: 'info' } } : {},
-    });
+    const node = (name: string, type: string, value: string | undefined, group: string, label?: { id: number; text: string }, extra: Record<string, unknown> = {}) =>
+      inputNode(group, { name, type, ...(type === 'hidden' || type === 'submit' ? {} : { required: true }), ...(value === undefined ? {} : { value }), ...extra }, label);
     return {
-      id: flow.id,
-      type: 'browser',
-      issued_at: new Date(flow.issuedAt).toISOString(),
-      expires_at: new Date(flow.expiresAt).toISOString(),
-      request_url: flow.requestUrl,
-      ...(flow.returnTo ? { return_to: flow.returnTo } : {}),
+      ...browserFlowJson(flow),
       identity_schema: 'person',
       state: 'choose_method',
       active: 'password',
@@ -708,7 +668,7 @@ export class KratosDouble extends OryDouble {
   }
 
   private getRegistrationFlow(request: DoubleRequest): DoubleResponse {
-    const flow = this.registrationFlowFor(request, request.query.get('id'));
+    const flow = this.flowFor(this.registrationFlows, request, request.query.get('id'));
     if ('status' in flow) return flow;
     return { status: 200, body: this.registrationFlowJson(flow) };
   }
@@ -731,11 +691,10 @@ export class KratosDouble extends OryDouble {
   }
 
   private updateRegistrationFlow(request: DoubleRequest): DoubleResponse {
-    const flow = this.registrationFlowFor(request, request.query.get('flow'));
+    const flow = this.flowFor(this.registrationFlows, request, request.query.get('flow'));
     if ('status' in flow) return flow;
     const body = request.body as { method: string; password?: string; csrf_token?: string; traits?: { email?: unknown; name?: unknown } };
-    // A browser posting the HTML form gets redirects; a browser app sending JSON gets JSON (as Kratos decides).
-    const fromForm = (request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded') && !(request.headers.accept ?? '').includes('application/json');
+    const fromForm = fromHtmlForm(request);
     if (body.csrf_token !== flow.csrf) return { status: 403, body: kratosError(403, CSRF_VIOLATION, 'security_csrf_violation') };
     if (body.method !== 'password') return { status: 400, body: kratosError(400, `method ${body.method} is not enabled in this double`) };
     const email = typeof body.traits?.email === 'string' ? body.traits.email.trim() : '';
@@ -753,8 +712,7 @@ export class KratosDouble extends OryDouble {
     const identity = this.addIdentity({ email, name, password, verified: false, createdAt: this.clock.now() });
     // The session hook of selfservice.flows.registration.after.password: signed in at once.
     const session = this.createSession(identity.id);
-    const domain = this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : '';
-    const cookie = `${SESSION_COOKIE}=${session.token}; Path=/${domain}; HttpOnly; SameSite=Lax`;
+    const cookie = this.sessionCookie(session);
     if (fromForm) {
       return { status: 303, headers: { location: flow.returnTo ?? this.options.defaultBrowserReturnUrl ?? this.public.url, 'set-cookie': cookie } };
     }
@@ -803,7 +761,8 @@ export class KratosDouble extends OryDouble {
     const session = this.activeSession(request);
     if (!session) return { status: 401, body: kratosError(401, 'No valid session credentials found in the request.', 'session_inactive') };
     const returnTo = request.query.get('return_to') ?? undefined;
-    if (returnTo !== undefined && !this.returnToAllowed(returnTo)) return { status: 400, body: kratosError(400, 'Requested return_to URL is not allowed.', 'self_service_flow_return_to_forbidden') };
+    const refused = this.refuseReturnTo(returnTo);
+    if (refused) return refused;
     const token = randomBytes(24).toString('base64url');
     this.logoutTokens.set(token, { sessionToken: session.token, returnTo });
     const url = new URL(`${this.public.url}/self-service/logout`);
@@ -820,12 +779,11 @@ export class KratosDouble extends OryDouble {
     this.logoutTokens.delete(token);
     const session = this.sessions.get(logout.sessionToken);
     if (session) session.active = false;
-    const domain = this.options.cookieDomain ? `; Domain=${this.options.cookieDomain}` : '';
     return {
       status: 303,
       headers: {
         location: logout.returnTo ?? this.options.defaultBrowserReturnUrl ?? this.options.loginUiUrl,
-        'set-cookie': `${SESSION_COOKIE}=; Path=/${domain}; Max-Age=0; HttpOnly; SameSite=Lax`,
+        'set-cookie': `${SESSION_COOKIE}=; Path=/${this.domainAttribute()}; Max-Age=0; HttpOnly; SameSite=Lax`,
       },
     };
   }
