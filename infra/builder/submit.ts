@@ -1,4 +1,5 @@
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, rmSync, statSync, unlinkSync } from 'node:fs';
+import { runAsCommand } from '../sites/entry-point.js';
 import { BRANCH, COMMIT, newJobId, spoolPaths, writeAtomically } from './spool.js';
 
 /**
@@ -128,12 +129,4 @@ async function main(argv: string[]): Promise<number> {
   });
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (error: unknown) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
-}
+runAsCommand(import.meta.url, main);

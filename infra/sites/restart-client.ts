@@ -1,4 +1,5 @@
 import { createConnection } from 'node:net';
+import { runAsCommand } from './entry-point.js';
 import { DEFAULT_SOCKET, MAX_LINE_BYTES, type ControlRequest, type ControlResponse } from './protocol.js';
 
 /**
@@ -54,12 +55,4 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (error: unknown) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
-}
+runAsCommand(import.meta.url, main);
