@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GeoServerClient } from '../geoserver/client.js';
 import { provisionGeoServer, type ProvisionOptions } from '../geoserver/provision.js';
-import { startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
+import { provisionOptions, startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
 import { forwardTo, LateServers } from '../../test/helpers/late-servers.js';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
@@ -17,21 +17,8 @@ const MISSING = lacks('the GeoServer provisioning retry tests (the fake checks r
 const ADMIN = { user: 'admin', password: 'test-admin-password' };
 const CLI = join(import.meta.dirname, '..', 'geoserver', 'cli.ts');
 
-const options = (overrides: Partial<ProvisionOptions> = {}): ProvisionOptions => ({
-  workspace: 'geodata',
-  namespaceUri: 'https://geo.example.org/features',
-  datastore: 'features-db',
-  database: { host: 'features-db', port: 5432, name: 'features', schema: 'features', user: 'geoserver', password: 'db-password-1' },
-  layer: 'features',
-  publicLayer: 'public_features',
-  geometryProperty: 'geom',
-  title: 'Features',
-  readRoles: '*',
-  writeRoles: 'ROLE_AUTHENTICATED',
-  readyPollMs: 20,
-  readyTimeoutMs: 20_000,
-  ...overrides,
-});
+/** A GeoServer that takes a while: readiness waited for up to 20 s. */
+const options = (overrides: Partial<ProvisionOptions> = {}) => provisionOptions({ readyTimeoutMs: 20_000, ...overrides });
 
 let geoserver: FakeGeoServer;
 const late = new LateServers();

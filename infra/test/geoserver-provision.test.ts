@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GeoServerClient } from '../geoserver/client.js';
-import { provisionGeoServer, type ProvisionOptions } from '../geoserver/provision.js';
+import { provisionGeoServer } from '../geoserver/provision.js';
 import { KATEGORIE_STYLES, revisionOf } from '../geoserver/styles.js';
-import { startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
+import { provisionOptions, startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 const MISSING = lacks('the GeoServer provisioning tests (the fake checks requests against the REST specification)', requirements.contracts());
@@ -15,22 +15,6 @@ const MISSING = lacks('the GeoServer provisioning tests (the fake checks request
 
 const ADMIN = { user: 'admin', password: 'test-admin-password' };
 const WRITES = new Set(['POST', 'PUT', 'DELETE']);
-
-const options = (overrides: Partial<ProvisionOptions> = {}): ProvisionOptions => ({
-  workspace: 'geodata',
-  namespaceUri: 'https://geo.example.org/features',
-  datastore: 'features-db',
-  database: { host: 'features-db', port: 5432, name: 'features', schema: 'features', user: 'geoserver', password: 'db-password-1' },
-  layer: 'features',
-  publicLayer: 'public_features',
-  geometryProperty: 'geom',
-  title: 'Features',
-  readRoles: '*',
-  writeRoles: 'ROLE_AUTHENTICATED',
-  readyPollMs: 20,
-  readyTimeoutMs: 5_000,
-  ...overrides,
-});
 
 let geoserver: FakeGeoServer;
 let client: GeoServerClient;
@@ -50,7 +34,7 @@ const writesSince = (index: number) => geoserver.requests.slice(index).filter((r
 
 describe.skipIf(MISSING)('provisioning an empty GeoServer', () => {
   it('creates the workspace, the PostGIS store with primary keys exposed and the feature layer', async () => {
-    const report = await provisionGeoServer(client, options());
+    const report = await provisionGeoServer(client, provisionOptions());
     expect(geoserver.violations).toEqual([]);
     expect(geoserver.state.workspaces.has('geodata')).toBe(true);
     const store = geoserver.state.datastores.get('geodata/features-db');
@@ -61,7 +45,7 @@ describe.skipIf(MISSING)('provisioning an empty GeoServer', () => {
   });
 
   it('uploads one SLD style per kategorie and makes the layer offer them, with a combined default', async () => {
-    await provisionGeoServer(client, options());
+    await provisionGeoServer(client, provisionOptions());
     for (const { kategorie } of KATEGORIE_STYLES) {
       const sld = geoserver.state.styles.get(`geodata/features-${kategorie}`);
       expect(sld, kategorie).toContain(`<ogc:Literal>${kategorie}</ogc:Literal>`);
@@ -73,7 +57,7 @@ describe.skipIf(MISSING)('provisioning an empty GeoServer', () => {
   });
 
   it('publishes the approved-only view for anonymous readers, with the same styles', async () => {
-    const report = await provisionGeoServer(client, options());
+    const report = await provisionGeoServer(client, provisionOptions());
     expect(geoserver.violations).toEqual([]);
     expect(geoserver.state.featureTypes.get('geodata/features-db/public_features')).toMatchObject({ nativeName: 'public_features', srs: 'EPSG:4326' });
     expect(geoserver.state.layers.get('geodata:public_features')).toEqual(geoserver.state.layers.get('geodata:features'));
@@ -81,7 +65,7 @@ describe.skipIf(MISSING)('provisioning an empty GeoServer', () => {
   });
 
   it('makes WFS transactional, keeps WMS 1.3.0; anonymous users read only the public view, the table is for authenticated users', async () => {
-    await provisionGeoServer(client, options());
+    await provisionGeoServer(client, provisionOptions());
     expect(geoserver.state.wfs.serviceLevel).toBe('TRANSACTIONAL');
     expect(geoserver.state.wms).toEqual({ enabled: true, versions: ['1.1.1', '1.3.0'] });
     // The table holds drafts, telefon and the authors: never readable by '*'.
@@ -97,10 +81,10 @@ describe.skipIf(MISSING)('provisioning an empty GeoServer', () => {
 
 describe.skipIf(MISSING)('running provisioning twice', () => {
   it('the second run sends no write request and reports no change', async () => {
-    const first = await provisionGeoServer(client, options());
+    const first = await provisionGeoServer(client, provisionOptions());
     expect(first.changes.length).toBeGreaterThanOrEqual(10);
     const mark = geoserver.requests.length;
-    const second = await provisionGeoServer(client, options());
+    const second = await provisionGeoServer(client, provisionOptions());
     expect(second.changes).toEqual([]);
     expect(writesSince(mark)).toEqual([]);
     expect(geoserver.requests.length - mark).toBeGreaterThan(5); // it did look
@@ -108,14 +92,14 @@ describe.skipIf(MISSING)('running provisioning twice', () => {
   });
 
   it('repairs drift, and only the drift', async () => {
-    await provisionGeoServer(client, options());
+    await provisionGeoServer(client, provisionOptions());
     geoserver.state.wfs.serviceLevel = 'BASIC';
     geoserver.state.wms.versions = ['1.1.1'];
     delete geoserver.state.layerRules['geodata.features.w'];
     geoserver.state.serviceRules['wfs.Transaction'] = '*';
     geoserver.state.styles.set('geodata/features-denkmal', '<StyledLayerDescriptor version="1.0.0"/>');
     const mark = geoserver.requests.length;
-    const report = await provisionGeoServer(client, options());
+    const report = await provisionGeoServer(client, provisionOptions());
     expect(writesSince(mark).sort()).toEqual([
       'POST /security/acl/layers',
       'PUT /security/acl/services',
@@ -130,9 +114,9 @@ describe.skipIf(MISSING)('running provisioning twice', () => {
   });
 
   it('a rotated database password updates the datastore and nothing else', async () => {
-    await provisionGeoServer(client, options());
+    await provisionGeoServer(client, provisionOptions());
     const mark = geoserver.requests.length;
-    const report = await provisionGeoServer(client, options({ database: { ...options().database, password: 'db-password-2' } }));
+    const report = await provisionGeoServer(client, provisionOptions({ database: { ...provisionOptions().database, password: 'db-password-2' } }));
     expect(writesSince(mark)).toEqual(['PUT /workspaces/geodata/datastores/features-db']);
     expect(report.changes).toEqual(['updated datastore features-db (credentials)']);
     expect(geoserver.state.datastores.get('geodata/features-db')?.password).toBe('db-password-2');
@@ -142,7 +126,7 @@ describe.skipIf(MISSING)('running provisioning twice', () => {
 describe.skipIf(MISSING)('readiness and errors', () => {
   it('waits while GeoServer is still starting', async () => {
     geoserver.unavailableFor(3);
-    const report = await provisionGeoServer(client, options());
+    const report = await provisionGeoServer(client, provisionOptions());
     expect(geoserver.requests.slice(0, 3).map((r) => r.status)).toEqual([503, 503, 503]);
     expect(report.changes.length).toBeGreaterThan(0);
   });
@@ -150,7 +134,7 @@ describe.skipIf(MISSING)('readiness and errors', () => {
   it('fails fast on wrong credentials, without the password in the message', async () => {
     const wrong = new GeoServerClient({ baseUrl: geoserver.url, user: 'admin', password: 'not-the-password' });
     const started = Date.now();
-    const error = await provisionGeoServer(wrong, options()).then(
+    const error = await provisionGeoServer(wrong, provisionOptions()).then(
       () => new Error('provisioning succeeded with wrong credentials'),
       (e: unknown) => e as Error,
     );
@@ -161,7 +145,7 @@ describe.skipIf(MISSING)('readiness and errors', () => {
 
   it('gives up with a clear message when GeoServer never answers', async () => {
     const unreachable = new GeoServerClient({ baseUrl: 'http://127.0.0.1:9/geoserver', ...ADMIN, timeoutMs: 200 });
-    await expect(provisionGeoServer(unreachable, options({ readyTimeoutMs: 300 }))).rejects.toThrow(/not ready in time/);
+    await expect(provisionGeoServer(unreachable, provisionOptions({ readyTimeoutMs: 300 }))).rejects.toThrow(/not ready in time/);
   });
 });
 

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { closeGracefully, listen } from '../../../services/shared/http-server.js';
+import type { ProvisionOptions } from '../provision.js';
 import { FakeWfs, WfsError, type WfsContext, type WfsOptions } from './fake-wfs.js';
 import { REST_BASE, RestSpec, SpecViolation, type MatchedOperation } from './rest-spec.js';
 
@@ -56,6 +57,28 @@ export function initialState(): FakeGeoServerState {
     // GeoServer's defaults (security/layers.properties, services.properties).
     layerRules: { '*.*.r': '*', '*.*.w': 'GROUP_ADMIN,ADMIN' },
     serviceRules: { '*.*': '*' },
+  };
+}
+
+/**
+ * What the provisioning tests ask of the fake: the stack's workspace, store and layer names, a database
+ * the fake only records (it never connects), and readiness polled every 20 ms for up to 5 s.
+ */
+export function provisionOptions(overrides: Partial<ProvisionOptions> = {}): ProvisionOptions {
+  return {
+    workspace: 'geodata',
+    namespaceUri: 'https://geo.example.org/features',
+    datastore: 'features-db',
+    database: { host: 'features-db', port: 5432, name: 'features', schema: 'features', user: 'geoserver', password: 'db-password-1' },
+    layer: 'features',
+    publicLayer: 'public_features',
+    geometryProperty: 'geom',
+    title: 'Features',
+    readRoles: '*',
+    writeRoles: 'ROLE_AUTHENTICATED',
+    readyPollMs: 20,
+    readyTimeoutMs: 5_000,
+    ...overrides,
   };
 }
 
