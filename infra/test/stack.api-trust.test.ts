@@ -1,6 +1,6 @@
 import proxyAddress from 'proxy-addr';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { declaredContainer, exampleConfig, installMocks, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declaredContainer, declareDockerUnderMocks, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The API's change limit keys callers without credentials on their address, which in the stack only
@@ -12,13 +12,10 @@ const NETWORK = 'docker:index/network:Network';
 let registered: RegisteredResource[];
 
 beforeAll(async () => {
-  registered = await installMocks({
-    config: { ...exampleConfig(), smtpConnectionUri: 'smtp://mail.example.org:25/', osmAccessToken: 'osm-token', wikibasePassword: 'wikibase-password' },
-    secretKeys: ['smtpConnectionUri', 'osmAccessToken', 'wikibasePassword'],
-  });
-  const program = await import('../program.js');
-  const { api, proxy } = program.stack.containers;
-  await Promise.all([api, proxy].map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
+  const declared = await declareDockerUnderMocks({ secrets: { osmAccessToken: 'osm-token', wikibasePassword: 'wikibase-password' } });
+  registered = declared.registered;
+  const { api, proxy } = declared.program.stack.containers;
+  await Promise.all([api, proxy].map((c) => resolved(c.id)));
 });
 
 const container = (name: string) => declaredContainer(registered, name);

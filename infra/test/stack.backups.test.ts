@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { isPinnedImage } from '../images.js';
-import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declaredContainer, declareDockerUnderMocks, isSecretEnvelope, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * Backups off the host: with `backupOffsite` set, a second target copies every dump, encrypted, to
@@ -17,19 +17,12 @@ const PASSPHRASE = 'a-long-passphrase-kept-in-the-safe-too';
 let registered: RegisteredResource[];
 
 beforeAll(async () => {
-  registered = await installMocks({
-    config: {
-      ...exampleConfig(),
-      smtpConnectionUri: 'smtp://mail.example.org:25/',
-      backupOffsite: { endpoint: 'https://s3.eu-central-1.amazonaws.com', provider: 'AWS', region: 'eu-central-1', bucket: 'geodata-backups', prefix: 'prod', accessKeyId: 'AKIAEXAMPLE', intervalMinutes: 30 },
-      backupOffsiteSecretAccessKey: SECRET_KEY,
-      backupOffsitePassphrase: PASSPHRASE,
-    },
-    secretKeys: ['smtpConnectionUri', 'backupOffsiteSecretAccessKey', 'backupOffsitePassphrase'],
+  const declared = await declareDockerUnderMocks({
+    config: { backupOffsite: { endpoint: 'https://s3.eu-central-1.amazonaws.com', provider: 'AWS', region: 'eu-central-1', bucket: 'geodata-backups', prefix: 'prod', accessKeyId: 'AKIAEXAMPLE', intervalMinutes: 30 } },
+    secrets: { backupOffsiteSecretAccessKey: SECRET_KEY, backupOffsitePassphrase: PASSPHRASE },
   });
-  const program = await import('../program.js');
-  const containers = program.stack.containers as Record<string, { id: { apply: (f: () => void) => void } }>;
-  await Promise.all(Object.values(containers).map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
+  registered = declared.registered;
+  await Promise.all(Object.values(declared.program.stack.containers).map((c) => (c ? resolved(c.id) : undefined)));
 });
 
 const found = (name: string) => {

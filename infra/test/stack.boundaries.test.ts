@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { loadTargets } from '../../services/shared/targets.js';
 import { ipv4InCidr } from '../config.js';
 import { BUILDER_CAPABILITIES } from '../stack/sites.js';
-import { exampleConfig, installMocks, isSecretEnvelope, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declareDockerUnderMocks, exampleConfig, isSecretEnvelope, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * One trust boundary per deploy target (docs/infra.md, "Trust boundaries"), as policies on what the
@@ -18,8 +18,7 @@ let registered: RegisteredResource[];
 let program: typeof import('../program.js');
 
 beforeAll(async () => {
-  registered = await installMocks({ config: { ...exampleConfig(), smtpConnectionUri: 'smtp://mail.example.org:25/' }, secretKeys: ['smtpConnectionUri'] });
-  program = await import('../program.js');
+  ({ registered, program } = await declareDockerUnderMocks());
   await Promise.all(Object.values(program.stack.containers).map((c) => (c ? resolved(c.id) : undefined)));
 });
 

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { exampleConfig, installMocks, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declareDockerUnderMocks, resolved, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The stack with two failed one-shot jobs that nothing but the platform's users need: the OAuth2
@@ -13,18 +13,12 @@ let registered: RegisteredResource[];
 const errors: string[] = [];
 
 beforeAll(async () => {
-  registered = await installMocks({
-    config: { ...exampleConfig(), smtpConnectionUri: 'smtp://mail.example.org:25/' },
-    secretKeys: ['smtpConnectionUri'],
-    jobExitCodes: { 'clients-sync': 1, 'geoserver-provision': 3 },
-  });
   const onRejection = (reason: unknown) => errors.push(String(reason instanceof Error ? reason.message : reason));
   process.on('unhandledRejection', onRejection);
-  const program = await import('../program.js');
-  const { webhook, geoserver } = program.stack.containers;
-  await Promise.all([webhook, geoserver].map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
-  await new Promise<void>((resolve) => program.stack.jobs.clientsSync.exitCode.apply(() => resolve()));
-  await new Promise<void>((resolve) => program.stack.jobs.geoserverProvision.exitCode.apply(() => resolve()));
+  const declared = await declareDockerUnderMocks({ jobExitCodes: { 'clients-sync': 1, 'geoserver-provision': 3 } });
+  registered = declared.registered;
+  const { containers, jobs } = declared.program.stack;
+  await Promise.all([containers.webhook.id, containers.geoserver.id, jobs.clientsSync.exitCode, jobs.geoserverProvision.exitCode].map((o) => resolved<unknown>(o)));
   await new Promise((resolve) => setTimeout(resolve, 300));
   return () => process.off('unhandledRejection', onRejection);
 });

@@ -10,7 +10,7 @@ import { lacks, requirements } from '../../test/helpers/requirements.js';
 import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { assembleImage, type AssembledImage } from '../docker/image.js';
-import { exampleConfig, installMocks, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declareDockerUnderMocks, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The stack's one-shot jobs run as real processes with exactly the command and environment the Pulumi
@@ -25,9 +25,9 @@ let registered: RegisteredResource[];
 let workDir: string;
 
 beforeAll(async () => {
-  registered = await installMocks({ config: { ...exampleConfig(), smtpConnectionUri: 'smtp://mail.example.org:25/' }, secretKeys: ['smtpConnectionUri'] });
-  const program = await import('../program.js');
-  await new Promise<void>((resolve) => program.stack.jobs.clientsSync.id.apply(() => resolve()));
+  const declared = await declareDockerUnderMocks();
+  registered = declared.registered;
+  await resolved(declared.program.stack.jobs.clientsSync.id);
   workDir = mkdtempSync(join(tmpdir(), 'stack-jobs-'));
 });
 afterAll(() => rmSync(workDir, { recursive: true, force: true }));

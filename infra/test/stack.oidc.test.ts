@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declaredContainer, declareDockerUnderMocks, isSecretEnvelope, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * Social sign-in from the stack configuration: the providers an operator declares (oidcProviders) and
@@ -15,18 +15,12 @@ const PROVIDERS = [
 ];
 
 beforeAll(async () => {
-  registered = await installMocks({
-    config: {
-      ...exampleConfig(),
-      smtpConnectionUri: 'smtp://mail.example.org:25/',
-      oidcProviders: PROVIDERS,
-      oidcClientSecrets: JSON.stringify({ 'city-entra': 'entra-secret-from-the-operator', github: 'github-secret-from-the-operator' }),
-    },
-    secretKeys: ['smtpConnectionUri', 'oidcClientSecrets'],
+  const declaredStack = await declareDockerUnderMocks({
+    config: { oidcProviders: PROVIDERS },
+    secrets: { oidcClientSecrets: JSON.stringify({ 'city-entra': 'entra-secret-from-the-operator', github: 'github-secret-from-the-operator' }) },
   });
-  const program = await import('../program.js');
-  const { kratos } = program.stack.containers;
-  await new Promise<void>((resolve) => kratos.id.apply(() => resolve()));
+  registered = declaredStack.registered;
+  await resolved(declaredStack.program.stack.containers.kratos.id);
 });
 
 const declared = (name: string) => declaredContainer(registered, name);

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENTRY_POINTS } from '../images.js';
-import { exampleConfig, installMocks, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declareDockerUnderMocks, exampleConfig, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * Policies for who runs as whom on the deployment path, read from the Pulumi program under the runtime
@@ -16,10 +16,10 @@ const REPO_ROOT = join(import.meta.dirname, '..', '..');
 let registered: RegisteredResource[];
 
 beforeAll(async () => {
-  registered = await installMocks({ config: { ...exampleConfig(), smtpConnectionUri: 'smtp://mail.example.org:25/' }, secretKeys: ['smtpConnectionUri'] });
-  const program = await import('../program.js');
-  const { webhook, proxy, api } = program.stack.containers;
-  await Promise.all([webhook, proxy, api].map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
+  const declaredStack = await declareDockerUnderMocks();
+  registered = declaredStack.registered;
+  const { webhook, proxy, api } = declaredStack.program.stack.containers;
+  await Promise.all([webhook, proxy, api].map((c) => resolved(c.id)));
 });
 
 function declared(name: string) {

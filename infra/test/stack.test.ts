@@ -8,7 +8,7 @@ import { loadTargets } from '../../services/shared/targets.js';
 import { parse as parseYaml } from 'yaml';
 import { isPreviewTarget } from '../config.js';
 import { isPinnedImage } from '../images.js';
-import { exampleConfig, installMocks, isSecretEnvelope, plainStrings, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declareDockerUnderMocks, isSecretEnvelope, plainStrings, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The Pulumi program under the runtime mocks, checked like a policy: the tests read every resource
@@ -44,12 +44,7 @@ const labelsOf = (c: RegisteredResource): Record<string, string> =>
 const networksOf = (c: RegisteredResource) => (reveal(c.inputs.networksAdvanced) as { name: string; ipv4Address?: string; aliases?: string[] }[]) ?? [];
 
 beforeAll(async () => {
-  registered = await installMocks({
-    config: { ...exampleConfig(), ...GIVEN_SECRETS },
-    secretKeys: Object.keys(GIVEN_SECRETS),
-    jobDurationMs: JOB_DURATION_MS,
-  });
-  program = await import('../program.js');
+  ({ registered, program } = await declareDockerUnderMocks({ secrets: GIVEN_SECRETS, jobDurationMs: JOB_DURATION_MS }));
   const { containers: services, jobs } = program.stack;
   await Promise.all([...Object.values(services), ...Object.values(jobs)].map((c) => (c ? resolved(c.id) : undefined)));
   workDir = mkdtempSync(join(tmpdir(), 'infra-stack-'));

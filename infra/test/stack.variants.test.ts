@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { exampleConfig, installMocks, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declareDockerUnderMocks, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The same program with the optional disk limit on and a failing Kratos migration: the identity
@@ -15,17 +15,16 @@ const SHORT_SECRET = 'too-short-login-secret-31-chars';
 const CIPHER_ROTATION = `${'N'.repeat(32)},${'O'.repeat(32)}`;
 
 beforeAll(async () => {
-  registered = await installMocks({
-    config: { ...exampleConfig({ identityDiskLimit: 'true' }), smtpConnectionUri: 'smtp://mail.example.org:25/', loginCookieSecret: SHORT_SECRET, kratosCipherSecret: CIPHER_ROTATION },
-    secretKeys: ['smtpConnectionUri', 'loginCookieSecret', 'kratosCipherSecret'],
-    jobExitCodes: { 'kratos-migrate': 1 },
-  });
   // The failed job's error surfaces as the rejection of the dependent's registration.
   const onRejection = (reason: unknown) => errors.push(String(reason instanceof Error ? reason.message : reason));
   process.on('unhandledRejection', onRejection);
-  const program = await import('../program.js');
-  const { hydra } = program.stack.containers;
-  await new Promise<void>((resolve) => hydra.id.apply(() => resolve()));
+  const declared = await declareDockerUnderMocks({
+    config: { identityDiskLimit: 'true' },
+    secrets: { loginCookieSecret: SHORT_SECRET, kratosCipherSecret: CIPHER_ROTATION },
+    jobExitCodes: { 'kratos-migrate': 1 },
+  });
+  registered = declared.registered;
+  await resolved(declared.program.stack.containers.hydra.id);
   // Let the rejected registration settle.
   await new Promise((resolve) => setTimeout(resolve, 200));
   process.off('unhandledRejection', onRejection);

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadStackConfig } from '../config.js';
 import { ENTRY_POINTS } from '../images.js';
-import { declaredContainer, exampleConfig, installMocks, isSecretEnvelope, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declaredContainer, declareDockerUnderMocks, exampleConfig, isSecretEnvelope, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * Approvals leave the platform through one container: the QC worker, the only one on a network with a
@@ -14,19 +14,13 @@ const NETWORK = 'docker:index/network:Network';
 let registered: RegisteredResource[];
 
 beforeAll(async () => {
-  registered = await installMocks({
-    config: {
-      ...exampleConfig(),
-      smtpConnectionUri: 'smtp://mail.example.org:25/',
-      osmAccessToken: 'osm-token-from-the-operator',
-      wikibasePassword: 'wikibase-password-from-the-operator',
-      exportSettings: { OSM_API_URL: 'https://master.apis.dev.openstreetmap.org', WIKIBASE_URL: 'https://test.wikidata.org', AGENCY_WEBHOOK_URL: 'https://agency.example.net/notices', REVIEWER_EMAILS: 'qc@example.org' },
-    },
-    secretKeys: ['smtpConnectionUri', 'osmAccessToken', 'wikibasePassword'],
+  const declared = await declareDockerUnderMocks({
+    config: { exportSettings: { OSM_API_URL: 'https://master.apis.dev.openstreetmap.org', WIKIBASE_URL: 'https://test.wikidata.org', AGENCY_WEBHOOK_URL: 'https://agency.example.net/notices', REVIEWER_EMAILS: 'qc@example.org' } },
+    secrets: { osmAccessToken: 'osm-token-from-the-operator', wikibasePassword: 'wikibase-password-from-the-operator' },
   });
-  const program = await import('../program.js');
-  const { qcWorker, api, proxy } = program.stack.containers;
-  await Promise.all([qcWorker, api, proxy].map((c) => new Promise<void>((resolve) => c.id.apply(() => resolve()))));
+  registered = declared.registered;
+  const { qcWorker, api, proxy } = declared.program.stack.containers;
+  await Promise.all([qcWorker, api, proxy].map((c) => resolved(c.id)));
 });
 
 const container = (name: string) => {

@@ -96,6 +96,29 @@ export async function installMocks(options: MockOptions): Promise<RegisteredReso
   return registered;
 }
 
+/** Mail settings for the Docker stack tests that do not check mail: a secret, as an operator sets it. */
+const EXAMPLE_SMTP = { smtpConnectionUri: 'smtp://mail.example.org:25/' };
+
+export interface DockerStackOptions extends Pick<MockOptions, 'jobDurationMs' | 'jobExitCodes'> {
+  /** Settings over the example configuration (exampleConfig). */
+  config?: Record<string, unknown>;
+  /** Settings given as secrets (`pulumi config set --secret`): an SMTP connection URI unless they name their own. */
+  secrets?: Record<string, unknown>;
+}
+
+/**
+ * The Pulumi program on the Docker target under the runtime mocks, and what it registered. Call once
+ * per test file: the program module is evaluated once per process. The caller waits for the resources
+ * it reads (`resolved(container.id)`).
+ */
+export async function declareDockerUnderMocks(options: DockerStackOptions = {}) {
+  const { config, secrets: given, ...jobs } = options;
+  const secrets = { ...EXAMPLE_SMTP, ...given };
+  const registered = await installMocks({ config: { ...exampleConfig(config), ...secrets }, secretKeys: Object.keys(secrets), ...jobs });
+  const program = await import('../program.js');
+  return { registered, program };
+}
+
 export function resolved<T>(output: pulumi.Output<T>): Promise<T> {
   return new Promise((resolve) => output.apply((value) => resolve(value)));
 }
