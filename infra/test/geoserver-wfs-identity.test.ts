@@ -1,5 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,13 +11,14 @@ import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/db.js';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { lacks, requirements } from '../../test/helpers/requirements.js';
-import { renderCaddyfile } from '../caddy.js';
 import { GEOSERVER_IDENTITY, proxyRoutes } from '../routes.js';
 import { GeoServerClient } from '../geoserver/client.js';
 import { provisionGeoServer, SESSION_CLOSEUP_SQL, SESSION_SQL_JAVA_OPTIONS, SESSION_STARTUP_SQL } from '../geoserver/provision.js';
 import { ensureHeaderAuthentication, OWS_CHAIN_NAME } from '../geoserver/security.js';
 import { FakeWfs } from '../geoserver/testing/fake-wfs.js';
 import { startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
+import { startApiProcess, type ApiProcess } from '../testing/api-process.js';
+import { CaddyRunner, EXAMPLE_DOMAINS } from '../testing/caddy-runner.js';
 
 /**
  * WFS-T writes are tied to platform users, end to end on one machine: the real Caddy with the
@@ -33,18 +33,16 @@ const database = (): { ok: true } | { ok: false; reason: string } =>
   process.env.TEST_DATABASE_URL ? { ok: true } : { ok: false, reason: 'TEST_DATABASE_URL is not set (a PostgreSQL + PostGIS server: the history tells database roles apart)' };
 const MISSING = lacks('the WFS-T identity tests', requirements.caddy(), requirements.contracts(), database());
 
-const GEO = 'geo.example.org';
+const GEO = EXAMPLE_DOMAINS.geo;
 const GEOSERVER_DB_PASSWORD = 'wfs-identity-test-geoserver';
 const ADMIN = { user: 'admin', password: 'geoserver-admin-secret' };
 
 let db: TestDatabase;
 let kratos: KratosDouble;
 let hydra: HydraDouble;
-let api: ChildProcess | undefined;
-let apiUrl: string;
-let apiOutput = '';
+let api: ApiProcess | undefined;
 let geoserver: FakeGeoServer;
-let caddy: ChildProcess | undefined;
+let caddy: CaddyRunner | undefined;
 let proxyPort: number;
 let dir: string;
 
@@ -101,9 +99,8 @@ beforeAll(async () => {
   kratos = await new KratosDouble({ loginUiUrl: 'http://auth.invalid/login', allowedReturnUrls: [] }).start();
   hydra = await new HydraDouble({ loginUrl: 'http://auth.invalid/login', consentUrl: 'http://auth.invalid/consent', logoutUrl: 'http://auth.invalid/logout', postLogoutRedirect: 'http://auth.invalid/' }).start();
   const apiPort = await freePort();
-  apiUrl = `http://127.0.0.1:${apiPort}`;
   // The API as the stack runs it (infra/stack/features.ts), from the sources.
-  api = spawn(process.execPath, ['--import', 'tsx', 'services/api/src/server.ts'], {
+  api = await startApiProcess(['--import', 'tsx', 'services/api/src/server.ts'], {
     cwd: join(import.meta.dirname, '..', '..'),
     env: {
       PATH: process.env.PATH ?? '',
@@ -118,16 +115,8 @@ beforeAll(async () => {
       DATA_DIR: join(dir, 'api-data'),
       LOG_LEVEL: 'warn',
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    port: apiPort,
   });
-  api.stdout?.on('data', (chunk: Buffer) => (apiOutput += chunk.toString()));
-  api.stderr?.on('data', (chunk: Buffer) => (apiOutput += chunk.toString()));
-  for (const deadline = Date.now() + 150_000; ; ) {
-    if (api.exitCode !== null) throw new Error(`the API exited with ${api.exitCode}: ${apiOutput}`);
-    if (await fetch(`${apiUrl}/healthz`).then((r) => r.ok, () => false)) break;
-    if (Date.now() > deadline) throw new Error(`the API did not start: ${apiOutput}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
   const dbUrl = new URL(db.url);
   geoserver = await startFakeGeoServer({ ...ADMIN, wfs: { dataDir: join(dir, 'geoserver_data'), jvmOptions: SESSION_SQL_JAVA_OPTIONS.join(' ') } });
   await provisionGeoServer(new GeoServerClient({ baseUrl: geoserver.url, ...ADMIN }), {
@@ -147,31 +136,18 @@ beforeAll(async () => {
   });
 
   // The GeoServer route exactly as the stack renders it, its upstreams on loopback.
-  const domains = { api: 'api.example.org', geo: GEO, auth: 'auth.example.org', kratos: 'id.example.org', hydra: 'oauth.example.org', accounts: 'accounts.example.org', webhook: 'hooks.example.org' };
-  const route = proxyRoutes(domains, [], { selfServiceUi: false }).find((r) => r.domain === GEO)!;
-  const apiAddress = new URL(apiUrl).host;
+  const route = proxyRoutes(EXAMPLE_DOMAINS, [], { selfServiceUi: false }).find((r) => r.domain === GEO)!;
+  const apiAddress = new URL(api.url).host;
   const geoRoute = { ...route, upstream: new URL(geoserver.url).host, forwardAuth: { ...route.forwardAuth!, upstream: apiAddress } };
-  proxyPort = await freePort();
-  const file = join(dir, 'Caddyfile');
-  writeFileSync(file, renderCaddyfile({ acmeEmail: 'ops@example.org', internalCidrs: ['10.0.0.0/8'], routes: [geoRoute], plainHttpPort: proxyPort }));
-  caddy = spawn('caddy', ['run', '--config', file, '--adapter', 'caddyfile'], { stdio: 'ignore', env: { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir } });
-  for (let i = 0; i < 100; i++) {
-    const up = await post('/geoserver/wms', '').then(() => true, () => false);
-    if (up) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('caddy did not start');
+  caddy = new CaddyRunner();
+  proxyPort = await caddy.start(['10.0.0.0/8'], [geoRoute]);
 }, 120_000);
 
 afterAll(async () => {
   if (MISSING) return;
-  caddy?.kill('SIGTERM');
+  caddy?.stopAll();
   await geoserver?.close();
-  if (api && api.exitCode === null) {
-    const exited = new Promise((resolve) => api?.once('exit', resolve));
-    api.kill('SIGTERM');
-    await exited;
-  }
+  await api?.stop();
   await Promise.all([kratos?.close(), hydra?.close()]);
   await db?.close();
   rmSync(dir, { recursive: true, force: true });

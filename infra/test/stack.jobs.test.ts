@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import { lacks, requirements } from '../../test/helpers/requirements.js';
 import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { assembleImage, type AssembledImage } from '../docker/image.js';
+import { startApiProcess, type ApiProcess } from '../testing/api-process.js';
 import { declareDockerUnderMocks, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
@@ -138,9 +139,8 @@ describe.skipIf(!hydraContracts)('the API container', () => {
   let db: TestDatabase;
   let hydra: HydraDouble;
   let kratos: KratosDouble;
-  let api: ChildProcess | undefined;
+  let api: ApiProcess | undefined;
   let baseUrl: string;
-  let output = '';
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -162,25 +162,11 @@ describe.skipIf(!hydraContracts)('the API container', () => {
     // The image's command (infra/docker/api.Dockerfile CMD) in the image's file set, with its ENV under the declared one.
     const image = declared('api').image;
     expect(image.cmd[0]).toBe('node');
-    api = spawn(process.execPath, image.cmd.slice(1), { cwd: image.hostWorkdir, env: { ...image.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    api.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    api.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    baseUrl = `http://127.0.0.1:${port}`;
-    const deadline = Date.now() + 150_000;
-    for (;;) {
-      if (api.exitCode !== null) throw new Error(`the API exited with ${api.exitCode}: ${output}`);
-      const ready = await fetch(`${baseUrl}/healthz`).then((r) => r.ok, () => false);
-      if (ready) break;
-      if (Date.now() > deadline) throw new Error(`the API did not start: ${output}`);
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
+    api = await startApiProcess(image.cmd.slice(1), { cwd: image.hostWorkdir, env: { ...image.env, ...env }, port });
+    baseUrl = api.url;
   }, 180_000);
   afterAll(async () => {
-    if (api && api.exitCode === null) {
-      const exited = new Promise((resolve) => api?.once('exit', resolve));
-      api.kill('SIGTERM');
-      await exited;
-    }
+    await api?.stop();
     await Promise.all([hydra?.close(), kratos?.close(), db?.close()]);
   });
 
@@ -189,7 +175,7 @@ describe.skipIf(!hydraContracts)('the API container', () => {
     const token = await issueOpaqueToken(hydra, 'user-admin', { role: 'admin', acr: 'aal2', amr: ['pwd', 'totp'] }, ['geodata-api']);
     expect(token).toMatch(/^ory_at_/);
     const response = await fetch(`${baseUrl}/api/users`, { headers: { authorization: `Bearer ${token}` } });
-    expect(response.status, output).toBe(200);
+    expect(response.status, api?.output()).toBe(200);
     expect(hydra.admin.count('introspectOAuth2Token')).toBeGreaterThanOrEqual(1);
   });
 
