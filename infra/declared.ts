@@ -3,7 +3,7 @@ import { parse as parseYaml } from 'yaml';
 import type { DeclaredContainer, DeclaredStack } from '../services/shared/declared-stack.js';
 import { isPreviewTarget, REPO_ROOT } from './config.js';
 import { SECRET_SPECS } from './secrets.js';
-import { installMocks, isSecretEnvelope, PROJECT, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
+import { envVariables, installMocks, isSecretEnvelope, PROJECT, reveal, type RegisteredResource } from './testing/pulumi-mocks.js';
 
 /**
  * Runs the Pulumi program under the runtime mocks with a stack file's configuration and returns what it
@@ -62,7 +62,7 @@ const CONTAINER = 'docker:index/container:Container';
 
 function container(r: RegisteredResource): DeclaredContainer {
   const inputs = r.inputs;
-  const env = Object.fromEntries(((reveal(inputs.envs) as string[] | undefined) ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+  const env = envVariables(inputs.envs);
   const labels = Object.fromEntries(((reveal(inputs.labels) as { label: string; value: string }[] | undefined) ?? []).map((l) => [l.label, l.value]));
   const networkMode = reveal(inputs.networkMode);
   return {

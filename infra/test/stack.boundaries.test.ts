@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { loadTargets } from '../../services/shared/targets.js';
 import { ipv4InCidr } from '../config.js';
 import { BUILDER_CAPABILITIES } from '../stack/sites.js';
-import { declareDockerUnderMocks, exampleConfig, isSecretEnvelope, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declareDockerUnderMocks, envVariables, exampleConfig, isSecretEnvelope, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * One trust boundary per deploy target (docs/infra.md, "Trust boundaries"), as policies on what the
@@ -38,7 +38,7 @@ const containers = (): Declared[] =>
     .map((r) => ({
       name: r.name,
       inputs: r.inputs,
-      env: Object.fromEntries(((reveal(r.inputs.envs) as string[] | undefined) ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)])),
+      env: envVariables(r.inputs.envs),
       labels: Object.fromEntries(((reveal(r.inputs.labels) as { label: string; value: string }[] | undefined) ?? []).map((l) => [l.label, l.value])),
       networks: ((reveal(r.inputs.networksAdvanced) as { name: string }[] | undefined) ?? []).map((n) => n.name),
       volumes: (reveal(r.inputs.volumes) as Declared['volumes'] | undefined) ?? [],

@@ -11,7 +11,7 @@ import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js
 import { freePort } from '../../services/shared/testing/ports.js';
 import { assembleImage, type AssembledImage } from '../docker/image.js';
 import { startApiProcess, type ApiProcess } from '../testing/api-process.js';
-import { declareDockerUnderMocks, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declaredContainer, declareDockerUnderMocks, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The stack's one-shot jobs run as real processes with exactly the command and environment the Pulumi
@@ -21,24 +21,21 @@ import { declareDockerUnderMocks, resolved, reveal, type RegisteredResource } fr
  */
 
 const REPO_ROOT = join(import.meta.dirname, '..', '..');
-const CONTAINER = 'docker:index/container:Container';
 let registered: RegisteredResource[];
 let workDir: string;
 
 beforeAll(async () => {
-  const declared = await declareDockerUnderMocks();
-  registered = declared.registered;
-  await resolved(declared.program.stack.jobs.clientsSync.id);
+  const declaredStack = await declareDockerUnderMocks();
+  registered = declaredStack.registered;
+  await resolved(declaredStack.program.stack.jobs.clientsSync.id);
   workDir = mkdtempSync(join(tmpdir(), 'stack-jobs-'));
 });
 afterAll(() => rmSync(workDir, { recursive: true, force: true }));
 
 function declared(name: string) {
-  const found = registered.find((r) => r.type === CONTAINER && r.name === name);
-  if (!found) throw new Error(`the program declares no container ${name}`);
-  const envs = (reveal(found.inputs.envs) as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)] as const);
-  const uploads = (reveal(found.inputs.uploads) as { file: string; content: string }[] | undefined) ?? [];
-  return { env: Object.fromEntries(envs), command: reveal(found.inputs.command) as string[], uploads, image: imageOf(String(reveal(found.inputs.image))) };
+  const { inputs, env } = declaredContainer(registered, name);
+  const uploads = (reveal(inputs.uploads) as { file: string; content: string }[] | undefined) ?? [];
+  return { env, command: reveal(inputs.command) as string[], uploads, image: imageOf(String(reveal(inputs.image))) };
 }
 
 /** The container's project image, its file set assembled as its Dockerfile does (infra/docker/image.ts). */

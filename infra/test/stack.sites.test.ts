@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENTRY_POINTS } from '../images.js';
-import { declareDockerUnderMocks, exampleConfig, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declaredContainer, declareDockerUnderMocks, exampleConfig, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * Policies for who runs as whom on the deployment path, read from the Pulumi program under the runtime
@@ -23,14 +23,12 @@ beforeAll(async () => {
 });
 
 function declared(name: string) {
-  const found = registered.find((r) => r.type === CONTAINER && r.name === name);
-  if (!found) throw new Error(`the program declares no container ${name}`);
-  const envs = ((reveal(found.inputs.envs) as string[] | undefined) ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)] as const);
+  const { inputs, env } = declaredContainer(registered, name);
   return {
-    inputs: found.inputs,
-    env: Object.fromEntries(envs) as Record<string, string | undefined>,
-    command: (reveal(found.inputs.command) as string[] | undefined) ?? [],
-    volumes: (reveal(found.inputs.volumes) as { volumeName: string; containerPath: string; readOnly?: boolean }[] | undefined) ?? [],
+    inputs,
+    env,
+    command: (reveal(inputs.command) as string[] | undefined) ?? [],
+    volumes: (reveal(inputs.volumes) as { volumeName: string; containerPath: string; readOnly?: boolean }[] | undefined) ?? [],
   };
 }
 

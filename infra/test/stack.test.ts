@@ -8,7 +8,7 @@ import { loadTargets } from '../../services/shared/targets.js';
 import { parse as parseYaml } from 'yaml';
 import { isPreviewTarget } from '../config.js';
 import { isPinnedImage } from '../images.js';
-import { declareDockerUnderMocks, isSecretEnvelope, plainStrings, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
+import { declareDockerUnderMocks, envVariables, isSecretEnvelope, plainStrings, resolved, reveal, type RegisteredResource } from '../testing/pulumi-mocks.js';
 
 /**
  * The Pulumi program under the runtime mocks, checked like a policy: the tests read every resource
@@ -37,8 +37,7 @@ const container = (name: string) => {
   return found;
 };
 const isJob = (c: RegisteredResource) => c.inputs.attach === true;
-const envOf = (c: RegisteredResource): Record<string, string> =>
-  Object.fromEntries(((reveal(c.inputs.envs) as string[] | undefined) ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+const envOf = (c: RegisteredResource) => envVariables(c.inputs.envs);
 const labelsOf = (c: RegisteredResource): Record<string, string> =>
   Object.fromEntries(((reveal(c.inputs.labels) as { label: string; value: string }[] | undefined) ?? []).map((l) => [l.label, l.value]));
 const networksOf = (c: RegisteredResource) => (reveal(c.inputs.networksAdvanced) as { name: string; ipv4Address?: string; aliases?: string[] }[]) ?? [];

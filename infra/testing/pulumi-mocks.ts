@@ -45,11 +45,16 @@ export function reveal(value: unknown): unknown {
   return value;
 }
 
+/** A container's `envs` (KEY=VALUE strings, as Docker takes them) by name, secret envelopes removed; none declared is {}. */
+export function envVariables(envs: unknown): Record<string, string> {
+  return Object.fromEntries(((reveal(envs) as string[] | undefined) ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+}
+
 /** A declared container as the policy tests read it: its inputs, its environment by name, the names of its networks. */
 export function declaredContainer(registered: RegisteredResource[], name: string): { inputs: Record<string, unknown>; env: Record<string, string>; networks: string[] } {
   const found = registered.find((r) => r.type === 'docker:index/container:Container' && r.name === name);
   if (!found) throw new Error(`the program declares no container ${name}`);
-  const env = Object.fromEntries(((reveal(found.inputs.envs) as string[] | undefined) ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+  const env = envVariables(found.inputs.envs);
   const networks = ((reveal(found.inputs.networksAdvanced) as { name: string }[] | undefined) ?? []).map((n) => n.name);
   return { inputs: found.inputs, env, networks };
 }
