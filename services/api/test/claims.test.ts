@@ -89,6 +89,32 @@ describe('claiming a QC item', () => {
     expect((await queueItem('rita', id))?.claim).toBeNull();
   });
 
+  it('a page closing after the same reviewer renewed the claim on another page releases nothing: the renewed claim stays and others are still refused', async () => {
+    const id = await submittedFeature();
+    const first = await claim('rita', id); // the desk in her first tab
+    expect(first.status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const renewed = await claim('rita', id); // she opens the item again in a second tab
+    expect(renewed.status).toBe(200);
+    expect(renewed.json.expiresAt).not.toBe(first.json.expiresAt);
+    // The first tab closes: its release names the claim it held, which is no longer the live one.
+    const stale = await api.request('DELETE', `/api/qc/claim/${encodeURIComponent(id)}?expiresAt=${encodeURIComponent(first.json.expiresAt)}`, { token: token.rita });
+    expect(stale.status).toBe(204);
+    expect((await queueItem('rolf', id))?.claim).toMatchObject({ holder: 'rita', expiresAt: renewed.json.expiresAt });
+    expect((await claim('rolf', id)).status).toBe(409);
+    // The second tab's release, naming the live claim, ends it.
+    const current = await api.request('DELETE', `/api/qc/claim/${encodeURIComponent(id)}?expiresAt=${encodeURIComponent(renewed.json.expiresAt)}`, { token: token.rita });
+    expect(current.status).toBe(204);
+    expect((await claim('rolf', id)).status).toBe(200);
+    // Another reviewer's stale release is refused as before, and a malformed expiresAt is a 400.
+    expect((await api.request('DELETE', `/api/qc/claim/${encodeURIComponent(id)}?expiresAt=${encodeURIComponent(first.json.expiresAt)}`, { token: token.rita })).status).toBe(409);
+    for (const bad of ['yesterday', '2026-11-28', `${'9'.repeat(41)}`, '2026-11-28T08:00:00.1234567+00:00']) {
+      const refused = await api.request('DELETE', `/api/qc/claim/${encodeURIComponent(id)}?expiresAt=${encodeURIComponent(bad)}`, { token: token.rolf });
+      expect(refused.status, bad).toBe(400);
+    }
+    expect((await queueItem('rita', id))?.claim).toMatchObject({ holder: 'rolf' });
+  });
+
   it('only reviewers and admins claim, only items in review, and never their own submission', async () => {
     const id = await submittedFeature();
     expect((await claim(undefined, id)).status).toBe(401);

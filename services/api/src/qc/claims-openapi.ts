@@ -35,9 +35,15 @@ export const claimPaths: ZodOpenApiPathsObject = {
     },
     delete: {
       summary: 'Release one\'s claim (admins: anyone\'s) (qc:review)',
-      requestParams: { path: idParam },
+      description:
+        'With expiresAt (the value the last claim or renewal answered) only that claim is released: a claim renewed since, from another page or tab of the same reviewer, stays (204). Desks send it when their page closes.',
+      requestParams: {
+        path: idParam,
+        query: z.object({ expiresAt: z.string().max(40).optional().meta({ description: 'the expiresAt of the claim to release, exactly as the claim answered it' }) }),
+      },
       responses: {
-        '204': { description: 'released, or there was no claim' },
+        '204': { description: 'released, or there was no claim, or (with expiresAt) the claim was renewed since and stays' },
+        '400': problem('VALIDATION_FAILED: expiresAt is not a claim\'s expiresAt'),
         ...guarded,
         '404': problem('FEATURE_NOT_FOUND'),
         '409': problem('CLAIMED: the live claim belongs to another reviewer'),

@@ -54,11 +54,17 @@ export function liveClaim(featureId: string): Query {
   };
 }
 
-/** Release a claim: the holder's own, or any when `anyHolder` (admins). Expired rows go as well. */
-export function releaseClaim(featureId: string, holder: string, anyHolder: boolean): Query {
+/**
+ * Release a claim: the holder's own, or any when `anyHolder` (admins). Expired rows go as well. With
+ * `expiresAt` only the claim as it stood with that end (what the releasing page last took or
+ * renewed): one renewed since, from another page, stays.
+ */
+export function releaseClaim(featureId: string, holder: string, anyHolder: boolean, expiresAt: string | null = null): Query {
   return {
-    text: `DELETE FROM qc.claims c WHERE c.feature_id = $1::text AND ($3::boolean OR c.holder = $2::text OR c.expires_at <= now()) RETURNING c.holder`,
-    values: [featureId, holder, anyHolder],
+    text: `DELETE FROM qc.claims c WHERE c.feature_id = $1::text
+             AND (c.expires_at <= now() OR (($3::boolean OR c.holder = $2::text) AND ($4::timestamptz IS NULL OR c.expires_at = $4::timestamptz)))
+           RETURNING c.holder`,
+    values: [featureId, holder, anyHolder, expiresAt],
   };
 }
 

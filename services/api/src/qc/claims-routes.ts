@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { principalOf, requirePermission } from '../auth/middleware.js';
 import { featureIdParam, methodNotAllowed, sendJson } from '../http/fastify.js';
-import type { ClaimService } from './claims.js';
+import { releaseExpiresAt, type ClaimService } from './claims.js';
 
 /** POST and DELETE /api/qc/claim/:id (docs/qc.md "Claims"), in the /api/qc scope. */
 export async function claimRoutes(app: FastifyInstance, { claims }: { claims: ClaimService }): Promise<void> {
@@ -10,7 +10,8 @@ export async function claimRoutes(app: FastifyInstance, { claims }: { claims: Cl
   });
 
   app.delete('/claim/:id', { onRequest: requirePermission('qc:review', 'release review claims') }, async (request, reply) => {
-    await claims.release(principalOf(request), featureIdParam(request));
+    const { expiresAt } = (request.query ?? {}) as { expiresAt?: unknown };
+    await claims.release(principalOf(request), featureIdParam(request), releaseExpiresAt(expiresAt));
     return reply.code(204).send();
   });
 

@@ -50,13 +50,18 @@ export function createClaimService(db: Db, options: { ttlSeconds?: number } = {}
       }, { actor: holder });
     },
 
-    /** Release one's own claim (admins: anyone's). Releasing nothing is fine (204); another's live claim is 409. */
-    async release(principal: Principal, featureId: string): Promise<void> {
+    /**
+     * Release one's own claim (admins: anyone's). Releasing nothing is fine (204); another's live claim
+     * is 409. With `expiresAt` (the end the caller's last claim or renewal answered) only that claim
+     * goes: a page that closes after another page of the same reviewer renewed the claim leaves it.
+     */
+    async release(principal: Principal, featureId: string, expiresAt: string | null = null): Promise<void> {
       const holder = actorOf(principal);
-      const released = await query(db, sql.releaseClaim(featureId, holder, principal.role === 'admin'));
+      const released = await query(db, sql.releaseClaim(featureId, holder, principal.role === 'admin', expiresAt));
       if (released.rowCount) return;
       const current = await query(db, sql.liveClaim(featureId));
       const claim = (current.rows[0] as { claim: Claim } | undefined)?.claim;
+      if (claim && expiresAt !== null && (claim.holder === holder || principal.role === 'admin')) return; // renewed since: kept
       if (claim) throw claimedBy(claim);
       const exists = await query(db, sql.featureStatus(featureId));
       if (exists.rowCount === 0) throw new AppError('FEATURE_NOT_FOUND', `no feature with id ${featureId}`);
@@ -79,6 +84,19 @@ export type ClaimService = ReturnType<typeof createClaimService>;
 function claimedBy(claim: Claim): AppError {
   const who = claim.holderName ? `${claim.holderName} (${claim.holder})` : claim.holder;
   return new AppError('CLAIMED', `${who} is reviewing this feature (claim until ${new Date(claim.expiresAt).toISOString()})`, { statusCode: 409 });
+}
+
+/**
+ * The `expiresAt` of a release (DELETE …?expiresAt=), as a claim's answer gives it: an ISO 8601 time
+ * with up to microseconds and an offset, passed to PostgreSQL as written (a JavaScript Date would drop
+ * the microseconds the comparison needs). Absent: null; anything else: 400.
+ */
+export function releaseExpiresAt(value: unknown): string | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'string' || value.length > 40 || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})$/.test(value) || Number.isNaN(Date.parse(value))) {
+    throw new AppError('VALIDATION_FAILED', 'expiresAt must be the expiresAt of a claim, as the claim answered it (ISO 8601 with an offset)');
+  }
+  return value;
 }
 
 function actorOf(principal: Principal): string {

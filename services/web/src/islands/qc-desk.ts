@@ -44,6 +44,8 @@ export function mountQcDesk(): void {
   const dialog = document.getElementById('shortcuts') as HTMLDialogElement | null;
   const time = (iso: string) => clockAndRelative(iso, config.lang);
   let holding = false;
+  /** The end the last claim or renewal answered: a release names it, so it never ends a claim this reviewer renewed since on another page. */
+  let heldUntil = '';
   let decided = false;
   let renewTimer: ReturnType<typeof setInterval> | undefined;
 
@@ -55,6 +57,7 @@ export function mountQcDesk(): void {
     if (response.ok) {
       const held = (await response.json()) as QcClaim;
       holding = true;
+      heldUntil = held.expiresAt;
       claimLine.textContent = t('qc.claim.mine', { until: time(held.expiresAt) });
       return;
     }
@@ -70,7 +73,7 @@ export function mountQcDesk(): void {
     if (!holding || decided) return;
     holding = false;
     // keepalive: the request survives the page being unloaded.
-    void api(`/api/qc/claim/${path}`, { method: 'DELETE', keepalive: true }).catch(() => undefined);
+    void api(`/api/qc/claim/${path}?expiresAt=${encodeURIComponent(heldUntil)}`, { method: 'DELETE', keepalive: true }).catch(() => undefined);
   }
 
   function renderJobs(reviews: FeatureReviews): void {
