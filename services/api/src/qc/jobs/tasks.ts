@@ -221,11 +221,14 @@ export async function runJobBatch(payload: unknown, helpers: Helpers, deps: Task
     return undefined;
   }
   const failures = new Map<number, Error>();
-  const together = (task: JobTask) =>
-    task === 'reviewer_notice' || task === 'agency_notice' || (task === 'osm_export' ? osmSkipped(deps.settings) : wikibaseSkipped(deps.settings)) !== null;
+  // From the settings, once: the exports that are skipped whatever the feature.
+  const skippedOsm = osmSkipped(deps.settings);
+  const skippedWikibase = wikibaseSkipped(deps.settings) !== null;
+  const together = (task: JobTask) => (task === 'osm_export' ? skippedOsm !== null : task === 'wikibase_export' ? skippedWikibase : true);
   const oneByOne = async (task: 'osm_export' | 'wikibase_export') => {
+    if (together(task)) return;
     for (const entry of entries) {
-      if (entry.task !== task || together(task)) continue;
+      if (entry.task !== task) continue;
       try {
         await runJobAttempt(task, { jobId: entry.jobId }, helpers, deps);
       } catch (error) {
@@ -233,14 +236,11 @@ export async function runJobBatch(payload: unknown, helpers: Helpers, deps: Task
       }
     }
   };
-  // OSM before Wikibase. When both are skipped, all is recorded together: the Wikibase exports need not
-  // wait for OSM exports that are skipped in the same statements (startAttempts osmSkippedAlongside).
+  // OSM to a configured target first; then what runs together (skipped OSM exports among them, which a
+  // skipped Wikibase export of the same approval then need not wait for); then Wikibase to a configured
+  // target, which reads what the OSM export left.
   await oneByOne('osm_export');
-  if (together('osm_export') && together('wikibase_export')) await runTogether(entries, helpers, deps, failures, true);
-  else {
-    await runTogether(entries.filter((e) => e.task !== 'wikibase_export' && together(e.task)), helpers, deps, failures);
-    await runTogether(entries.filter((e) => e.task === 'wikibase_export' && together(e.task)), helpers, deps, failures);
-  }
+  await runTogether(entries.filter((e) => together(e.task)), helpers, deps, failures, skippedOsm);
   await oneByOne('wikibase_export');
   return entries.map((entry) => {
     const failure = failures.get(entry.jobId);
@@ -277,9 +277,9 @@ function batchEntries(payload: unknown): BatchEntry[] | null {
  * (waitForOsmExport), as alone. A transient failure marks its job `retrying` and goes into `failures`
  * (on the batch's last attempt it is recorded as `failed` instead).
  */
-async function runTogether(entries: readonly BatchEntry[], helpers: Helpers, deps: TaskDeps, failures: Map<number, Error>, osmSkippedAlongside = false): Promise<void> {
+async function runTogether(entries: readonly BatchEntry[], helpers: Helpers, deps: TaskDeps, failures: Map<number, Error>, skippedOsm: TerminalOutcome | null): Promise<void> {
   if (entries.length === 0) return;
-  const started = await startAttempts(deps.db, entries.map((e) => e.jobId), deps.processId, helpers.job.locked_by, osmSkippedAlongside);
+  const started = await startAttempts(deps.db, entries.map((e) => e.jobId), deps.processId, helpers.job.locked_by, skippedOsm !== null);
   for (const entry of entries) {
     if (started.has(entry.jobId)) continue;
     if (entry.task === 'wikibase_export' && !(await waitForOsmExport(entry.jobId, helpers, deps))) {
@@ -292,7 +292,7 @@ async function runTogether(entries: readonly BatchEntry[], helpers: Helpers, dep
     const task = job.task;
     const log = deps.logger.child({ jobId: job.id, task, featureId: job.featureId, version: job.version, attempt: helpers.job.attempts });
     try {
-      const ran = task === 'osm_export' ? { outcome: osmSkipped(deps.settings) ?? unexpected(job), recordTarget: null } : await RUNNERS[task](job, deps, helpers);
+      const ran = task === 'osm_export' ? { outcome: skippedOsm ?? unexpected(job), recordTarget: null } : await RUNNERS[task](job, deps, helpers);
       if (ran === 'deferred') return;
       finished.push({ id: job.id, outcome: ran.outcome, recordTarget: ran.recordTarget });
       log.info({ status: ran.outcome.status, reason: 'reason' in ran.outcome ? ran.outcome.reason : undefined }, 'QC job finished');
