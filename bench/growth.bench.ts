@@ -133,6 +133,16 @@ async function cpuSnapshot(admin: pg.Client, pid: number, except: readonly numbe
   return snapshot;
 }
 
+/** The server's WAL insert position. */
+async function walPosition(admin: pg.Client): Promise<string> {
+  return (await admin.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn')).rows[0]!.lsn;
+}
+
+/** WAL bytes written since `position`. */
+async function walBytesSince(admin: pg.Client, position: string): Promise<number> {
+  return Number((await admin.query<{ bytes: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn) AS bytes', [position])).rows[0]!.bytes);
+}
+
 /** CPU used between two snapshots; a backend that appeared meanwhile counts from zero. */
 function cpuBetween(before: CpuSnapshot, after: CpuSnapshot): number {
   let used = 0;
@@ -352,6 +362,7 @@ async function approvalAgainstTransaction(admin: pg.Client, scratchUrl: string):
   await watcher.connect();
   const watcherPid = (await watcher.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
   await migrateQueue(pool);
+  if (process.env.XSQL) await pool.query(process.env.XSQL);
   const service = createQcService(pool, { maxAttempts: 12 });
   // The worker as the API runs it by default (WORKER_POLL_INTERVAL_MS 2 s; concurrency 4; graphile's
   // batched completion, qc/worker.ts graphileOptions): graphile takes new jobs when told (LISTEN), the relay is
@@ -395,10 +406,17 @@ async function approvalAgainstTransaction(admin: pg.Client, scratchUrl: string):
   };
   /** The part of each round's CPU spent in this process (the rest: its PostgreSQL backends). */
   const inProcess = { batched: [] as number[], unbatched: [] as number[], bare: [] as number[] };
+  /**
+   * WAL written per approval in each round (the server's insert position before and after): what the
+   * rows, their index entries and locks cost in writing, counted exactly where CPU time carries the
+   * machine's noise. Anything else written meanwhile (autovacuum, an idle worker's poll) counts too.
+   */
+  const wal = { batched: [] as number[], unbatched: [] as number[], bare: [] as number[] };
   try {
     const queued = async (variant: (typeof variants)[number], prefix: string) => {
       const worker = await useWorker(variant);
       const ids = await seedSubmissions(pool, prefix, perRound, PLACE);
+      const walBefore = await walPosition(admin);
       const before = await cpuSnapshot(admin, process.pid, [watcherPid]);
       await inFlight(ids, 8, (id) => service.approve(BENCH_REVIEWER, id, null));
       worker.relayNow();
@@ -407,16 +425,24 @@ async function approvalAgainstTransaction(admin: pg.Client, scratchUrl: string):
       while (!(await settled(prefix))) await new Promise((resolve) => setTimeout(resolve, 100));
       const after = await cpuSnapshot(admin, process.pid, [watcherPid]);
       inProcess[variant.name].push((after.get(process.pid)! - before.get(process.pid)!) / perRound);
+      wal[variant.name].push((await walBytesSince(admin, walBefore)) / perRound);
       return cpuBetween(before, after) / perRound;
     };
     const bare = async (prefix: string) => {
       const ids = await seedSubmissions(pool, prefix, perRound, PLACE);
+      const walBefore = await walPosition(admin);
       const before = await cpuSnapshot(admin, process.pid, [watcherPid]);
       await inFlight(ids, 8, (id) => approveWithoutQueue(pool, id));
       const after = await cpuSnapshot(admin, process.pid, [watcherPid]);
       inProcess.bare.push((after.get(process.pid)! - before.get(process.pid)!) / perRound);
+      wal.bare.push((await walBytesSince(admin, walBefore)) / perRound);
       return cpuBetween(before, after) / perRound;
     };
+    // A checkpoint first, so that none falls inside the rounds (one every 5 min by default; the runs
+    // take about a minute): the first change of a page after a checkpoint writes the whole page to the
+    // WAL, and rounds with a checkpoint inside cost up to twice the others. Needs superuser or
+    // pg_checkpoint (PostgreSQL 15); without, the rounds carry that noise.
+    await admin.query('CHECKPOINT').catch(() => console.log('(no CHECKPOINT allowed: a checkpoint may fall inside a round)'));
     // A warm-up of each side, then rounds whose order of the three sides rotates.
     await queued(variants[1], 'gwu-');
     await queued(variants[0], 'gwq-');
@@ -435,10 +461,11 @@ async function approvalAgainstTransaction(admin: pg.Client, scratchUrl: string):
     const { rows } = await watcher.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM qc.jobs GROUP BY 1 ORDER BY 1`);
     const title = `approval, ${perRound} a round, 8 at once`;
     printTable([
-      { [title]: 'with its 3 jobs and the notice mail: outbox rows, relay, worker runs them, completions batched (qc/worker.ts graphileOptions)', 'CPU µs (process + backends)': Math.round(median(results.batched)), 'of which in this process': Math.round(median(inProcess.batched.slice(1))), 'CPU / transaction alone': ratio(median(results.batched), median(results.bare)), target: 'CPU ≤ 1.50×' },
-      { [title]: 'the same, each completion a statement of its own (as before)', 'CPU µs (process + backends)': Math.round(median(results.unbatched)), 'of which in this process': Math.round(median(inProcess.unbatched.slice(1))), 'CPU / transaction alone': ratio(median(results.unbatched), median(results.bare)), target: '' },
-      { [title]: 'the same transaction without the queue (lock, status, transition, notice)', 'CPU µs (process + backends)': Math.round(median(results.bare)), 'of which in this process': Math.round(median(inProcess.bare.slice(1))), 'CPU / transaction alone': '', target: '' },
+      { [title]: 'with its 3 jobs and the notice mail: outbox rows, relay, worker runs them, completions batched (qc/worker.ts graphileOptions)', 'CPU µs (process + backends)': Math.round(median(results.batched)), 'of which in this process': Math.round(median(inProcess.batched.slice(1))), 'WAL bytes': Math.round(median(wal.batched.slice(1))), 'WAL / transaction alone': ratio(median(wal.batched.slice(1)), median(wal.bare.slice(1))), 'CPU / transaction alone': ratio(median(results.batched), median(results.bare)), target: 'CPU ≤ 1.50×' },
+      { [title]: 'the same, each completion a statement of its own (as before)', 'CPU µs (process + backends)': Math.round(median(results.unbatched)), 'of which in this process': Math.round(median(inProcess.unbatched.slice(1))), 'WAL bytes': Math.round(median(wal.unbatched.slice(1))), 'WAL / transaction alone': ratio(median(wal.unbatched.slice(1)), median(wal.bare.slice(1))), 'CPU / transaction alone': ratio(median(results.unbatched), median(results.bare)), target: '' },
+      { [title]: 'the same transaction without the queue (lock, status, transition, notice)', 'CPU µs (process + backends)': Math.round(median(results.bare)), 'of which in this process': Math.round(median(inProcess.bare.slice(1))), 'WAL bytes': Math.round(median(wal.bare.slice(1))), 'WAL / transaction alone': '', 'CPU / transaction alone': '', target: '' },
     ]);
+    console.log(`WAL bytes per approval: batched ${wal.batched.map(Math.round).join(' ')}; bare ${wal.bare.map(Math.round).join(' ')}`);
     console.log(`rounds (µs): batched ${results.batched.map(Math.round).join(' ')}; unbatched ${results.unbatched.map(Math.round).join(' ')}; bare ${results.bare.map(Math.round).join(' ')}`);
     console.log(`1-minute load after each round: ${loads.map((l) => l.toFixed(1)).join(' ')}`);
     console.log(`jobs by outcome: ${rows.map((r) => `${r.status} ${r.n}`).join(', ')}`);

@@ -150,7 +150,8 @@ async function main(): Promise<void> {
     if (!PARTS.has('drain')) return;
     // 2. drain: clear the queue of part 1, approve DRAIN features, start the worker, wait for the last outcome.
     await pool.query(`DELETE FROM graphile_worker._private_jobs`);
-    await pool.query(`UPDATE qc.jobs SET status = 'skipped', reason = 'bench part 1', relayed_at = coalesce(relayed_at, now()) WHERE status = 'queued'`);
+    await pool.query(`UPDATE qc.jobs SET status = 'skipped', reason = 'bench part 1' WHERE status = 'queued'`);
+    await pool.query(`DELETE FROM qc.job_outbox`);
     const drainIds = await seedSubmissions(pool, 'd-', DRAIN);
     await inFlight(drainIds, IN_FLIGHT, (id) => service.approve(BENCH_REVIEWER, id, null));
     const settings = exportsSettingsFrom(ExportsEnvSchema.parse({ OSM_API_URL: osm.url, OSM_ACCESS_TOKEN: 'test-token', EXPORT_HTTP_TIMEOUT_MS: '30000', EXPORT_DATA_LICENCE: 'CC0-1.0', OSM_CONFLATION: 'false' }));

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../shared/principal.js';
 import { dropFeatureQueues, relayOutbox, releaseLocksOfLostPools } from '../src/qc/jobs/relay.js';
 import { createQcService } from '../src/qc/service.js';
-import { EXPORT_QUEUES } from '../src/qc/states.js';
+import * as sql from '../src/qc/queries.js';
+import { EXPORT_QUEUES, JOB_TASKS, inExportQueue } from '../src/qc/states.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { prepareQueue } from './qc-harness.js';
 
@@ -112,5 +113,54 @@ describe('the QC export queues', () => {
     await db.pool.query(`UPDATE qc.worker_processes SET heartbeat_at = now() - interval '6 minutes' WHERE id = 'live-process'`);
     expect(await releaseLocksOfLostPools(db.pool)).toEqual(['pool-live']);
     expect(await lockOf(live)).toEqual({ job: null, queue: null });
+  });
+});
+
+describe('the outbox (qc.job_outbox, migration 030)', () => {
+  const tasks = JOB_TASKS.map((task) => ({ task, inQueue: inExportQueue(task) }));
+  /** One relay round of at most `limit` jobs: what it relayed, and the QC job ids of the graphile jobs it added. */
+  const round = async (limit: number) => {
+    const before = Number((await db.pool.query<{ max: string | null }>(`SELECT max(id) FROM graphile_worker._private_jobs`)).rows[0]!.max ?? 0);
+    const query = sql.relayJobs(limit, tasks, 12);
+    const { relayed, more } = (await db.pool.query<{ relayed: number; more: boolean }>(query.text, query.values)).rows[0]!;
+    const { rows } = await db.pool.query<{ jobId: string }>(
+      `SELECT (e.entry->>'jobId') AS "jobId" FROM graphile_worker._private_jobs j CROSS JOIN LATERAL json_array_elements(j.payload) AS e(entry) WHERE j.id > $1::bigint`,
+      [before],
+    );
+    return { relayed, more, jobIds: rows.map((r) => Number(r.jobId)).sort((a, b) => a - b) };
+  };
+
+  it('an approval queues one outbox row naming its jobs; a round takes whole rows, oldest first, up to its limit of jobs, and deletes them; the rest wait for the next', async () => {
+    await relayOutbox(db.pool);
+    const service = createQcService(db.pool, { maxAttempts: 12 });
+    const jobsOf: number[][] = [];
+    for (const id of await submitted('qo-', 3)) jobsOf.push((await service.approve(reviewer, id, null)).jobs.map((j) => j.id));
+    const { rows: outbox } = await db.pool.query<{ jobIds: number[] }>(`SELECT job_ids::int[] AS "jobIds" FROM qc.job_outbox ORDER BY id`);
+    expect(outbox.map((r) => r.jobIds)).toEqual(jobsOf);
+    // The row versions of the jobs (xmin: the transaction that wrote each), to show the relay never writes them.
+    const versions = async () => (await db.pool.query(`SELECT id, status, xmin::text FROM qc.jobs WHERE id = ANY($1::bigint[]) ORDER BY id`, [jobsOf.flat()])).rows;
+    const written = await versions();
+    expect(new Set(written.map((r) => r.status))).toEqual(new Set(['queued']));
+    // A limit of 4 jobs: the first row (3 jobs) fits, the second would not.
+    expect(await round(4)).toEqual({ relayed: 3, more: true, jobIds: jobsOf[0] });
+    expect(await round(7)).toEqual({ relayed: 6, more: false, jobIds: [...jobsOf[1]!, ...jobsOf[2]!] });
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM qc.job_outbox`)).rows[0].n).toBe(0);
+    expect(await round(1000)).toEqual({ relayed: 0, more: false, jobIds: [] });
+    // The job rows are only read: the same row versions as the approval wrote.
+    expect(await versions()).toEqual(written);
+  });
+
+  it('a job queued by a release before 030 (relayed_at NULL, no outbox row; while an upgrade rolls) is relayed too, once, and marked relayed', async () => {
+    await relayOutbox(db.pool);
+    const [featureId] = await submitted('qlegacy-', 1);
+    const { rows } = await db.pool.query<{ id: string }>(
+      `INSERT INTO qc.jobs (transition_id, feature_id, version, task, max_attempts)
+       SELECT t.id, t.feature_id, t.version, 'reviewer_notice', 12 FROM qc.transitions t WHERE t.feature_id = $1::text RETURNING id`,
+      [featureId],
+    );
+    const legacy = Number(rows[0]!.id);
+    expect(await round(1000)).toEqual({ relayed: 1, more: true, jobIds: [legacy] });
+    expect(await round(1000)).toEqual({ relayed: 0, more: false, jobIds: [] });
+    expect((await db.pool.query(`SELECT relayed_at IS NOT NULL AS marked FROM qc.jobs WHERE id = $1::bigint`, [legacy])).rows).toEqual([{ marked: true }]);
   });
 });

@@ -57,12 +57,17 @@ describe('QC state machine over HTTP', () => {
     expect(submitted.status).toBe(200);
     expect(submitted.json).toMatchObject({ featureId: id, status: 'in_qc', version: 1, transition: { action: 'submit', actor: 'conny', version: 1, comment: 'please check the address' } });
     expect(submitted.json.jobs.map((j: { task: string }) => j.task)).toEqual(['reviewer_notice']);
-    // Queued in the same transaction: the job (its outbox row) exists as soon as the answer does; the
-    // relay turns it into its graphile job, exactly once.
+    // Queued in the same transaction: the job and its outbox row exist as soon as the answer does; the
+    // relay turns it into its graphile job, exactly once, and empties the outbox.
     const submitJobs = submitted.json.jobs.map((j: { id: number }) => j.id) as number[];
-    expect((await db.pool.query(`SELECT task FROM qc.jobs WHERE id = ANY($1::bigint[]) AND status = 'queued' AND relayed_at IS NULL`, [submitJobs])).rows).toEqual([{ task: 'reviewer_notice' }]);
+    const inOutbox = async () => (await db.pool.query(`SELECT job_ids::int[] AS "jobIds" FROM qc.job_outbox WHERE job_ids && $1::bigint[]`, [submitJobs])).rows;
+    expect((await db.pool.query(`SELECT task FROM qc.jobs WHERE id = ANY($1::bigint[]) AND status = 'queued'`, [submitJobs])).rows).toEqual([{ task: 'reviewer_notice' }]);
+    expect(await inOutbox()).toEqual([{ jobIds: submitJobs }]);
     expect(await graphileJobs(submitJobs)).toEqual([]);
     expect(await relayOutbox(db.pool)).toBeGreaterThanOrEqual(1);
+    expect(await graphileJobs(submitJobs)).toEqual(['qc_jobs:reviewer_notice']);
+    expect(await inOutbox()).toEqual([]);
+    expect(await relayOutbox(db.pool)).toBe(0);
     expect(await graphileJobs(submitJobs)).toEqual(['qc_jobs:reviewer_notice']);
 
     const fetched = await api.request('GET', `/api/features/${id}`);

@@ -54,10 +54,24 @@ export function insertTransition(v: TransitionValues): Query {
   };
 }
 
+/** Jobs one qc.job_outbox row names at most, so a relay round (at most RELAY_LIMIT jobs) always takes at least one row. */
+export const OUTBOX_ROW_JOBS = 100;
+
+/**
+ * The statement part that queues the jobs of `source` (a CTE or table with an `id` column) for the
+ * relay: one qc.job_outbox row naming them (migration 030; one per OUTBOX_ROW_JOBS), none when there
+ * are none. Every path that queues a job or puts one back (transitions, re-runs, rows given back,
+ * link-back exports, released jobs of dead workers) goes through it.
+ */
+export const queueForRelay = (source: string) =>
+  `INSERT INTO qc.job_outbox (job_ids)
+   SELECT array_agg(c.id ORDER BY c.id) FROM (SELECT s.id, (row_number() OVER (ORDER BY s.id) - 1) / ${OUTBOX_ROW_JOBS} AS chunk FROM ${source} s) c
+   GROUP BY c.chunk`;
+
 /**
  * Record a transition AND queue its side effects in one statement (one round trip): the
- * qc.transitions row and a qc.jobs row per side effect. The qc.jobs rows are the outbox (migration
- * 015): the QC worker's relay turns them into graphile-worker jobs (relayJobs below), so the
+ * qc.transitions row, a qc.jobs row per side effect and one qc.job_outbox row naming them (migration
+ * 030): the QC worker's relay turns them into graphile-worker jobs (relayJobs below), so the
  * decision's transaction makes no graphile_worker call at all — no task/queue upsert and no NOTIFY,
  * which serialises concurrent commits. Everything is in the caller's transaction: the decision and
  * its jobs commit together or not at all, and a rolled-back decision leaves nothing to relay.
@@ -71,10 +85,12 @@ export function insertTransitionWithJobs(v: TransitionValues, tasks: readonly Jo
         VALUES ($1::text, $2::text, $3::text, $4::text, $5::int, $6::text, $7::text, $8::text, $9::jsonb)
         RETURNING t.*
       ), job AS (
-        INSERT INTO qc.jobs (transition_id, feature_id, version, task, max_attempts)
-        SELECT t.id, t.feature_id, t.version, w.task, $11::smallint
+        INSERT INTO qc.jobs (transition_id, feature_id, version, task, max_attempts, relayed_at)
+        SELECT t.id, t.feature_id, t.version, w.task, $11::smallint, clock_timestamp()
         FROM t CROSS JOIN unnest($10::text[]) WITH ORDINALITY AS w(task, n) ORDER BY w.n
         RETURNING id, task
+      ), outbox AS (
+        ${queueForRelay('job')}
       )
       SELECT t.id, ${TRANSITION_JSON} AS json,
         (SELECT coalesce(json_agg(json_build_object('id', job.id, 'task', job.task) ORDER BY job.id), '[]'::json) FROM job) AS jobs
@@ -87,24 +103,38 @@ export function insertTransitionWithJobs(v: TransitionValues, tasks: readonly Jo
 }
 
 /**
- * The relay: up to `limit` outbox rows (qc.jobs not yet relayed, oldest first) become graphile jobs
- * with ONE add_jobs call, and are marked relayed — in one statement, so in one transaction: each row
- * is relayed exactly once (FOR UPDATE SKIP LOCKED lets relays of several workers run side by side).
- * The rows go as graphile batch jobs (states.ts BATCH_TASK_IDENTIFIER): one per named queue, the
- * payload their ids and tasks in id order ([{jobId, task}]) — a task's rows in the feature's export queue (exportQueueSql) when
- * `inQueue`, else in no named queue. So an approval's OSM and Wikibase exports stay in one queue, in
- * order (OSM first, then Wikibase, which reads the OSM link: tasks.ts runJobBatch), and the groups
- * keep the order of their first rows by run_at one microsecond apart (graphile picks by priority,
- * run_at, then id). A group's max_attempts is the largest of its rows'.
+ * The relay: the oldest qc.job_outbox rows, up to `limit` jobs (a row holds at most OUTBOX_ROW_JOBS), become graphile
+ * jobs with ONE add_jobs call and are deleted — in one statement, so in one transaction: each row is
+ * relayed exactly once (FOR UPDATE SKIP LOCKED lets relays of several workers run side by side). The
+ * job rows are only read. Rows queued by a release before migration 030 (relayed_at NULL, no outbox
+ * row; while an upgrade rolls) are taken too, up to what the limit leaves, and marked relayed as
+ * before. The rows go as graphile batch jobs (states.ts BATCH_TASK_IDENTIFIER): one per named queue,
+ * the payload their ids and tasks in id order ([{jobId, task}]) — a task's rows in the feature's
+ * export queue (exportQueueSql) when `inQueue`, else in no named queue. So an approval's OSM and
+ * Wikibase exports stay in one queue, in order (OSM first, then Wikibase, which reads the OSM link:
+ * tasks.ts runJobBatch), and the groups keep the order of their first rows by run_at one microsecond
+ * apart (graphile picks by priority, run_at, then id). A group's max_attempts is the largest of its
+ * rows'. Answers the jobs relayed, the graphile jobs added and whether more may wait.
  */
 export function relayJobs(limit: number, tasks: readonly { task: JobTask; inQueue: boolean }[], defaultMaxAttempts: number): Query {
   return {
     text: `
-      WITH picked AS (
-        SELECT j.id FROM qc.jobs j WHERE j.relayed_at IS NULL ORDER BY j.id LIMIT $1::int FOR UPDATE SKIP LOCKED
+      WITH boxed AS (
+        SELECT o.id, o.job_ids FROM qc.job_outbox o ORDER BY o.id LIMIT $1::int FOR UPDATE SKIP LOCKED
+      ), taken AS (
+        SELECT b.id, b.job_ids FROM (SELECT b.*, sum(cardinality(b.job_ids)) OVER (ORDER BY b.id) AS upto FROM boxed b) b
+        WHERE b.upto <= $1::int
+      ), emptied AS (
+        DELETE FROM qc.job_outbox o USING taken WHERE o.id = taken.id RETURNING o.job_ids
+      ), legacy AS (
+        SELECT j.id FROM qc.jobs j WHERE j.relayed_at IS NULL ORDER BY j.id
+        LIMIT greatest(0, $1::int - (SELECT coalesce(sum(cardinality(job_ids)), 0) FROM taken))::int FOR UPDATE SKIP LOCKED
+      ), legacy_marked AS (
+        UPDATE qc.jobs j SET relayed_at = clock_timestamp() FROM legacy WHERE j.id = legacy.id RETURNING j.id
+      ), ids AS (
+        SELECT unnest(e.job_ids) AS id FROM emptied e UNION SELECT l.id FROM legacy_marked l
       ), marked AS (
-        UPDATE qc.jobs j SET relayed_at = clock_timestamp() FROM picked WHERE j.id = picked.id
-        RETURNING j.id, j.task, j.feature_id, j.max_attempts
+        SELECT j.id, j.task, j.feature_id, j.max_attempts FROM qc.jobs j JOIN ids ON ids.id = j.id
       ), grouped AS (
         SELECT CASE WHEN w.in_queue THEN ${exportQueueSql('m.feature_id')} END AS queue, m.id, m.task, coalesce(m.max_attempts, $4::smallint) AS max_attempts
         FROM marked m JOIN unnest($2::text[], $3::boolean[]) AS w(task, in_queue) ON w.task = m.task
@@ -117,7 +147,9 @@ export function relayJobs(limit: number, tasks: readonly { task: JobTask; inQueu
         SELECT count(*)::int AS n FROM graphile_worker.add_jobs(ARRAY(SELECT spec FROM specs ORDER BY first))
         WHERE EXISTS (SELECT 1 FROM specs)
       )
-      SELECT (SELECT count(*) FROM marked)::int AS relayed, coalesce((SELECT n FROM added), 0)::int AS added`,
+      SELECT (SELECT count(*) FROM marked)::int AS relayed, coalesce((SELECT n FROM added), 0)::int AS added,
+             ((SELECT count(*) FROM boxed) > (SELECT count(*) FROM taken) OR (SELECT count(*) FROM boxed) = $1::int
+               OR (SELECT count(*) FROM legacy) > 0) AS more`,
     values: [limit, tasks.map((t) => t.task), tasks.map((t) => t.inQueue), defaultMaxAttempts, BATCH_TASK_IDENTIFIER],
   };
 }
@@ -146,15 +178,20 @@ export function addGraphileJob(jobId: number, identifier: string, inQueue: boole
 
 /**
  * Queue a finished job again (an admin's re-run, a reviewer's conflation decision): the row back to
- * queued and into the outbox (relayed_at NULL), so the relay adds its graphile job exactly once.
+ * queued and into the outbox, so the relay adds its graphile job exactly once.
  */
 export function requeueJob(jobId: number, actor: string, maxAttempts: number): Query {
   return {
     text: `
-      UPDATE qc.jobs SET status = 'queued', reruns = reruns + 1, rerun_by = $2::text, reason = NULL,
-        last_error = NULL, finished_at = NULL, relayed_at = NULL, max_attempts = $3::smallint, updated_at = clock_timestamp()
-      WHERE id = $1::bigint
-      RETURNING id`,
+      WITH job AS (
+        UPDATE qc.jobs SET status = 'queued', reruns = reruns + 1, rerun_by = $2::text, reason = NULL,
+          last_error = NULL, finished_at = NULL, relayed_at = clock_timestamp(), max_attempts = $3::smallint, updated_at = clock_timestamp()
+        WHERE id = $1::bigint
+        RETURNING id
+      ), outbox AS (
+        ${queueForRelay('job')}
+      )
+      SELECT id FROM job`,
     values: [jobId, actor, maxAttempts],
   };
 }

@@ -7,6 +7,7 @@ import type { ExportsSettings } from '../exports/config.js';
 import { startNoticeMailer } from '../notifications/contributor-notice.js';
 import { createSmtpMailer, type Mailer } from '../notifications/mailer.js';
 import { relayOutbox, startRelay, type Relay } from './jobs/relay.js';
+import { queueForRelay } from './queries.js';
 import { graphileLogger, migrateQueue } from './queue.js';
 import { qcTaskList } from './jobs/tasks.js';
 
@@ -157,12 +158,13 @@ export async function releaseJobsOfDeadWorkers(pool: Db, self: string, staleMs: 
        FOR UPDATE OF j SKIP LOCKED
      ), released AS (
        UPDATE qc.jobs j SET status = 'retrying', last_error = 'the worker process stopped during the attempt', process_id = NULL,
-              -- A row claimed into an OSM batch by another job's graphile job has none of its own held:
-              -- back into the outbox, so the relay queues it again (it reads its journal first).
-              relayed_at = CASE WHEN j.batch_id IS NOT NULL AND dead.graphile_worker_id IS NULL THEN NULL ELSE j.relayed_at END,
               updated_at = clock_timestamp()
        FROM dead WHERE j.id = dead.id
-       RETURNING j.id, dead.graphile_worker_id
+       RETURNING j.id, j.batch_id, dead.graphile_worker_id
+     ), outbox AS (
+       -- A row claimed into an OSM batch by another job's graphile job has none of its own held:
+       -- back into the outbox, so the relay queues it again (it reads its journal first).
+       ${queueForRelay('(SELECT id FROM released WHERE batch_id IS NOT NULL AND graphile_worker_id IS NULL)')}
      )
      SELECT coalesce(array_agg(DISTINCT graphile_worker_id) FILTER (WHERE graphile_worker_id IS NOT NULL), '{}') AS "workerIds",
             count(*)::int AS count FROM released`,

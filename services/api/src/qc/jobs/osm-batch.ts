@@ -10,7 +10,7 @@ import { CHANGESET_CLOSED, changeCount, type DiffResultEntry } from '../../expor
 import { OsmExporter, outcomeOfError, recordOf, type OsmExportRecord, type OsmExportRequest } from '../../exports/osm/exporter.js';
 import { assignOneToOne } from '../../exports/conflation/assignment.js';
 import type { FeatureSnapshot } from '../../exports/types.js';
-import { addGraphileJob } from '../queries.js';
+import { addGraphileJob, queueForRelay } from '../queries.js';
 import { TASK_IDENTIFIERS } from '../states.js';
 import { finishAttempt, loadCategoryMapping, recentOsmEdits, snapshotFrom, type JobContext, type TerminalOutcome } from './context.js';
 import { heldElements, latestOsmDecisions, type HeldElement } from './held.js';
@@ -156,16 +156,23 @@ async function claimBatch(db: Db, leaderId: number, deps: TaskDeps, graphileWork
  * Rows whose attempt ends without an outcome go back to the queue (the relay gives them a graphile
  * job again), not claimed before `notBefore`. `error`: a transient failure (status retrying, the
  * message as last_error); otherwise a wait (status queued, the message as reason). No attempt is
- * counted here: the claim counted the leader's.
+ * counted here: the claim counted the leader's. `leaderId`: the leader, when among `rows`, goes back
+ * without entering the outbox, because the caller queues its next graphile job itself (queueAgain).
  */
-async function giveBack(db: Queryable, rows: readonly ClaimedRow[], message: string, options: { error: boolean; notBefore?: Date }): Promise<void> {
+async function giveBack(db: Queryable, rows: readonly ClaimedRow[], message: string, options: { error: boolean; notBefore?: Date; leaderId?: number }): Promise<void> {
   if (rows.length === 0) return;
   await db.query(
-    `UPDATE qc.jobs SET status = CASE WHEN $3::boolean THEN 'retrying' ELSE 'queued' END, last_error = CASE WHEN $3::boolean THEN $2::text ELSE last_error END,
-            reason = CASE WHEN $3::boolean THEN reason ELSE $2::text END, not_before = $4::timestamptz,
-            process_id = NULL, graphile_worker_id = NULL, relayed_at = NULL, updated_at = clock_timestamp()
-     WHERE id = ANY($1::bigint[])`,
-    [rows.map((r) => r.id), message.slice(0, 2000), options.error, options.notBefore ?? null],
+    `WITH back AS (
+       UPDATE qc.jobs SET status = CASE WHEN $3::boolean THEN 'retrying' ELSE 'queued' END, last_error = CASE WHEN $3::boolean THEN $2::text ELSE last_error END,
+              reason = CASE WHEN $3::boolean THEN reason ELSE $2::text END, not_before = $4::timestamptz,
+              process_id = NULL, graphile_worker_id = NULL, updated_at = clock_timestamp()
+       WHERE id = ANY($1::bigint[])
+       RETURNING id
+     ), outbox AS (
+       ${queueForRelay('(SELECT id FROM back WHERE id IS DISTINCT FROM $5::bigint)')}
+     )
+     SELECT count(*) FROM back`,
+    [rows.map((r) => r.id), message.slice(0, 2000), options.error, options.notBefore ?? null, options.leaderId ?? null],
   );
 }
 
@@ -211,7 +218,7 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
       // Held back by the hourly edit limit before anything was sent: like the other rows it goes back
       // without using an attempt (the claim counted one for the leader).
       const runAt = (
-        await deps.db.query(`UPDATE qc.jobs SET relayed_at = clock_timestamp(), attempts = greatest(attempts - 1, 0) WHERE id = $1::bigint RETURNING not_before AS "notBefore"`, [leaderId])
+        await deps.db.query(`UPDATE qc.jobs SET attempts = greatest(attempts - 1, 0) WHERE id = $1::bigint RETURNING not_before AS "notBefore"`, [leaderId])
       ).rows[0]?.notBefore as Date | null;
       await queueAgain(deps.db, leaderId, runAt ?? new Date(Date.now() + 60_000), helpers);
     } else if (leaderError) {
@@ -223,8 +230,7 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
         return;
       }
       const runAt = new Date(Date.now() + retryDelayMs(leaderError, leader.attempts));
-      await giveBack(deps.db, [leader], leaderError.message, { error: true, notBefore: runAt });
-      await deps.db.query(`UPDATE qc.jobs SET relayed_at = clock_timestamp() WHERE id = $1::bigint`, [leaderId]);
+      await giveBack(deps.db, [leader], leaderError.message, { error: true, notBefore: runAt, leaderId });
       await queueAgain(deps.db, leaderId, runAt, helpers);
       blog.warn({ err: leaderError, runAt }, 'OSM export failed transiently; tried again at runAt');
     }
@@ -388,7 +394,8 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
   });
   await giveBack(deps.db, later, 'waits for another export in its batch that changes the same OSM element', { error: false });
   const freesAt = new Date(Math.max((windowFreesAt ?? new Date()).getTime(), Date.now() + 1000));
-  await giveBack(deps.db, deferred, `OSM edit limit of ${limit} changes per hour reached; waits until ${freesAt.toISOString()}`, { error: false, notBefore: freesAt });
+  // The leader among them comes back as 'deferred' and its caller queues it again.
+  await giveBack(deps.db, deferred, `OSM edit limit of ${limit} changes per hour reached; waits until ${freesAt.toISOString()}`, { error: false, notBefore: freesAt, leaderId });
 
   // 7. Transient failures: the leader's goes to the caller (rescheduled at Retry-After or with
   //    backoff); the others go back to the queue until the same time, without using an attempt.

@@ -4,13 +4,13 @@ import * as sql from '../queries.js';
 import { JOB_TASKS, inExportQueue } from '../states.js';
 
 /**
- * The outbox relay (migration 015): qc.jobs rows written by a transition become graphile-worker jobs,
- * one batch job per named queue and round (queries.ts relayJobs; tasks.ts runJobBatch runs them).
- * Each round is one statement (claim with SKIP LOCKED, mark relayed, one add_jobs), so a row is
- * relayed exactly once even with several workers relaying at once, and a worker killed mid-round
- * leaves its rows unrelayed for the next round.
+ * The outbox relay (migrations 015, 030): the jobs a transition, a re-run or a give-back put into
+ * qc.job_outbox become graphile-worker jobs, one batch job per named queue and round (queries.ts
+ * relayJobs; tasks.ts runJobBatch runs them). Each round is one statement (take outbox rows with SKIP
+ * LOCKED and delete them, one add_jobs), so a job is relayed exactly once even with several workers
+ * relaying at once, and a worker killed mid-round leaves its rows in the outbox for the next round.
  */
-/** Rows a round relays at most: a graphile batch job holds at most this many (tasks.ts runJobBatch). */
+/** Jobs a round relays at most: a graphile batch job holds at most this many (tasks.ts runJobBatch). */
 export const RELAY_LIMIT = 1000;
 const TASKS = JOB_TASKS.map((task) => ({ task, inQueue: inExportQueue(task) }));
 
@@ -67,9 +67,9 @@ export async function relayOutbox(db: Queryable, defaultMaxAttempts = 12): Promi
   for (;;) {
     const query = sql.relayJobs(RELAY_LIMIT, TASKS, defaultMaxAttempts);
     const { rows } = await db.query(query.text, query.values);
-    const relayed = (rows[0] as { relayed: number }).relayed;
-    total += relayed;
-    if (relayed < RELAY_LIMIT) return total;
+    const round = rows[0] as { relayed: number; more: boolean };
+    total += round.relayed;
+    if (!round.more) return total;
   }
 }
 

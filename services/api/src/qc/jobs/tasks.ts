@@ -8,7 +8,7 @@ import { osmSkipped } from '../../exports/osm/exporter.js';
 import { WikibaseExporter, wikibaseSkipped, type WikibaseExportRecord } from '../../exports/wikibase/exporter.js';
 import type { Mailer } from '../../notifications/mailer.js';
 import { ReviewerNotifier } from '../../notifications/reviewer-notice.js';
-import { addGraphileJob } from '../queries.js';
+import { addGraphileJob, queueForRelay } from '../queries.js';
 import { BATCH_TASK_IDENTIFIER, JOB_TASKS, TASK_IDENTIFIERS, type JobTask } from '../states.js';
 import {
   finishAttempt,
@@ -149,13 +149,17 @@ async function failedOrRetrying(deps: TaskDeps, jobId: number, error: unknown, h
 async function queueWikidataLinkBack(job: JobContext, itemId: string, deps: TaskDeps): Promise<void> {
   if (!deps.settings.osm.wikidataLinkBack || !/^Q[1-9]\d*$/.test(itemId)) return;
   const { rowCount } = await deps.db.query(
-    `INSERT INTO qc.jobs (transition_id, feature_id, version, task, max_attempts)
-     SELECT w.transition_id, w.feature_id, w.version, 'osm_export', w.max_attempts
-     FROM qc.jobs w JOIN qc.export_records r ON r.feature_id = w.feature_id AND r.target = 'osm'
-     WHERE w.id = $1::bigint
-       AND coalesce(r.record->'tags'->>'wikidata', '') <> $2::text
-       AND w.version = (SELECT max(t.version) FROM qc.transitions t WHERE t.feature_id = w.feature_id AND t.action = 'approve')
-       AND NOT EXISTS (SELECT 1 FROM qc.jobs o WHERE o.feature_id = w.feature_id AND o.task = 'osm_export' AND o.status IN ('queued', 'running', 'retrying', 'needs_decision'))`,
+    `WITH job AS (
+       INSERT INTO qc.jobs (transition_id, feature_id, version, task, max_attempts, relayed_at)
+       SELECT w.transition_id, w.feature_id, w.version, 'osm_export', w.max_attempts, clock_timestamp()
+       FROM qc.jobs w JOIN qc.export_records r ON r.feature_id = w.feature_id AND r.target = 'osm'
+       WHERE w.id = $1::bigint
+         AND coalesce(r.record->'tags'->>'wikidata', '') <> $2::text
+         AND w.version = (SELECT max(t.version) FROM qc.transitions t WHERE t.feature_id = w.feature_id AND t.action = 'approve')
+         AND NOT EXISTS (SELECT 1 FROM qc.jobs o WHERE o.feature_id = w.feature_id AND o.task = 'osm_export' AND o.status IN ('queued', 'running', 'retrying', 'needs_decision'))
+       RETURNING id
+     )
+     ${queueForRelay('job')}`,
     [job.id, itemId],
   );
   if (rowCount) deps.logger.info({ jobId: job.id, featureId: job.featureId, itemId }, 'queued an OSM export writing wikidata= (the link back)');
