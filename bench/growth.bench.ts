@@ -362,7 +362,6 @@ async function approvalAgainstTransaction(admin: pg.Client, scratchUrl: string):
   await watcher.connect();
   const watcherPid = (await watcher.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
   await migrateQueue(pool);
-  if (process.env.XSQL) await pool.query(process.env.XSQL);
   const service = createQcService(pool, { maxAttempts: 12 });
   // The worker as the API runs it by default (WORKER_POLL_INTERVAL_MS 2 s; concurrency 4; graphile's
   // batched completion, qc/worker.ts graphileOptions): graphile takes new jobs when told (LISTEN), the relay is
