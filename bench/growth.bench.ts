@@ -459,10 +459,20 @@ async function approvalAgainstTransaction(admin: pg.Client, scratchUrl: string):
     }
     const { rows } = await watcher.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM qc.jobs GROUP BY 1 ORDER BY 1`);
     const title = `approval, ${perRound} a round, 8 at once`;
+    /** One side's row: its CPU and WAL per approval (medians; the warm-up left out of the parts), and both against the transaction alone. */
+    const sideRow = (side: keyof typeof results, description: string, target: string) => ({
+      [title]: description,
+      'CPU µs (process + backends)': Math.round(median(results[side])),
+      'of which in this process': Math.round(median(inProcess[side].slice(1))),
+      'WAL bytes': Math.round(median(wal[side].slice(1))),
+      'WAL / transaction alone': side === 'bare' ? '' : ratio(median(wal[side].slice(1)), median(wal.bare.slice(1))),
+      'CPU / transaction alone': side === 'bare' ? '' : ratio(median(results[side]), median(results.bare)),
+      target,
+    });
     printTable([
-      { [title]: 'with its 3 jobs and the notice mail: outbox rows, relay, worker runs them, completions batched (qc/worker.ts graphileOptions)', 'CPU µs (process + backends)': Math.round(median(results.batched)), 'of which in this process': Math.round(median(inProcess.batched.slice(1))), 'WAL bytes': Math.round(median(wal.batched.slice(1))), 'WAL / transaction alone': ratio(median(wal.batched.slice(1)), median(wal.bare.slice(1))), 'CPU / transaction alone': ratio(median(results.batched), median(results.bare)), target: 'CPU ≤ 1.50×' },
-      { [title]: 'the same, each completion a statement of its own (as before)', 'CPU µs (process + backends)': Math.round(median(results.unbatched)), 'of which in this process': Math.round(median(inProcess.unbatched.slice(1))), 'WAL bytes': Math.round(median(wal.unbatched.slice(1))), 'WAL / transaction alone': ratio(median(wal.unbatched.slice(1)), median(wal.bare.slice(1))), 'CPU / transaction alone': ratio(median(results.unbatched), median(results.bare)), target: '' },
-      { [title]: 'the same transaction without the queue (lock, status, transition, notice)', 'CPU µs (process + backends)': Math.round(median(results.bare)), 'of which in this process': Math.round(median(inProcess.bare.slice(1))), 'WAL bytes': Math.round(median(wal.bare.slice(1))), 'WAL / transaction alone': '', 'CPU / transaction alone': '', target: '' },
+      sideRow('batched', 'with its 3 jobs and the notice mail: outbox rows, relay, worker runs them, completions batched (qc/worker.ts graphileOptions)', 'CPU ≤ 1.50×'),
+      sideRow('unbatched', 'the same, each completion a statement of its own (as before)', ''),
+      sideRow('bare', 'the same transaction without the queue (lock, status, transition, notice)', ''),
     ]);
     console.log(`WAL bytes per approval: batched ${wal.batched.map(Math.round).join(' ')}; bare ${wal.bare.map(Math.round).join(' ')}`);
     console.log(`rounds (µs): batched ${results.batched.map(Math.round).join(' ')}; unbatched ${results.unbatched.map(Math.round).join(' ')}; bare ${results.bare.map(Math.round).join(' ')}`);

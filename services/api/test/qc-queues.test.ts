@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../shared/principal.js';
-import { dropFeatureQueues, relayOutbox, releaseLocksOfLostPools } from '../src/qc/jobs/relay.js';
+import { dropFeatureQueues, RELAY_TASKS, relayOutbox, releaseLocksOfLostPools } from '../src/qc/jobs/relay.js';
 import { createQcService } from '../src/qc/service.js';
 import * as sql from '../src/qc/queries.js';
-import { EXPORT_QUEUES, JOB_TASKS, inExportQueue } from '../src/qc/states.js';
+import { EXPORT_QUEUES } from '../src/qc/states.js';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { prepareQueue } from './qc-harness.js';
 
@@ -117,11 +117,10 @@ describe('the QC export queues', () => {
 });
 
 describe('the outbox (qc.job_outbox, migration 030)', () => {
-  const tasks = JOB_TASKS.map((task) => ({ task, inQueue: inExportQueue(task) }));
   /** One relay round of at most `limit` jobs: what it relayed, and the QC job ids of the graphile jobs it added. */
   const round = async (limit: number) => {
     const before = Number((await db.pool.query<{ max: string | null }>(`SELECT max(id) FROM graphile_worker._private_jobs`)).rows[0]!.max ?? 0);
-    const query = sql.relayJobs(limit, tasks, 12);
+    const query = sql.relayJobs(limit, RELAY_TASKS, 12);
     const { relayed, more } = (await db.pool.query<{ relayed: number; more: boolean }>(query.text, query.values)).rows[0]!;
     const { rows } = await db.pool.query<{ jobId: string }>(
       `SELECT (e.entry->>'jobId') AS "jobId" FROM graphile_worker._private_jobs j CROSS JOIN LATERAL json_array_elements(j.payload) AS e(entry) WHERE j.id > $1::bigint`,

@@ -12,7 +12,8 @@ import { JOB_TASKS, inExportQueue } from '../states.js';
  */
 /** Jobs a round relays at most: a graphile batch job holds at most this many (tasks.ts runJobBatch). */
 export const RELAY_LIMIT = 1000;
-const TASKS = JOB_TASKS.map((task) => ({ task, inQueue: inExportQueue(task) }));
+/** Every task, and whether its jobs go into their feature's export queue: what relayJobs groups by. */
+export const RELAY_TASKS = JOB_TASKS.map((task) => ({ task, inQueue: inExportQueue(task) }));
 
 /**
  * Removes the per-feature named queues of earlier releases (`osm_export:<feature id>`,
@@ -65,7 +66,7 @@ const LOST_POOL_AFTER_MS = 5 * 60_000;
 export async function relayOutbox(db: Queryable, defaultMaxAttempts = 12): Promise<number> {
   let total = 0;
   for (;;) {
-    const query = sql.relayJobs(RELAY_LIMIT, TASKS, defaultMaxAttempts);
+    const query = sql.relayJobs(RELAY_LIMIT, RELAY_TASKS, defaultMaxAttempts);
     const { rows } = await db.query(query.text, query.values);
     const round = rows[0] as { relayed: number; more: boolean };
     total += round.relayed;
