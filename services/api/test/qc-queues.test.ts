@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../shared/principal.js';
+import { ATTEMPT_STATEMENTS } from '../src/qc/jobs/context.js';
 import { dropFeatureQueues, RELAY_TASKS, relayOutbox, releaseLocksOfLostPools } from '../src/qc/jobs/relay.js';
 import { createQcService } from '../src/qc/service.js';
 import * as sql from '../src/qc/queries.js';
@@ -161,5 +162,53 @@ describe('the outbox (qc.job_outbox, migration 030)', () => {
     expect(await round(1000)).toEqual({ relayed: 1, more: true, jobIds: [legacy] });
     expect(await round(1000)).toEqual({ relayed: 0, more: false, jobIds: [] });
     expect((await db.pool.query(`SELECT relayed_at IS NOT NULL AS marked FROM qc.jobs WHERE id = $1::bigint`, [legacy])).rows).toEqual([{ marked: true }]);
+  });
+});
+
+describe('an attempt\'s two statements (qc/jobs/context.ts)', () => {
+  /** Every plan node that reads qc.jobs as `j` (the batch's own jobs), as "node type on index". */
+  const readsOfJobs = (plan: Record<string, unknown>): string[] => {
+    const found: string[] = [];
+    const stack = [plan];
+    for (let node = stack.pop(); node; node = stack.pop()) {
+      if (node['Relation Name'] === 'jobs' && node['Alias'] === 'j' && node['Node Type'] !== 'ModifyTable') found.push(`${String(node['Node Type'])} on ${String(node['Index Name'] ?? '-')}`);
+      // A bitmap heap scan names its index on its child.
+      if (node['Node Type'] === 'Bitmap Heap Scan' && node['Alias'] === 'j') found.push(...((node['Plans'] as Record<string, unknown>[]) ?? []).map((c) => `${String(c['Node Type'])} on ${String(c['Index Name'] ?? '-')}`));
+      stack.push(...(((node['Plans'] as Record<string, unknown>[] | undefined) ?? [])));
+    }
+    return found;
+  };
+
+  it('start and finish read their jobs by the primary key, however many jobs wait or are done (generic plans: not the status index, not the table)', async () => {
+    const [featureId] = await submitted('qplan-', 1);
+    // 3 000 jobs waiting and 3 000 done, then the batch of 20 waiting ones an attempt starts and finishes.
+    await db.pool.query(
+      `INSERT INTO qc.jobs (transition_id, feature_id, version, task, max_attempts, status, relayed_at)
+       SELECT t.id, t.feature_id, t.version, 'agency_notice', 12, CASE WHEN i % 2 = 0 THEN 'queued' ELSE 'skipped' END, now()
+       FROM qc.transitions t CROSS JOIN generate_series(1, 6000) AS i WHERE t.feature_id = $1::text`,
+      [featureId],
+    );
+    const { rows } = await db.pool.query<{ id: string }>(`SELECT id FROM qc.jobs WHERE feature_id = $1::text AND status = 'queued' ORDER BY id LIMIT 20`, [featureId]);
+    const batch = rows.map((r) => Number(r.id));
+    const client = await db.pool.connect();
+    try {
+      await client.query('ANALYZE qc.jobs');
+      await client.query('BEGIN');
+      // What a connection runs after its first executions of a named statement (and at once with PGlite's defaults).
+      await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
+      await client.query(`PREPARE qplan_start(bigint[], text, text, boolean) AS ${ATTEMPT_STATEMENTS.start}`);
+      await client.query(`PREPARE qplan_finish(jsonb) AS ${ATTEMPT_STATEMENTS.finish}`);
+      // EXPLAIN takes no bind parameters: the values as literals.
+      const planOf = async (execute: string) => ((await client.query(`EXPLAIN (FORMAT JSON) ${execute}`)).rows[0]['QUERY PLAN'][0].Plan as Record<string, unknown>);
+      const start = readsOfJobs(await planOf(`EXECUTE qplan_start('{${batch.join(',')}}', 'p', 'w', false)`));
+      const finish = readsOfJobs(await planOf(`EXECUTE qplan_finish(${client.escapeLiteral(JSON.stringify(batch.map((id) => ({ id, status: 'skipped' }))))})`));
+      expect(start.length).toBeGreaterThan(0);
+      expect(finish.length).toBeGreaterThan(0);
+      for (const read of [...start, ...finish]) expect(read).toMatch(/jobs_pkey$/);
+    } finally {
+      await client.query('ROLLBACK').catch(() => undefined);
+      await client.query('DEALLOCATE ALL').catch(() => undefined);
+      client.release();
+    }
   });
 });
