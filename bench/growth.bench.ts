@@ -24,7 +24,7 @@
  *      worker running the three jobs and mailing the submitter's notice; their targets are not
  *      configured, so each records 'skipped': what is measured is the queue's own cost) against the
  *      same transaction without the queue (bench/qc-queue.ts approveWithoutQueue: lock, status,
- *      transition, the notice the app shows). Both sides in this process, the worker included, CPU
+ *      transition, the notice the app shows; the service's statements, named as the service names them). Both sides in this process, the worker included, CPU
  *      counted alike. Target: CPU ≤ 1.5×. A third side, the worker without graphile's batched
  *      completion, in the same rotating rounds (BENCH_APPROVE_ROUNDS, default 6).
  *    POST and approvals write, so they run on a copy of the 100k database, dropped at the end.

@@ -6,7 +6,7 @@
  *   growth.bench.ts, so both compare the QC service against the same baseline.
  */
 import type pg from 'pg';
-import { withTransaction } from '../services/api/src/db/pool.js';
+import { query, withTransaction } from '../services/api/src/db/pool.js';
 import { noticeOfDecision } from '../services/api/src/qc/notices.js';
 import * as qcSql from '../services/api/src/qc/queries.js';
 import type { Principal } from '../services/shared/principal.js';
@@ -91,12 +91,11 @@ export async function seedSubmissions(pool: pg.Pool, prefix: string, count: numb
  */
 export async function approveWithoutQueue(pool: pg.Pool, featureId: string, reviewer: Principal = BENCH_REVIEWER): Promise<void> {
   await withTransaction(pool, async (client) => {
-    const lock = qcSql.lockForTransition(featureId);
-    const current = (await client.query(lock.text, lock.values)).rows[0] as { version: number; snapshot: unknown; submittedBy: string | null };
-    const update = qcSql.setStatus(featureId, 'in_qc', 'approved');
-    await client.query(update.text, update.values);
+    // The statements as the service runs them (db/pool.ts query: named ones prepared once per connection).
+    const current = (await query(client, qcSql.lockForTransition(featureId))).rows[0] as { version: number; snapshot: unknown; submittedBy: string | null };
+    await query(client, qcSql.setStatus(featureId, 'in_qc', 'approved'));
     const insert = qcSql.insertTransition({ featureId, action: 'approve', from: 'in_qc', to: 'approved', version: current.version, actor: reviewer.id!, actorName: reviewer.name ?? null, comment: null, snapshot: current.snapshot });
-    const transitionId = String((await client.query(insert.text, insert.values)).rows[0].id);
+    const transitionId = String((await query(client, insert)).rows[0].id);
     await noticeOfDecision(client, { featureId, transitionId, action: 'approve', reason: null, actor: reviewer.id!, actorName: reviewer.name ?? null, recipient: current.submittedBy });
   }, { actor: reviewer.id });
 }

@@ -17,6 +17,13 @@ export interface Query {
   values: unknown[];
   /** Rows as arrays rather than objects (pg's rowMode), for queries returning many rows. */
   rowMode?: 'array';
+  /**
+   * A named prepared statement: each connection parses and plans it once, not at every run. For the
+   * statements of hot paths whose planning costs as much as their work (a CTE of several writes, a
+   * lock reading a snapshot); the text must be the same at every call (the values are parameters).
+   * On the embedded database each connection has its own names (db/pglite-server.ts).
+   */
+  name?: string;
 }
 
 /**
@@ -26,7 +33,7 @@ export interface Query {
  */
 export async function query(db: Queryable, statement: Query): Promise<pg.QueryResult> {
   try {
-    return await (statement.rowMode ? db.query({ text: statement.text, values: statement.values, rowMode: statement.rowMode }) : db.query(statement.text, statement.values));
+    return await (statement.rowMode || statement.name ? db.query(statement) : db.query(statement.text, statement.values));
   } catch (error) {
     throw fromDatabaseError(error) ?? error;
   }

@@ -8,6 +8,7 @@ import type { Query } from '../db/pool.js';
  */
 export function insertNotice(n: { featureId: string; transitionId: string; action: 'approve' | 'reject'; reason: string | null; actor: string; actorName: string | null; recipient: string | null }): Query {
   return {
+    name: 'qc_insert_notice',
     text: `
       INSERT INTO qc.notices (recipient, feature_id, feature_name, transition_id, action, reason, actor, actor_name)
       SELECT $1::text, f.id, f.name, $3::bigint, $4::text, $5::text, $6::text, $7::text

@@ -9,9 +9,13 @@ import { BATCH_TASK_IDENTIFIER, EXPORT_QUEUES, type JobStatus, type JobTask, typ
 /** The feature row as history.feature_versions stores it: every column, geom as GeoJSON. */
 const SNAPSHOT = `(to_jsonb(f) - 'geom' - 'geojson') || jsonb_build_object('geometry', ST_AsGeoJSON(f.geom)::jsonb)`;
 
-/** Lock the feature for a transition; concurrent deciders queue here and see the winner's state. */
+/**
+ * Lock the feature for a transition; concurrent deciders queue here and see the winner's state.
+ * The statements of a transition are named (db/pool.ts Query.name): planned once per connection.
+ */
 export function lockForTransition(featureId: string): Query {
   return {
+    name: 'qc_lock_for_transition',
     text: `
       SELECT f.status, f.version, ${SNAPSHOT} AS snapshot,
         (SELECT t.actor FROM qc.transitions t
@@ -23,6 +27,7 @@ export function lockForTransition(featureId: string): Query {
 
 export function setStatus(featureId: string, from: QcStatus, to: QcStatus): Query {
   return {
+    name: 'qc_set_status',
     text: `UPDATE features.features SET status = $3::text WHERE id = $1::text AND status = $2::text RETURNING version`,
     values: [featureId, from, to],
   };
@@ -46,6 +51,7 @@ export const TRANSITION_JSON = `json_build_object(
 
 export function insertTransition(v: TransitionValues): Query {
   return {
+    name: 'qc_insert_transition',
     text: `
       INSERT INTO qc.transitions AS t (feature_id, action, from_status, to_status, version, actor, actor_name, comment, snapshot)
       VALUES ($1::text, $2::text, $3::text, $4::text, $5::int, $6::text, $7::text, $8::text, $9::jsonb)
@@ -79,6 +85,7 @@ export const queueForRelay = (source: string) =>
  */
 export function insertTransitionWithJobs(v: TransitionValues, tasks: readonly JobTask[], maxAttempts: number): Query {
   return {
+    name: 'qc_insert_transition_with_jobs',
     text: `
       WITH t AS (
         INSERT INTO qc.transitions AS t (feature_id, action, from_status, to_status, version, actor, actor_name, comment, snapshot)

@@ -51,9 +51,10 @@ export function graphileOptions(worker: WorkerSettings): Pick<RunnerOptions, 'co
     concurrency: worker.concurrency,
     pollInterval: worker.pollIntervalMs,
     noHandleSignals: true,
-    // Named prepared statements collide on the embedded database (PGlite serves every connection from
-    // one backend), and like behind pgbouncer they buy little here: the jobs are I/O-bound.
-    noPreparedStatements: true,
+    // graphile's statements (the job fetch above all) go as named prepared statements, planned once per
+    // connection: the embedded database gives each connection its own names (db/pglite-server.ts), and
+    // the Kubernetes target's PgBouncer runs in session mode (infra/k8s/postgres.ts).
+    noPreparedStatements: false,
     crontab: '',
     ...(worker.batching === false ? {} : { preset: { worker: { completeJobBatchDelay: COMPLETE_JOB_BATCH_DELAY_MS } } }),
   };
