@@ -135,7 +135,7 @@ const created = (res, row) =>
 async function handle(req, res) {
   const url = req.url;
   if (req.method === 'GET' && url.startsWith('/api/features/')) {
-    const { rows } = await pool.query(sql.get, [decodeURIComponent(url.slice('/api/features/'.length))]);
+    const { rows } = await pool.query({ ...sql.get, values: [decodeURIComponent(url.slice('/api/features/'.length))] });
     if (!rows[0]) return res.writeHead(404).end();
     return res.writeHead(200, { 'Content-Type': GEOJSON, ETag: '"' + rows[0].version + '"', 'Cache-Control': 'no-cache' }).end(rows[0].featureJson);
   }
@@ -157,7 +157,7 @@ async function handle(req, res) {
   }
   if (req.method === 'POST' && url === '/single') {
     const { geometry, properties: p } = await readBody(req);
-    const { rows } = await pool.query(sql.insert, ['bench', null, p.name, p.kategorie, p.adresse ?? null, p.telefon ?? null, JSON.stringify(geometry)]);
+    const { rows } = await pool.query({ ...sql.insert, values: ['bench', null, p.name, p.kategorie, p.adresse ?? null, p.telefon ?? null, JSON.stringify(geometry)] });
     return created(res, rows[0]);
   }
   if (req.method === 'POST' && url === '/raw5') {
@@ -195,12 +195,13 @@ server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ bare: 'listenin
 process.once('SIGTERM', () => server.close(() => pool.end().then(() => process.exit(0))));
 `;
 
-/** The SQL texts the bare server runs: the API's own, from its query functions. */
+/** The SQL the bare server runs: the API's own, from its query functions, named as the API names them (prepared once per connection). */
 function bareSql(): string {
   const list = listFeatures({ bbox: LIST_BBOX, limit: LIST_LIMIT });
+  const statement = ({ name, text }: { name?: string; text: string }) => ({ name, text });
   return JSON.stringify({
-    get: getFeature('').text,
-    insert: insertFeature(undefined, { name: '', kategorie: 'blumenbeet', adresse: null, telefon: null, geometryJson: '' }, null).text,
+    get: statement(getFeature('')),
+    insert: statement(insertFeature(undefined, { name: '', kategorie: 'blumenbeet', adresse: null, telefon: null, geometryJson: '' }, null)),
     list: { text: list.text, values: list.values },
     listLimit: LIST_LIMIT,
   });

@@ -216,6 +216,8 @@ export function joinFeatures(texts: readonly string[]): string {
 
 export function getFeature(id: string): Query {
   return {
+    // The API's most frequent statement, and a POST's one: planned once per connection (db/pool.ts Query.name).
+    name: 'features_get',
     text: `SELECT f.version, f.geojson AS "featureJson" FROM features.features f WHERE f.id = $1::text`,
     values: [id],
   };
@@ -267,6 +269,7 @@ export interface FeatureValues {
  */
 export function insertFeature(id: string | undefined, v: FeatureValues, createdBy: string | null): Query {
   return {
+    name: 'features_api_insert',
     text: `SELECT new_id AS id, new_version AS version, new_geojson AS "featureJson"
            FROM features.api_insert($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text)`,
     values: [createdBy, id ?? null, v.name, v.kategorie, v.adresse, v.telefon, v.geometryJson],
