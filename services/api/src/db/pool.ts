@@ -33,7 +33,7 @@ export interface Query {
  */
 export async function query(db: Queryable, statement: Query): Promise<pg.QueryResult> {
   try {
-    return await (statement.rowMode || statement.name ? db.query(statement) : db.query(statement.text, statement.values));
+    return await db.query(statement);
   } catch (error) {
     throw fromDatabaseError(error) ?? error;
   }
