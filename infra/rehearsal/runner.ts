@@ -11,6 +11,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
 import pg from 'pg';
 import { parse as parseYaml } from 'yaml';
 import { assembleImage, type AssembledImage } from '../docker/image.js';
@@ -695,6 +696,31 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
     });
     stack.proxy = { ip: PROXY_IP, httpsPort, dataDir: join(dataDir, 'data') };
     await waitHealthy(entry, async () => (await fetch(`http://127.0.0.1:${adminPort}/config/`)).ok, exited);
+    // Its admin API answers before its internal CA has issued the sites' certificates (in the
+    // background, after start): a browser arriving first got ERR_SSL_PROTOCOL_ERROR. Ready is a TLS
+    // handshake for every site of the file (the name as SNI; the chain is checked by the steps).
+    const sites = [...rendered.matchAll(/^([a-z0-9.-]+) \{$/gm)].map((m) => m[1]!);
+    const handshake = (servername: string) =>
+      new Promise<boolean>((resolve) => {
+        const socket = tlsConnect({ host: PROXY_IP, port: httpsPort, servername, rejectUnauthorized: false, timeout: 2_000 });
+        const done = (ok: boolean) => {
+          socket.destroy();
+          resolve(ok);
+        };
+        socket.once('secureConnect', () => done(true));
+        socket.once('error', () => done(false));
+        socket.once('timeout', () => done(false));
+      });
+    const tlsDeadline = Date.now() + 30_000;
+    for (const site of sites) {
+      while (!(await handshake(site))) {
+        if (Date.now() > tlsDeadline) {
+          findings.push(`proxy: no TLS handshake for ${site} within 30 s of its start`);
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
     if (sitesToProxy.length) {
       // Each site resolves the proxy's aliases on the networks it shares with the proxy (the stack's
       // siteUpstreamNames), and trusts Caddy's CA (made at its start).
