@@ -695,10 +695,10 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
       XDG_CONFIG_HOME: join(dataDir, 'config'),
     });
     stack.proxy = { ip: PROXY_IP, httpsPort, dataDir: join(dataDir, 'data') };
-    await waitHealthy(entry, async () => (await fetch(`http://127.0.0.1:${adminPort}/config/`)).ok, exited);
-    // Its admin API answers before its internal CA has issued the sites' certificates (in the
-    // background, after start): a browser arriving first got ERR_SSL_PROTOCOL_ERROR. Ready is a TLS
-    // handshake for every site of the file (the name as SNI; the chain is checked by the steps).
+    // Healthy is its admin API answering and a TLS handshake for every site of the file (the name as
+    // SNI; the chain is checked by the steps): the admin API answers before the internal CA has
+    // issued the sites' certificates (in the background, after start), and a browser arriving in
+    // between got ERR_SSL_PROTOCOL_ERROR.
     const sites = [...rendered.matchAll(/^([a-z0-9.-]+) \{$/gm)].map((m) => m[1]!);
     const handshake = (servername: string) =>
       new Promise<boolean>((resolve) => {
@@ -711,16 +711,7 @@ export async function rehearseStack(options: RehearsalOptions): Promise<Rehearsa
         socket.once('error', () => done(false));
         socket.once('timeout', () => done(false));
       });
-    const tlsDeadline = Date.now() + 30_000;
-    for (const site of sites) {
-      while (!(await handshake(site))) {
-        if (Date.now() > tlsDeadline) {
-          findings.push(`proxy: no TLS handshake for ${site} within 30 s of its start`);
-          break;
-        }
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
+    await waitHealthy(entry, async () => (await fetch(`http://127.0.0.1:${adminPort}/config/`)).ok && (await Promise.all(sites.map(handshake))).every(Boolean), exited);
     if (sitesToProxy.length) {
       // Each site resolves the proxy's aliases on the networks it shares with the proxy (the stack's
       // siteUpstreamNames), and trusts Caddy's CA (made at its start).

@@ -171,9 +171,10 @@ describe('an attempt\'s two statements (qc/jobs/context.ts)', () => {
     const found: string[] = [];
     const stack = [plan];
     for (let node = stack.pop(); node; node = stack.pop()) {
-      if (node['Relation Name'] === 'jobs' && node['Alias'] === 'j' && node['Node Type'] !== 'ModifyTable') found.push(`${String(node['Node Type'])} on ${String(node['Index Name'] ?? '-')}`);
-      // A bitmap heap scan names its index on its child.
-      if (node['Node Type'] === 'Bitmap Heap Scan' && node['Alias'] === 'j') found.push(...((node['Plans'] as Record<string, unknown>[]) ?? []).map((c) => `${String(c['Node Type'])} on ${String(c['Index Name'] ?? '-')}`));
+      const reads = node['Relation Name'] === 'jobs' && node['Alias'] === 'j';
+      // A bitmap heap scan names its index on its child (the update itself, ModifyTable, reads nothing).
+      if (reads && node['Node Type'] === 'Bitmap Heap Scan') found.push(...((node['Plans'] as Record<string, unknown>[]) ?? []).map((c) => `${String(c['Node Type'])} on ${String(c['Index Name'] ?? '-')}`));
+      else if (reads && node['Node Type'] !== 'ModifyTable') found.push(`${String(node['Node Type'])} on ${String(node['Index Name'] ?? '-')}`);
       stack.push(...(((node['Plans'] as Record<string, unknown>[] | undefined) ?? [])));
     }
     return found;
