@@ -11,7 +11,9 @@
  *    throughput and server CPU per delivery, and the medians of the per-round throughput ratios.
  *    Targets (issue 28, printed, never asserted): throughput at least 1.0x the server before the
  *    move and at least 1.0x the bare server. The deploy script is a stand-in that takes 2 s, so
- *    pushes collapse per target as in production.
+ *    pushes collapse per target as in production. WEBHOOK_BENCH_BODY_BYTES sets the push size (e.g.
+ *    8192, a typical push; then WEBHOOK_BENCH_DELIVERIES=4000 so a round lasts about a second),
+ *    WEBHOOK_BENCH_PIN=1 puts the servers on one CPU and the load generator on another.
  * 2. Release isolation cost: reusing dependencies for an unchanged lockfile, today's hard-link
  *    copy (`cp -al`) against the isolated reuse (hard links to a sealed release, directories handed
  *    to the build user, the new release sealed afterwards), on the fixture site and on a site of
@@ -43,7 +45,18 @@ import { median, percentile, printTable, ratio } from './stats.js';
 // per-round ratio less. Same deliveries, same concurrency, same servers: only longer.
 const DELIVERIES = Number(process.env.WEBHOOK_BENCH_DELIVERIES ?? 400);
 const CONCURRENCY = 20;
-const BODY_BYTES = 1024 * 1024;
+// WEBHOOK_BENCH_BODY_BYTES: the size of every push (default 1 MiB, as the issue measures; a push
+// from GitHub is typically 5–10 KiB, where the fixed cost per delivery decides instead of the bytes).
+const BODY_BYTES = Number(process.env.WEBHOOK_BENCH_BODY_BYTES ?? 1024 * 1024);
+/**
+ * WEBHOOK_BENCH_PIN=1: every server process on the last CPU, this process (the load generator) on the
+ * first, with `taskset`. Unpinned, on two cores the client, the server and the server's helper
+ * threads (V8's garbage collector and compiler, libuv's file writes) share both cores as the
+ * scheduler decides, and the rounds spread across a factor of two; pinned, a server's throughput is
+ * the inverse of everything it spends on its one core, its helper threads included.
+ */
+const PIN = process.env.WEBHOOK_BENCH_PIN === '1';
+const lastCpu = String(cpus().length - 1);
 const WARMUP = 20;
 const ROUNDS = Number(process.env.WEBHOOK_BENCH_ROUNDS ?? 11);
 const SEQUENTIAL = 100;
@@ -91,7 +104,8 @@ function startServerProcess(kind: ServerKind, dir: string): Promise<{ child: Chi
   // answers the same way: PORT on stdout, garbage collection counts over IPC), run from its worktree.
   const tree = kind === 'before' ? worktreeOf(BEFORE) : repoRoot;
   const script = join(tree, 'bench/webhook.bench.ts');
-  const child = spawn(process.execPath, [...profile, ...flags, '--import', 'tsx', script, '--serve', kind === 'before' ? 'webhook' : kind, dir], {
+  const args = [...profile, ...flags, '--import', 'tsx', script, '--serve', kind === 'before' ? 'webhook' : kind, dir];
+  const child = spawn(PIN ? 'taskset' : process.execPath, PIN ? ['-c', lastCpu, process.execPath, ...args] : args, {
     cwd: tree,
     // The IPC channel answers 'gc?' with the server's garbage collection counts (see --serve).
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
@@ -119,7 +133,7 @@ function makeDeliveries(count: number): Delivery[] {
     const target = targets[i % targets.length]!;
     const branch = target.matchPattern === 'exact' ? target.key : `${target.key}/bench`;
     const skeleton = JSON.stringify({ ref: `refs/heads/${branch}`, after: randomBytes(20).toString('hex'), padding: '' });
-    const padding = 'x'.repeat(BODY_BYTES - skeleton.length);
+    const padding = 'x'.repeat(Math.max(0, BODY_BYTES - skeleton.length));
     const body = Buffer.from(skeleton.replace('"padding":""', `"padding":"${padding}"`));
     const secret = secretOf(target);
     const headers: Record<string, string> =
@@ -240,7 +254,13 @@ async function load(port: number, deliveries: readonly Delivery[], concurrency =
  * their medians over the rounds, and ratios webhook/baseline.
  */
 async function acknowledgementLatency(): Promise<void> {
-  console.log(`\n-- acknowledgement latency: ${DELIVERIES} signed ${BODY_BYTES / 1024 / 1024} MB deliveries, ${CONCURRENCY} concurrent, ${ROUNDS} rounds`);
+  if (PIN) {
+    if (cpus().length < 2 || spawnSync('taskset', ['-a', '-p', '-c', '0', String(process.pid)], { stdio: 'ignore' }).status !== 0) {
+      throw new Error('WEBHOOK_BENCH_PIN=1 needs taskset (util-linux) and at least two CPUs');
+    }
+  }
+  const size = BODY_BYTES >= 1024 * 1024 ? `${BODY_BYTES / 1024 / 1024} MiB` : `${BODY_BYTES / 1024} KiB`;
+  console.log(`\n-- acknowledgement latency: ${DELIVERIES} signed ${size} deliveries, ${CONCURRENCY} concurrent, ${ROUNDS} rounds${PIN ? `; servers pinned to CPU ${lastCpu}, the load generator to CPU 0` : ''}`);
   console.log(`   (${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')})`);
   const dir = makeTempDir('bench-webhook');
   console.log(`   servers: this checkout's webhook (Fastify), the webhook at ${BEFORE} (before the move), bare node:http`);

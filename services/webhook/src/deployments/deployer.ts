@@ -61,6 +61,8 @@ export class Deployer {
   /** Ids of the deployments this process runs or is starting: never orphans. */
   private readonly here = new Set<string>();
   private readonly retries = new Set<NodeJS.Timeout>();
+  /** Lane steps under way (drain): a start they decided happens once its record is written. */
+  private readonly draining = new Set<Promise<void>>();
   private stopping = false;
   private upkeepTimer: NodeJS.Timeout | undefined;
   private upkeepRunning: Promise<void> | null = null;
@@ -78,7 +80,9 @@ export class Deployer {
     // Decided and written under the lane lock: two pushes of one commit or one delivery id, to this
     // process or to two replicas, cannot both pass. The live commit is read only when it matters
     // (nothing runs or waits), under the lock, so no start of this target comes in between.
+    let laneRunning = false;
     const admission = await journal.inLane(key, { commit, deliveryId: push.deliveryId }, async (lane, facts, writes) => {
+      laneRunning = lane.running !== null;
       const live = needsLiveCommit(lane) ? { commit: (await launcher.live(key)).commit } : undefined;
       const decided = admit(lane, commit, { ...facts, live }, () => newDeployment(push, commit));
       if (decided.kind === 'duplicate') {
@@ -94,7 +98,9 @@ export class Deployer {
     if (admission.superseded) {
       this.options.logger.info({ deploymentId: admission.superseded.id, supersededBy: admission.deployment.id, target: key }, 'waiting deploy superseded');
     }
-    setImmediate(() => void this.drain(key));
+    // A deploy of the target runs: whoever runs it starts the waiting one when it ends (drain with
+    // `ended`, under the same lock, so it sees this decision), or, if that replica is gone, upkeep.
+    if (!laneRunning) setImmediate(() => void this.drain(key));
     return { kind: 'queued', deployment: admission.deployment };
   }
 
@@ -103,7 +109,15 @@ export class Deployer {
    * replica has recorded it as interrupted meanwhile), then start the waiting deployment when
    * nothing runs.
    */
-  private async drain(key: string, ended?: Deployment, attempt = 0): Promise<void> {
+  private drain(key: string, ended?: Deployment, attempt = 0): Promise<void> {
+    // Tracked, so a shutdown waits for a start that was decided before it and has not begun yet.
+    const step = this.drainLane(key, ended, attempt);
+    this.draining.add(step);
+    void step.finally(() => this.draining.delete(step));
+    return step;
+  }
+
+  private async drainLane(key: string, ended?: Deployment, attempt = 0): Promise<void> {
     const { journal, logger } = this.options;
     const target = this.targetsByKey.get(key);
     let started: Deployment | null;
@@ -280,12 +294,15 @@ export class Deployer {
     clearInterval(this.upkeepTimer);
     for (const timer of this.retries) clearTimeout(timer);
     await this.upkeepRunning;
-    const running = [...this.runs.values()];
-    if (running.length === 0) return;
-    this.options.logger.info({ running: running.length, graceMs }, 'waiting for running deploys before shutdown');
-    const allDone = Promise.all(running.map((r) => r.done));
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<'expired'>((resolve) => (timer = setTimeout(() => resolve('expired'), graceMs)));
+    // Starts decided before `stopping` was set, still writing their record: they run, and are waited
+    // for, within the same grace period.
+    await Promise.race([Promise.all([...this.draining]), expired]);
+    const running = [...this.runs.values()];
+    if (running.length === 0) return clearTimeout(timer);
+    this.options.logger.info({ running: running.length, graceMs }, 'waiting for running deploys before shutdown');
+    const allDone = Promise.all(running.map((r) => r.done));
     if ((await Promise.race([allDone, expired])) === 'expired') {
       for (const r of running) r.process?.stop('shutdown');
       await allDone;

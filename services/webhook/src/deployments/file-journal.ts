@@ -1,7 +1,10 @@
 /**
  * The file journal (store.ts) as the Deployer's journal, for a webhook that runs as one process: the
- * lane lock is a promise chain per target in this process, and a decision's writes are one batch of
- * journal lines, visible once written.
+ * lane lock is a promise chain per target in this process, held while a decision is taken. What it
+ * writes is applied at once and joins the store's open batch (group commit), so the next decision
+ * of the target neither waits for the file nor misses it; the caller learns the outcome once
+ * everything the decision read or wrote is written, and if some of it could not be, it gets that
+ * error as if its own write had failed (store.ts, rollBack).
  */
 import type { Logger } from 'pino';
 import type { DeploymentJournal, LaneFacts, LaneWrites } from './journal.js';
@@ -56,13 +59,16 @@ export class FileJournal implements DeploymentJournal {
         save: (deployment) => pending.push(() => store.save(deployment)),
         recordDelivery: (deliveryId, deploymentId) => pending.push(() => store.recordDelivery(deliveryId, deploymentId)),
       });
-      // One batch of lines: written in this order by one append.
-      await Promise.all(pending.map((write) => write()));
-      return result;
+      // Applied now, in this order, and into one batch; the lock is let go before it is written.
+      for (const write of pending) void write().catch(() => undefined);
+      // What the decision read or wrote is written once this is: the open batch, or the last one.
+      return { result, written: store.flush() };
     });
     this.locks.set(key, turn);
     try {
-      return await turn;
+      const { result, written } = await turn;
+      await written;
+      return result;
     } finally {
       if (this.locks.get(key) === turn) this.locks.delete(key);
     }

@@ -6,13 +6,22 @@
  *
  * Format: one JSON line per change in `<stateDir>/deployments.jsonl` (a deployment snapshot or a
  * delivery id). Lines are appended in batches with O_APPEND; a torn last line after a crash is
- * skipped on load. A change is visible (get, list, lane) once its line is written: one that could
- * not be written is not taken either, as a transaction that could not commit. When the journal grows past twice what is kept, it is rewritten atomically
- * (temporary file, then rename) with only the current state.
+ * skipped on load. When the journal grows past twice what is kept, it is rewritten atomically
+ * (temporary file, then rename) with only the current state, in place of the next batch.
+ *
+ * Group commit: a change is applied to memory when it is decided, so the next decision (of the same
+ * target too) sees it at once, and the caller learns when its line is written (`save` and
+ * `recordDelivery` resolve then; `flush` when everything decided so far is). Every change decided
+ * meanwhile joins one batch, written by one append. A batch that cannot be written is not taken,
+ * and neither is anything decided after it: its callers and those of every later batch not yet
+ * written get the error, and memory is read again from the journal file, which holds exactly what
+ * was written. If even that read fails, the store refuses every further change (the process must
+ * restart: loading the journal at start is the recovery).
  *
  * `deployedCommit` and `release` come from a target's directory (through the launcher): only a
  * commit id and a release name are kept, whatever a journal written before that rule holds.
  */
+import { readFileSync } from 'node:fs';
 import { mkdir, open, readFile, rename, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -22,6 +31,14 @@ import { commitIdOrNull, FINAL_STATES, releaseNameOrNull, type Deployment } from
 type JournalLine =
   | { type: 'deployment'; deployment: Deployment }
   | { type: 'delivery'; id: string; deploymentId: string; at: string };
+
+/** Changes decided while the batch before was being written: one append. */
+interface Batch {
+  lines: string[];
+  /** The store's generation when the batch was opened. */
+  generation: number;
+  written: Promise<void>;
+}
 
 export interface DeploymentStoreOptions {
   /** Finished deployments kept (running and queued ones are always kept). */
@@ -41,10 +58,16 @@ export class DeploymentStore {
   private readonly file: string;
   private readonly maxDeployments: number;
   private readonly maxDeliveries: number;
-  /** Lines not written yet, each with what to remember once it is. */
-  private pendingLines: { text: string; apply: () => void }[] = [];
+  /** The batch that changes decided now join; null when none is open. */
+  private open: Batch | null = null;
+  /** The last batch handed to the writer: batches are written one after the other, in order. */
   private writeChain: Promise<void> = Promise.resolve();
-  private scheduledWrite: Promise<void> | null = null;
+  /** Bumped when a batch could not be written: batches decided before that are not written. */
+  private generation = 0;
+  /** Set when memory could not be read again after a failed write: every change is refused. */
+  private broken: Error | null = null;
+  /** The file does not end with a newline (a torn line): the next append starts with one. */
+  private tornTail = false;
   private journalLines = 0;
   /** The journal, open for appending: one write per batch instead of open + write + close. */
   private journal: FileHandle | null = null;
@@ -74,6 +97,12 @@ export class DeploymentStore {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
       throw error;
     }
+    this.replay(text);
+    await this.compact();
+  }
+
+  /** Memory as the journal's text says: every line in order (unreadable ones skipped and counted). */
+  private replay(text: string): void {
     let skipped = 0;
     for (const line of text.split('\n')) {
       if (line.trim() === '') continue;
@@ -88,7 +117,7 @@ export class DeploymentStore {
       else if (entry.type === 'delivery' && entry.id) this.rememberDelivery(entry.id, entry.deploymentId, entry.at);
     }
     if (skipped) this.logger.warn({ skipped, file: this.file }, 'skipped unreadable lines in the deployment journal');
-    await this.compact();
+    this.tornTail = text.length > 0 && !text.endsWith('\n');
   }
 
   get(id: string): Deployment | undefined {
@@ -131,7 +160,7 @@ export class DeploymentStore {
     return [...this.lanes].filter(([, lane]) => lane.running || lane.waiting);
   }
 
-  /** Store a deployment snapshot; resolves once it is written to the journal, and is visible from then on. */
+  /** Store a deployment snapshot: visible at once; resolves once it is written to the journal. */
   save(deployment: Deployment): Promise<void> {
     const snapshot = checked(deployment);
     return this.append({ type: 'deployment', deployment: snapshot }, () => this.remember(snapshot));
@@ -142,9 +171,12 @@ export class DeploymentStore {
     return this.append({ type: 'delivery', id: deliveryId, deploymentId, at }, () => this.rememberDelivery(deliveryId, deploymentId, at));
   }
 
-  /** Resolves when everything saved so far is on disk. */
+  /**
+   * Resolves when everything decided so far is written; rejects when some of it could not be (and so
+   * was not taken).
+   */
   flush(): Promise<void> {
-    return this.scheduledWrite ?? this.writeChain;
+    return this.open?.written ?? this.writeChain;
   }
 
   private remember(deployment: Deployment): void {
@@ -193,33 +225,74 @@ export class DeploymentStore {
   }
 
   /**
-   * Batch lines: concurrent saves share one append; each caller learns when its line is written.
-   * What a line records is remembered once the batch is written, before a compaction reads memory.
+   * Apply a change now and add its line to the open batch (opening one, written after the batches
+   * before it): resolves once that batch is written.
    */
   private append(line: JournalLine, apply: () => void): Promise<void> {
-    this.pendingLines.push({ text: `${JSON.stringify(line)}\n`, apply });
-    if (!this.scheduledWrite) {
-      const write = this.writeChain
-        .catch(() => undefined)
-        .then(async () => {
-          this.scheduledWrite = null;
-          const batch = this.pendingLines;
-          this.pendingLines = [];
-          this.journal ??= await open(this.file, 'a', 0o600);
-          try {
-            await this.journal.write(batch.map((line) => line.text).join(''));
-          } catch (error) {
-            await this.closeJournal();
-            throw error;
-          }
-          for (const line of batch) line.apply();
-          this.journalLines += batch.length;
-          if (this.journalLines > 2 * (this.maxDeployments + this.maxDeliveries)) await this.compact();
-        });
-      this.scheduledWrite = write;
-      this.writeChain = write;
+    if (this.broken) return Promise.reject(this.broken);
+    apply();
+    let batch = this.open;
+    if (!batch) {
+      const opened: Batch = { lines: [], generation: this.generation, written: Promise.resolve() };
+      opened.written = this.writeChain.catch(() => undefined).then(() => this.write(opened));
+      this.writeChain = opened.written;
+      this.open = batch = opened;
     }
-    return this.scheduledWrite;
+    batch.lines.push(`${JSON.stringify(line)}\n`);
+    return batch.written;
+  }
+
+  /**
+   * Write a batch: closed here, so what it holds and what memory holds beyond the file are the same
+   * changes; appended, or, when the journal has grown past its bound, the whole state rewritten in
+   * its place (taken from memory before the first await, so exactly this batch on top of the file).
+   */
+  private async write(batch: Batch): Promise<void> {
+    if (this.open === batch) this.open = null;
+    if (batch.generation !== this.generation) {
+      throw new Error('the deployment journal could not be written; this change was decided on one that was not taken');
+    }
+    try {
+      if (this.journalLines + batch.lines.length > 2 * (this.maxDeployments + this.maxDeliveries)) {
+        await this.compact();
+        return;
+      }
+      this.journal ??= await open(this.file, 'a', 0o600);
+      const text = batch.lines.join('');
+      await this.journal.write(this.tornTail ? `\n${text}` : text);
+      this.tornTail = false;
+      this.journalLines += batch.lines.length;
+    } catch (error) {
+      this.rollBack(error);
+      throw error;
+    }
+  }
+
+  /**
+   * A batch could not be written: nothing decided since the file's last line is taken. Batches not
+   * yet written are refused (their generation is old), and memory is what the file holds again.
+   */
+  private rollBack(error: unknown): void {
+    this.generation++;
+    this.open = null;
+    this.writeChain = Promise.resolve();
+    const journal = this.journal;
+    this.journal = null;
+    void journal?.close().catch(() => undefined);
+    this.logger.error({ err: error, file: this.file }, 'could not write the deployment journal: the changes not written are not taken');
+    try {
+      let text = '';
+      try {
+        text = readFileSync(this.file, 'utf8');
+      } catch (readError) {
+        if ((readError as NodeJS.ErrnoException).code !== 'ENOENT') throw readError;
+      }
+      for (const map of [this.deployments, this.deliveries, this.succeeded, this.latest, this.lanes]) map.clear();
+      this.replay(text);
+    } catch (readError) {
+      this.broken = new Error(`the deployment journal could not be read again after a failed write (${(readError as Error).message}); restart the server`);
+      this.logger.error({ err: readError, file: this.file }, 'could not read the deployment journal again: every change is refused until a restart');
+    }
   }
 
   private async closeJournal(): Promise<void> {
@@ -242,6 +315,7 @@ export class DeploymentStore {
     const temporary = join(this.dir, `deployments.jsonl.tmp-${process.pid}`);
     await writeFile(temporary, lines.length ? `${lines.join('\n')}\n` : '', { mode: 0o600 });
     await rename(temporary, this.file);
+    this.tornTail = false;
     await this.closeJournal(); // it still points at the replaced file
     this.journalLines = lines.length;
   }
