@@ -10,6 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { newDeployment } from '../src/deployments/deployer.js';
 import { FileJournal } from '../src/deployments/file-journal.js';
 import type { Deployment } from '../src/deployments/types.js';
 import { makeTempDir } from './support/helpers.js';
@@ -40,33 +41,14 @@ afterEach(() => {
   for (const file of [...immutable]) chattr('-i', file);
 });
 
-let ids = 0;
-function deployment(target: string, commit: string): Deployment {
-  return {
-    id: `d-${++ids}`,
-    target,
-    branch: target,
-    commit: commit.padEnd(40, '0'),
-    deployedCommit: null,
-    release: null,
-    provider: 'github',
-    deliveryId: null,
-    state: 'queued',
-    queuedAt: new Date().toISOString(),
-    startedAt: null,
-    finishedAt: null,
-    durationMs: null,
-    exitCode: null,
-    logPath: null,
-    supersededBy: null,
-  };
-}
+const deployment = (target: string, commit: string, deliveryId: string | null = null): Deployment =>
+  newDeployment({ target: { key: target }, branch: target, provider: 'github', deliveryId }, commit.padEnd(40, '0'));
 
 /** A push as the Deployer admits one: a delivery seen before is a duplicate, else the commit waits. */
 function push(journal: FileJournal, target: string, commit: string, deliveryId: string): Promise<{ kind: 'duplicate' | 'queued'; id: string }> {
   return journal.inLane(target, { commit, deliveryId }, (lane, facts, writes) => {
     if (facts.seenDelivery) return { kind: 'duplicate' as const, id: facts.seenDelivery };
-    const queued = { ...deployment(target, commit), deliveryId };
+    const queued = deployment(target, commit, deliveryId);
     if (lane.waiting) writes.save({ ...lane.waiting, state: 'superseded', supersededBy: queued.id });
     writes.save(queued);
     writes.recordDelivery(deliveryId, queued.id);

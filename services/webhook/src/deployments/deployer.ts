@@ -316,7 +316,8 @@ export class Deployer {
   }
 }
 
-function newDeployment(push: Push, commit: string): Deployment {
+/** A new deployment of `commit` for a push, waiting (state `queued`). */
+export function newDeployment(push: Pick<Push, 'branch' | 'provider' | 'deliveryId'> & { target: Pick<ResolvedTarget, 'key'> }, commit: string): Deployment {
   return {
     id: randomUUID(),
     target: push.target.key,
