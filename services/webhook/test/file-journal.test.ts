@@ -6,7 +6,7 @@
  * filesystem with the immutable flag (ext4, xfs, btrfs); without them they skip, saying so.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -148,5 +148,23 @@ describe.skipIf(missing)('the file journal: a write that fails', () => {
       expect(lines.at(-1)?.deployment).toMatchObject({ id: kept.id, state: 'running' });
       return;
     }
+  });
+
+  it('refuses every further change when the file cannot even be read again after a failed write', async () => {
+    const dir = makeTempDir('journal-broken');
+    const file = join(dir, 'deployments.jsonl');
+    const journal = await FileJournal.open(dir, logger);
+    const first = await push(journal, 'main', 'c1', 'delivery-1');
+    // The open journal now writes to a file that refuses writes, and its path names a folder.
+    const moved = join(dir, 'moved.jsonl');
+    renameSync(file, moved);
+    mkdirSync(file);
+    chattr('+i', moved);
+    await expect(push(journal, 'main', 'c2', 'delivery-2')).rejects.toThrow();
+    // Nothing is decided on a memory that no longer matches any file: not a push, not a duplicate.
+    await expect(push(journal, 'main', 'c3', 'delivery-3')).rejects.toThrow(/could not be read again/);
+    await expect(push(journal, 'main', 'c1', 'delivery-1')).rejects.toThrow(/could not be read again/);
+    await expect(journal.store.flush()).rejects.toThrow(/restart the server/);
+    expect(first.kind).toBe('queued');
   });
 });

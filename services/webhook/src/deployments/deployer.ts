@@ -298,7 +298,7 @@ export class Deployer {
     const expired = new Promise<'expired'>((resolve) => (timer = setTimeout(() => resolve('expired'), graceMs)));
     // Starts decided before `stopping` was set, still writing their record: they run, and are waited
     // for, within the same grace period.
-    await Promise.race([Promise.all([...this.draining]), expired]);
+    await Promise.race([Promise.allSettled([...this.draining]), expired]);
     const running = [...this.runs.values()];
     if (running.length === 0) return clearTimeout(timer);
     this.options.logger.info({ running: running.length, graceMs }, 'waiting for running deploys before shutdown');

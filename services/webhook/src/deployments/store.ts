@@ -176,6 +176,7 @@ export class DeploymentStore {
    * was not taken).
    */
   flush(): Promise<void> {
+    if (this.broken) return Promise.reject(this.broken);
     return this.open?.written ?? this.writeChain;
   }
 
