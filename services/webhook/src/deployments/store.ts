@@ -277,9 +277,7 @@ export class DeploymentStore {
     this.generation++;
     this.open = null;
     this.writeChain = Promise.resolve();
-    const journal = this.journal;
-    this.journal = null;
-    void journal?.close().catch(() => undefined);
+    void this.closeJournal();
     this.logger.error({ err: error, file: this.file }, 'could not write the deployment journal: the changes not written are not taken');
     try {
       let text = '';
