@@ -73,8 +73,13 @@ export function createApp(deps: WebhookAppDeps): WebhookApp {
 
   // Nothing is parsed for the routes: POST /webhook reads the exact bytes itself (body.ts), and
   // whatever else arrives with a body is never looked at.
+  // The media types providers send are named as well as caught by '*': Fastify caches the parser it
+  // finds for a Content-Type only when it is registered under that type, and would otherwise parse
+  // the header again on every delivery to fall through to the catch-all.
+  const readNothing = (_request: unknown, _payload: unknown, done: (error: null) => void) => done(null);
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', (_request, _payload, done) => done(null));
+  app.addContentTypeParser(['application/json', 'application/x-www-form-urlencoded'], readNothing);
+  app.addContentTypeParser('*', readNothing);
 
   // After authentication has failed, never before: see auth-failure-limiter.ts. One count for
   // every route (a wrong admin token counts like a wrong signature).

@@ -14,9 +14,9 @@ import type { Logger } from 'pino';
 import type { ResolvedTarget } from '../../../shared/targets.js';
 import type { Provider } from '../providers.js';
 import { deployLogPath } from './invocation.js';
-import type { DeploymentJournal } from './journal.js';
+import type { DeploymentJournal, LaneFacts, LaneWrites } from './journal.js';
 import type { LiveRelease } from './launcher.js';
-import { admit, needsLiveCommit, startNext, type Admission } from './queue.js';
+import { admit, needsLiveCommit, startNext, type Admission, type Lane } from './queue.js';
 import { startDeploy, type DeployOutcome, type ProcessLauncher, type RunningDeploy } from './runner.js';
 import type { Deployment, DeploymentState } from './types.js';
 
@@ -81,9 +81,7 @@ export class Deployer {
     // process or to two replicas, cannot both pass. The live commit is read only when it matters
     // (nothing runs or waits), under the lock, so no start of this target comes in between.
     let laneRunning = false;
-    const admission = await journal.inLane(key, { commit, deliveryId: push.deliveryId }, async (lane, facts, writes) => {
-      laneRunning = lane.running !== null;
-      const live = needsLiveCommit(lane) ? { commit: (await launcher.live(key)).commit } : undefined;
+    const decide = (lane: Lane, facts: LaneFacts, writes: LaneWrites, live?: { commit: string | null }): Admission => {
       const decided = admit(lane, commit, { ...facts, live }, () => newDeployment(push, commit));
       if (decided.kind === 'duplicate') {
         if (push.deliveryId && decided.deploymentId && decided.reason !== 'delivery') writes.recordDelivery(push.deliveryId, decided.deploymentId);
@@ -93,6 +91,11 @@ export class Deployer {
       writes.save(decided.deployment);
       if (push.deliveryId) writes.recordDelivery(push.deliveryId, decided.deployment.id);
       return decided;
+    };
+    const admission = await journal.inLane(key, { commit, deliveryId: push.deliveryId }, (lane, facts, writes) => {
+      laneRunning = lane.running !== null;
+      if (!needsLiveCommit(lane)) return decide(lane, facts, writes);
+      return launcher.live(key).then((live) => decide(lane, facts, writes, { commit: live.commit }));
     });
     if (admission.kind === 'duplicate') return admission;
     if (admission.superseded) {

@@ -12,6 +12,11 @@ import type { Lane } from './queue.js';
 import { DeploymentStore, type DeploymentStoreOptions } from './store.js';
 import type { Deployment } from './types.js';
 
+interface Decided<T> {
+  result: T;
+  written: Promise<void>;
+}
+
 export class FileJournal implements DeploymentJournal {
   readonly shared = false;
   private readonly locks = new Map<string, Promise<unknown>>();
@@ -46,24 +51,11 @@ export class FileJournal implements DeploymentJournal {
     about: { commit?: string; deliveryId?: string | null },
     work: (lane: Lane, facts: LaneFacts, writes: LaneWrites) => Promise<T> | T,
   ): Promise<T> {
-    const previous = this.locks.get(key) ?? Promise.resolve();
-    const turn = previous.catch(() => undefined).then(async () => {
-      const { store } = this;
-      const facts: LaneFacts = {
-        seenDelivery: about.deliveryId ? store.deploymentOfDelivery(about.deliveryId) : undefined,
-        deployedBefore: about.commit ? store.succeededWith(key, about.commit) : undefined,
-        previous: about.commit ? store.latestWith(key, about.commit) : undefined,
-      };
-      const pending: (() => Promise<void>)[] = [];
-      const result = await work(store.lane(key), facts, {
-        save: (deployment) => pending.push(() => store.save(deployment)),
-        recordDelivery: (deliveryId, deploymentId) => pending.push(() => store.recordDelivery(deliveryId, deploymentId)),
-      });
-      // Applied now, in this order, and into one batch; the lock is let go before it is written.
-      for (const write of pending) void write().catch(() => undefined);
-      // What the decision read or wrote is written once this is: the open batch, or the last one.
-      return { result, written: store.flush() };
-    });
+    // The lock: this decision is taken when the previous one of the target is (whatever its
+    // outcome), not when that one's lines are written. A free lane decides at once.
+    const previous = this.locks.get(key);
+    const decide = () => this.decide(key, about, work);
+    const turn = previous ? previous.then(decide, decide) : decide();
     this.locks.set(key, turn);
     try {
       const { result, written } = await turn;
@@ -71,6 +63,41 @@ export class FileJournal implements DeploymentJournal {
       return result;
     } finally {
       if (this.locks.get(key) === turn) this.locks.delete(key);
+    }
+  }
+
+  /** One decision under the lane lock; a `work` that does not wait is taken without waiting. */
+  private decide<T>(
+    key: string,
+    about: { commit?: string; deliveryId?: string | null },
+    work: (lane: Lane, facts: LaneFacts, writes: LaneWrites) => Promise<T> | T,
+  ): Promise<Decided<T>> {
+    const { store } = this;
+    const facts: LaneFacts = {
+      seenDelivery: about.deliveryId ? store.deploymentOfDelivery(about.deliveryId) : undefined,
+      deployedBefore: about.commit ? store.succeededWith(key, about.commit) : undefined,
+      previous: about.commit ? store.latestWith(key, about.commit) : undefined,
+    };
+    const changes: ({ deployment: Deployment } | { deliveryId: string; deploymentId: string })[] = [];
+    const writes: LaneWrites = {
+      save: (deployment) => void changes.push({ deployment }),
+      recordDelivery: (deliveryId, deploymentId) => void changes.push({ deliveryId, deploymentId }),
+    };
+    // Applied once the decision is taken, in the order it wrote them, into one batch; the lock is
+    // let go before that batch is written. What the decision read or wrote is written once
+    // `written` resolves: the open batch, or the last one.
+    const apply = (result: T): Decided<T> => {
+      for (const change of changes) {
+        const written = 'deployment' in change ? store.save(change.deployment) : store.recordDelivery(change.deliveryId, change.deploymentId);
+        written.catch(() => undefined);
+      }
+      return { result, written: store.flush() };
+    };
+    try {
+      const outcome = work(store.lane(key), facts, writes);
+      return outcome instanceof Promise ? outcome.then(apply) : Promise.resolve(apply(outcome));
+    } catch (error) {
+      return Promise.reject(error);
     }
   }
 
