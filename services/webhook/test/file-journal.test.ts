@@ -74,6 +74,27 @@ describe('the file journal: group commit', () => {
     expect((await reopened.list({ limit: 100 })).filter((d) => d.state === 'superseded')).toHaveLength(19);
     await reopened.close();
   });
+  it('remembers the newest delivery ids up to its bound, forgetting the oldest first, through compactions and a restart', async () => {
+    const dir = makeTempDir('journal-deliveries');
+    // Bounds this small make the journal compact every few pushes (past 2 × (3 + 5) lines).
+    const bounds = { maxDeployments: 3, maxDeliveries: 5 };
+    const journal = await FileJournal.open(dir, logger, bounds);
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) ids.push((await push(journal, 'main', `c${i}`, `delivery-${i}`)).id);
+    const remembered = (j: FileJournal) => Array.from({ length: 12 }, (_, i) => j.store.deploymentOfDelivery(`delivery-${i}`) ?? null);
+    const expected = ids.map((id, i) => (i >= 7 ? id : null));
+    expect(remembered(journal)).toEqual(expected);
+    // A forgotten delivery id is news again; a remembered one is a duplicate.
+    expect(await push(journal, 'main', 'c11', 'delivery-11')).toEqual({ kind: 'duplicate', id: ids[11] });
+    await journal.close();
+
+    const reopened = await FileJournal.open(dir, logger, bounds);
+    expect(remembered(reopened)).toEqual(expected);
+    // The order survived too: the next delivery makes the oldest one (7) forgotten, not another.
+    await push(reopened, 'main', 'c12', 'delivery-12');
+    expect(remembered(reopened)).toEqual(ids.map((id, i) => (i >= 8 ? id : null)));
+    await reopened.close();
+  });
 });
 
 describe.skipIf(missing)('the file journal: a write that fails', () => {
