@@ -64,6 +64,23 @@ describe.skipIf(MISSING)('session resolver', () => {
     expect(kratos.public.count('toSession') - before).toBe(2);
   });
 
+  it('keeps at most maxEntries cookies, dropping the one cached longest ago first', async () => {
+    const resolver = createSessionResolver({ frontend: ory.frontend, ttlMs: 10_000, maxEntries: 2, now: clock.now });
+    const user = kratos.addIdentity({ email: 'm@example.org', name: 'M', password: 'x', role: 'reviewer' });
+    const cookies = Array.from({ length: 3 }, () => `ory_kratos_session=${kratos.createSession(user.id).token}`);
+    const asked = async (cookie: string): Promise<number> => {
+      const before = kratos.public.count('toSession');
+      await resolver.resolve({ cookie });
+      return kratos.public.count('toSession') - before;
+    };
+    for (const cookie of cookies) expect(await asked(cookie)).toBe(1);
+    // Reading the second cookie does not make it newer: the second is dropped next, not the third.
+    expect(await asked(cookies[1]!)).toBe(0);
+    expect(await asked(cookies[0]!)).toBe(1); // dropped for the third; cached again, dropping the second
+    expect(await asked(cookies[2]!)).toBe(0);
+    expect(await asked(cookies[1]!)).toBe(1);
+  });
+
   it('an ended session stops working once the short cache runs out', async () => {
     const resolver = createSessionResolver({ frontend: ory.frontend, ttlMs: 5_000, now: clock.now });
     const user = kratos.addIdentity({ email: 'l@example.org', name: 'L', password: 'x', role: 'admin' });

@@ -1,4 +1,5 @@
 import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
+import { LRUCache } from 'lru-cache';
 import { AppError } from '../../../shared/errors.js';
 import { ANONYMOUS, ROLES, aalOfClaims, type Authenticator, type Principal, type Role } from '../../../shared/principal.js';
 
@@ -146,7 +147,9 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
   const now = options.now ?? Date.now;
   const toleranceMs = (options.clockToleranceSeconds ?? 5) * 1000;
   const maxEntries = options.verifiedCacheSize ?? 10_000;
-  const verified = new Map<string, VerifiedToken>();
+  // Read only with `peek`: the oldest verified first out, in constant time (a Map trimmed with
+  // keys().next() walks past every deleted entry V8 still keeps as a hole).
+  const verified = new LRUCache<string, VerifiedToken>({ max: Math.max(1, maxEntries) });
   // jose fetches the key set again only inside a verification, so comparing it after each one
   // (success or failure) sees every refetch; answers from memory cannot miss one.
   let keysOfCache = currentKeys();
@@ -159,7 +162,7 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
   };
 
   const remembered = (token: string): Principal | undefined => {
-    const entry = verified.get(token);
+    const entry = verified.peek(token);
     if (!entry) return undefined;
     const at = now();
     if (at >= entry.validUntilMs || at - entry.verifiedAtMs >= keyCacheMaxAgeMs) {
@@ -171,8 +174,7 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
 
   const remember = (token: string, principal: Principal, exp: number): void => {
     if (maxEntries <= 0) return;
-    // Oldest first out (Map keeps insertion order): a flood of distinct tokens cannot grow memory.
-    if (verified.size >= maxEntries) verified.delete(verified.keys().next().value!);
+    // Oldest first out: a flood of distinct tokens cannot grow memory.
     verified.set(token, { principal: { ...principal }, validUntilMs: exp * 1000 + toleranceMs, verifiedAtMs: now() });
   };
 
