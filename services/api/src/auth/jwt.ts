@@ -174,7 +174,7 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
 
   const remember = (token: string, principal: Principal, exp: number): void => {
     if (maxEntries <= 0) return;
-    // Oldest first out: a flood of distinct tokens cannot grow memory.
+    // The cache's bound drops the oldest: a flood of distinct tokens cannot grow memory.
     verified.set(token, { principal: { ...principal }, validUntilMs: exp * 1000 + toleranceMs, verifiedAtMs: now() });
   };
 
