@@ -37,3 +37,13 @@ export function kratosCookies(cookieHeader: string | undefined): string | undefi
     .filter((part) => /^(ory_kratos_session|ory_session_[^=]*|csrf_token[^=]*)=/.test(part));
   return kept.length > 0 ? kept.join('; ') : undefined;
 }
+
+/**
+ * Whether the identity's e-mail trait is a verified address (Kratos lists each address of the schema's
+ * `verification.via: email` in `verifiable_addresses` with `verified`). No such address is unverified.
+ */
+export function emailVerified(email: unknown, addresses: ReadonlyArray<{ value: string; verified: boolean }> | undefined): boolean {
+  if (typeof email !== 'string') return false;
+  const wanted = email.toLowerCase();
+  return (addresses ?? []).some((a) => a.verified === true && a.value.toLowerCase() === wanted);
+}

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { FrontendApi } from '@ory/kratos-client';
 import { REFRESH, type Principal } from '../principal.js';
-import { whoami } from './kratos-session.js';
+import { emailVerified, whoami } from './kratos-session.js';
 import { roleFrom } from '../roles.js';
 import { TtlCache } from './ttl-cache.js';
 
@@ -47,16 +47,6 @@ function cookieValue(header: string | undefined, name: string): string | undefin
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
   }
   return undefined;
-}
-
-/**
- * Whether the identity's e-mail trait is a verified address (Kratos lists each address of the schema's
- * `verification.via: email` in `verifiable_addresses` with `verified`). No such address is unverified.
- */
-export function emailVerified(email: unknown, addresses: ReadonlyArray<{ value: string; verified: boolean }> | undefined): boolean {
-  if (typeof email !== 'string') return false;
-  const wanted = email.toLowerCase();
-  return (addresses ?? []).some((a) => a.verified === true && a.value.toLowerCase() === wanted);
 }
 
 export function createSessionResolver(options: SessionResolverOptions): SessionResolver {

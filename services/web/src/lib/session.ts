@@ -1,6 +1,5 @@
 import { Configuration, FrontendApi } from '@ory/kratos-client';
-import { whoami, kratosCookies } from '../../../shared/ory/kratos-session.js';
-import { emailVerified } from '../../../shared/ory/session-resolver.js';
+import { emailVerified, kratosCookies, whoami } from '../../../shared/ory/kratos-session.js';
 import { roleFrom } from '../../../shared/roles.js';
 import { aalOfClaims, type Aal, type Role } from '../../../shared/principal.js';
 import type { WebConfig } from '../config.js';
