@@ -71,6 +71,13 @@ describe('429 with Retry-After', () => {
     osm.injectFault({ method: 'POST', path: /\/upload$/, mode: 'status', status: 429, headers: { 'retry-after': '3' } });
     const worker = await startWorker(db, env(osm.url));
     try {
+      // Refused by one answer, both rows are due at one instant: whichever of their jobs comes first
+      // takes the other into its batch again (a member due a few ms before the leader exported alone).
+      const due = await waitFor('both rows given back after the 429', async () => {
+        const { rows } = await db.pool.query(`SELECT status, not_before FROM qc.jobs WHERE task = 'osm_export' AND feature_id = ANY($1::text[])`, [ids]);
+        return rows.length === 2 && rows.every((r) => r.status === 'retrying') ? rows.map((r) => (r.not_before as Date).getTime()) : undefined;
+      }, 10_000);
+      expect(due[0]).toBe(due[1]);
       const jobs = await allExported(ids);
       const uploads = osm.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/upload'));
       expect(uploads).toHaveLength(2);

@@ -212,16 +212,17 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
   const { rows, batchId } = claim;
   const blog = log.child({ batchId, jobs: rows.map((r) => r.id) });
   try {
-    const leaderError = await exportBatch(leaderId, rows, batchId, deps, blog);
+    const outcome = await exportBatch(leaderId, rows, batchId, deps, blog);
     const leader = rows.find((r) => r.id === leaderId)!;
-    if (leaderError === 'deferred') {
+    if (outcome === 'deferred') {
       // Held back by the hourly edit limit before anything was sent: like the other rows it goes back
       // without using an attempt (the claim counted one for the leader).
       const runAt = (
         await deps.db.query(`UPDATE qc.jobs SET attempts = greatest(attempts - 1, 0) WHERE id = $1::bigint RETURNING not_before AS "notBefore"`, [leaderId])
       ).rows[0]?.notBefore as Date | null;
       await queueAgain(deps.db, leaderId, runAt ?? new Date(Date.now() + 60_000), helpers);
-    } else if (leaderError) {
+    } else if (outcome) {
+      const { error: leaderError, retryFrom } = outcome;
       // The leader's own transient failure: retried at the server's Retry-After (or with backoff) by
       // a job of its own, its attempts counted in qc.jobs (once per claim), until the last one.
       if (leader.attempts >= leader.maxAttempts) {
@@ -229,7 +230,7 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
         blog.error({ err: leaderError }, 'QC job failed on its last attempt');
         return;
       }
-      const runAt = new Date(Date.now() + retryDelayMs(leaderError, leader.attempts));
+      const runAt = new Date(retryFrom + retryDelayMs(leaderError, leader.attempts));
       await giveBack(deps.db, [leader], leaderError.message, { error: true, notBefore: runAt, leaderId });
       await queueAgain(deps.db, leaderId, runAt, helpers);
       blog.warn({ err: leaderError, runAt }, 'OSM export failed transiently; tried again at runAt');
@@ -245,13 +246,22 @@ export async function runOsmExportBatch(leaderId: number, helpers: Helpers, deps
 }
 
 /** The leader's next graphile job, not before `runAt`, in its feature's export queue, with the attempts graphile gave this one. */
+/** The leader's own transient failure and the instant its retry delay counts from. */
+interface LeaderTransient {
+  error: Error;
+  retryFrom: number;
+}
+
 async function queueAgain(db: Queryable, jobId: number, runAt: Date, helpers: Helpers): Promise<void> {
   const again = addGraphileJob(jobId, TASK_IDENTIFIERS.osm_export, true, runAt, helpers.job.max_attempts);
   await db.query(again.text, again.values);
 }
 
-/** Answers the leader's transient error (the caller reschedules it), 'deferred' when the hourly budget holds it back, or null. */
-async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number, deps: TaskDeps, blog: Logger): Promise<Error | 'deferred' | null> {
+/**
+ * The leader's transient error, with the instant its retry delay counts from (the caller
+ * reschedules it); 'deferred' when the hourly budget holds it back; or null.
+ */
+async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number, deps: TaskDeps, blog: Logger): Promise<LeaderTransient | 'deferred' | null> {
   const exporter = new OsmExporter({ settings: deps.settings, mapping: await loadCategoryMapping(deps.db, deps.settings.osm.tagMapping) });
   const client = exporter.api;
   const outcomes = new Map<number, TerminalOutcome>();
@@ -399,14 +409,17 @@ async function exportBatch(leaderId: number, rows: ClaimedRow[], batchId: number
 
   // 7. Transient failures: the leader's goes to the caller (rescheduled at Retry-After or with
   //    backoff); the others go back to the queue until the same time, without using an attempt.
+  //    Every delay counts from one instant: rows refused by one answer (a 429's Retry-After) are due
+  //    together, so whichever of their jobs comes first takes the others into its batch again.
+  const retryFrom = Date.now();
   const leaderError = transient.get(leaderId) ?? null;
   const others = rows.filter((r) => r.id !== leaderId && transient.has(r.id));
   for (const row of others) {
     const error = transient.get(row.id)!;
-    await giveBack(deps.db, [row], error.message, { error: true, notBefore: new Date(Date.now() + retryDelayMs(error, Math.max(1, row.attempts))) });
+    await giveBack(deps.db, [row], error.message, { error: true, notBefore: new Date(retryFrom + retryDelayMs(error, Math.max(1, row.attempts))) });
   }
   blog.info({ exported: [...outcomes.values()].filter((o) => o.status === 'exported').length, transient: transient.size, deferred: deferred.length }, 'OSM export batch finished');
-  if (leaderError) return leaderError;
+  if (leaderError) return { error: leaderError, retryFrom };
   return deferred.some((r) => r.id === leaderId) ? 'deferred' : null;
 }
 
