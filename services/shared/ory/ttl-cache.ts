@@ -16,7 +16,7 @@ export class TtlCache<V> {
   private readonly inFlight = new Map<string, Promise<{ value: V; expiresAt: number }>>();
 
   constructor(
-    maxEntries: number,
+    private readonly maxEntries: number,
     private readonly now: () => number,
   ) {
     this.entries = new LRUCache({ max: Math.max(1, maxEntries) });
@@ -36,7 +36,8 @@ export class TtlCache<V> {
       this.inFlight.set(key, pending);
     }
     const loaded = await pending;
-    if (loaded.expiresAt > this.now()) this.entries.set(key, loaded);
+    // maxEntries 0 caches nothing, as before (lru-cache needs a bound of at least 1).
+    if (this.maxEntries > 0 && loaded.expiresAt > this.now()) this.entries.set(key, loaded);
     return loaded.value;
   }
 
