@@ -56,7 +56,13 @@ export function ensureUsers(users: readonly UserSpec[]): string[] {
   return created;
 }
 
-/** Remove users (tests clean up after themselves). */
+/**
+ * Remove users and their own groups (tests clean up after themselves), in any order. userdel keeps
+ * a user's group while another user is still in it, so a site user's group would outlive the site
+ * user whenever the build user in it went second. Every user goes first, then every group of those
+ * names that is left.
+ */
 export function removeUsers(names: readonly string[]): void {
-  for (const name of [...names].reverse()) spawnSync('userdel', [name], { stdio: 'ignore' });
+  for (const name of names) spawnSync('userdel', [name], { stdio: 'ignore' });
+  for (const name of names) spawnSync('groupdel', [name], { stdio: 'ignore' });
 }
