@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/db.js';
 import { initialState, startFakeGeoServer, type FakeGeoServer } from '../geoserver/testing/fake-geoserver.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
 
 /**
  * The GeoServer double's reads, which the stack rehearsal's step 5c relies on: anonymous WFS
@@ -11,8 +12,12 @@ import { initialState, startFakeGeoServer, type FakeGeoServer } from '../geoserv
  * real PostGIS, through the store's connection; a layer the caller may not read hidden as in
  * GeoServer's catalog mode HIDE; WMS 1.3.0's latitude-first EPSG:4326 box; formats it does not draw refused.
  */
-const MISSING = process.env.TEST_DATABASE_URL ? undefined : 'TEST_DATABASE_URL is not set (a PostgreSQL + PostGIS server)';
-if (MISSING) console.log(`skipping the GeoServer double's reads: ${MISSING}`);
+const MISSING = lacks(
+  "the GeoServer double's reads",
+  process.env.TEST_DATABASE_URL ? { ok: true } : { ok: false, reason: 'TEST_DATABASE_URL is not set (a PostgreSQL + PostGIS server)' },
+  // The double checks every request against GeoServer's REST specification, one of the pinned contracts.
+  requirements.contracts(),
+);
 
 const ADMIN = { user: 'admin', password: 'geoserver-admin-reads' };
 let db: TestDatabase;
@@ -56,7 +61,7 @@ const getFeature = (layer: string, extra = '', headers: Record<string, string> =
 const admin = { authorization: `Basic ${Buffer.from(`${ADMIN.user}:${ADMIN.password}`).toString('base64')}` };
 const shapes = (svg: string) => (svg.match(/<(circle|path)\b/g) ?? []).length;
 
-describe.skipIf(Boolean(MISSING))("the GeoServer double's reads (WFS GetFeature, WMS GetMap)", () => {
+describe.skipIf(MISSING)("the GeoServer double's reads (WFS GetFeature, WMS GetMap)", () => {
   it('answers an anonymous GetFeature of the public layer with the approved features only, as GeoJSON', async () => {
     const response = await getFeature('geodata:public_features');
     expect(response.status).toBe(200);
