@@ -7,14 +7,14 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
+import { binary, lacks } from '../../../test/helpers/requirements.js';
 import { ensureUsers, removeUsers, usersOf } from '../src/host/users.js';
 
-const missing =
-  process.getuid?.() !== 0
-    ? 'not running as root (useradd and userdel need it)'
-    : spawnSync('useradd', ['--help'], { stdio: 'ignore' }).status !== 0
-      ? 'useradd is not installed'
-      : null;
+const missing = lacks(
+  'the users of privilege separation',
+  process.getuid?.() === 0 ? { ok: true } : { ok: false, reason: 'not running as root (useradd and userdel need it); run the suite as root, as .ci/run does' },
+  binary('useradd', 'apt-get install passwd'),
+);
 
 const exists = (database: 'passwd' | 'group', name: string) => spawnSync('getent', [database, name], { stdio: 'ignore' }).status === 0;
 const tag = randomBytes(3).toString('hex');
