@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { ConfigError } from '../../services/shared/config.js';
 import { HydraDouble } from '../../services/shared/testing/ory/hydra-double.js';
 import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js';
-import { lacks, requirements, type Requirement } from '../../test/helpers/requirements.js';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
 import { loadIdentityAppConfig } from '../src/app/config.js';
 import { TestBrowser, type PageResult } from './browser.js';
 import { COOKIE_SECRET } from './harness.js';
@@ -21,8 +21,11 @@ import { COOKIE_SECRET } from './harness.js';
  */
 
 const ADMIN_URL = process.env.TEST_DATABASE_URL;
-const database: Requirement = ADMIN_URL ? { ok: true } : { ok: false, reason: 'TEST_DATABASE_URL is not set (a PostgreSQL where a throwaway database and role can be made)' };
-const MISSING = lacks('the login limits across two login app processes', database, requirements.contracts());
+const MISSING = lacks(
+  'the login limits across two login app processes',
+  requirements.postgres('a PostgreSQL where a throwaway database and role can be made'),
+  requirements.contracts(),
+);
 
 const PER_IP = 8;
 const PER_ACCOUNT = 4;

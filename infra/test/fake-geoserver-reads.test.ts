@@ -14,7 +14,7 @@ import { lacks, requirements } from '../../test/helpers/requirements.js';
  */
 const MISSING = lacks(
   "the GeoServer double's reads",
-  process.env.TEST_DATABASE_URL ? { ok: true } : { ok: false, reason: 'TEST_DATABASE_URL is not set (a PostgreSQL + PostGIS server)' },
+  requirements.postgres('a PostgreSQL + PostGIS server'),
   // The double checks every request against GeoServer's REST specification, one of the pinned contracts.
   requirements.contracts(),
 );

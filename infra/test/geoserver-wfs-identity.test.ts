@@ -29,9 +29,12 @@ import { CaddyRunner, EXAMPLE_DOMAINS } from '../testing/caddy-runner.js';
  * names the writer. GeoServer's double connects as the database role geoserver, as GeoServer does.
  */
 
-const database = (): { ok: true } | { ok: false; reason: string } =>
-  process.env.TEST_DATABASE_URL ? { ok: true } : { ok: false, reason: 'TEST_DATABASE_URL is not set (a PostgreSQL + PostGIS server: the history tells database roles apart)' };
-const MISSING = lacks('the WFS-T identity tests', requirements.caddy(), requirements.contracts(), database());
+const MISSING = lacks(
+  'the WFS-T identity tests',
+  requirements.caddy(),
+  requirements.contracts(),
+  requirements.postgres('a PostgreSQL + PostGIS server: the history tells database roles apart'),
+);
 
 const GEO = EXAMPLE_DOMAINS.geo;
 const GEOSERVER_DB_PASSWORD = 'wfs-identity-test-geoserver';

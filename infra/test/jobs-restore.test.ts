@@ -16,12 +16,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { binary, lacks } from '../../test/helpers/requirements.js';
+import { binary, lacks, requirements } from '../../test/helpers/requirements.js';
 
 const ADMIN_URL = process.env.TEST_DATABASE_URL;
 const MISSING = lacks(
   'the documented restore on PostgreSQL',
-  ADMIN_URL ? { ok: true } : { ok: false, reason: 'TEST_DATABASE_URL is not set (a PostgreSQL + PostGIS server)' },
+  requirements.postgres('a PostgreSQL + PostGIS server'),
   binary('pg_dump', 'apt-get install postgresql-client'),
   binary('pg_restore', 'apt-get install postgresql-client'),
   binary('psql', 'apt-get install postgresql-client'),

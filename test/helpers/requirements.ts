@@ -34,6 +34,12 @@ export const requirements = {
     const path = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
     return existsSync(path) ? { ok: true } : { ok: false, reason: `no Chromium at ${path} (apt-get install chromium, or set CHROMIUM_PATH)` };
   },
+  /**
+   * A PostgreSQL server at TEST_DATABASE_URL (.ci/run starts one, with PostGIS). Most database tests
+   * fall back to the embedded PGlite (test/helpers/db.ts); these are the ones that cannot, and `why`
+   * says what they need of a server.
+   */
+  postgres: (why: string): Requirement => (process.env.TEST_DATABASE_URL ? { ok: true } : { ok: false, reason: `TEST_DATABASE_URL is not set (${why})` }),
   contracts: (): Requirement => {
     const location = locateContracts();
     return location.ok ? { ok: true } : { ok: false, reason: location.reason };

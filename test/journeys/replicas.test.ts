@@ -15,7 +15,7 @@ import { VectorTile } from '@mapbox/vector-tile';
 import { PbfReader } from 'pbf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StepResult } from '../../infra/rehearsal/steps.js';
-import { lacks, requirements, type Requirement } from '../helpers/requirements.js';
+import { lacks, requirements } from '../helpers/requirements.js';
 import { eventually } from '../helpers/wait.js';
 import { pushPayload } from '../../services/webhook/test/support/webhook-harness.js';
 import { DOMAINS, REVIEWERS, UPSTREAM_HEADER, startReplicaStack, type Answer, type ReplicaStack } from './replicas/stack.js';
@@ -29,10 +29,11 @@ const WRITES = 20;
 /** Features submitted and approved in step 3, each by a contributor of its own. */
 const FEATURES = 6;
 
-const postgres: Requirement = process.env.TEST_DATABASE_URL
-  ? { ok: true }
-  : { ok: false, reason: 'TEST_DATABASE_URL is not set (replicas share one PostgreSQL; the embedded PGlite serves one process)' };
-const MISSING = lacks('the replica rehearsal', postgres, requirements.caddy());
+const MISSING = lacks(
+  'the replica rehearsal',
+  requirements.postgres('replicas share one PostgreSQL; the embedded PGlite serves one process'),
+  requirements.caddy(),
+);
 
 let stack: ReplicaStack;
 const results: StepResult[] = [];

@@ -17,12 +17,12 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate, MIGRATIONS_DIR } from '../src/db/migrate.js';
 import { migrateQueue } from '../src/qc/queue.js';
-import { binary, lacks } from '../../../test/helpers/requirements.js';
+import { binary, lacks, requirements } from '../../../test/helpers/requirements.js';
 
 const ADMIN_URL = process.env.TEST_DATABASE_URL;
 const MISSING = lacks(
   "GeoServer's database role tests",
-  ADMIN_URL ? { ok: true } : { ok: false, reason: 'TEST_DATABASE_URL is not set (a PostgreSQL + PostGIS server; the roles are cluster-wide)' },
+  requirements.postgres('a PostgreSQL + PostGIS server; the roles are cluster-wide'),
   binary('psql', 'apt-get install postgresql-client'),
 );
 

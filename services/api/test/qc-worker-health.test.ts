@@ -2,14 +2,14 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
 
 /**
  * The stand-alone QC worker's health check (`worker-main --health`, the qc-worker container's), as
  * real processes on a real database: healthy only while a worker of this host beats its heartbeat.
  */
 const REPO = join(import.meta.dirname, '../../..');
-const missing = process.env.TEST_DATABASE_URL ? undefined : 'TEST_DATABASE_URL is not set (the stand-alone worker needs PostgreSQL)';
-if (missing) console.warn(`skipping the QC worker health check tests: ${missing}`);
+const missing = lacks('the QC worker health check tests', requirements.postgres('the stand-alone worker needs PostgreSQL'));
 
 let db: TestDatabase;
 beforeAll(async () => {

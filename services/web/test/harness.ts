@@ -11,7 +11,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { acquireBuildLock, ensureWebBuild, startWebServer } from '../launch.js';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -21,6 +21,7 @@ import { createRequire } from 'node:module';
 import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Locator, type Page } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { freePort } from '../../shared/testing/ports.js';
+import { requirements } from '../../../test/helpers/requirements.js';
 import { eventually } from '../../../test/helpers/wait.js';
 import { compiled } from '../../../scripts/compiled.mjs';
 
@@ -30,9 +31,8 @@ export const repoRoot = join(here, '../../..');
 
 /** One line naming what a browser test of the web app lacks, or undefined when it can run. */
 export function missingForBrowserTests(): string | undefined {
-  if (!existsSync(CHROMIUM)) return `no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`;
-  if (!process.env.TEST_DATABASE_URL) return 'TEST_DATABASE_URL is not set (a PostgreSQL with PostGIS; .ci/run sets one up)';
-  return undefined;
+  const missing = [requirements.chromium(), requirements.postgres('a PostgreSQL with PostGIS; .ci/run sets one up')].find((need) => !need.ok);
+  return missing && !missing.ok ? missing.reason : undefined;
 }
 
 /** A one-colour 256×256 PNG, so the basemap has tiles without the internet. */

@@ -17,7 +17,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateSet } from '../../shared/db/migrate.js';
 import { WEBHOOK_MIGRATIONS } from '../src/database.js';
-import { lacks } from '../../../test/helpers/requirements.js';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
 import { makeTempDir, repoRoot, waitFor } from './support/helpers.js';
 import { startWebhookProcess, type ServerProcess } from './support/server-process.js';
 import { commitId, pushPayload, seedTargets, send, sendGithub, sendGitlab } from './support/webhook-harness.js';
@@ -25,7 +25,7 @@ import { commitId, pushPayload, seedTargets, send, sendGithub, sendGitlab } from
 const adminUrl = process.env.TEST_DATABASE_URL;
 const noDatabase = lacks(
   'the webhook replica tests',
-  adminUrl ? { ok: true } : { ok: false, reason: 'TEST_DATABASE_URL is not set (a PostgreSQL server the tests may create a database and a role in)' },
+  requirements.postgres('a PostgreSQL server the tests may create a database and a role in'),
 );
 
 const ADMIN = 'admin-token-for-tests-0123456789';
