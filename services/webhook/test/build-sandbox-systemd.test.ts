@@ -11,6 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
 import { teamCodeSandbox } from '../src/host/render/systemd.js';
 import { ensureUsers, removeUsers, usersOf } from '../src/host/users.js';
 import { FixtureRepo, fetchBuild, freePort, makeTempDir, restartFixtureSite, runScript, stopFixtureSites } from './support/helpers.js';
@@ -125,11 +126,7 @@ describe.skipIf(missing)('each build step a transient systemd unit (DEPLOY_BUILD
     }
   });
 
-  it('the properties make a unit that systemd-analyze verifies, with an exposure of at most 2.0', () => {
-    if (spawnSync('sh', ['-c', 'command -v systemd-analyze']).status !== 0) {
-      console.warn('skipping systemd-analyze of the build unit: the binary is not installed (apt-get install systemd)');
-      return;
-    }
+  it.skipIf(lacks('systemd-analyze of the build unit', requirements.systemdAnalyze()))('the properties make a unit that systemd-analyze verifies, with an exposure of at most 2.0', () => {
     const unit = join(root, 'deploy-build.service');
     const last = calls.at(-1)!;
     writeFileSync(unit, ['[Service]', 'Type=exec', `WorkingDirectory=${last.find((a) => a.startsWith('--working-directory='))!.split('=')[1]}`, ...propertiesOf(last), 'ExecStart=/usr/bin/env true', ''].join('\n'));

@@ -15,6 +15,7 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { binary, lacks } from '../../../test/helpers/requirements.js';
 import { ensureUsers, removeUsers, usersOf } from '../src/host/users.js';
 import { FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, restartFixtureSite, runScript, stopFixtureSites } from './support/helpers.js';
 import { installPlatform, sandboxMissing } from './support/build-sandbox.js';
@@ -234,7 +235,7 @@ describe.skipIf(missing)('each build in a sandbox of its own (DEPLOY_BUILD_SANDB
     expect(await fetchBuild(ports.a)).not.toMatchObject({ version: 'a-disk' });
   }, 60_000);
 
-  it('a build that allocates past DEPLOY_BUILD_MEMORY_MAX is killed (where the deploy may make a memory cgroup): the deploy fails (exit 6) and live stays', async () => {
+  it('a build that allocates past DEPLOY_BUILD_MEMORY_MAX is killed (where the deploy may make a memory cgroup): the deploy fails (exit 6) and live stays', async ({ skip }) => {
     const live = liveRelease(dirOf('a'));
     const branch = branchOf('a', 'memory');
     // At most 512 MiB in any case, so that without a limit the build ends by itself.
@@ -242,10 +243,8 @@ describe.skipIf(missing)('each build in a sandbox of its own (DEPLOY_BUILD_SANDB
 
     const result = await deploy('a', branch, { DEPLOY_BUILD_MEMORY_MAX: '128M' });
 
-    if (/no cgroup limits/.test(result.stdout)) {
-      console.warn(`skipping the memory limit case: ${/no cgroup limits[^\n]*/.exec(result.stdout)![0]}`);
-      return;
-    }
+    const noCgroup = /no cgroup limits[^\n]*/.exec(result.stdout);
+    if (noCgroup && lacks('the memory limit case', { ok: false, reason: noCgroup[0] })) return skip();
     expect(result.code, result.stderr).toBe(6);
     expect(liveRelease(dirOf('a'))).toBe(live);
   }, 60_000);
@@ -289,17 +288,10 @@ describe.skipIf(missing)('each build in a sandbox of its own (DEPLOY_BUILD_SANDB
     }
   }, 60_000);
 
-  it('a network namespace the operator made (DEPLOY_BUILD_NETNS) is joined instead: a registry mirror in it is reachable, the platform\'s loopback still is not', async () => {
-    if (spawnSync('sh', ['-c', 'command -v ip']).status !== 0) {
-      console.warn('skipping the DEPLOY_BUILD_NETNS case: ip is not installed (apt-get install iproute2)');
-      return;
-    }
+  it.skipIf(lacks('the DEPLOY_BUILD_NETNS case', binary('ip', 'apt-get install iproute2')))('a network namespace the operator made (DEPLOY_BUILD_NETNS) is joined instead: a registry mirror in it is reachable, the platform\'s loopback still is not', async ({ skip }) => {
     const netns = `bs-${marker.slice(-8)}`;
     const add = spawnSync('sh', ['-c', `ip netns add ${netns} && ip -n ${netns} link set lo up`], { encoding: 'utf8' });
-    if (add.status !== 0) {
-      console.warn(`skipping the DEPLOY_BUILD_NETNS case: cannot make a network namespace here: ${add.stderr.trim()}`);
-      return;
-    }
+    if (add.status !== 0 && lacks('the DEPLOY_BUILD_NETNS case', { ok: false, reason: `cannot make a network namespace here: ${add.stderr.trim()}` })) return skip();
     const mirror = spawn('ip', ['netns', 'exec', netns, process.execPath, '-e', "require('node:http').createServer((q, r) => r.end('mirror')).listen(4873, '127.0.0.1', () => console.log('listening'))"], { stdio: ['ignore', 'pipe', 'inherit'] });
     try {
       await new Promise<void>((resolve) => mirror.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('listening') && resolve()));

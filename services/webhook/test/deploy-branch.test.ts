@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
 import {
   deployEnv,
   deployScript,
@@ -264,11 +265,7 @@ describe('deploy-branch.sh', () => {
     expect((await fetchBuild(port)).version).toBe('planted');
   });
 
-  it('is shellcheck clean, with the sourced library and the test stand-ins', () => {
-    if (spawnSync('sh', ['-c', 'command -v shellcheck']).status !== 0) {
-      console.warn('skipping shellcheck: the binary is not installed');
-      return;
-    }
+  it.skipIf(lacks('shellcheck of the deploy scripts', requirements.shellcheck()))('is shellcheck clean, with the sourced library and the test stand-ins', () => {
     const scripts = [deployScript, rollbackScript, join(repoRoot, 'scripts/host/lib/releases.sh'), restartFixtureSite, recordDeployScript];
     const result = spawnSync('shellcheck', ['-x', ...scripts], { encoding: 'utf8', cwd: repoRoot });
     expect(result.stdout + result.stderr).toBe('');

@@ -14,6 +14,7 @@ import { renderCaddyfile } from '../src/host/render/caddy.js';
 import { runHostCli } from '../src/host/cli.js';
 import type { Target } from '../../shared/targets.js';
 import { parseSecretsFile, readSecretsFile } from '../src/secrets.js';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
 import { deployEnv, FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, stopFixtureSites, waitFor } from './support/helpers.js';
 import { pushPayload, sendGitlab, seedTargets, startHarness } from './support/webhook-harness.js';
 
@@ -24,7 +25,6 @@ afterAll(async () => {
   stopFixtureSites(root);
 });
 
-const hasBinary = (name: string): boolean => spawnSync('sh', ['-c', `command -v ${name}`]).status === 0;
 const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => {
   const lines: string[] = [];
   const code = runHostCli(args, { ...process.env, ...env }, (line) => lines.push(line));
@@ -79,7 +79,7 @@ describe('secrets file', () => {
 describe('systemd units and privilege rules', () => {
   const out = join(root, 'systemd');
 
-  it('renders units that pass systemd-analyze verify', () => {
+  it('renders one unit per target and one for the webhook', () => {
     expect(cli(['systemd', '--out', out, '--node', process.execPath, '--site-exec', `${process.execPath} dist/server/entry.mjs`]).code).toBe(0);
     const units = readdirSync(out).filter((f) => f.endsWith('.service')).sort();
     expect(units).toEqual([
@@ -91,18 +91,17 @@ describe('systemd units and privilege rules', () => {
       'webhook-server.service',
     ]);
     expect(readFileSync(join(out, 'astro-feature-team-de1.service'), 'utf8')).toContain('Environment=PORT=3002');
-    if (!hasBinary('systemd-analyze')) {
-      console.warn('skipping systemd-analyze verify: the binary is not installed');
-      return;
-    }
+  });
+
+  it.skipIf(lacks('systemd-analyze of the rendered units', requirements.systemdAnalyze()))('the rendered units pass systemd-analyze verify', () => {
+    const units = readdirSync(out).filter((f) => f.endsWith('.service')).sort();
+    expect(units.length).toBe(seedTargets().length + 1);
     const result = spawnSync('systemd-analyze', ['verify', ...units.map((u) => join(out, u))], { encoding: 'utf8' });
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
   });
 
-  it('sandboxes every site unit: its own port only, loopback only, bounded resources, and an exposure of at most 2.0', () => {
-    const units = readdirSync(out).filter((f) => f.startsWith('astro-') && f.endsWith('.service')).sort();
-    expect(units.length).toBe(seedTargets().length);
+  it('sandboxes every site unit: its own port only, loopback only, bounded resources', () => {
     for (const target of seedTargets()) {
       const unit = readFileSync(join(out, `astro-${target.key.replace(/\//g, '-')}.service`), 'utf8');
       // A site cannot bind another target's port or the webhook's (9321), nor reach beyond loopback.
@@ -114,10 +113,11 @@ describe('systemd units and privilege rules', () => {
       expect(unit).toMatch(/^TasksMax=\d+$/m);
       expect(unit).toMatch(/^CPUQuota=\d+%$/m);
     }
-    if (!hasBinary('systemd-analyze')) {
-      console.warn('skipping systemd-analyze security: the binary is not installed');
-      return;
-    }
+  });
+
+  it.skipIf(lacks('systemd-analyze of the rendered units', requirements.systemdAnalyze()))('every site unit has an exposure of at most 2.0 in systemd-analyze security', () => {
+    const units = readdirSync(out).filter((f) => f.startsWith('astro-') && f.endsWith('.service')).sort();
+    expect(units.length).toBe(seedTargets().length);
     const exposures: Record<string, number> = {};
     for (const unit of units) {
       const result = spawnSync('systemd-analyze', ['security', '--offline=true', join(out, unit)], { encoding: 'utf8' });
@@ -155,8 +155,7 @@ describe('systemd units and privilege rules', () => {
 });
 
 describe('Caddy', () => {
-  it('the production Caddyfile passes caddy validate', () => {
-    if (!hasBinary('caddy')) return console.warn('skipping caddy validate: caddy is not installed');
+  it.skipIf(lacks('the Caddy tests of the host config', requirements.caddy()))('the production Caddyfile passes caddy validate', () => {
     const file = join(root, 'Caddyfile');
     expect(cli(['caddy', '--out', file, '--webhook-domain', 'hooks.example.org', '--email', 'ops@example.org']).code).toBe(0);
     const result = spawnSync('caddy', ['validate', '--config', file, '--adapter', 'caddyfile'], {
@@ -166,8 +165,7 @@ describe('Caddy', () => {
     expect(result.status, result.stderr).toBe(0);
   });
 
-  it('a Caddy on loopback started from the rendered config routes each domain to its target by Host header', async () => {
-    if (!hasBinary('caddy')) return console.warn('skipping the Caddy routing test: caddy is not installed');
+  it.skipIf(lacks('the Caddy tests of the host config', requirements.caddy()))('a Caddy on loopback started from the rendered config routes each domain to its target by Host header', async () => {
     const backends: Server[] = [];
     const targets: Target[] = [];
     for (const target of seedTargets()) {
