@@ -26,7 +26,7 @@ const ISOLATED = [
   'test/journeys/k8s-deploy.test.ts',
   // The stack rehearsal: not checked for sharing. (The QC worker's tests were here too; run shared,
   // the guard passes all 17 and they take 35 s instead of 49, module import 17 s → 5 s.)
-  'infra/rehearsal/**/*.test.ts',
+  'infra/test/rehearsal/**/*.test.ts',
   // Whole processes started as npm start and the image start them, and signal handling.
   'services/api/test/npm-start.test.ts',
   'services/api/test/embedded-image.test.ts',

@@ -14,6 +14,7 @@ import { syncClients } from '../src/clients/sync.js';
 import { createOryClients } from '../../services/shared/ory/clients.js';
 import { TestBrowser } from './browser.js';
 import { freePort } from '../../services/shared/testing/ports.js';
+import { eventually } from '../../test/helpers/wait.js';
 
 /**
  * End to end against the real oryd/kratos and oryd/hydra v26.2.0 images: the rendered configs mounted
@@ -40,18 +41,9 @@ const skipReason = await dockerUnavailableReason();
 if (skipReason) console.warn(`[identity e2e] skipped: ${skipReason}. Run \`npm run identity:e2e\` on a machine with a Docker engine.`);
 
 
-async function waitFor(url: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch {
-      // not up yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-  throw new Error(`${url} did not become ready`);
-}
+/** Until `url` answers 2xx (the containers' readiness endpoints). */
+const ready = (url: string): Promise<true> =>
+  eventually(`${url} to be ready`, async () => (await fetch(url).then((response) => response.ok, () => false)) || undefined, 60_000, 500);
 
 describe.skipIf(skipReason !== undefined)('identity stack on real Kratos and Hydra containers', () => {
   const suffix = Math.random().toString(36).slice(2, 8);
@@ -106,7 +98,7 @@ describe.skipIf(skipReason !== undefined)('identity stack on real Kratos and Hyd
         '-e', `SERVE_PUBLIC_PORT=${hydraPublic}`, '-e', `SERVE_ADMIN_PORT=${hydraAdmin}`,
         HYDRA_IMAGE, 'serve', 'all', '--dev', '--config', '/etc/config/hydra/hydra.yml'),
     );
-    await Promise.all([waitFor(`${env.KRATOS_ADMIN_URL}/health/ready`), waitFor(`${env.HYDRA_ADMIN_URL}/health/ready`)]);
+    await Promise.all([ready(`${env.KRATOS_ADMIN_URL}/health/ready`), ready(`${env.HYDRA_ADMIN_URL}/health/ready`)]);
 
     const config = { ...loadIdentityAppConfig({ ...env, IDENTITY_PORT: String(appPort) }) };
     const ory = createOryClients({ kratosPublicUrl: env.KRATOS_PUBLIC_URL as string, kratosAdminUrl: env.KRATOS_ADMIN_URL as string, hydraAdminUrl: env.HYDRA_ADMIN_URL as string });

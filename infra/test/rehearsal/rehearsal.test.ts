@@ -1,10 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadTargets } from '../../services/shared/targets.js';
-import { targetUids } from '../stack/targets.js';
+import { loadTargets } from '../../../services/shared/targets.js';
+import { targetUids } from '../../stack/targets.js';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { missingTools } from './rehearse.js';
+import { missingTools } from '../../rehearsal/rehearse.js';
 
 /**
  * `npm run stack:rehearse -- --web-app` as CI runs it: the declared stack started on this machine and
@@ -49,7 +49,7 @@ const WEB_APP_STEPS = [
 
 /** Runs `npm run stack:rehearse` with these arguments: its output and exit code. */
 async function rehearse(args: string[]): Promise<{ output: string; exitCode: number | null }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'rehearse.ts'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../rehearsal/rehearse.ts'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
@@ -62,7 +62,7 @@ const lineOf = (output: string, step: string) => output.split('\n').find((l) => 
 
 /** No process of any target's site or build user remains, and no rehearsal cgroup holds a process. */
 function leftovers(): string[] {
-  const uids = loadTargets(join(import.meta.dirname, '../../config/targets.yaml')).flatMap((t) => Object.values(targetUids(t.deployPath)));
+  const uids = loadTargets(join(import.meta.dirname, '../../../config/targets.yaml')).flatMap((t) => Object.values(targetUids(t.deployPath)));
   const processes = uids.flatMap((uid) => {
     const found = spawnSync('pgrep', ['-a', '-U', String(uid)], { encoding: 'utf8' });
     return found.stdout.split('\n').filter(Boolean).map((line) => `uid ${uid}: ${line}`);

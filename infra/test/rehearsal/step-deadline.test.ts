@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { doing, step, until, type StepResult } from './steps.js';
+import { doing, step, until, type StepResult } from '../../rehearsal/steps.js';
 
 /** No step may hang the rehearsal: each has a deadline, and its failure says what it waited for (docs/rehearsal.md). */
 describe("a rehearsal step's deadline", () => {

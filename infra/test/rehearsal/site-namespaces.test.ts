@@ -5,8 +5,9 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../services/shared/testing/ports.js';
-import { netnsUnavailable, relayOut, relayPort, spawnInNetnsOf, spawnInOwnNetns } from './netns.js';
+import { freePort } from '../../../services/shared/testing/ports.js';
+import { eventually } from '../../../test/helpers/wait.js';
+import { netnsUnavailable, relayOut, relayPort, spawnInNetnsOf, spawnInOwnNetns } from '../../rehearsal/netns.js';
 
 /**
  * The squatter attack, as the rehearsal runs the branch sites: site A's code waits for target B's
@@ -76,16 +77,6 @@ function tcpRefused(port: number): Promise<boolean> {
   });
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 const exited = (child: ChildProcess) => (child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => child.once('exit', () => r())));
 
 async function stop(child: ChildProcess | undefined): Promise<void> {
@@ -110,7 +101,7 @@ function startSite(code: string, env: Record<string, string>, into?: ChildProces
 async function relay(site: ChildProcess, port: number, name: string): Promise<string> {
   const socketPath = join(dir, `${name}.sock`);
   children.push(await relayPort(site.pid!, port, socketPath));
-  await until(`${name} answers through its relay`, async () => ((await getVia(socketPath)) as { status?: number }).status === 200 || undefined);
+  await eventually(`${name} answers through its relay`, async () => ((await getVia(socketPath)) as { status?: number }).status === 200 || undefined);
   return socketPath;
 }
 
@@ -155,7 +146,7 @@ describe.skipIf(Boolean(missing))('a branch site in a network namespace of its o
     expect(await getVia(socketB)).toEqual({ status: 200, body: { site: 'B' } });
     await stop(siteB);
     // A binds "B's port" (and the webhook's) as soon as it can: in its own namespace, where nobody is routed.
-    await until('A holds its copy of the ports', async () => {
+    await eventually('A holds its copy of the ports', async () => {
       const status = await statusOfA();
       return status.body.squatted.B && status.body.squatted.webhook ? status : undefined;
     });
@@ -222,7 +213,7 @@ describe.skipIf(Boolean(missing))('a branch site in a network namespace of its o
     // end the namespace before the squatter has entered it (under load its start takes a while).
     await relay(squatter, ownPort, 'A2');
     await stop(b);
-    const taken = await until('the squatter answers for B2', async () => {
+    const taken = await eventually('the squatter answers for B2', async () => {
       const answer = await getVia(socket);
       return 'body' in answer && answer.body.squatting === 'B2' ? answer : undefined;
     });

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser } from 'playwright-core';
-import { KratosDouble } from '../../services/shared/testing/ory/kratos-double.js';
-import { freePort } from '../../services/shared/testing/ports.js';
-import { lacks, requirements } from '../../test/helpers/requirements.js';
-import { startAccountsUi } from './accounts-ui-standin.js';
+import { KratosDouble } from '../../../services/shared/testing/ory/kratos-double.js';
+import { freePort } from '../../../services/shared/testing/ports.js';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
+import { startAccountsUi } from '../../rehearsal/accounts-ui-standin.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const MISSING = lacks('the accounts UI stand-in test', requirements.chromium(), requirements.contracts());
