@@ -46,6 +46,11 @@ export const requirements = {
   },
 };
 
+/** The reason of the first requirement not met, or undefined when all are met. */
+export function firstMissing(...needs: Requirement[]): string | undefined {
+  return needs.find((need): need is { ok: false; reason: string } => !need.ok)?.reason;
+}
+
 const announced = new Set<string>();
 
 /**
@@ -53,9 +58,9 @@ const announced = new Set<string>();
  * naming the first missing requirement. Use as `describe.skipIf(lacks('the Caddy tests', requirements.caddy()))`.
  */
 export function lacks(what: string, ...needs: Requirement[]): boolean {
-  const missing = needs.find((need): need is { ok: false; reason: string } => !need.ok);
-  if (!missing) return false;
-  const line = `skipping ${what}: ${missing.reason}`;
+  const missing = firstMissing(...needs);
+  if (missing === undefined) return false;
+  const line = `skipping ${what}: ${missing}`;
   if (!announced.has(line)) {
     announced.add(line);
     console.log(line);

@@ -21,7 +21,7 @@ import { createRequire } from 'node:module';
 import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Locator, type Page } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
 import { freePort } from '../../shared/testing/ports.js';
-import { requirements } from '../../../test/helpers/requirements.js';
+import { firstMissing, requirements } from '../../../test/helpers/requirements.js';
 import { eventually } from '../../../test/helpers/wait.js';
 import { compiled } from '../../../scripts/compiled.mjs';
 
@@ -31,8 +31,7 @@ export const repoRoot = join(here, '../../..');
 
 /** One line naming what a browser test of the web app lacks, or undefined when it can run. */
 export function missingForBrowserTests(): string | undefined {
-  const missing = [requirements.chromium(), requirements.postgres('a PostgreSQL with PostGIS; .ci/run sets one up')].find((need) => !need.ok);
-  return missing && !missing.ok ? missing.reason : undefined;
+  return firstMissing(requirements.chromium(), requirements.postgres('a PostgreSQL with PostGIS; .ci/run sets one up'));
 }
 
 /** A one-colour 256×256 PNG, so the basemap has tiles without the internet. */
