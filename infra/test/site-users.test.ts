@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
+import { lacks, requirements } from '../../test/helpers/requirements.js';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { Supervisor } from '../sites/supervisor.js';
 
@@ -13,8 +14,7 @@ import { Supervisor } from '../sites/supervisor.js';
  * units do with User=): a real Unix user created with useradd, a release readable by that user's
  * group only, and a site that reports its uid and what it can read. Needs root.
  */
-const missing = process.getuid?.() !== 0 ? 'not running as root (useradd and starting a process as another user need it)' : null;
-if (missing) console.warn(`skipping site user tests: ${missing}`);
+const missing = lacks('site user tests', requirements.root('useradd and starting a process as another user'));
 
 const user = `ws-sup${randomBytes(2).toString('hex')}`;
 const other = `ws-sup${randomBytes(2).toString('hex')}x`;

@@ -34,6 +34,9 @@ export const requirements = {
     const path = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
     return existsSync(path) ? { ok: true } : { ok: false, reason: `no Chromium at ${path} (apt-get install chromium, or set CHROMIUM_PATH)` };
   },
+  /** Running as root; `why` names what needs it (.ci/run runs the suite as root). */
+  root: (why: string): Requirement =>
+    process.getuid?.() === 0 ? { ok: true } : { ok: false, reason: `not running as root (${why} need it); run the suite as root, as .ci/run does` },
   /**
    * A PostgreSQL server at TEST_DATABASE_URL (.ci/run starts one, with PostGIS). Most database tests
    * fall back to the embedded PGlite (test/helpers/db.ts); these are the ones that cannot, and `why`

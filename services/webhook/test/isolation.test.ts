@@ -15,14 +15,11 @@ import { serviceNameOf } from '../../shared/targets.js';
 import { ensureUsers, removeUsers, usersOf } from '../src/host/users.js';
 import { newSecret, writeSecretsFile } from '../src/secrets.js';
 import { FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, releasesOf, repoRoot, stopFixtureSites, waitFor } from './support/helpers.js';
-import { startTeamsHarness } from './support/root-paths.js';
+import { isolationMissing, startTeamsHarness } from './support/root-paths.js';
 import { pushPayload, seedTargets, sendGithub, waitForDeployment, type Harness } from './support/webhook-harness.js';
 
-const missing =
-  process.getuid?.() !== 0
-    ? 'not running as root (useradd and setpriv need it); run the suite as root, as .ci/run does'
-    : ['useradd', 'setpriv', 'pkill'].find((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
-if (missing) console.warn(`skipping privilege separation tests: ${missing.includes(' ') ? missing : `${missing} is not installed (apt-get install util-linux procps passwd)`}`);
+const missing = isolationMissing();
+if (missing) console.warn(`skipping privilege separation tests: ${missing}`);
 
 const suffix = randomBytes(2).toString('hex');
 const users = {

@@ -16,7 +16,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { ensureUsers, removeUsers } from '../src/host/users.js';
 import { newSecret, writeSecretsFile } from '../src/secrets.js';
-import { lacks } from '../../../test/helpers/requirements.js';
+import { lacks, requirements } from '../../../test/helpers/requirements.js';
 import {
   deployEnv,
   deployScript,
@@ -220,7 +220,7 @@ describe('a restart while a deploy runs', () => {
   }, 180_000);
 });
 
-const notRoot = lacks('the root launcher restart test', process.getuid?.() === 0 ? { ok: true } : { ok: false, reason: 'not running as root (giving up root needs it); run the suite as root, as .ci/run does' });
+const notRoot = lacks('the root launcher restart test', requirements.root('giving up root'));
 
 describe.skipIf(notRoot)('the root launcher after the server gave up root', () => {
   const serverUser = `wh-rst${Math.random().toString(16).slice(2, 6)}`;

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureUsers, removeUsers } from '../src/host/users.js';
 import { deployEnv, deployScript, FixtureRepo, fetchBuild, freePort, liveRelease, makeTempDir, repoRoot, runScript, stopFixtureSites } from './support/helpers.js';
+import { isolationMissing } from './support/root-paths.js';
 
 const SITE_DIR = 'apps/site';
 const root = makeTempDir('site-package');
@@ -89,11 +90,8 @@ describe('deploying a site folder that has its own lockfile', () => {
   }, 120_000);
 });
 
-const notRoot =
-  process.getuid?.() !== 0
-    ? 'not running as root (useradd and setpriv need it); run the suite as root, as .ci/run does'
-    : ['useradd', 'setpriv', 'pkill'].find((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
-if (notRoot) console.log(`skipping the isolated deploy of a site folder with its own lockfile: ${notRoot.includes(' ') ? notRoot : `${notRoot} is not installed (apt-get install util-linux procps passwd)`}`);
+const notRoot = isolationMissing();
+if (notRoot) console.log(`skipping the isolated deploy of a site folder with its own lockfile: ${notRoot}`);
 
 describe.skipIf(Boolean(notRoot))('deploying a site folder with its own lockfile under isolation (BUILD_USER, SITE_USER)', () => {
   const suffix = randomBytes(2).toString('hex');

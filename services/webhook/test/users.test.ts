@@ -7,12 +7,12 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { binary, lacks } from '../../../test/helpers/requirements.js';
+import { binary, lacks, requirements } from '../../../test/helpers/requirements.js';
 import { ensureUsers, removeUsers, usersOf } from '../src/host/users.js';
 
 const missing = lacks(
   'the users of privilege separation',
-  process.getuid?.() === 0 ? { ok: true } : { ok: false, reason: 'not running as root (useradd and userdel need it); run the suite as root, as .ci/run does' },
+  requirements.root('useradd and userdel'),
   binary('useradd', 'apt-get install passwd'),
 );
 

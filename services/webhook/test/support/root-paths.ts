@@ -3,10 +3,10 @@
  * Unix users of two hostile teams, builds that attack the paths root reads and writes in their
  * release and cache, and a listing of a release to prove another team's was not touched.
  */
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { binary, firstMissing, requirements } from '../../../../test/helpers/requirements.js';
 import { deployScript, git, repoRoot, restartFixtureSite, type FixtureRepo } from './helpers.js';
 import { startHarness, type Harness } from './webhook-harness.js';
 
@@ -15,11 +15,10 @@ import { startHarness, type Harness } from './webhook-harness.js';
  * line, by the caller's first use.
  */
 export function isolationMissing(tools: readonly string[] = []): string | undefined {
-  if (process.getuid?.() !== 0) return 'not running as root (useradd and setpriv need it); run the suite as root, as .ci/run does';
-  const tool = ['useradd', 'userdel', 'setpriv', 'pkill', 'mkfifo', 'timeout', 'git', ...tools].find(
-    (name) => spawnSync('sh', ['-c', `command -v ${name}`]).status !== 0,
+  return firstMissing(
+    requirements.root('useradd and setpriv'),
+    ...['useradd', 'userdel', 'setpriv', 'pkill', 'mkfifo', 'timeout', 'git', ...tools].map((name) => binary(name, 'apt-get install util-linux procps passwd coreutils git')),
   );
-  return tool ? `${tool} is not installed (apt-get install util-linux procps passwd coreutils git)` : undefined;
 }
 
 /** A build user and a site user per team, unique per test file run (useradd names stay short). */
