@@ -15,8 +15,11 @@
  *     move): Express with its hand-written fast paths, i.e. createApp's default;
  *   - **bare node:http**: BARE_SERVER below, node:http + pg and nothing else, running the SQL texts the
  *     API's own query functions produce (features/queries.ts), with the API's session settings.
- * All three get the same database, the same DATA_DIR (one development signing key, so one token
- * works on both APIs), RATE_LIMIT_WRITES_PER_MINUTE=0 and WORKER_ENABLED=false (no QC worker in the
+ * All three run with the API's V8 flags (services/shared/node-flags.ts: the image's command has
+ * them, and without them whichever process gets its load first after start can be pretenured into
+ * 1.7× the list's CPU), so the sides differ in their code only. All three get the same database, the
+ * same DATA_DIR (one development signing key, so one token works on both APIs),
+ * RATE_LIMIT_WRITES_PER_MINUTE=0 and WORKER_ENABLED=false (no QC worker in the
  * process: it is not HTTP, and `npm run worker` runs it apart). The client is autocannon in this
  * process, 16 connections with keep-alive, no gzip asked for, one side at a time, each after a
  * warm-up (10 s) and then once per round.
@@ -71,6 +74,7 @@ import autocannon from 'autocannon';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
 import { API_SESSION_SETTINGS } from '../services/api/src/db/pool.js';
 import { getFeature, insertFeature, listFeatures } from '../services/api/src/features/queries.js';
+import { API_NODE_FLAGS } from '../services/shared/node-flags.js';
 import { GRID_TOTAL, gridBbox } from './feature-grid.js';
 import { openGridDatabase } from './grid-database.js';
 import { median, printTable } from './stats.js';
@@ -213,7 +217,8 @@ const sessionOptions = Object.entries(API_SESSION_SETTINGS)
 
 function startBare(databaseUrl: string): Promise<ApiProcess> {
   return startServerProcess({
-    args: ['--input-type=module', '-e', BARE_SERVER],
+    // The API's V8 flags too (every side runs with them): the sides differ in their code only.
+    args: [...API_NODE_FLAGS, '--input-type=module', '-e', BARE_SERVER],
     cwd: repoRoot,
     env: { DATABASE_URL: databaseUrl, PG_OPTIONS: sessionOptions, BARE_SQL: bareSql() },
     listening: /"bare":"listening","port":(\d+)/,

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startEmbeddedDatabase } from '../services/api/src/db/embedded.js';
 import { API_SESSION_SETTINGS, createPool } from '../services/api/src/db/pool.js';
+import { API_NODE_FLAGS } from '../services/shared/node-flags.js';
 
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -116,7 +117,7 @@ const apiEnv = (env: Record<string, string>): Record<string, string> => ({ PORT:
 
 /** `services/api/src/server.ts` as a child process on a free port; resolves once it listens. */
 export function startApiProcess(env: Record<string, string>): Promise<ApiProcess> {
-  return startServerProcess({ args: ['--import', 'tsx', 'services/api/src/server.ts'], cwd: repoRoot, env: apiEnv(env), listening: API_LISTENING });
+  return startServerProcess({ args: [...API_NODE_FLAGS, '--import', 'tsx', 'services/api/src/server.ts'], cwd: repoRoot, env: apiEnv(env), listening: API_LISTENING });
 }
 
 /**
@@ -124,7 +125,7 @@ export function startApiProcess(env: Record<string, string>): Promise<ApiProcess
  * `buildApi` compiled, no TypeScript loader in the process. `nodeArgs` go before the entry (--cpu-prof).
  */
 export function startBuiltApiProcess(build: BuiltApi, env: Record<string, string>, nodeArgs: string[] = []): Promise<ApiProcess> {
-  return startServerProcess({ args: [...nodeArgs, 'services/api/src/server.js'], cwd: build.dir, env: apiEnv(env), listening: API_LISTENING });
+  return startServerProcess({ args: [...API_NODE_FLAGS, ...nodeArgs, 'services/api/src/server.js'], cwd: build.dir, env: apiEnv(env), listening: API_LISTENING });
 }
 
 export interface BuiltApi {

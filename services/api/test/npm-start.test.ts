@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { eventually } from '../../../test/helpers/wait.js';
-import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { API_NODE_FLAGS } from '../../shared/node-flags.js';
 
 /**
  * `npm start` as a user runs it (F10): the API and the webhook server in child processes, signals
@@ -46,6 +47,9 @@ const isAlive = (pid: number): boolean => {
   }
 };
 
+/** A process's command line, as the kernel has it (/proc/<pid>/cmdline). */
+const commandLine = (pid: number): string[] => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+
 /** The children's pids from start.ts's "services starting" line. */
 const pidsIn = (output: string): Record<string, number> | undefined => {
   const line = output.split('\n').find((l) => l.includes('"msg":"services starting"'));
@@ -68,6 +72,8 @@ describe('npm start', () => {
       expect(run.output()).toMatch(/SECRET_MAIN=[0-9a-f]{64}/);
       const pids = pidsIn(run.output())!;
       expect(Object.keys(pids).sort()).toEqual(['api', 'webhook']);
+      // The API runs with the V8 flags the image's command gives it (services/shared/node-flags.ts).
+      expect(commandLine(pids.api!)).toEqual(expect.arrayContaining([...API_NODE_FLAGS]));
 
       run.child.kill('SIGTERM');
       await run.exited;
@@ -144,6 +150,7 @@ describe('npm start', () => {
         expect(run.output()).toMatch(/"level":50,.*"service":"api","code":null,"signal":"SIGKILL".*"msg":"service exited unexpectedly; restarting it"/);
         expect(run.output()).toMatch(/"level":40,.*"service":"api","pid":\d+.*"msg":"service restarting"/);
         expect(restarted!.pid).not.toBe(pids.api);
+        expect(commandLine(restarted!.pid)).toEqual(expect.arrayContaining([...API_NODE_FLAGS]));
         // Started with PORT=0, it comes back on the port it was given the first time.
         expect(`http://localhost:${restarted!.port}`).toBe(apiUrl);
         expect((await fetch(`${apiUrl}/healthz`)).status).toBe(200);
