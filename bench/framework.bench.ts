@@ -15,9 +15,9 @@
  *     move): Express with its hand-written fast paths, i.e. createApp's default;
  *   - **bare node:http**: BARE_SERVER below, node:http + pg and nothing else, running the SQL texts the
  *     API's own query functions produce (features/queries.ts), with the API's session settings.
- * All three run with the API's V8 flags (services/shared/node-flags.ts: the image's command has
- * them, and without them whichever process gets its load first after start can be pretenured into
- * 1.7× the list's CPU), so the sides differ in their code only. All three get the same database, the
+ * All three run with the API's V8 flags (services/shared/node-flags.ts, as the image's command
+ * does: no allocation-site pretenuring, which could leave whichever process is loaded first after
+ * start at 1.7× the list's CPU; 16 MiB semi-spaces), so the sides differ in their code only. All three get the same database, the
  * same DATA_DIR (one development signing key, so one token works on both APIs),
  * RATE_LIMIT_WRITES_PER_MINUTE=0 and WORKER_ENABLED=false (no QC worker in the
  * process: it is not HTTP, and `npm run worker` runs it apart). The client is autocannon in this
@@ -70,7 +70,6 @@ import { Agent, request as httpRequest } from 'node:http';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import autocannon from 'autocannon';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
 import { API_SESSION_SETTINGS } from '../services/api/src/db/pool.js';
 import { getFeature, insertFeature, listFeatures } from '../services/api/src/features/queries.js';
@@ -81,13 +80,15 @@ import { median, printTable } from './stats.js';
 import {
   addWorktree,
   buildApi,
-  processCpuMicros,
+  loadServer,
   repoRoot,
   residentMiB,
   startBuiltApiProcess,
   startServerProcess,
   type ApiProcess,
   type BuiltApi,
+  type Load,
+  type Sample,
   type Worktree,
 } from './support.js';
 
@@ -243,37 +244,8 @@ function call(url: string, options: { method?: string; headers?: Record<string, 
   });
 }
 
-interface Sample {
-  perSecond: number;
-  /** The server process's CPU time (user + system, every thread) per answered request, µs. */
-  cpuMicros: number;
-}
-
-interface Load {
-  path: string;
-  method?: 'GET' | 'POST';
-  headers?: Record<string, string>;
-  body?: string;
-}
-
-/** `SECONDS` of autocannon against one server; its CPU time over the same span from /proc. */
-async function measure(server: ApiProcess, load: Load, seconds = SECONDS): Promise<Sample> {
-  const pid = server.child.pid!;
-  const cpuBefore = processCpuMicros(pid);
-  const result = await autocannon({
-    url: `${server.base}${load.path}`,
-    method: load.method ?? 'GET',
-    ...(load.headers ? { headers: load.headers } : {}),
-    ...(load.body ? { body: load.body } : {}),
-    connections: CONNECTIONS,
-    duration: seconds,
-  });
-  const cpu = processCpuMicros(pid) - cpuBefore;
-  if (result.non2xx > 0 || result.errors > 0 || result.requests.total === 0) {
-    throw new Error(`${load.method ?? 'GET'} ${server.base}${load.path}: ${result.non2xx} non-2xx answers, ${result.errors} errors, ${result.requests.total} requests`);
-  }
-  return { perSecond: result.requests.total / result.duration, cpuMicros: cpu / result.requests.total };
-}
+/** `SECONDS` of autocannon against one server, `CONNECTIONS` connections (bench/support.ts loadServer). */
+const measure = (server: ApiProcess, load: Load, seconds = SECONDS): Promise<Sample> => loadServer(server, load, { seconds, connections: CONNECTIONS });
 
 interface Side {
   name: string;

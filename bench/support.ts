@@ -7,6 +7,7 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSyn
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
 import pg from 'pg';
 import { startEmbeddedDatabase } from '../services/api/src/db/embedded.js';
 import { API_SESSION_SETTINGS, createPool } from '../services/api/src/db/pool.js';
@@ -109,6 +110,42 @@ export async function startServerProcess(options: ServerProcessOptions): Promise
   };
 }
 
+export interface Load {
+  path: string;
+  method?: 'GET' | 'POST';
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+export interface Sample {
+  perSecond: number;
+  /** The server process's CPU time (user + system, every thread) per answered request, µs. */
+  cpuMicros: number;
+}
+
+/**
+ * `seconds` of autocannon (keep-alive, no gzip asked for) against one server process, and that
+ * process's CPU time over the same span from /proc. Any non-2xx answer or error throws: a benchmark
+ * of failures measures nothing.
+ */
+export async function loadServer(server: ApiProcess, load: Load, { seconds, connections }: { seconds: number; connections: number }): Promise<Sample> {
+  const pid = server.child.pid!;
+  const cpuBefore = processCpuMicros(pid);
+  const result = await autocannon({
+    url: `${server.base}${load.path}`,
+    method: load.method ?? 'GET',
+    ...(load.headers ? { headers: load.headers } : {}),
+    ...(load.body ? { body: load.body } : {}),
+    connections,
+    duration: seconds,
+  });
+  const cpu = processCpuMicros(pid) - cpuBefore;
+  if (result.non2xx > 0 || result.errors > 0 || result.requests.total === 0) {
+    throw new Error(`${load.method ?? 'GET'} ${server.base}${load.path}: ${result.non2xx} non-2xx answers, ${result.errors} errors, ${result.requests.total} requests`);
+  }
+  return { perSecond: result.requests.total / result.duration, cpuMicros: cpu / result.requests.total };
+}
+
 /** The line services/api/src/boot.ts logs once the API listens (before and after the Fastify move). */
 const API_LISTENING = /"port":(\d+),"database"/;
 
@@ -121,11 +158,18 @@ export function startApiProcess(env: Record<string, string>): Promise<ApiProcess
 }
 
 /**
- * The API as its image runs it (infra/docker/api.Dockerfile): plain `node` on the JavaScript that
- * `buildApi` compiled, no TypeScript loader in the process. `nodeArgs` go before the entry (--cpu-prof).
+ * The API as its image runs it (infra/docker/api.Dockerfile): plain `node` with the API's V8 flags
+ * (services/shared/node-flags.ts) on the JavaScript that `buildApi` compiled, no TypeScript loader in
+ * the process. `nodeArgs` go before the entry (--cpu-prof); `v8Flags` replaces the API's flags (to
+ * measure what they do: bench/node-flags.bench.ts).
  */
-export function startBuiltApiProcess(build: BuiltApi, env: Record<string, string>, nodeArgs: string[] = []): Promise<ApiProcess> {
-  return startServerProcess({ args: [...API_NODE_FLAGS, ...nodeArgs, 'services/api/src/server.js'], cwd: build.dir, env: apiEnv(env), listening: API_LISTENING });
+export function startBuiltApiProcess(
+  build: BuiltApi,
+  env: Record<string, string>,
+  nodeArgs: string[] = [],
+  { v8Flags = API_NODE_FLAGS }: { v8Flags?: readonly string[] } = {},
+): Promise<ApiProcess> {
+  return startServerProcess({ args: [...v8Flags, ...nodeArgs, 'services/api/src/server.js'], cwd: build.dir, env: apiEnv(env), listening: API_LISTENING });
 }
 
 export interface BuiltApi {

@@ -46,5 +46,5 @@ USER node
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-# --no-allocation-site-pretenuring: services/shared/node-flags.ts says why (npm start and the benchmarks pass it too).
-CMD ["node", "--no-allocation-site-pretenuring", "services/api/src/server.js"]
+# The V8 flags: services/shared/node-flags.ts says why (npm start and the benchmarks pass them too).
+CMD ["node", "--no-allocation-site-pretenuring", "--max-semi-space-size=16", "services/api/src/server.js"]

@@ -24,17 +24,27 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function npmStart(env: Record<string, string>): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+function npmStart(env: Record<string, string>): { child: ChildProcess; output: () => string; exited: Promise<number | null>; killAll: () => void } {
   const child = spawn('npm', ['start', '--silent'], {
     cwd: repoRoot,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // A process group of its own: a test that fails half-way kills npm and every service it started
+    // (killing npm alone left a web server holding port 4321 for the next run).
+    detached: true,
   });
   let output = '';
   child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, output: () => output, exited };
+  const killAll = (): void => {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // the group has already gone
+    }
+  };
+  return { child, output: () => output, exited, killAll };
 }
 
 
@@ -83,7 +93,7 @@ describe('npm start', () => {
       expect(run.output()).toMatch(/"service":"webhook","code":0,"msg":"service stopped"/);
       expect(run.output()).toMatch(/"service":"api","code":0,"msg":"service stopped"/);
     } finally {
-      run.child.kill('SIGKILL');
+      run.killAll();
     }
   }, 150_000);
 
@@ -101,7 +111,7 @@ describe('npm start', () => {
       expect(run.output(), run.output()).toMatch(/"service":"api","code":0,"msg":"service stopped"/);
       expect(existsSync(join(dataDir, 'pglite.pid'))).toBe(false);
     } finally {
-      run.child.kill('SIGKILL');
+      run.killAll();
     }
   }, 300_000);
 
@@ -161,7 +171,7 @@ describe('npm start', () => {
         expect(run.output()).toMatch(/"service":"webhook","code":0,"msg":"service stopped"/);
         expect(run.output()).toMatch(/"service":"api","code":0,"msg":"service stopped"/);
       } finally {
-        run.child.kill('SIGKILL');
+        run.killAll();
       }
     }, 150_000);
 
@@ -183,7 +193,7 @@ describe('npm start', () => {
         run.child.kill('SIGTERM');
         expect(await run.exited, run.output()).toBe(0);
       } finally {
-        run.child.kill('SIGKILL');
+        run.killAll();
       }
     }, 150_000);
 
@@ -205,7 +215,7 @@ describe('npm start', () => {
         expect(run.output()).toMatch(/"service":"api","code":0,"msg":"service stopped"/);
         await eventually('the API to exit', () => (isAlive(pids.api!) ? undefined : true), 30_000);
       } finally {
-        run.child.kill('SIGKILL');
+        run.killAll();
       }
     }, 150_000);
   });
