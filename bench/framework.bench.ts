@@ -17,9 +17,9 @@
  *     API's own query functions produce (features/queries.ts), with the API's session settings.
  * All three run with the API's V8 flags (services/shared/node-flags.ts, as the image's command
  * does: no allocation-site pretenuring, which could leave whichever process is loaded first after
- * start at 1.7× the list's CPU; 16 MiB semi-spaces), so the sides differ in their code only. All three get the same database, the
- * same DATA_DIR (one development signing key, so one token works on both APIs),
- * RATE_LIMIT_WRITES_PER_MINUTE=0 and WORKER_ENABLED=false (no QC worker in the
+ * start at 1.7× the list's CPU; 16 MiB semi-spaces), so the sides differ in their code only. All
+ * three get the same database, the same DATA_DIR (one development signing key, so one token works
+ * on both APIs), RATE_LIMIT_WRITES_PER_MINUTE=0 and WORKER_ENABLED=false (no QC worker in the
  * process: it is not HTTP, and `npm run worker` runs it apart). The client is autocannon in this
  * process, 16 connections with keep-alive, no gzip asked for, one side at a time, each after a
  * warm-up (10 s) and then once per round.
