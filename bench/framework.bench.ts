@@ -74,7 +74,8 @@ import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
 import { API_SESSION_SETTINGS } from '../services/api/src/db/pool.js';
 import { getFeature, insertFeature, listFeatures } from '../services/api/src/features/queries.js';
 import { API_NODE_FLAGS } from '../services/shared/node-flags.js';
-import { GRID_TOTAL, gridBbox } from './feature-grid.js';
+import { CREATE_BODY, createLoad, FEATURE_ID, LIST_BBOX, LIST_LIMIT, LIST_QUERY, TILE } from './api-loads.js';
+import { GRID_TOTAL } from './feature-grid.js';
 import { openGridDatabase } from './grid-database.js';
 import { median, printTable } from './stats.js';
 import {
@@ -104,15 +105,6 @@ const RSS_ROUNDS = quick ? 1 : 3;
 const RSS_SETTLE_MS = 2_000;
 /** The second reading of the Fastify API and the bare server, once V8's memory reducer has had its turn. */
 const RSS_IDLE_MS = 30_000;
-
-const FEATURE_ID = 'f050000';
-const TILE = '10/526/510';
-/** 100 × 10 grid squares: exactly 1 000 features, so the page has no next link. */
-const LIST_BBOX = gridBbox(100, 10);
-const LIST_LIMIT = 1_000;
-const LIST_QUERY = `bbox=${LIST_BBOX.minLon},${LIST_BBOX.minLat},${LIST_BBOX.maxLon},${LIST_BBOX.maxLat}&limit=${LIST_LIMIT}`;
-const POLYGON = { type: 'Polygon', coordinates: [[[13.0, 52.0], [13.1, 52.0], [13.1, 52.1], [13.0, 52.1], [13.0, 52.0]]] };
-const CREATE_BODY = JSON.stringify({ type: 'Feature', geometry: POLYGON, properties: { name: 'Benchmark', kategorie: 'blumenbeet', telefon: '+49 30 123' } });
 
 /**
  * The baseline without a framework: node:http and a pg pool of the API's size (10) with the API's
@@ -410,7 +402,7 @@ async function main(): Promise<void> {
     const startBefore = () => startBuiltApiProcess(before, env);
     const startBareServer = () => startBare(database.url);
     const token = await (await loadOrCreateDevKeys(dataDir)).sign({ sub: 'bench', role: 'admin' });
-    const post = (path: string): Load => ({ path, method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: CREATE_BODY });
+    const post = (path: string): Load => createLoad(token, path);
 
     const rows: Record<string, string | number>[] = [];
     const rss: Record<string, string | number>[] = [];

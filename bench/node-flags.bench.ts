@@ -33,7 +33,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
 import { API_NODE_FLAGS } from '../services/shared/node-flags.js';
-import { gridBbox } from './feature-grid.js';
+import { createLoad, FEATURE_ID, LIST_QUERY, TILE } from './api-loads.js';
 import { openGridDatabase } from './grid-database.js';
 import { median, printTable } from './stats.js';
 import { buildApi, loadServer, repoRoot, residentMiB, startBuiltApiProcess, type ApiProcess, type Load, type Sample } from './support.js';
@@ -58,11 +58,7 @@ const VARIANT_ENV = Object.fromEntries(
     }),
 );
 
-const FEATURE_ID = 'f050000';
-const LIST_BBOX = gridBbox(100, 10);
-const LIST: Load = { path: `/api/features?bbox=${LIST_BBOX.minLon},${LIST_BBOX.minLat},${LIST_BBOX.maxLon},${LIST_BBOX.maxLat}&limit=1000` };
-const POLYGON = { type: 'Polygon', coordinates: [[[13.0, 52.0], [13.1, 52.0], [13.1, 52.1], [13.0, 52.1], [13.0, 52.0]]] };
-const CREATE_BODY = JSON.stringify({ type: 'Feature', geometry: POLYGON, properties: { name: 'Benchmark', kategorie: 'blumenbeet' } });
+const LIST: Load = { path: `/api/features?${LIST_QUERY}` };
 
 type SideName = 'shipped' | 'variant';
 const SHIPPED = `shipped (${API_NODE_FLAGS.join(' ') || 'no flags'})`;
@@ -118,8 +114,8 @@ async function main(): Promise<void> {
       [
         ['list', 'list 1 000', LIST],
         ['get', 'GET by id', { path: `/api/features/${FEATURE_ID}` }],
-        ['post', 'POST', { path: '/api/features', method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: CREATE_BODY }],
-        ['tile', 'tile hit', { path: '/api/tiles/10/526/510.mvt' }],
+        ['post', 'POST', createLoad(token)],
+        ['tile', 'tile hit', { path: `/api/tiles/${TILE}.mvt` }],
       ] satisfies Array<[string, string, Load]>
     )
       .filter(([key]) => steadyLoads.has(key))
