@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { eventually } from '../../../test/helpers/wait.js';
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/db.js';
+import { npmStart } from '../../../test/helpers/npm-start.js';
 import { API_NODE_FLAGS } from '../../shared/node-flags.js';
 
 /**
@@ -24,28 +24,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function npmStart(env: Record<string, string>): { child: ChildProcess; output: () => string; exited: Promise<number | null>; killAll: () => void } {
-  const child = spawn('npm', ['start', '--silent'], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    // A process group of its own: a test that fails half-way kills npm and every service it started
-    // (killing npm alone left a web server holding port 4321 for the next run).
-    detached: true,
-  });
-  let output = '';
-  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const killAll = (): void => {
-    try {
-      process.kill(-child.pid!, 'SIGKILL');
-    } catch {
-      // the group has already gone
-    }
-  };
-  return { child, output: () => output, exited, killAll };
-}
 
 
 const isAlive = (pid: number): boolean => {
