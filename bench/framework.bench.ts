@@ -84,6 +84,8 @@ import {
   loadServer,
   repoRoot,
   residentMiB,
+  RSS_IDLE_MS,
+  RSS_SETTLE_MS,
   startBuiltApiProcess,
   startServerProcess,
   type ApiProcess,
@@ -102,9 +104,6 @@ const SECONDS = quick ? 2 : 4;
 const WARM_UP_SECONDS = quick ? 2 : 10;
 const CONNECTIONS = 16;
 const RSS_ROUNDS = quick ? 1 : 3;
-const RSS_SETTLE_MS = 2_000;
-/** The second reading of the Fastify API and the bare server, once V8's memory reducer has had its turn. */
-const RSS_IDLE_MS = 30_000;
 
 /**
  * The baseline without a framework: node:http and a pg pool of the API's size (10) with the API's

@@ -36,7 +36,7 @@ import { API_NODE_FLAGS } from '../services/shared/node-flags.js';
 import { createLoad, FEATURE_ID, LIST_QUERY, TILE } from './api-loads.js';
 import { openGridDatabase } from './grid-database.js';
 import { median, printTable } from './stats.js';
-import { buildApi, loadServer, repoRoot, residentMiB, startBuiltApiProcess, type ApiProcess, type Load, type Sample } from './support.js';
+import { buildApi, loadServer, repoRoot, residentMiB, RSS_IDLE_MS, RSS_SETTLE_MS, startBuiltApiProcess, type ApiProcess, type Load, type Sample } from './support.js';
 
 const quick = process.env.BENCH_QUICK === '1';
 const PAIRS = quick ? 1 : Number(process.env.NODE_FLAGS_PAIRS ?? 3);
@@ -172,16 +172,16 @@ async function main(): Promise<void> {
           if (answer.status !== 200) throw new Error(`${server.base}: GET ${answer.status}`);
           await answer.arrayBuffer();
         }
-        await sleep(2_000);
+        await sleep(RSS_SETTLE_MS);
         for (const [name, server] of sides) readings[name].settled.push(residentMiB(server.child.pid!));
-        await sleep(28_000);
+        await sleep(RSS_IDLE_MS - RSS_SETTLE_MS);
         for (const [name, server] of sides) readings[name].idle.push(residentMiB(server.child.pid!));
-        console.log(`idle, pair ${pair + 1}/${PAIRS}: VmRSS 2 s / 30 s after one GET: ${sides.map(([name]) => `${name} ${readings[name].settled.at(-1)!.toFixed(1)} / ${readings[name].idle.at(-1)!.toFixed(1)} MiB`).join(', ')}`);
+        console.log(`idle, pair ${pair + 1}/${PAIRS}: VmRSS ${RSS_SETTLE_MS / 1000} s / ${RSS_IDLE_MS / 1000} s after one GET: ${sides.map(([name]) => `${name} ${readings[name].settled.at(-1)!.toFixed(1)} / ${readings[name].idle.at(-1)!.toFixed(1)} MiB`).join(', ')}`);
         await stopAll();
       }
       for (const when of ['settled', 'idle'] as const) {
         const [shipped, variant] = [median(readings.shipped[when]), median(readings.variant[when])];
-        rows.push(reading('idle', `VmRSS MiB, ${when === 'settled' ? 2 : 30} s after one GET`, shipped, variant, 1));
+        rows.push(reading('idle', `VmRSS MiB, ${(when === 'settled' ? RSS_SETTLE_MS : RSS_IDLE_MS) / 1000} s after one GET`, shipped, variant, 1));
       }
     }
 

@@ -110,6 +110,11 @@ export async function startServerProcess(options: ServerProcessOptions): Promise
   };
 }
 
+/** Idle memory is read this long after a fresh process's one GET (framework and node-flags benchmarks)… */
+export const RSS_SETTLE_MS = 2_000;
+/** …and again once this long has passed since it, when V8's memory reducer has had its turn. */
+export const RSS_IDLE_MS = 30_000;
+
 export interface Load {
   path: string;
   method?: 'GET' | 'POST';

@@ -24,8 +24,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-
-
 const isAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0);
