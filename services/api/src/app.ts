@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IdentityApi } from '@ory/kratos-client';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticate } from './auth/middleware.js';
 import { DEFAULT_ASSURANCE } from './auth/assurance.js';
@@ -17,7 +17,7 @@ import { createFeatureService } from './features/service.js';
 import { BODY_LIMIT_BYTES, installBodyReader } from './http/body.js';
 import { cors } from './http/cors.js';
 import { originCheckForCookieWrites } from './http/csrf.js';
-import { answerHeaders, lazySchemaCompilers, sendJson, type Hook } from './http/fastify.js';
+import { answerHeaders, lazySchemaCompilers, sendJson } from './http/fastify.js';
 import { idempotentCreate } from './http/idempotency.js';
 import { changeLimitKey, oncePerRequest, trustFunction } from './http/rate-limit-key.js';
 import { postgresRateLimitStore } from './http/rate-limit-store.js';
@@ -104,7 +104,12 @@ export function createApp(given: AppDependencies): FastifyInstance {
       const answer = () => problemHandler(deps.logger)(error, request, reply);
       if (!/^\/(?:api|ogcapi)(?:[/?]|$)/i.test(request.url.slice(0, 8))) return answer();
       reply.header('X-Content-Type-Options', 'nosniff');
-      corsOfScopes(request, reply).then(answer, answer);
+      try {
+        if (corsOfScopes(request, reply)) return; // a preflight, answered
+      } catch {
+        // A refused preflight: the malformed path is what this request is told about.
+      }
+      answer();
     },
   });
   app.decorate('assurance', deps.config.assurance ?? DEFAULT_ASSURANCE);
@@ -159,7 +164,9 @@ export function createApp(given: AppDependencies): FastifyInstance {
    * counts too); the caller (recorded in users.users on first sight); the CSRF Origin check for
    * cookie-authenticated changes. `authenticated: false` stops after the limit (the OpenAPI document).
    * One onRequest hook rather than one per step: they always run together, and each hook is a
-   * promise and a turn of Fastify's hook runner per request.
+   * promise and a turn of Fastify's hook runner per request. Only the steps that may wait are
+   * awaited (the limit's count, the caller's session or token); nosniff, CORS and the Origin check
+   * are synchronous, and the limit is a promise only for a change it counts.
    */
   const scopeHooks = (scope: FastifyInstance, options: { authenticated: boolean }): void => {
     const limit = writesPerMinute > 0 ? changeLimit(scope) : undefined;
@@ -167,11 +174,11 @@ export function createApp(given: AppDependencies): FastifyInstance {
     const csrf = options.authenticated ? originCheckForCookieWrites({ origins: allowedOrigins }) : undefined;
     scope.addHook('onRequest', async (request, reply) => {
       reply.header('X-Content-Type-Options', 'nosniff');
-      await corsOfScopes(request, reply);
-      if (reply.sent) return; // a preflight, answered
-      if (limit) await limit(request, reply);
+      if (corsOfScopes(request, reply)) return; // a preflight, answered
+      const counted = limit?.(request, reply);
+      if (counted) await counted;
       if (caller) await caller(request, reply);
-      if (csrf) await csrf(request, reply);
+      csrf?.(request);
     });
     if (options.authenticated) scope.setNotFoundHandler(notFoundHandler);
   };
@@ -215,13 +222,14 @@ export function createApp(given: AppDependencies): FastifyInstance {
 
 /**
  * The change limit of a scope: every method but GET, HEAD and OPTIONS, except imports (a file of
- * 10 000 features is one request, and imports have limits of their own: imports/routes.ts).
+ * 10 000 features is one request, and imports have limits of their own: imports/routes.ts). A
+ * promise for a request it counts, nothing for one it lets pass.
  */
-function changeLimit(scope: FastifyInstance): Hook {
+function changeLimit(scope: FastifyInstance): (request: FastifyRequest, reply: FastifyReply) => Promise<unknown> | undefined {
   const limit = scope.rateLimit();
-  return async (request, reply) => {
-    if (request.method === 'GET' || request.method === 'HEAD' || request.method === 'OPTIONS') return;
-    if (/^\/api\/imports(?:\/|\?|$)/i.test(request.url)) return;
+  return (request, reply) => {
+    if (request.method === 'GET' || request.method === 'HEAD' || request.method === 'OPTIONS') return undefined;
+    if (/^\/api\/imports(?:\/|\?|$)/i.test(request.url)) return undefined;
     return limit.call(scope, request, reply);
   };
 }

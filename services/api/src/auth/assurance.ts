@@ -1,8 +1,7 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyRequest, onRequestHookHandler } from 'fastify';
 import { AppError } from '../../../shared/errors.js';
 import { refreshed, type Principal, type Role } from '../../../shared/principal.js';
-import { principalOf } from './middleware.js';
-import type { Hook } from '../http/fastify.js';
+import { principalOf, routeGuard } from './middleware.js';
 import { effectiveRole } from './permissions.js';
 
 /**
@@ -54,10 +53,11 @@ export function assertAssurance(principal: Principal, what: string, policy: Assu
  * The route guard, after the permission check: `onRequest: [requirePermission(…), requireSecondFactor('approve features')]`.
  * Before refusing, a cached session is asked again: the person may have just stepped up.
  */
-export function requireSecondFactor(what: string): Hook {
-  return async (request) => {
-    await ensureSecondFactor(request, what);
-  };
+export function requireSecondFactor(what: string): onRequestHookHandler {
+  return routeGuard(
+    (request) => needsStepUp(principalOf(request), policyOf(request)),
+    (request) => assertAssurance(principalOf(request), what, policyOf(request)),
+  );
 }
 
 /** The same check inside a handler, after its own permission check (GET /api/auth/forward). */

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
 import { assertCan, can } from './permissions.js';
 import { ANONYMOUS, refreshed, type Authenticator, type Permission, type Principal } from '../../../shared/principal.js';
 import type { Hook } from '../http/fastify.js';
@@ -23,13 +23,44 @@ export function principalOf(request: FastifyRequest): Principal {
  * anonymous → 401 with a Bearer challenge, lacking role → 403. An unverified address is looked at
  * again past the session cache before the refusal (it may just have been verified).
  */
-export function requirePermission(permission: Permission, what: string = permission): Hook {
-  return async (request: FastifyRequest, _reply: FastifyReply) => {
-    let principal = principalOf(request);
-    if (principal.emailVerified === false && !can(principal, permission)) {
-      const fresh = await refreshed(principal);
-      if (fresh) request.principal = principal = fresh;
+export function requirePermission(permission: Permission, what: string = permission): onRequestHookHandler {
+  return routeGuard(
+    (request) => {
+      const principal = principalOf(request);
+      return principal.emailVerified === false && !can(principal, permission);
+    },
+    (request) => assertCan(principalOf(request), permission, what),
+  );
+}
+
+/**
+ * A route's guard as a callback hook: `check` throws to refuse. When `askAgain` says the session's
+ * cached state may be stale in the caller's favour (an address just verified, a second factor just
+ * added), the session is looked at again past its cache before `check`. A callback hook, not an
+ * async one: nearly every request passes (or is refused) without waiting, and a promise per guard
+ * per request would be for nothing.
+ */
+export function routeGuard(askAgain: (request: FastifyRequest) => boolean, check: (request: FastifyRequest) => void): onRequestHookHandler {
+  const checked = (request: FastifyRequest, done: HookHandlerDoneFunction): void => {
+    try {
+      check(request);
+    } catch (error) {
+      done(error as Error);
+      return;
     }
-    assertCan(principal, permission, what);
+    done();
+  };
+  return (request, _reply, done) => {
+    if (!askAgain(request)) {
+      checked(request, done);
+      return;
+    }
+    refreshed(principalOf(request)).then(
+      (fresh) => {
+        if (fresh) request.principal = fresh;
+        checked(request, done);
+      },
+      (error: Error) => done(error),
+    );
   };
 }

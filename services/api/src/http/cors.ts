@@ -1,5 +1,6 @@
 import { AppError } from '../../../shared/errors.js';
-import { addVary, type Hook } from './fastify.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { addVary } from './fastify.js';
 
 /**
  * CORS for the platform's own sites only (CORS_ORIGINS). A browser on an allowed origin may call the API
@@ -38,15 +39,17 @@ export function allowedOrigins(origins: readonly string[]): ReadonlySet<string> 
 }
 
 /**
- * The scope's first onRequest hook after nosniff (app.ts): CORS headers on every answer, errors
- * included, and preflights answered here (204, or 403 for a foreign origin) before the change limit.
- * Not @fastify/cors: that one answers a foreign origin's preflight 204 without headers, where the
- * platform refuses it with a problem document the web app and the tests rely on.
+ * The scope's first step after nosniff (app.ts): CORS headers on every answer, errors included, and
+ * preflights answered here (204, or 403 for a foreign origin) before the change limit. It returns
+ * true when it has answered (a preflight), and throws the 403. Synchronous: it never waits, and the
+ * scope's hook runs it on every request. Not @fastify/cors: that one answers a foreign origin's
+ * preflight 204 without headers, where the platform refuses it with a problem document the web app
+ * and the tests rely on.
  */
-export function cors(options: CorsOptions): Hook {
+export function cors(options: CorsOptions): (request: FastifyRequest, reply: FastifyReply) => boolean {
   const allowed = allowedOrigins(options.origins);
   const maxAge = String(options.maxAgeSeconds ?? 600);
-  return async (request, reply) => {
+  return (request, reply) => {
     const origin = request.headers.origin;
     // Answers differ by Origin: shared caches must keep them apart.
     addVary(reply, 'Origin');
@@ -58,12 +61,13 @@ export function cors(options: CorsOptions): Hook {
     }
     if (!isPreflight) {
       if (isAllowed) reply.header('Access-Control-Expose-Headers', EXPOSED_HEADERS);
-      return;
+      return false;
     }
     if (!isAllowed) throw new AppError('FORBIDDEN', `cross-origin requests from ${origin ?? '(no origin)'} are not allowed`);
     reply.header('Access-Control-Allow-Methods', ALLOWED_METHODS);
     reply.header('Access-Control-Allow-Headers', ALLOWED_HEADERS);
     reply.header('Access-Control-Max-Age', maxAge);
-    return reply.code(204).send();
+    reply.code(204).send();
+    return true;
   };
 }

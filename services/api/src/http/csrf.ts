@@ -1,7 +1,7 @@
 import { principalOf } from '../auth/middleware.js';
 import { AppError } from '../../../shared/errors.js';
 import { normalizeOrigin } from './cors.js';
-import type { Hook } from './fastify.js';
+import type { FastifyRequest } from 'fastify';
 
 /**
  * CSRF protection for cookie-authenticated changes. The browser attaches the Kratos session cookie
@@ -12,14 +12,15 @@ import type { Hook } from './fastify.js';
  *
  * Requests authenticated by a Bearer token are not subject to it: a foreign page cannot make the
  * browser add an Authorization header. Safe methods (GET, HEAD, OPTIONS) change nothing.
- * Runs after authentication, as it needs to know how the caller authenticated.
+ * Runs after authentication, as it needs to know how the caller authenticated; synchronous, as it
+ * never waits (a step of the scope's hook, app.ts).
  */
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-export function originCheckForCookieWrites(options: { origins: readonly string[] }): Hook {
+export function originCheckForCookieWrites(options: { origins: readonly string[] }): (request: FastifyRequest) => void {
   const allowed = new Set(options.origins.map(normalizeOrigin));
-  return async (request) => {
+  return (request) => {
     if (SAFE_METHODS.has(request.method) || principalOf(request).via !== 'session') return;
     const origin = request.headers.origin;
     if (origin === undefined || origin === 'null') {
