@@ -113,4 +113,18 @@ describe('the single-feature GET answers as the Express app did', () => {
     });
     expect(JSON.parse(answer.body)).toMatchObject({ type: 'Feature', id: 'fast-1', properties: { name: 'Erster' } });
   });
+
+  it('refuses a malformed %-escape from an allowed origin with the scope\'s CORS headers, and answers its preflight as any other', async () => {
+    const refused = await sendRaw(base, { path: '/api/features/%E0%A4%A', headers: { origin: APP_ORIGIN } });
+    expect(refused.status).toBe(400);
+    expect(refused.headers).toMatchObject({ 'x-content-type-options': 'nosniff', vary: 'Origin', 'access-control-allow-origin': APP_ORIGIN, 'content-type': 'application/problem+json; charset=utf-8' });
+    expect(JSON.parse(refused.body)).toMatchObject({ status: 400, detail: 'the request URL is not valid (a malformed %-escape)' });
+
+    const preflight = await sendRaw(base, { method: 'OPTIONS', path: '/api/features/%E0%A4%A', headers: { origin: APP_ORIGIN, 'access-control-request-method': 'GET' } });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers).toMatchObject({ 'access-control-allow-origin': APP_ORIGIN, 'access-control-allow-methods': expect.stringContaining('GET') });
+    const foreign = await sendRaw(base, { method: 'OPTIONS', path: '/api/features/%E0%A4%A', headers: { origin: 'https://evil.example.net', 'access-control-request-method': 'GET' } });
+    expect(foreign.status).toBe(400);
+    expect(foreign.headers['access-control-allow-origin']).toBeUndefined();
+  });
 });
