@@ -14,7 +14,7 @@ import { createApp } from '../src/app.js';
 import { createAuthenticator } from '../src/auth/index.js';
 import { serveApp } from '../src/http/server.js';
 import { closeGracefully, listen } from '../../shared/http-server.js';
-import { createTileCache } from '../src/tiles/cache.js';
+import { createTileCache, ENTRY_OVERHEAD_BYTES, overheadOf } from '../src/tiles/cache.js';
 import { createTileService } from '../src/tiles/service.js';
 import { TILE_DETAIL_MIN_ZOOM } from '../../shared/tiles.js';
 import { describeRequest, loadRecording, normalise, recordedAnswer } from '../../../test/fixtures/express-answers/recorded.js';
@@ -431,11 +431,12 @@ describe('the tile cache in memory', () => {
     expect(cache.get('a', '1:2:4')).toBeUndefined();
     cache.set('a', tile('1:2:4', 20));
     expect(cache.get('a', '1:2:3')).toBeUndefined();
-    expect(cache.stats()).toEqual({ entries: 1, bytes: 20 });
+    expect(cache.stats()).toEqual({ entries: 1, bytes: 20 + overheadOf('a') });
   });
 
-  it('keeps at most its byte budget, dropping the least recently used tiles first, gzip bytes included', async () => {
-    const cache = createTileCache(3000);
+  it('keeps at most its byte budget, dropping the least recently used tiles first, gzip bytes and each entry\'s own cost included', async () => {
+    const budget = 3 * (1000 + overheadOf('a'));
+    const cache = createTileCache(budget);
     cache.set('a', tile('f', 1000));
     cache.set('b', tile('f', 1000));
     cache.set('c', tile('f', 1000));
@@ -446,9 +447,41 @@ describe('the tile cache in memory', () => {
     const big = { fingerprint: 'f', digest: 'd', bytes: Buffer.from(Array.from({ length: 1500 }, (_, i) => i % 251)) };
     cache.set('e', big);
     await cache.gzipped('e', big);
-    expect(cache.stats().bytes).toBeLessThanOrEqual(3000);
-    cache.set('huge', tile('f', 3001));
+    expect(cache.stats().bytes).toBeLessThanOrEqual(budget);
+    cache.set('huge', tile('f', budget - overheadOf('huge') + 1));
     expect(cache.get('huge', 'f')).toBeUndefined();
+  });
+
+  it('drops on a change exactly the tiles whose box it meets (edges included), every tile without a box, and nothing else', () => {
+    const cache = createTileCache(1024 * 1024);
+    const at = (key: string, bounds?: [number, number, number, number]) => cache.set(key, { fingerprint: 'f', digest: 'd', bytes: Buffer.alloc(10), ...(bounds ? { bounds } : {}) });
+    at('west', [0, 0, 10, 10]);
+    at('east', [20, 0, 30, 10]);
+    at('touching', [10, 10, 15, 15]);
+    at('far', [1000, 1000, 1010, 1010]);
+    at('anywhere');
+    const left = () => ['west', 'east', 'touching', 'far', 'anywhere'].filter((key) => cache.peek(key) !== undefined);
+    expect(cache.invalidate([[5, 5, 10, 10]])).toBe(3);
+    expect(left()).toEqual(['east', 'far']);
+    // Stored again after the drop, the tiles are found again: one boxes list of several, one meeting nothing.
+    at('west', [0, 0, 10, 10]);
+    expect(cache.invalidate([[-50, -50, -40, -40], [25, 5, 26, 6], [9, 9, 9, 9]])).toBe(2);
+    expect(left()).toEqual(['far']);
+    expect(cache.invalidate([[-Infinity, -Infinity, Infinity, Infinity]])).toBe(1);
+    expect(cache.stats()).toEqual({ entries: 0, bytes: 0 });
+  });
+
+  it('counts what an empty tile costs: a client walking 100 000 empty tiles leaves the cache within its budget', () => {
+    const budget = 1024 * 1024;
+    const cache = createTileCache(budget);
+    for (let i = 0; i < 100_000; i++) cache.set(`22/${1_000_000 + i}/2000000`, { fingerprint: `${i}:${i}:`, digest: 'd', bytes: Buffer.alloc(0), bounds: [i, 0, i + 1, 1] });
+    const { entries, bytes } = cache.stats();
+    expect(bytes).toBeLessThanOrEqual(budget);
+    expect(entries).toBeLessThanOrEqual(Math.floor(budget / ENTRY_OVERHEAD_BYTES));
+    expect(entries).toBeGreaterThan(0);
+    // The most recent walk is what stays.
+    expect(cache.peek('22/1099999/2000000')).toBeDefined();
+    expect(cache.peek('22/1000000/2000000')).toBeUndefined();
   });
 });
 
