@@ -1,7 +1,7 @@
 import type { FastifyRequest, onRequestHookHandler } from 'fastify';
 import { AppError } from '../../../shared/errors.js';
-import { refreshed, type Principal, type Role } from '../../../shared/principal.js';
-import { principalOf, routeGuard } from './middleware.js';
+import type { Principal, Role } from '../../../shared/principal.js';
+import { askSessionAgain, principalOf, routeGuard } from './middleware.js';
 import { effectiveRole } from './permissions.js';
 
 /**
@@ -63,12 +63,8 @@ export function requireSecondFactor(what: string): onRequestHookHandler {
 /** The same check inside a handler, after its own permission check (GET /api/auth/forward). */
 export async function ensureSecondFactor(request: FastifyRequest, what: string): Promise<void> {
   const policy = policyOf(request);
-  let principal = principalOf(request);
-  if (needsStepUp(principal, policy)) {
-    const fresh = await refreshed(principal);
-    if (fresh) request.principal = principal = fresh;
-  }
-  assertAssurance(principal, what, policy);
+  if (needsStepUp(principalOf(request), policy)) await askSessionAgain(request);
+  assertAssurance(principalOf(request), what, policy);
 }
 
 /** `AUTH_AAL2_ROLES`: comma-separated roles, `none` for none; unknown names are refused by the config schema. */

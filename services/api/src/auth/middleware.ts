@@ -55,12 +55,12 @@ export function routeGuard(askAgain: (request: FastifyRequest) => boolean, check
       checked(request, done);
       return;
     }
-    refreshed(principalOf(request)).then(
-      (fresh) => {
-        if (fresh) request.principal = fresh;
-        checked(request, done);
-      },
-      (error: Error) => done(error),
-    );
+    askSessionAgain(request).then(() => checked(request, done), done);
   };
+}
+
+/** The caller as the session stands now, past its cache (shared/principal.ts refreshed), when it can be asked. */
+export async function askSessionAgain(request: FastifyRequest): Promise<void> {
+  const fresh = await refreshed(principalOf(request));
+  if (fresh) request.principal = fresh;
 }
