@@ -18,7 +18,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { cpus, loadavg } from 'node:os';
@@ -47,7 +47,7 @@ function memoryOf(pid: number): { rss: number; peak: number } {
   return { rss: mib('VmRSS'), peak: mib('VmHWM') };
 }
 
-async function startServer(): Promise<{ child: ChildProcess; port: number; secret: string }> {
+async function startServer(): Promise<{ child: ChildProcess; port: number; secret: string; dir: string }> {
   const dir = makeTempDir('bench-webhook-flood');
   const targets = loadTargets(join(repoRoot, 'config/targets.yaml'));
   const secrets = Object.fromEntries(targets.map((t) => [t.secret, randomBytes(32).toString('hex')]));
@@ -62,7 +62,7 @@ async function startServer(): Promise<{ child: ChildProcess; port: number; secre
     child.on('message', (message: { listening?: number }) => message.listening !== undefined && resolve(message.listening));
     child.once('exit', (code) => reject(new Error(`the webhook server exited with ${code}`)));
   });
-  return { child, port, secret: secrets.SECRET_TEAM_DE1! };
+  return { child, port, secret: secrets.SECRET_TEAM_DE1!, dir };
 }
 
 /** FLOOD slow bodies in flight at all times until stopped; what the server answered them, counted. */
@@ -217,4 +217,6 @@ try {
 } finally {
   server.child.kill('SIGTERM');
   await new Promise((resolve) => server.child.once('exit', resolve));
+  // The server's state, its sites and the deploy stand-in: nothing of a run stays in the temporary folder.
+  rmSync(server.dir, { recursive: true, force: true });
 }

@@ -307,6 +307,8 @@ async function acknowledgementLatency(): Promise<void> {
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));
     }
+    // The servers' state and sites: nothing of a run stays in the temporary folder.
+    rmSync(dir, { recursive: true, force: true });
   }
 
   const fmt = (ms: number) => +ms.toFixed(2);
@@ -543,6 +545,7 @@ async function pushToLive(): Promise<void> {
   } finally {
     stopFixtureSites(root);
     if (isRoot) removeUsers(users.map((u) => u.name));
+    rmSync(root, { recursive: true, force: true });
   }
 }
 
