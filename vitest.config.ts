@@ -44,6 +44,8 @@ export default defineConfig({
   test: {
     pool: 'forks',
     maxWorkers: 2,
+    // A temporary folder of the run's own, removed at its end (test/helpers/run-tmpdir.ts).
+    globalSetup: ['test/helpers/run-tmpdir.ts'],
     testTimeout: 30_000,
     hookTimeout: 120_000,
     reporters: ['default'],
