@@ -19,6 +19,7 @@
 import { createTileCache, type CachedTile } from '../services/api/src/tiles/cache.js';
 import { meets, tileBounds, type Box } from '../services/api/src/tiles/bounds.js';
 import { median, printTable, ratio } from './stats.js';
+import { tileOf } from '../test/helpers/tiles.js';
 
 const quick = process.env.BENCH_QUICK === '1';
 const ENTRIES = Number(process.env.TILE_CACHE_ENTRIES ?? 100_000);
@@ -29,11 +30,6 @@ function mercator(lon: number, lat: number): [number, number] {
   const x = (lon * 20037508.342789244) / 180;
   const y = Math.log(Math.tan(((90 + lat) * Math.PI) / 360)) * 6378137;
   return [x, y];
-}
-function tileOf(lon: number, lat: number, z: number): { x: number; y: number } {
-  const n = 2 ** z;
-  const rad = (lat * Math.PI) / 180;
-  return { x: Math.floor(((lon + 180) / 360) * n), y: Math.floor(((1 - Math.log(Math.tan(rad) + 1 / Math.cos(rad)) / Math.PI) / 2) * n) };
 }
 
 const CITY = { west: 12.3, south: 51.29, east: 12.47, north: 51.38 };

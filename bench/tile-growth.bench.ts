@@ -45,18 +45,13 @@ import { tileBounds } from '../services/api/src/tiles/bounds.js';
 import { adminUrl, CITY, GROWTH_SIZES, openGrowthDatabases, sizeLabel, type GrowthDatabase } from './million.js';
 import { median, percentile, printTable, ratio } from './stats.js';
 import { addWorktree, startApiProcess, startServerProcess, type ApiProcess, type Worktree } from './support.js';
+import { tileOf } from '../test/helpers/tiles.js';
 
 const quick = process.env.BENCH_QUICK === '1';
 const HIT_ROUNDS = quick ? 10 : 40;
 const MISS_ROUNDS = { 10: quick ? 2 : 5, 14: quick ? 5 : 15 } as const;
 const BEFORE = process.env.BENCH_TILE_GROWTH_BEFORE ?? 'bd6f3c1';
 
-/** The slippy-map tile holding a lon/lat. */
-function tileOf(lon: number, lat: number, z: number): { z: number; x: number; y: number } {
-  const n = 2 ** z;
-  const rad = (lat * Math.PI) / 180;
-  return { z, x: Math.floor(((lon + 180) / 360) * n), y: Math.floor(((1 - Math.log(Math.tan(rad) + 1 / Math.cos(rad)) / Math.PI) / 2) * n) };
-}
 const centre = { lon: (CITY.minLon + CITY.maxLon) / 2, lat: (CITY.minLat + CITY.maxLat) / 2 };
 const TILES = [tileOf(centre.lon, centre.lat, 10), tileOf(centre.lon, centre.lat, 14)];
 const label = (t: { z: number; x: number; y: number }) => `z${t.z} ${t.z}/${t.x}/${t.y}`;

@@ -19,6 +19,7 @@ import { lacks, requirements } from '../helpers/requirements.js';
 import { eventually } from '../helpers/wait.js';
 import { pushPayload } from '../../services/webhook/test/support/webhook-harness.js';
 import { DOMAINS, REVIEWERS, UPSTREAM_HEADER, startReplicaStack, type Answer, type ReplicaStack } from './replicas/stack.js';
+import { tileOf } from '../helpers/tiles.js';
 
 const APIS = 3;
 const WORKERS = 2;
@@ -79,12 +80,9 @@ function replicaOf(answer: Answer): string {
 const tally = (names: string[]) => Object.entries(names.reduce<Record<string, number>>((acc, n) => ({ ...acc, [n]: (acc[n] ?? 0) + 1 }), {})).sort(([a], [b]) => a.localeCompare(b));
 const describeTally = (names: string[]) => tally(names).map(([n, c]) => `${n} ${c}`).join(', ');
 
-/** The slippy-map tile (z, x, y) holding a lon/lat. */
-function tileOf(lon: number, lat: number, z: number): string {
-  const n = 2 ** z;
-  const rad = (lat * Math.PI) / 180;
-  const x = Math.floor(((lon + 180) / 360) * n);
-  const y = Math.floor(((1 - Math.log(Math.tan(rad) + 1 / Math.cos(rad)) / Math.PI) / 2) * n);
+/** The path of the tile holding a lon/lat. */
+function tilePath(lon: number, lat: number, z: number): string {
+  const { x, y } = tileOf(lon, lat, z);
   return `/api/tiles/${z}/${x}/${y}.mvt`;
 }
 
@@ -142,7 +140,7 @@ describe.skipIf(MISSING)(`the replica rehearsal: ${APIS} API processes, ${WORKER
       const reader = await tokenFor('tile-reader', 'contributor');
       const suffix = Math.random().toString(36).slice(2, 8);
       const [lon, lat] = [13.3777, 52.5163];
-      const tile = tileOf(lon, lat, 15);
+      const tile = tilePath(lon, lat, 15);
       const created = await stack.request(DOMAINS.api, 'POST', '/api/features', { token: editor, replica: a, body: pointFeature(`Tor ${suffix}`, lon, lat) });
       expect(created.status, created.text).toBe(201);
       expect(replicaOf(created)).toBe(a);

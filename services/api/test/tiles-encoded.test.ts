@@ -3,7 +3,8 @@ import { VectorTile } from '@mapbox/vector-tile';
 import { PbfReader } from 'pbf';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApi } from '../../../test/helpers/api.js';
-import { createTileService, type TileAddress } from '../src/tiles/service.js';
+import { createTileService } from '../src/tiles/service.js';
+import { tileOf } from '../../../test/helpers/tiles.js';
 
 /**
  * Vector tiles on every database: where PostGIS has ST_AsMVT it builds them, where it lacks protobuf-c
@@ -23,11 +24,6 @@ const FIXTURE = [
   { id: 'enc-tiny', name: 'Winzig', kategorie: 'denkmal', wkt: 'POLYGON((13.4111 52.5211, 13.41110001 52.5211, 13.41110001 52.52110001, 13.4111 52.5211))' },
 ];
 
-function tileOf(lon: number, lat: number, z: number): TileAddress {
-  const n = 2 ** z;
-  const rad = (lat * Math.PI) / 180;
-  return { z, x: Math.floor(((lon + 180) / 360) * n), y: Math.floor(((1 - Math.log(Math.tan(rad) + 1 / Math.cos(rad)) / Math.PI) / 2) * n) };
-}
 
 interface Decoded {
   layers: string[];

@@ -18,6 +18,7 @@ import { serveApp } from '../src/http/server.js';
 import { startTileChangeFeed, type TileChangeFeed } from '../src/tiles/changes.js';
 import { OVERVIEW_BUDGET_BYTES, TILE_PIXELS } from '../src/tiles/queries.js';
 import type { Box } from '../src/tiles/bounds.js';
+import { tileOf } from '../../../test/helpers/tiles.js';
 
 /**
  * Tiles stay current across API processes without asking the database on a hit: every change to
@@ -123,12 +124,6 @@ async function latestSeq(): Promise<number> {
   return (await db.pool.query<{ seq: number }>('SELECT coalesce(max(seq), 0)::int AS seq FROM features.tile_changes')).rows[0]!.seq;
 }
 
-/** The slippy-map tile (z, x, y) holding a lon/lat. */
-function tileOf(lon: number, lat: number, z: number): { z: number; x: number; y: number } {
-  const n = 2 ** z;
-  const rad = (lat * Math.PI) / 180;
-  return { z, x: Math.floor(((lon + 180) / 360) * n), y: Math.floor(((1 - Math.log(Math.tan(rad) + 1 / Math.cos(rad)) / Math.PI) / 2) * n) };
-}
 const path = (t: { z: number; x: number; y: number }) => `/api/tiles/${t.z}/${t.x}/${t.y}.mvt`;
 
 /** GET a tile from a reader: status, bytes, whether the cache answered, and how many queries it cost the reader. */

@@ -18,6 +18,7 @@ import { createTileCache, ENTRY_OVERHEAD_BYTES, overheadOf } from '../src/tiles/
 import { createTileService } from '../src/tiles/service.js';
 import { TILE_DETAIL_MIN_ZOOM } from '../../shared/tiles.js';
 import { describeRequest, loadRecording, normalise, recordedAnswer } from '../../../test/fixtures/express-answers/recorded.js';
+import { tileOf } from '../../../test/helpers/tiles.js';
 
 /**
  * GET /api/tiles/:z/:x/:y.mvt over HTTP: the tile's content and properties, the ETag and conditional
@@ -40,12 +41,6 @@ beforeAll(async () => {
   if (!mvtSupported) console.log('tiles: the test database has no ST_AsMVT (PGlite): the tiles are encoded in the API');
 });
 
-/** The slippy-map tile (z, x, y) holding a lon/lat. */
-function tileOf(lon: number, lat: number, z: number): { z: number; x: number; y: number } {
-  const n = 2 ** z;
-  const rad = (lat * Math.PI) / 180;
-  return { z, x: Math.floor(((lon + 180) / 360) * n), y: Math.floor(((1 - Math.log(Math.tan(rad) + 1 / Math.cos(rad)) / Math.PI) / 2) * n) };
-}
 const path = (t: { z: number; x: number; y: number }) => `/api/tiles/${t.z}/${t.x}/${t.y}.mvt`;
 
 async function getTile(p: string, headers: Record<string, string> = {}) {

@@ -9,9 +9,9 @@ const gzip = promisify(gzipCallback);
  * Built vector tiles kept in memory, at most `maxBytes` of them (raw and gzip bytes counted, and each
  * entry's own cost, ENTRY_OVERHEAD_BYTES), least recently used first out. One entry per tile and
  * visibility class: the newest build, with the fingerprint of the data it was built from (the
- * snapshot of its statement, tiles/queries.ts) and the box its features meet. A change that meets the box drops the entry (invalidate, from the change
- * notifications, tiles/changes.ts); whether an entry may be served without asking the database is
- * the service's decision (tiles/service.ts).
+ * snapshot of its statement, tiles/queries.ts) and the box its features meet. A change that meets
+ * the box drops the entry (invalidate, from the change notifications, tiles/changes.ts); whether an
+ * entry may be served without asking the database is the service's decision (tiles/service.ts).
  */
 export interface CachedTile {
   /** What the build was made from; the database can tell whether anything changed since (tiles/queries.ts tileQuery). */
