@@ -71,9 +71,13 @@ export function aalOfClaims(claims: Record<string, unknown>): Aal | undefined {
 export const ANONYMOUS: Principal = Object.freeze({ id: null, role: 'guest', via: 'anonymous' });
 
 /**
- * Resolves the caller of a request. Implementations throw AppError INVALID_TOKEN (401, with
- * WWW-Authenticate) for a presented but invalid credential and return ANONYMOUS when none is presented.
+ * Resolves the caller of a request. Implementations reject with AppError INVALID_TOKEN (401, with
+ * WWW-Authenticate) for a presented but invalid credential and answer ANONYMOUS when none is presented.
+ *
+ * The answer is a value when nothing had to be waited for (no credentials, a token verified before,
+ * a caller already recorded) and a promise otherwise: most requests are answered without a turn of
+ * the microtask queue per layer. A refusal is always a rejected promise, never a synchronous throw.
  */
 export interface Authenticator {
-  authenticate(request: { headers: Record<string, string | string[] | undefined> }): Promise<Principal>;
+  authenticate(request: { headers: Record<string, string | string[] | undefined> }): Principal | Promise<Principal>;
 }

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { IdentityApi } from '@ory/kratos-client';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import type { Logger } from 'pino';
-import { authenticate } from './auth/middleware.js';
+import { resolveCaller } from './auth/middleware.js';
 import { DEFAULT_ASSURANCE } from './auth/assurance.js';
 import type { DevKeys } from './auth/dev-keys.js';
 import { devTokenRoutes } from './auth/dev-token-route.js';
@@ -170,15 +170,35 @@ export function createApp(given: AppDependencies): FastifyInstance {
    */
   const scopeHooks = (scope: FastifyInstance, options: { authenticated: boolean }): void => {
     const limit = writesPerMinute > 0 ? changeLimit(scope) : undefined;
-    const caller = options.authenticated ? authenticate(authenticator) : undefined;
+    const caller = options.authenticated ? resolveCaller(authenticator) : undefined;
     const csrf = options.authenticated ? originCheckForCookieWrites({ origins: allowedOrigins }) : undefined;
-    scope.addHook('onRequest', async (request, reply) => {
+    // The steps after the change limit: the caller, then the Origin check; done() when both passed.
+    const identify = (request: FastifyRequest, done: HookHandlerDoneFunction): void => {
+      const checkOrigin = (): void => {
+        try {
+          csrf?.(request);
+        } catch (error) {
+          return done(error as Error);
+        }
+        done();
+      };
+      const pending = caller?.(request);
+      if (pending) pending.then(checkOrigin, done);
+      else checkOrigin();
+    };
+    // A callback hook: an anonymous GET, or a caller whose token was verified before, passes it
+    // without a promise.
+    scope.addHook('onRequest', (request, reply, done) => {
       reply.header('X-Content-Type-Options', 'nosniff');
-      if (corsOfScopes(request, reply)) return; // a preflight, answered
-      const counted = limit?.(request, reply);
-      if (counted) await counted;
-      if (caller) await caller(request, reply);
-      csrf?.(request);
+      let counted: Promise<unknown> | undefined;
+      try {
+        if (corsOfScopes(request, reply)) return; // a preflight, answered
+        counted = limit?.(request, reply);
+      } catch (error) {
+        return done(error as Error);
+      }
+      if (counted) counted.then(() => identify(request, done), done);
+      else identify(request, done);
     });
     if (options.authenticated) scope.setNotFoundHandler(notFoundHandler);
   };

@@ -13,13 +13,15 @@ import { AppError } from '../../shared/errors.js';
 import { createAuthenticator } from '../src/auth/index.js';
 import { createJwtAuthenticator } from '../src/auth/jwt.js';
 import { authenticate, principalOf, requirePermission } from '../src/auth/middleware.js';
-import type { Authenticator } from '../../shared/principal.js';
+import { ANONYMOUS, type Authenticator } from '../../shared/principal.js';
 
 const run = promisify(execFile);
 const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
 
-async function rejection(promise: Promise<unknown>): Promise<AppError> {
-  const error = await promise.then(
+/** The refusal of an authenticate() answer: always a rejected promise (Authenticator's contract), never a value or a throw. */
+async function rejection(answer: unknown): Promise<AppError> {
+  expect(answer).toBeInstanceOf(Promise);
+  const error = await (answer as Promise<unknown>).then(
     () => undefined,
     (e: unknown) => e,
   );
@@ -39,6 +41,17 @@ describe('JWT authentication against a JWKS', () => {
 
   it('a request without credentials is the anonymous guest', async () => {
     expect(await auth.authenticate({ headers: {} })).toEqual({ id: null, role: 'guest', via: 'anonymous' });
+  });
+
+  it('answers at once, without a promise, when nothing is waited for: no credentials, or a token verified before', async () => {
+    expect(auth.authenticate({ headers: {} })).toEqual(ANONYMOUS);
+    const token = await issuer.sign({ sub: 'dora', role: 'contributor' }, { audience: 'feature-api' });
+    const first = auth.authenticate(bearer(token));
+    expect(first).toBeInstanceOf(Promise);
+    expect(await first).toMatchObject({ id: 'dora', role: 'contributor' });
+    const again = auth.authenticate(bearer(token));
+    expect(again).not.toBeInstanceOf(Promise);
+    expect(again).toEqual(await first);
   });
 
   it('takes the role from the claim `role` and the user id from `sub`', async () => {

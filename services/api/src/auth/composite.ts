@@ -68,8 +68,14 @@ export function createCompositeAuthenticator(options: CompositeAuthenticatorOpti
   }
 
   return {
-    async authenticate(request) {
-      const token = bearerTokenOf(request.headers);
+    // Answered at once without credentials or with a JWT verified before (jwt's answer as it is).
+    authenticate(request) {
+      let token: string | undefined;
+      try {
+        token = bearerTokenOf(request.headers);
+      } catch (error) {
+        return Promise.reject(error);
+      }
       if (token !== undefined) {
         if (isJwtShaped(token) || !introspector) return jwt.authenticate(request);
         return byIntrospection(token);

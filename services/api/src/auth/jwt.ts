@@ -178,34 +178,42 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
     verified.set(token, { principal: { ...principal }, validUntilMs: exp * 1000 + toleranceMs, verifiedAtMs: now() });
   };
 
-  return {
-    async authenticate(request) {
-      const token = bearerTokenOf(request.headers);
-      if (token === undefined) return ANONYMOUS;
-      const known = remembered(token);
-      if (known) return known;
-      let payload: JWTPayload;
-      try {
-        ({ payload } = await jwtVerify(token, keySet, {
-          algorithms: ALGORITHMS,
-          requiredClaims: ['sub', 'exp'],
-          clockTolerance: options.clockToleranceSeconds ?? 5,
-          ...(options.issuer ? { issuer: options.issuer } : {}),
-          ...(options.audience ? { audience: options.audience } : {}),
-        }));
-      } catch (error) {
-        noticeRefetch();
-        if (error instanceof joseErrors.JWKSTimeout || (error instanceof TypeError && !(error instanceof joseErrors.JOSEError))) {
-          // The key server is unreachable: the caller did nothing wrong, and we cannot tell.
-          throw new AppError('SERVICE_UNAVAILABLE', 'the token issuer cannot be reached', { cause: error });
-        }
-        throw invalidToken(describeJoseError(error), error);
-      }
-      if (typeof payload.sub !== 'string' || payload.sub.length === 0) throw invalidToken('the token has no subject');
+  const verify = async (token: string): Promise<Principal> => {
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, keySet, {
+        algorithms: ALGORITHMS,
+        requiredClaims: ['sub', 'exp'],
+        clockTolerance: options.clockToleranceSeconds ?? 5,
+        ...(options.issuer ? { issuer: options.issuer } : {}),
+        ...(options.audience ? { audience: options.audience } : {}),
+      }));
+    } catch (error) {
       noticeRefetch();
-      const principal = assertStorable(principalOfClaims(payload, 'jwt'));
-      remember(token, principal, payload.exp!);
-      return principal;
+      if (error instanceof joseErrors.JWKSTimeout || (error instanceof TypeError && !(error instanceof joseErrors.JOSEError))) {
+        // The key server is unreachable: the caller did nothing wrong, and we cannot tell.
+        throw new AppError('SERVICE_UNAVAILABLE', 'the token issuer cannot be reached', { cause: error });
+      }
+      throw invalidToken(describeJoseError(error), error);
+    }
+    if (typeof payload.sub !== 'string' || payload.sub.length === 0) throw invalidToken('the token has no subject');
+    noticeRefetch();
+    const principal = assertStorable(principalOfClaims(payload, 'jwt'));
+    remember(token, principal, payload.exp!);
+    return principal;
+  };
+
+  return {
+    // No token, or one verified before: answered at once. A malformed header is a rejection.
+    authenticate(request) {
+      let token: string | undefined;
+      try {
+        token = bearerTokenOf(request.headers);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      if (token === undefined) return ANONYMOUS;
+      return remembered(token) ?? verify(token);
     },
   };
 }

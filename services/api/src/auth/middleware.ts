@@ -1,16 +1,34 @@
 import type { FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
 import { assertCan, can } from './permissions.js';
 import { ANONYMOUS, refreshed, type Authenticator, type Permission, type Principal } from '../../../shared/principal.js';
-import type { Hook } from '../http/fastify.js';
 
 /**
- * Resolves the caller once per request (an onRequest hook of the /api and /ogcapi scopes); later
- * steps read it with principalOf(request). Idempotent: a caller already resolved is kept.
+ * Resolves the caller once per request (a step of the /api and /ogcapi scopes' onRequest hook);
+ * later steps read it with principalOf(request). Idempotent: a caller already resolved is kept.
+ * Returns a promise only when the authenticator has to wait (a token not verified before, a
+ * session, a caller to record); an anonymous request or a known token is resolved at once.
  */
-export function authenticate(authenticator: Authenticator): Hook {
-  return async (request: FastifyRequest) => {
-    if (request.principal !== undefined) return;
-    request.principal = await authenticator.authenticate(request.raw);
+export function resolveCaller(authenticator: Authenticator): (request: FastifyRequest) => Promise<void> | undefined {
+  return (request) => {
+    if (request.principal !== undefined) return undefined;
+    const answer = authenticator.authenticate(request.raw);
+    if (!(answer instanceof Promise)) {
+      request.principal = answer;
+      return undefined;
+    }
+    return answer.then((principal) => {
+      request.principal = principal;
+    });
+  };
+}
+
+/** resolveCaller as an onRequest hook of its own. */
+export function authenticate(authenticator: Authenticator): onRequestHookHandler {
+  const resolve = resolveCaller(authenticator);
+  return (request, _reply, done) => {
+    const pending = resolve(request);
+    if (pending) pending.then(() => done(), done);
+    else done();
   };
 }
 

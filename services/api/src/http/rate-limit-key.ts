@@ -22,7 +22,12 @@ export function changeLimitKey(options: { authenticator: Authenticator }) {
   // From the plugin's module, which app.ts loads only when the limit is on (this key runs only then).
   let normalize: typeof normalizeIP | undefined;
   return async (request: FastifyRequest): Promise<string> => {
-    const principal = await authenticator.authenticate(request.raw).catch(() => undefined);
+    let principal: Principal | undefined;
+    try {
+      principal = await authenticator.authenticate(request.raw);
+    } catch {
+      // Refused credentials: counted by address (authentication refuses the request itself).
+    }
     if (principal?.id) return `user:${principal.id}`;
     normalize ??= (await import('@fastify/rate-limit')).normalizeIP;
     return `ip:${normalize(request.ip, 56)}`;
@@ -49,7 +54,7 @@ export function oncePerRequest(authenticator: Authenticator): Authenticator {
   const answer = Symbol('the caller, once per request');
   return {
     authenticate(request) {
-      const slot = request as { [answer]?: Promise<Principal> };
+      const slot = request as { [answer]?: Principal | Promise<Principal> };
       return (slot[answer] ??= authenticator.authenticate(request));
     },
   };

@@ -13,7 +13,8 @@ import { upsertSeenUser } from './queries.js';
  */
 
 export interface UserRecorder {
-  record(principal: Principal): Promise<void>;
+  /** Records the caller; undefined (nothing to wait for) when this process has recorded it as it is. */
+  record(principal: Principal): Promise<void> | undefined;
   /** Forget what was recorded (after an admin changed a role, so the next sight writes again). */
   forget(id: string): void;
 }
@@ -29,17 +30,18 @@ function fits(value: string | undefined, max: number): string | null {
 export function createUserRecorder(db: Db, logger: Logger): UserRecorder {
   const seen = new Map<string, string>();
   return {
-    async record(principal) {
-      if (principal.id === null || [...principal.id].length > LIMITS.id) return;
+    record(principal) {
+      const id = principal.id;
+      if (id === null || [...id].length > LIMITS.id) return undefined;
       const fingerprint = JSON.stringify([principal.email ?? null, principal.name ?? null, principal.role, principal.via === 'session']);
-      if (seen.get(principal.id) === fingerprint) return;
-      try {
-        await upsertSeenUser(db, { id: principal.id, email: fits(principal.email, LIMITS.email), name: fits(principal.name, LIMITS.name), role: principal.role }, principal.via === 'session');
-        if (seen.size >= MAX_REMEMBERED) seen.clear();
-        seen.set(principal.id, fingerprint);
-      } catch (error) {
-        logger.warn({ err: error, user: principal.id }, 'could not record the caller in users.users');
-      }
+      if (seen.get(id) === fingerprint) return undefined;
+      return upsertSeenUser(db, { id, email: fits(principal.email, LIMITS.email), name: fits(principal.name, LIMITS.name), role: principal.role }, principal.via === 'session').then(
+        () => {
+          if (seen.size >= MAX_REMEMBERED) seen.clear();
+          seen.set(id, fingerprint);
+        },
+        (error: unknown) => logger.warn({ err: error, user: id }, 'could not record the caller in users.users'),
+      );
     },
     forget(id) {
       seen.delete(id);
@@ -49,11 +51,17 @@ export function createUserRecorder(db: Db, logger: Logger): UserRecorder {
 
 /** An authenticator that also records every authenticated caller. */
 export function recordingCallers(authenticator: Authenticator, recorder: UserRecorder): Authenticator {
+  /** The principal once recorded, when recording it means waiting; undefined when it does not. */
+  const recorded = (principal: Principal): Promise<Principal> | undefined => {
+    if (principal.via === 'anonymous') return undefined;
+    return recorder.record(principal)?.then(() => principal);
+  };
   return {
-    async authenticate(request) {
-      const principal = await authenticator.authenticate(request);
-      if (principal.via !== 'anonymous') await recorder.record(principal);
-      return principal;
+    // At once when the inner answer was and the caller is anonymous or recorded as it is.
+    authenticate(request) {
+      const answer = authenticator.authenticate(request);
+      if (answer instanceof Promise) return answer.then((principal) => recorded(principal) ?? principal);
+      return recorded(answer) ?? answer;
     },
   };
 }
