@@ -164,9 +164,10 @@ export function createApp(given: AppDependencies): FastifyInstance {
    * counts too); the caller (recorded in users.users on first sight); the CSRF Origin check for
    * cookie-authenticated changes. `authenticated: false` stops after the limit (the OpenAPI document).
    * One onRequest hook rather than one per step: they always run together, and each hook is a
-   * promise and a turn of Fastify's hook runner per request. Only the steps that may wait are
-   * awaited (the limit's count, the caller's session or token); nosniff, CORS and the Origin check
-   * are synchronous, and the limit is a promise only for a change it counts.
+   * promise and a turn of Fastify's hook runner per request. Only the steps that wait are
+   * waited for: the limit's count for a change it counts, and the caller when the authenticator
+   * must ask (a token not verified before, a session, a caller not yet recorded); nosniff, CORS and
+   * the Origin check are synchronous.
    */
   const scopeHooks = (scope: FastifyInstance, options: { authenticated: boolean }): void => {
     const limit = writesPerMinute > 0 ? changeLimit(scope) : undefined;
@@ -182,7 +183,13 @@ export function createApp(given: AppDependencies): FastifyInstance {
         }
         done();
       };
-      const pending = caller?.(request);
+      let pending: Promise<void> | undefined;
+      try {
+        pending = caller?.(request);
+      } catch (error) {
+        // Never thrown by an Authenticator (it rejects); kept off a promise callback, where it would go unheard.
+        return done(error as Error);
+      }
       if (pending) pending.then(checkOrigin, done);
       else checkOrigin();
     };

@@ -12,7 +12,7 @@ import { startTestIssuer, type TestIssuer } from '../../../test/helpers/test-iss
 import { AppError } from '../../shared/errors.js';
 import { createAuthenticator } from '../src/auth/index.js';
 import { createJwtAuthenticator } from '../src/auth/jwt.js';
-import { authenticate, principalOf, requirePermission } from '../src/auth/middleware.js';
+import { principalOf, requirePermission, resolveCaller } from '../src/auth/middleware.js';
 import { ANONYMOUS, type Authenticator } from '../../shared/principal.js';
 
 const run = promisify(execFile);
@@ -193,7 +193,8 @@ describe('the middleware over HTTP', () => {
     issuer = await startTestIssuer();
     const app = Fastify();
     app.decorateRequest('principal', undefined);
-    app.addHook('onRequest', authenticate(createJwtAuthenticator({ jwksUrl: issuer.jwksUrl, issuer: issuer.issuer })));
+    const caller = resolveCaller(createJwtAuthenticator({ jwksUrl: issuer.jwksUrl, issuer: issuer.issuer }));
+    app.addHook('onRequest', async (request) => caller(request));
     app.get('/who', async (request) => principalOf(request));
     app.post('/things', { onRequest: requirePermission('create', 'create things') }, async (_request, reply) => reply.code(201).send({ ok: true }));
     app.setErrorHandler((error: AppError, _request, reply) => reply.code(error.statusCode ?? 500).headers(error.headers ?? {}).send({ code: error.code }));

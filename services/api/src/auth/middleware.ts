@@ -22,16 +22,6 @@ export function resolveCaller(authenticator: Authenticator): (request: FastifyRe
   };
 }
 
-/** resolveCaller as an onRequest hook of its own. */
-export function authenticate(authenticator: Authenticator): onRequestHookHandler {
-  const resolve = resolveCaller(authenticator);
-  return (request, _reply, done) => {
-    const pending = resolve(request);
-    if (pending) pending.then(() => done(), done);
-    else done();
-  };
-}
-
 export function principalOf(request: FastifyRequest): Principal {
   return request.principal ?? ANONYMOUS;
 }

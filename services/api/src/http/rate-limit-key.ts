@@ -42,7 +42,7 @@ export function trustFunction(trusted: readonly string[]): TrustFunction {
 }
 
 /**
- * The authenticator answering once per request: the change limit's key and the scopes' authenticate()
+ * The authenticator answering once per request: the change limit's key and the scopes' resolveCaller()
  * both ask for the same request's caller, and a session cookie or an opaque
  * token costs a call to Kratos or Hydra (cached, but still). The answer is kept on the request object
  * under a symbol of this authenticator's own, so it goes with the request. (Not a WeakMap keyed by
