@@ -70,12 +70,8 @@ export function createCompositeAuthenticator(options: CompositeAuthenticatorOpti
   return {
     // Answered at once without credentials or with a JWT verified before (jwt's answer as it is).
     authenticate(request) {
-      let token: string | undefined;
-      try {
-        token = bearerTokenOf(request.headers);
-      } catch (error) {
-        return Promise.reject(error);
-      }
+      const token = bearerTokenOf(request.headers);
+      if (token instanceof AppError) return Promise.reject(token);
       if (token !== undefined) {
         if (isJwtShaped(token) || !introspector) return jwt.authenticate(request);
         return byIntrospection(token);

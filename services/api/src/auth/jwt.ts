@@ -45,13 +45,13 @@ export function invalidToken(description: string, cause?: unknown): AppError {
   return new AppError('INVALID_TOKEN', `invalid access token: ${description}`, { headers: challenge(description), cause });
 }
 
-/** The bearer token of a request, undefined when none is presented; a malformed header is an error. */
-export function bearerTokenOf(headers: Record<string, string | string[] | undefined>): string | undefined {
+/** The bearer token of a request, undefined when none is presented; a malformed header gets the 401 to answer with (returned, not thrown). */
+export function bearerTokenOf(headers: Record<string, string | string[] | undefined>): string | undefined | AppError {
   const header = headers.authorization;
   if (header === undefined) return undefined;
   const value = Array.isArray(header) ? header[0] ?? '' : header;
   const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(value);
-  if (!match) throw invalidToken('the Authorization header must be "Bearer <token>"');
+  if (!match) return invalidToken('the Authorization header must be "Bearer <token>"');
   return match[1];
 }
 
@@ -206,12 +206,8 @@ export function createJwtAuthenticator(options: JwtAuthenticatorOptions): Authen
   return {
     // No token, or one verified before: answered at once. A malformed header is a rejection.
     authenticate(request) {
-      let token: string | undefined;
-      try {
-        token = bearerTokenOf(request.headers);
-      } catch (error) {
-        return Promise.reject(error);
-      }
+      const token = bearerTokenOf(request.headers);
+      if (token instanceof AppError) return Promise.reject(token);
       if (token === undefined) return ANONYMOUS;
       return remembered(token) ?? verify(token);
     },
