@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IdentityApi } from '@ory/kratos-client';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import type { Logger } from 'pino';
-import { resolveCaller } from './auth/middleware.js';
+import { passOrRefuse, resolveCaller } from './auth/middleware.js';
 import { DEFAULT_ASSURANCE } from './auth/assurance.js';
 import type { DevKeys } from './auth/dev-keys.js';
 import { devTokenRoutes } from './auth/dev-token-route.js';
@@ -175,14 +175,7 @@ export function createApp(given: AppDependencies): FastifyInstance {
     const csrf = options.authenticated ? originCheckForCookieWrites({ origins: allowedOrigins }) : undefined;
     // The steps after the change limit: the caller, then the Origin check; done() when both passed.
     const identify = (request: FastifyRequest, done: HookHandlerDoneFunction): void => {
-      const checkOrigin = (): void => {
-        try {
-          csrf?.(request);
-        } catch (error) {
-          return done(error as Error);
-        }
-        done();
-      };
+      const checkOrigin = (): void => (csrf ? passOrRefuse(csrf, request, done) : done());
       let pending: Promise<void> | undefined;
       try {
         pending = caller?.(request);

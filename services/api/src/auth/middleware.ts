@@ -49,22 +49,24 @@ export function requirePermission(permission: Permission, what: string = permiss
  * per request would be for nothing.
  */
 export function routeGuard(askAgain: (request: FastifyRequest) => boolean, check: (request: FastifyRequest) => void): onRequestHookHandler {
-  const checked = (request: FastifyRequest, done: HookHandlerDoneFunction): void => {
-    try {
-      check(request);
-    } catch (error) {
-      done(error as Error);
-      return;
-    }
-    done();
-  };
   return (request, _reply, done) => {
     if (!askAgain(request)) {
-      checked(request, done);
+      passOrRefuse(check, request, done);
       return;
     }
-    askSessionAgain(request).then(() => checked(request, done), done);
+    askSessionAgain(request).then(() => passOrRefuse(check, request, done), done);
   };
+}
+
+/** A synchronous step of a callback hook: done(error) when `check` throws its refusal, done() when it passes. */
+export function passOrRefuse(check: (request: FastifyRequest) => void, request: FastifyRequest, done: HookHandlerDoneFunction): void {
+  try {
+    check(request);
+  } catch (error) {
+    done(error as Error);
+    return;
+  }
+  done();
 }
 
 /** The caller as the session stands now, past its cache (shared/principal.ts refreshed), when it can be asked. */
