@@ -73,7 +73,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
 import { API_SESSION_SETTINGS } from '../services/api/src/db/pool.js';
 import { getFeature, insertFeature, listFeatures } from '../services/api/src/features/queries.js';
-import { API_NODE_FLAGS, API_PROCESS_ENV } from '../services/shared/node-flags.js';
+import { API_NODE_FLAGS } from '../services/shared/node-flags.js';
 import { CREATE_BODY, createLoad, FEATURE_ID, LIST_BBOX, LIST_LIMIT, LIST_QUERY, TILE } from './api-loads.js';
 import { GRID_TOTAL } from './feature-grid.js';
 import { openGridDatabase } from './grid-database.js';
@@ -209,11 +209,10 @@ const sessionOptions = Object.entries(API_SESSION_SETTINGS)
 
 function startBare(databaseUrl: string): Promise<ApiProcess> {
   return startServerProcess({
-    // The API's V8 flags and process environment too (every side runs with them): the sides
-    // differ in their code only.
+    // The API's V8 flags too (every side runs with them): the sides differ in their code only.
     args: [...API_NODE_FLAGS, '--input-type=module', '-e', BARE_SERVER],
     cwd: repoRoot,
-    env: { ...API_PROCESS_ENV, DATABASE_URL: databaseUrl, PG_OPTIONS: sessionOptions, BARE_SQL: bareSql() },
+    env: { DATABASE_URL: databaseUrl, PG_OPTIONS: sessionOptions, BARE_SQL: bareSql() },
     listening: /"bare":"listening","port":(\d+)/,
   });
 }

@@ -10,9 +10,8 @@
  * database and compiles this checkout's API as the image does (bench/support.ts buildApi).
  *
  * The variant: NODE_FLAGS_VARIANT, the V8 flags it runs with instead of the API's (default: none,
- * i.e. the API without its flags); NODE_FLAGS_VARIANT_ENV, the environment settings it runs with
- * instead of the API's process environment (API_PROCESS_ENV; `NAME=value …`, e.g.
- * `MALLOC_ARENA_MAX=1`; default: none, i.e. without the API's).
+ * i.e. the API without its flags); NODE_FLAGS_VARIANT_ENV, environment it adds (`NAME=value …`,
+ * e.g. `MALLOC_ARENA_MAX=2`).
  *
  * Two parts, each over NODE_FLAGS_PAIRS pairs (default 3; which of the two is loaded first swaps
  * every pair):
@@ -33,7 +32,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadOrCreateDevKeys } from '../services/api/src/auth/dev-keys.js';
-import { API_NODE_FLAGS, API_PROCESS_ENV } from '../services/shared/node-flags.js';
+import { API_NODE_FLAGS } from '../services/shared/node-flags.js';
 import { createLoad, FEATURE_ID, LIST_QUERY, TILE } from './api-loads.js';
 import { openGridDatabase } from './grid-database.js';
 import { median, printTable } from './stats.js';
@@ -62,10 +61,8 @@ const VARIANT_ENV = Object.fromEntries(
 const LIST: Load = { path: `/api/features?${LIST_QUERY}` };
 
 type SideName = 'shipped' | 'variant';
-const settings = (flags: readonly string[], env: Readonly<Record<string, string>>): string =>
-  [...flags, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)].join(' ') || 'no flags';
-const SHIPPED = `shipped (${settings(API_NODE_FLAGS, API_PROCESS_ENV)})`;
-const VARIANT = `variant (${settings(VARIANT_FLAGS, VARIANT_ENV)})`;
+const SHIPPED = `shipped (${API_NODE_FLAGS.join(' ') || 'no flags'})`;
+const VARIANT = `variant (${[...VARIANT_FLAGS, ...Object.entries(VARIANT_ENV).map(([k, v]) => `${k}=${v}`)].join(' ') || 'no flags'})`;
 
 const measure = (server: ApiProcess, load: Load, seconds = SECONDS): Promise<Sample> => loadServer(server, load, { seconds, connections: CONNECTIONS });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -126,7 +123,7 @@ async function main(): Promise<void> {
     console.log(`${database.kind}; ${SHIPPED} against ${VARIANT}; ${PAIRS} pairs`);
     const startPair = async (pair: number): Promise<Array<[SideName, ApiProcess]>> => {
       const shipped = await startBuiltApiProcess(build, env);
-      const variant = await startBuiltApiProcess(build, env, [], { v8Flags: VARIANT_FLAGS, processEnv: VARIANT_ENV });
+      const variant = await startBuiltApiProcess(build, { ...env, ...VARIANT_ENV }, [], { v8Flags: VARIANT_FLAGS });
       running.push(shipped, variant);
       return pair % 2 === 0 ? [['shipped', shipped], ['variant', variant]] : [['variant', variant], ['shipped', shipped]];
     };

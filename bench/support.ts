@@ -11,7 +11,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { startEmbeddedDatabase } from '../services/api/src/db/embedded.js';
 import { API_SESSION_SETTINGS, createPool } from '../services/api/src/db/pool.js';
-import { API_NODE_FLAGS, API_PROCESS_ENV } from '../services/shared/node-flags.js';
+import { API_NODE_FLAGS } from '../services/shared/node-flags.js';
 
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -154,18 +154,8 @@ export async function loadServer(server: ApiProcess, load: Load, { seconds, conn
 /** The line services/api/src/boot.ts logs once the API listens (before and after the Fastify move). */
 const API_LISTENING = /"port":(\d+),"database"/;
 
-/**
- * The environment every benchmark's API process starts from: the API's process settings as its image
- * has them (services/shared/node-flags.ts API_PROCESS_ENV, or `processEnv` instead), then the
- * benchmark's; `env` adds to it and wins.
- */
-const apiEnv = (env: Record<string, string>, processEnv: Readonly<Record<string, string>> = API_PROCESS_ENV): Record<string, string> => ({
-  ...processEnv,
-  PORT: '0',
-  LOG_LEVEL: 'info',
-  RATE_LIMIT_WRITES_PER_MINUTE: '0',
-  ...env,
-});
+/** The environment every benchmark's API process starts from; `env` adds to it and wins. */
+const apiEnv = (env: Record<string, string>): Record<string, string> => ({ PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_WRITES_PER_MINUTE: '0', ...env });
 
 /** `services/api/src/server.ts` as a child process on a free port; resolves once it listens. */
 export function startApiProcess(env: Record<string, string>): Promise<ApiProcess> {
@@ -173,19 +163,18 @@ export function startApiProcess(env: Record<string, string>): Promise<ApiProcess
 }
 
 /**
- * The API as its image runs it (infra/docker/api.Dockerfile): plain `node` with the API's V8 flags and
- * process environment (services/shared/node-flags.ts) on the JavaScript that `buildApi` compiled, no
- * TypeScript loader in the process. `nodeArgs` go before the entry (--cpu-prof); `v8Flags` and
- * `processEnv` replace the API's flags and environment settings (to measure what they do:
- * bench/node-flags.bench.ts).
+ * The API as its image runs it (infra/docker/api.Dockerfile): plain `node` with the API's V8 flags
+ * (services/shared/node-flags.ts) on the JavaScript that `buildApi` compiled, no TypeScript loader in
+ * the process. `nodeArgs` go before the entry (--cpu-prof); `v8Flags` replaces the API's flags (to
+ * measure what they do: bench/node-flags.bench.ts).
  */
 export function startBuiltApiProcess(
   build: BuiltApi,
   env: Record<string, string>,
   nodeArgs: string[] = [],
-  { v8Flags = API_NODE_FLAGS, processEnv = API_PROCESS_ENV }: { v8Flags?: readonly string[]; processEnv?: Readonly<Record<string, string>> } = {},
+  { v8Flags = API_NODE_FLAGS }: { v8Flags?: readonly string[] } = {},
 ): Promise<ApiProcess> {
-  return startServerProcess({ args: [...v8Flags, ...nodeArgs, 'services/api/src/server.js'], cwd: build.dir, env: apiEnv(env, processEnv), listening: API_LISTENING });
+  return startServerProcess({ args: [...v8Flags, ...nodeArgs, 'services/api/src/server.js'], cwd: build.dir, env: apiEnv(env), listening: API_LISTENING });
 }
 
 export interface BuiltApi {

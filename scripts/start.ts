@@ -47,7 +47,7 @@ import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { API_NODE_FLAGS, API_PROCESS_ENV } from '../services/shared/node-flags.js';
+import { API_NODE_FLAGS } from '../services/shared/node-flags.js';
 import type { loadTargets as LoadTargets } from '../services/shared/targets.js';
 import { webEntry } from '../services/web/launch.js';
 import { compiled } from './compiled.mjs';
@@ -151,8 +151,7 @@ const webOrigins = withWeb ? [`http://localhost:${webPort}`, `http://127.0.0.1:$
 const corsOrigins = [process.env.CORS_ORIGINS ?? '', ...webOrigins].filter(Boolean).join(',');
 const apiEntry = await compiled('services/api/src/server.ts', [EMBEDDED_DB_THREAD]);
 // The embedded database runs in a thread of its own, started before the API loads its modules.
-// The API's process settings as its image has them (MALLOC_ARENA_MAX); an operator's own value wins.
-const apiEnv = { ...API_PROCESS_ENV, ...process.env, CORS_ORIGINS: corsOrigins, API_EMBEDDED_DB_THREAD: join(dirname(apiEntry), 'embedded-thread.mjs') };
+const apiEnv = { ...process.env, CORS_ORIGINS: corsOrigins, API_EMBEDDED_DB_THREAD: join(dirname(apiEntry), 'embedded-thread.mjs') };
 const earlyApi = earlySignal ? undefined : startService('api', ['--enable-source-maps', ...API_NODE_FLAGS, apiEntry], apiEnv, /"port":(\d+).*"msg":"api listening"/);
 
 const [{ runMain }, { createLogger }, { loadTargets }] = await Promise.all([

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_NODE_FLAGS, API_PROCESS_ENV } from '../../services/shared/node-flags.js';
+import { API_NODE_FLAGS } from '../../services/shared/node-flags.js';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { isPinnedImage, NODE_IMAGE } from '../images.js';
 import { assembleImage, filesUnder, finalStage, instructions, type AssembledImage } from '../docker/image.js';
@@ -128,14 +128,6 @@ describe('each image assembled from its Dockerfile, without Docker', () => {
     for (const devOnly of ['tsx', 'vitest', 'typescript-eslint', '@pulumi/pulumi', 'playwright-core', 'esbuild']) {
       expect(existsSync(join(img.hostWorkdir, 'node_modules', devOnly)), devOnly).toBe(false);
     }
-  });
-
-  it("api.Dockerfile: the image's environment holds the API's process settings, as npm start gives them", () => {
-    // services/shared/node-flags.ts API_PROCESS_ENV (MALLOC_ARENA_MAX): the command's V8 flags are
-    // checked above; these reach the process through the image's ENV, which the Docker and
-    // Kubernetes targets keep (they add variables, never replace the image's).
-    expect(Object.keys(API_PROCESS_ENV).length).toBeGreaterThan(0);
-    expect(image('api.Dockerfile').env).toMatchObject(API_PROCESS_ENV);
   });
 
   // Every module the image ships, bundled from the image's folder alone: an import of a file the

@@ -18,18 +18,3 @@
  * benchmarks run on.
  */
 export const API_NODE_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring', '--max-semi-space-size=16'];
-
-/**
- * The environment the API's process starts with, wherever it runs, beside its V8 flags: the image's
- * `ENV` (infra/docker/api.Dockerfile; infra/test/dockerfiles.test.ts holds it to this), `npm start`
- * (scripts/start.ts; an operator's own value wins) and the benchmarks (bench/support.ts, every side
- * alike).
- *
- * `MALLOC_ARENA_MAX=2`: the C library gives every thread that allocates its own malloc arena (up to
- * eight per core), and V8's worker threads (background compiles, parallel scavenges) leave the
- * freed blocks of their compile zones in theirs: about 10 MiB of the idle API's memory outside V8's
- * heap, which a bare node:http + pg process does not have. With two arenas the idle process holds
- * about 6 MiB less (2 s and 30 s after one GET) at the same CPU per request for the list, GET, POST
- * and tile loads (`npm run bench -- node-flags`; docs/api.md, "The API's V8 flags").
- */
-export const API_PROCESS_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };
