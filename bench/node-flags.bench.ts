@@ -26,7 +26,7 @@
  *     after it, as the framework benchmark's idle-memory rows read it.
  * Medians over all rounds of all pairs; ratio = variant ÷ shipped. Nothing is asserted.
  * Options: BENCH_QUICK=1 (one pair, short rounds), NODE_FLAGS_PARTS=steady,once,idle,
- * NODE_FLAGS_LOADS=list,get,post,tile (the steady part's loads).
+ * NODE_FLAGS_LOADS=list,get,post,tile (the steady part's loads, in this order unless given another).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,7 +41,8 @@ import { buildApi, loadServer, repoRoot, residentMiB, RSS_IDLE_MS, RSS_SETTLE_MS
 const quick = process.env.BENCH_QUICK === '1';
 const PAIRS = quick ? 1 : Number(process.env.NODE_FLAGS_PAIRS ?? 3);
 const parts = new Set((process.env.NODE_FLAGS_PARTS ?? 'steady,once,idle').split(',').map((part) => part.trim()));
-const steadyLoads = new Set((process.env.NODE_FLAGS_LOADS ?? 'list,get,post,tile').split(',').map((load) => load.trim()));
+/** The steady part's loads, in the order given (e.g. `get,post,tile,list`, the framework benchmark's). */
+const steadyLoads = (process.env.NODE_FLAGS_LOADS ?? 'list,get,post,tile').split(',').map((load) => load.trim());
 const SECONDS = quick ? 2 : 4;
 const WARM_UP_SECONDS = quick ? 2 : 10;
 const CONNECTIONS = 16;
@@ -110,16 +111,17 @@ async function main(): Promise<void> {
   try {
     const env = { DATABASE_URL: database.url, DATA_DIR: dataDir, WORKER_ENABLED: 'false' };
     const token = await (await loadOrCreateDevKeys(dataDir)).sign({ sub: 'bench', role: 'admin' });
-    const loads = (
-      [
-        ['list', 'list 1 000', LIST],
-        ['get', 'GET by id', { path: `/api/features/${FEATURE_ID}` }],
-        ['post', 'POST', createLoad(token)],
-        ['tile', 'tile hit', { path: `/api/tiles/${TILE}.mvt` }],
-      ] satisfies Array<[string, string, Load]>
-    )
-      .filter(([key]) => steadyLoads.has(key))
-      .map(([, name, load]): [string, Load] => [name, load]);
+    const known: Record<string, [string, Load]> = {
+      list: ['list 1 000', LIST],
+      get: ['GET by id', { path: `/api/features/${FEATURE_ID}` }],
+      post: ['POST', createLoad(token)],
+      tile: ['tile hit', { path: `/api/tiles/${TILE}.mvt` }],
+    };
+    const loads = steadyLoads.map((key): [string, Load] => {
+      const load = known[key];
+      if (!load) throw new Error(`NODE_FLAGS_LOADS: ${key} is not one of ${Object.keys(known).join(', ')}`);
+      return load;
+    });
     console.log(`${database.kind}; ${SHIPPED} against ${VARIANT}; ${PAIRS} pairs`);
     const startPair = async (pair: number): Promise<Array<[SideName, ApiProcess]>> => {
       const shipped = await startBuiltApiProcess(build, env);
