@@ -118,7 +118,7 @@ async function main(): Promise<void> {
       tile: ['tile hit', { path: `/api/tiles/${TILE}.mvt` }],
     };
     const loads = steadyLoads.map((key): [string, Load] => {
-      const load = known[key];
+      const load = Object.hasOwn(known, key) ? known[key] : undefined;
       if (!load) throw new Error(`NODE_FLAGS_LOADS: ${key} is not one of ${Object.keys(known).join(', ')}`);
       return load;
     });
