@@ -174,8 +174,8 @@ export function createApp(given: AppDependencies): FastifyInstance {
     const caller = options.authenticated ? resolveCaller(authenticator) : undefined;
     const csrf = options.authenticated ? originCheckForCookieWrites({ origins: allowedOrigins }) : undefined;
     // The steps after the change limit: the caller, then the Origin check; done() when both passed.
+    const checkOrigin = (request: FastifyRequest, done: HookHandlerDoneFunction): void => (csrf ? passOrRefuse(csrf, request, done) : done());
     const identify = (request: FastifyRequest, done: HookHandlerDoneFunction): void => {
-      const checkOrigin = (): void => (csrf ? passOrRefuse(csrf, request, done) : done());
       let pending: Promise<void> | undefined;
       try {
         pending = caller?.(request);
@@ -183,8 +183,9 @@ export function createApp(given: AppDependencies): FastifyInstance {
         // Never thrown by an Authenticator (it rejects); kept off a promise callback, where it would go unheard.
         return done(error as Error);
       }
-      if (pending) pending.then(checkOrigin, done);
-      else checkOrigin();
+      // A closure only when the caller had to be waited for.
+      if (pending) pending.then(() => checkOrigin(request, done), done);
+      else checkOrigin(request, done);
     };
     // A callback hook: an anonymous GET, or a caller whose token was verified before, passes it
     // without a promise.
