@@ -1,6 +1,7 @@
 import type { ClientRateLimitInfo, Options, Store } from 'express-rate-limit';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { withTransaction } from '../../../services/shared/db/transaction.js';
 import { rateLimitHit, rateLimitReset, rateLimitUndo, type RateLimitHitRow } from '../../../services/shared/rate-limit.js';
 
 /**
@@ -36,17 +37,9 @@ const SCHEMA_STATEMENTS = [
 ];
 
 export async function ensureLoginRateLimitTable(pool: pg.Pool): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  await withTransaction(pool, async (client) => {
     for (const statement of SCHEMA_STATEMENTS) await client.query(statement);
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** The pool the limiters use: small (one statement per login attempt), failing fast when the database is gone. */

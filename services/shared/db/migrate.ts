@@ -18,6 +18,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { withTransaction } from './transaction.js';
 
 export interface MigrationSet {
   /** The folder of `NNN_name.sql` files. */
@@ -71,16 +72,15 @@ export async function migrateSet(
       applied_at timestamptz NOT NULL DEFAULT now()
     )`;
   const applied: string[] = [];
-  const client = await pool.connect();
-  try {
-    // The common case at start-up, every file recorded unchanged, costs two queries instead of five
-    // per file; anything else (a pending or a changed file) takes the locked path below.
-    if (await allRecorded(client, set.schema, migrations)) return applied;
-    for (const migration of migrations) {
-      // A stop requested meanwhile ends the run between files, each of which is all or nothing.
-      if (options.signal?.aborted) break;
-      await client.query('BEGIN');
-      try {
+  // The common case at start-up, every file recorded unchanged, costs two queries instead of five
+  // per file; anything else (a pending or a changed file) takes the locked path below.
+  if (await allRecorded(pool, set.schema, migrations)) return applied;
+  for (const migration of migrations) {
+    // A stop requested meanwhile ends the run between files, each of which is all or nothing.
+    if (options.signal?.aborted) break;
+    const started = performance.now();
+    try {
+      const ran = await withTransaction(pool, async (client) => {
         await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [set.lockKey]);
         if (!bootstrapped) {
           await client.query(bootstrap);
@@ -91,31 +91,27 @@ export async function migrateSet(
           if (recorded.rows[0].checksum !== migration.checksum) {
             throw new MigrationError(`migration ${migration.name} was changed after it was applied; add a new migration instead`);
           }
-          await client.query('COMMIT');
-          continue;
+          return false;
         }
-        const started = performance.now();
         await client.query(migration.sql);
         await client.query(`INSERT INTO ${table} (name, checksum) VALUES ($1::text, $2::text)`, [migration.name, migration.checksum]);
-        await client.query('COMMIT');
-        applied.push(migration.name);
-        options.logger?.info({ migration: migration.name, schema: set.schema, ms: Math.round(performance.now() - started) }, 'migration applied');
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        if (error instanceof MigrationError) throw error;
-        throw new MigrationError(`migration ${migration.name} failed: ${(error as Error).message}`, { cause: error });
-      }
+        return true;
+      });
+      if (!ran) continue;
+    } catch (error) {
+      if (error instanceof MigrationError) throw error;
+      throw new MigrationError(`migration ${migration.name} failed: ${(error as Error).message}`, { cause: error });
     }
-  } finally {
-    client.release();
+    applied.push(migration.name);
+    options.logger?.info({ migration: migration.name, schema: set.schema, ms: Math.round(performance.now() - started) }, 'migration applied');
   }
   return applied;
 }
 
-async function allRecorded(client: pg.PoolClient, schema: string, migrations: readonly Migration[]): Promise<boolean> {
-  const table = await client.query<{ present: boolean }>(`SELECT to_regclass('${schema}.schema_migrations') IS NOT NULL AS present`);
+async function allRecorded(db: Pick<pg.Pool, 'query'>, schema: string, migrations: readonly Migration[]): Promise<boolean> {
+  const table = await db.query<{ present: boolean }>(`SELECT to_regclass('${schema}.schema_migrations') IS NOT NULL AS present`);
   if (!table.rows[0]?.present) return false;
-  const { rows } = await client.query<{ name: string; checksum: string }>(`SELECT name, checksum FROM ${schema}.schema_migrations`);
+  const { rows } = await db.query<{ name: string; checksum: string }>(`SELECT name, checksum FROM ${schema}.schema_migrations`);
   const recorded = new Map(rows.map((r) => [r.name, r.checksum]));
   return migrations.every((m) => recorded.get(m.name) === m.checksum);
 }

@@ -2,7 +2,9 @@ import type pg from 'pg';
 
 /**
  * Run `work` in one transaction on one connection of `pool`: everything commits together or nothing
- * does. A connection whose ROLLBACK failed is discarded rather than handed to the next caller.
+ * does. A connection whose ROLLBACK failed is discarded rather than handed to the next caller. The one
+ * transaction of the code base: the API (db/pool.ts adds its actor and its errors), the webhook's
+ * journal, the migrations and the login app's table all run theirs through it.
  */
 export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { withTransaction as transaction } from '../../../shared/db/transaction.js';
 import { fromDatabaseError } from './errors.js';
 
 export type Db = pg.Pool;
@@ -72,22 +73,18 @@ export function createPool(connectionString: string, options: { max?: number; lo
 }
 
 /**
- * Run `work` in one transaction on one connection: everything commits together or nothing does.
- * `actor` becomes the transaction-local setting app.actor, which the history trigger records. A
- * database failure leaves as the API's error, as from query().
+ * Run `work` in one transaction on one connection (services/shared/db/transaction.ts: a connection
+ * whose ROLLBACK failed is discarded). `actor` becomes the transaction-local setting app.actor, which
+ * the history trigger records. A database failure leaves as the API's error, as from query().
  */
 export async function withTransaction<T>(db: Db, work: (client: DbClient) => Promise<T>, options: { actor?: string | null } = {}): Promise<T> {
-  const client = await db.connect();
+  const actor = options.actor;
   try {
-    await client.query('BEGIN');
-    if (options.actor) await client.query("SELECT set_config('app.actor', $1::text, true)", [options.actor]);
-    const result = await work(client);
-    await client.query('COMMIT');
-    return result;
+    return await transaction(db, async (client) => {
+      if (actor) await client.query("SELECT set_config('app.actor', $1::text, true)", [actor]);
+      return work(client);
+    });
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
     throw fromDatabaseError(error) ?? error;
-  } finally {
-    client.release();
   }
 }
