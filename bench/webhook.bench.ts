@@ -98,7 +98,7 @@ function startServerProcess(kind: ServerKind, dir: string): Promise<{ child: Chi
   // WEBHOOK_BENCH_CPU_PROF=<dir>: a V8 CPU profile of each server process, to see where the time goes.
   const profile = process.env.WEBHOOK_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WEBHOOK_BENCH_CPU_PROF}`] : [];
   // WEBHOOK_BENCH_SERVER_FLAGS='--trace-gc --max-semi-space-size=8': Node/V8 flags for every server
-  // process alike (baseline and webhook), to study the garbage collector (docs/webhook.md, Performance).
+  // process alike (baseline and webhook), to study the garbage collector (docs/measurements/webhook.md).
   const flags = (process.env.WEBHOOK_BENCH_SERVER_FLAGS ?? '').split(/\s+/).filter(Boolean);
   // The server before the move is that revision's own benchmark in its serving mode (which
   // answers the same way: PORT on stdout, garbage collection counts over IPC), run from its worktree.
