@@ -32,6 +32,16 @@ const workerEnvShape = {
   QC_JOB_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(12),
 };
 
+/** The worker's settings from its parsed variables: the API's and the stand-alone worker's alike. */
+function workerSettingsFrom(parsed: z.infer<z.ZodObject<typeof workerEnvShape>>): ApiConfig['worker'] {
+  return {
+    enabled: parsed.WORKER_ENABLED,
+    concurrency: parsed.WORKER_CONCURRENCY,
+    pollIntervalMs: parsed.WORKER_POLL_INTERVAL_MS,
+    heartbeatMs: parsed.WORKER_HEARTBEAT_MS,
+  };
+}
+
 /** One entry of API_TRUST_PROXY as proxy-addr compiles it: a name it knows, an address or a subnet. */
 function isProxyAddrEntry(entry: string): boolean {
   // A bare number is a hop count to Express (and proxy-addr would read it as an IPv4 address).
@@ -160,12 +170,7 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     cors: { origins: parsed.CORS_ORIGINS.map((origin) => new URL(origin).origin) },
     assurance: { aal2Roles: parseAal2Roles(parsed.AUTH_AAL2_ROLES) },
     exports: exportsSettingsFrom(parsed),
-    worker: {
-      enabled: parsed.WORKER_ENABLED,
-      concurrency: parsed.WORKER_CONCURRENCY,
-      pollIntervalMs: parsed.WORKER_POLL_INTERVAL_MS,
-      heartbeatMs: parsed.WORKER_HEARTBEAT_MS,
-    },
+    worker: workerSettingsFrom(parsed),
     qc: { maxAttempts: parsed.QC_JOB_MAX_ATTEMPTS, cityExtent: parsed.QC_CITY_EXTENT },
   };
 }
@@ -190,12 +195,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     dataDir: resolve(parsed.DATA_DIR),
     logLevel: parsed.LOG_LEVEL,
     exports: exportsSettingsFrom(parsed),
-    worker: {
-      enabled: parsed.WORKER_ENABLED,
-      concurrency: parsed.WORKER_CONCURRENCY,
-      pollIntervalMs: parsed.WORKER_POLL_INTERVAL_MS,
-      heartbeatMs: parsed.WORKER_HEARTBEAT_MS,
-    },
+    worker: workerSettingsFrom(parsed),
     qc: { maxAttempts: parsed.QC_JOB_MAX_ATTEMPTS },
   };
 }
