@@ -9,6 +9,7 @@ import { freePort } from '../../services/shared/testing/ports.js';
 import { startControlServer, Supervisor } from '../sites/supervisor.js';
 import { branchMatches, Builder } from '../builder/builder.js';
 import { spoolPaths } from '../builder/spool.js';
+import { eventually } from '../../test/helpers/wait.js';
 
 /**
  * A target's builder with its spool, driven by the real submit client (a separate process, as the
@@ -90,14 +91,6 @@ function jobLog(): string {
   const { jobs } = spoolPaths(spool);
   const name = existsSync(jobs) ? readdirSync(jobs).find((n) => n.endsWith('.log')) : undefined;
   return name ? readFileSync(join(jobs, name), 'utf8') : '';
-}
-
-async function until(what: string, condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 const deploy = (branch = 'feature/team-de1/map', commit = COMMIT) => submitCli([branch, spool, '1', 'https://attacker.example/other.git', commit]).done;
@@ -257,7 +250,7 @@ describe('a deploy through the spool', () => {
     const paths = spoolPaths(spool);
     mkdirSync(paths.jobs, { recursive: true });
     writeFileSync(paths.request('evil-0000001'), JSON.stringify({ id: 'evil-0000001', branch: 'feature/team-de1/x', repo: 'https://attacker.example/x.git' }));
-    await until('the request is answered', () => existsSync(paths.exit('evil-0000001')));
+    await eventually('the request answered', () => existsSync(paths.exit('evil-0000001')), 5_000);
     expect(readFileSync(paths.exit('evil-0000001'), 'utf8').trim()).toBe('2');
     expect(readFileSync(paths.log('evil-0000001'), 'utf8')).toContain('malformed request (only id, branch and commit are accepted)');
   });
@@ -286,7 +279,7 @@ describe('a deploy through the spool', () => {
     mode('slow');
     startBuilder();
     const { child, done } = submitCli(['feature/team-de1/map', spool, '1', 'x', COMMIT]);
-    await until('the deploy runs', () => jobLog().includes('args:'));
+    await eventually('the deploy running', () => jobLog().includes('args:'), 5_000);
     child.kill('SIGTERM');
     const result = await done;
     expect(result.code).toBe(143);

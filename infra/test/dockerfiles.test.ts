@@ -8,6 +8,7 @@ import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_NODE_FLAGS } from '../../services/shared/node-flags.js';
 import { freePort } from '../../services/shared/testing/ports.js';
+import { eventually } from '../../test/helpers/wait.js';
 import { isPinnedImage, NODE_IMAGE } from '../images.js';
 import { assembleImage, filesUnder, finalStage, instructions, type AssembledImage } from '../docker/image.js';
 
@@ -204,12 +205,17 @@ describe('each image assembled from its Dockerfile, without Docker', () => {
         expect(await exited, output).toBe(2);
         expect(output).toMatch(/^configuration error: /m);
       } else {
-        let status = 0;
-        for (let i = 0; i < 200 && child.exitCode === null && status !== 200; i++) {
-          status = await fetch(`http://127.0.0.1:${port}${plan!.probe!}`).then((r) => r.status, () => 0);
-          if (status !== 200) await new Promise((r) => setTimeout(r, 100));
-        }
-        expect(status, output).toBe(200);
+        // Answered 200, or the process ended (then the status says it never answered).
+        const status = await eventually(
+          `${plan!.probe} answering 200 or the process ending`,
+          async () => {
+            const answered = await fetch(`http://127.0.0.1:${port}${plan!.probe!}`).then((r) => r.status, () => 0);
+            return answered === 200 || child.exitCode !== null ? { answered } : undefined;
+          },
+          20_000,
+          100,
+        );
+        expect(status.answered, output).toBe(200);
       }
       expect(output).not.toMatch(/ERR_MODULE_NOT_FOUND|Cannot find (module|package)/);
     } finally {

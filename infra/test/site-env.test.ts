@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../services/shared/testing/ports.js';
 import { siteEnvOf } from '../sites/site-env.js';
+import { eventually } from '../../test/helpers/wait.js';
 
 /**
  * A site container's entry (infra/sites/main.ts) as a real process: the site it starts sees the
@@ -54,16 +55,11 @@ describe('what a site is told', () => {
       SITE_ENV_KRATOS_PUBLIC_URL: 'https://id.example.org',
       BUILDER_SECRET_OF_THE_CONTAINER: 'never-passed-on',
     });
-    let seen: Record<string, string> | undefined;
-    for (let i = 0; i < 200 && !seen; i++) {
-      seen = await fetch(`http://127.0.0.1:${port}/`).then((r) => r.json() as Promise<Record<string, string>>, () => undefined);
-      if (!seen) await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(seen).toBeDefined();
-    expect(seen!.API_PUBLIC_URL).toBe('https://api.example.org');
-    expect(seen!.KRATOS_PUBLIC_URL).toBe('https://id.example.org');
-    expect(seen!.PORT).toBe(String(port));
-    expect(seen!.NODE_ENV).toBe('production');
+    const seen = await eventually('the site answering', () => fetch(`http://127.0.0.1:${port}/`).then((r) => r.json() as Promise<Record<string, string>>, () => undefined), 10_000);
+    expect(seen.API_PUBLIC_URL).toBe('https://api.example.org');
+    expect(seen.KRATOS_PUBLIC_URL).toBe('https://id.example.org');
+    expect(seen.PORT).toBe(String(port));
+    expect(seen.NODE_ENV).toBe('production');
     expect(Object.keys(seen!).filter((k) => k.startsWith('SITE_') || k.startsWith('BUILDER_'))).toEqual([]);
   }, 30_000);
 

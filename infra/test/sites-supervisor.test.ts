@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sendControlRequest } from '../sites/restart-client.js';
 import { startControlServer, Supervisor } from '../sites/supervisor.js';
 import { freePort } from '../../services/shared/testing/ports.js';
+import { eventually } from '../../test/helpers/wait.js';
 
 /**
  * The sites supervisor with real processes: small HTTP "sites" in release directories, restarted
@@ -128,15 +129,16 @@ describe('restarting a branch site over the control socket', () => {
   it('a crashed site is started again by the supervisor', async () => {
     const before = await fetchSite('astro-feature-team-de1');
     process.kill(before.pid, 'SIGKILL');
-    const deadline = Date.now() + 5_000;
-    let after: { pid: number } | undefined;
-    while (Date.now() < deadline) {
-      after = await fetchSite('astro-feature-team-de1').catch(() => undefined);
-      if (after && after.pid !== before.pid) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(after?.pid).toBeDefined();
-    expect(after?.pid).not.toBe(before.pid);
+    const after = await eventually(
+      'the site answering from a new process',
+      async () => {
+        const site = await fetchSite('astro-feature-team-de1').catch(() => undefined);
+        return site && site.pid !== before.pid ? site : undefined;
+      },
+      5_000,
+      100,
+    );
+    expect(after.pid).not.toBe(before.pid);
   });
 });
 
