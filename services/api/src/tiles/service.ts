@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AppError } from '../../../shared/errors.js';
 import type { Bbox } from '../../../shared/features/schema.js';
-import { fromDatabaseError } from '../db/errors.js';
-import type { Db } from '../db/pool.js';
+import { query, type Db, type Query } from '../db/pool.js';
 import { meets, tileBounds, type Box } from './bounds.js';
 import { createTileCache, type CachedTile } from './cache.js';
 import type { TileChangeFeed } from './changes.js';
@@ -153,33 +152,31 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
    */
   let supported: Promise<boolean> | undefined;
   const probe = () =>
-    (supported ??= db
-      .query(`SELECT ST_AsMVT(t, 'probe') FROM (SELECT ST_AsMVTGeom(ST_MakePoint(0, 0), ST_TileEnvelope(0, 0, 0)) AS geom) t`)
-      .then(
-        () => !options.encodeInApi,
-        (error: unknown) => {
-          // Missing protobuf-c or ST_AsMVT: a fact about this database. Anything else may pass: ask again next time.
-          if (/protobuf|does not exist/i.test(String((error as Error).message))) return false;
-          supported = undefined;
-          throw fromDatabaseError(error) ?? error;
-        },
-      ));
+    (supported ??= query(db, { text: `SELECT ST_AsMVT(t, 'probe') FROM (SELECT ST_AsMVTGeom(ST_MakePoint(0, 0), ST_TileEnvelope(0, 0, 0)) AS geom) t`, values: [] }).then(
+      () => !options.encodeInApi,
+      (error: unknown) => {
+        // Missing protobuf-c or ST_AsMVT: a fact about this database. Anything else may pass: ask again next time.
+        if (/protobuf|does not exist/i.test(databaseMessage(error))) return false;
+        supported = undefined;
+        throw error;
+      },
+    ));
   /**
    * One statement's single row, as a named prepared statement: PostgreSQL parses and plans each of
    * the few tile statements (overview or detail, with or without a search) once per connection
    * instead of on every request.
    */
-  async function run<Row>(query: { text: string; values: unknown[] }): Promise<Row> {
+  async function run<Row>(statement: Query): Promise<Row> {
     try {
       // One statement, one round trip: the planner's estimate for a tile stays far below the JIT
       // threshold, so no session setting is needed.
-      const { rows } = await db.query<Row & object>({ name: statementName(query.text), text: query.text, values: query.values });
-      return rows[0]!;
+      const { rows } = await query(db, { name: statementName(statement.text), text: statement.text, values: statement.values });
+      return rows[0] as Row;
     } catch (error) {
       // PostGIS built without protobuf-c, found by the statement itself (the probe said otherwise,
       // e.g. the database was swapped under a running API): encode in the API from the next request on.
-      if (/protobuf/i.test(String((error as Error).message))) supported = Promise.resolve(false);
-      throw fromDatabaseError(error) ?? error;
+      if (/protobuf/i.test(databaseMessage(error))) supported = Promise.resolve(false);
+      throw error;
     }
   }
   return {
@@ -227,11 +224,8 @@ export function createTileService(db: Db, options: TileServiceOptions = {}) {
 
     /** How many features a bbox holds, up to atMost + 1, and whether tiles can be served at all. */
     async density(bbox: Bbox, atMost: number): Promise<Density> {
-      const query = countQuery(bbox, atMost);
-      const { rows } = await db.query<{ count: number }>(query.text, query.values).catch((error: unknown) => {
-        throw fromDatabaseError(error) ?? error;
-      });
-      const count = rows[0]!.count;
+      const { rows } = await query(db, countQuery(bbox, atMost));
+      const count = (rows[0] as { count: number }).count;
       return { count, exceeds: count > atMost, tiles: true };
     },
   };
@@ -268,4 +262,10 @@ export function parseTileAddress(z: string, x: string, file: string): TileAddres
     throw new AppError('INVALID_QUERY', `invalid tile address: ${fields.map((f) => `${f.field}: ${f.message}`).join('; ')}`, { fields });
   }
   return { z: zoom, x: column, y: row };
+}
+
+/** pg's message of a failed statement: query() leaves it as it is, or as the cause of the API's error. */
+function databaseMessage(error: unknown): string {
+  const failure = error as { message?: unknown; cause?: { message?: unknown } } | null;
+  return `${String(failure?.message)} ${String(failure?.cause?.message)}`;
 }
