@@ -78,9 +78,9 @@ export async function migrateSet(
   for (const migration of migrations) {
     // A stop requested meanwhile ends the run between files, each of which is all or nothing.
     if (options.signal?.aborted) break;
-    const started = performance.now();
+    let ms: number | undefined;
     try {
-      const ran = await withTransaction(pool, async (client) => {
+      ms = await withTransaction(pool, async (client) => {
         await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [set.lockKey]);
         if (!bootstrapped) {
           await client.query(bootstrap);
@@ -91,19 +91,20 @@ export async function migrateSet(
           if (recorded.rows[0].checksum !== migration.checksum) {
             throw new MigrationError(`migration ${migration.name} was changed after it was applied; add a new migration instead`);
           }
-          return false;
+          return undefined;
         }
+        const started = performance.now();
         await client.query(migration.sql);
         await client.query(`INSERT INTO ${table} (name, checksum) VALUES ($1::text, $2::text)`, [migration.name, migration.checksum]);
-        return true;
+        return performance.now() - started;
       });
-      if (!ran) continue;
     } catch (error) {
       if (error instanceof MigrationError) throw error;
       throw new MigrationError(`migration ${migration.name} failed: ${(error as Error).message}`, { cause: error });
     }
+    if (ms === undefined) continue; // recorded before, or by another process meanwhile
     applied.push(migration.name);
-    options.logger?.info({ migration: migration.name, schema: set.schema, ms: Math.round(performance.now() - started) }, 'migration applied');
+    options.logger?.info({ migration: migration.name, schema: set.schema, ms: Math.round(ms) }, 'migration applied');
   }
   return applied;
 }
