@@ -38,6 +38,9 @@ const ISOLATED = [
   'services/webhook/test/hostile-bodies.test.ts',
   // Docker and the Ory images.
   'identity/test/e2e-docker.test.ts',
+  // Loads eslint.config.js, whose Astro plugin starts the Astro compiler's Go WebAssembly runtime:
+  // it defines globalThis.fs for good.
+  'test/journeys/package-boundaries.test.ts',
 ];
 
 export default defineConfig({
