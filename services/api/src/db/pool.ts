@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { withTransaction as transaction } from '../../../shared/db/transaction.js';
+import type { AppError } from '../../../shared/errors.js';
 import { fromDatabaseError } from './errors.js';
 
 export type Db = pg.Pool;
@@ -30,13 +31,15 @@ export interface Query {
 /**
  * Runs one statement on the pool or a transaction's client; a database failure leaves as the API's
  * error (db/errors.ts: a conflict, invalid input, an unreachable database), anything else unchanged.
- * The one way services run their queries.
+ * The one way services run their queries. `refused`, when given, names the failures that are the
+ * request's fault in this statement's own words (a CQL2 filter the database cannot evaluate); it is
+ * asked first, and what it leaves goes the common way.
  */
-export async function query(db: Queryable, statement: Query): Promise<pg.QueryResult> {
+export async function query(db: Queryable, statement: Query, refused?: (error: unknown) => AppError | undefined): Promise<pg.QueryResult> {
   try {
     return await db.query(statement);
   } catch (error) {
-    throw fromDatabaseError(error) ?? error;
+    throw refused?.(error) ?? fromDatabaseError(error) ?? error;
   }
 }
 

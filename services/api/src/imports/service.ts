@@ -141,9 +141,9 @@ export function createImportService(db: Db, options: { onWrite?: () => void } = 
       await withTransaction(
         db,
         async (client) => {
-          await client.query(`SELECT set_config('app.edit_note', $1::text, true)`, [note]);
+          await query(client, { text: `SELECT set_config('app.edit_note', $1::text, true)`, values: [note] });
           for (let start = 0; start < valid.length; start += CHUNK) {
-            await client.query(sql.insertRows(valid.slice(start, start + CHUNK).map((v) => v.values), principal.id));
+            await query(client, sql.insertRows(valid.slice(start, start + CHUNK).map((v) => v.values), principal.id));
             await nextTurn();
           }
         },

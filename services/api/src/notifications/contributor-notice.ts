@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { withTransaction, type Db } from '../db/pool.js';
+import { query, withTransaction, type Db } from '../db/pool.js';
 import * as sql from '../qc/notices-queries.js';
 import { MailRejectedError, type Mailer } from './mailer.js';
 
@@ -45,7 +45,7 @@ export function composeContributorNotice(notice: ContributorNotice, reviewLink: 
 /** One round: mails up to BATCH pending notices and records their outcomes in one statement; returns how many it settled. */
 export async function deliverNotices(db: Db, mailer: Mailer | null, reviewLink: string, logger?: Logger): Promise<number> {
   return withTransaction(db, async (client) => {
-    const { rows } = await client.query(sql.pendingMails(BATCH));
+    const { rows } = await query(client, sql.pendingMails(BATCH));
     const settled: { id: string; status: 'sent' | 'skipped' | 'failed'; detail: string | null }[] = [];
     for (const notice of rows as ContributorNotice[]) {
       let outcome: { status: 'sent' | 'skipped' | 'failed'; detail: string | null };
@@ -67,7 +67,7 @@ export async function deliverNotices(db: Db, mailer: Mailer | null, reviewLink: 
       }
       settled.push({ id: notice.id, ...outcome });
     }
-    if (settled.length > 0) await client.query(sql.recordMails(settled));
+    if (settled.length > 0) await query(client, sql.recordMails(settled));
     return settled.length;
   });
 }

@@ -1,5 +1,5 @@
 import { fromDatabaseError } from '../db/errors.js';
-import type { Db, Query } from '../db/pool.js';
+import { query, type Db } from '../db/pool.js';
 import { readPage } from '../features/queries.js';
 import { AppError } from '../../../shared/errors.js';
 import type { Crs } from './crs.js';
@@ -31,7 +31,7 @@ export function createOgcReadService(db: Db) {
     async list(filter: OgcListFilter): Promise<OgcPage> {
       const backwards = filter.before !== undefined;
       const read = async (from: string | undefined, rows: number) =>
-        (await run(db, listPage({ ...filter, ...(backwards ? { before: from } : { after: from }), limit: rows - 1 }), filter.filter !== undefined)).rows;
+        (await query(db, listPage({ ...filter, ...(backwards ? { before: from } : { after: from }), limit: rows - 1 }), refusedRead(filter.filter !== undefined))).rows;
       const all = await readPage(read, backwards ? filter.before : filter.after, filter.limit + 1);
       const hasMore = all.length > filter.limit;
       const page = hasMore ? all.slice(0, filter.limit) : all;
@@ -47,13 +47,13 @@ export function createOgcReadService(db: Db) {
     },
 
     async get(id: string, crs: Crs): Promise<OgcFeature | undefined> {
-      const { rows } = await run(db, getFeatureIn(id, crs), false);
+      const { rows } = await query(db, getFeatureIn(id, crs), refusedRead(false));
       const row = rows[0] as { version: number; kategorie: string; featureJson: string } | undefined;
       return row && { version: row.version, kategorie: row.kategorie, json: row.featureJson };
     },
 
     async exactGeometry(id: string): Promise<unknown> {
-      const { rows } = await run(db, exactGeometry(id), false);
+      const { rows } = await query(db, exactGeometry(id), refusedRead(false));
       const row = rows[0] as { geometryJson: string } | undefined;
       return row && JSON.parse(row.geometryJson);
     },
@@ -63,19 +63,15 @@ export function createOgcReadService(db: Db) {
      * the CRS's valid domain (queries.ts geometryToStorage) is a 400 naming the coordinates.
      */
     async geometryToStorage(geometry: unknown, crs: Crs): Promise<unknown> {
-      let row: { geometryJson: string; outside: number[] | null };
-      try {
-        const query = geometryToStorage(JSON.stringify(geometry), crs);
-        const { rows } = await db.query(query.text, query.values);
-        row = rows[0] as typeof row;
-      } catch (error) {
+      const { rows } = await query(db, geometryToStorage(JSON.stringify(geometry), crs), (error) => {
         const unavailable = fromDatabaseError(error);
-        if (unavailable?.statusCode === 503) throw unavailable;
-        throw new AppError('VALIDATION_FAILED', `invalid feature: geometry: is not a geometry PostGIS can transform from ${crs.uri}`, {
+        if (unavailable?.statusCode === 503) return unavailable;
+        return new AppError('VALIDATION_FAILED', `invalid feature: geometry: is not a geometry PostGIS can transform from ${crs.uri}`, {
           fields: [{ field: 'geometry', message: `is not a geometry PostGIS can transform from ${crs.uri}` }],
           cause: error,
         });
-      }
+      });
+      const row = rows[0] as { geometryJson: string; outside: number[] | null };
       if (row.outside !== null) {
         const message = `position [${row.outside.join(', ')}] lies outside the valid domain of ${crs.uri}: it does not transform to longitude/latitude and back`;
         throw new AppError('VALIDATION_FAILED', `invalid feature: geometry.coordinates: ${message}`, { fields: [{ field: 'geometry.coordinates', message }] });
@@ -87,14 +83,19 @@ export function createOgcReadService(db: Db) {
 
 export type OgcReadService = ReturnType<typeof createOgcReadService>;
 
-async function run(db: Db, query: Query, hasFilter: boolean) {
-  try {
-    return await (query.rowMode ? db.query({ text: query.text, values: query.values, rowMode: query.rowMode }) : db.query(query.text, query.values));
-  } catch (error) {
-    const mapped = (hasFilter ? filterEvaluationError(error) : undefined) ?? fromDatabaseError(error);
-    if (mapped) throw mapped;
-    // A transformation PostGIS cannot do (a coordinate outside the projection's domain) is the request's fault.
-    if ((error as { code?: unknown }).code === 'XX000') throw new AppError('INVALID_QUERY', 'the coordinates could not be transformed into the requested CRS', { statusCode: 400, cause: error });
-    throw error;
-  }
+/**
+ * What a read's failure means for the request (db/pool.ts query asks this first): with a filter, a
+ * value the database cannot evaluate is the filter's fault; a transformation PostGIS cannot do (a
+ * coordinate outside the requested CRS's domain, which db/errors.ts does not take for a geometry
+ * error) is the query's.
+ */
+function refusedRead(hasFilter: boolean) {
+  return (error: unknown): AppError | undefined => {
+    const filterFault = hasFilter ? filterEvaluationError(error) : undefined;
+    if (filterFault) return filterFault;
+    if ((error as { code?: unknown } | null)?.code === 'XX000' && !fromDatabaseError(error)) {
+      return new AppError('INVALID_QUERY', 'the coordinates could not be transformed into the requested CRS', { statusCode: 400, cause: error });
+    }
+    return undefined;
+  };
 }

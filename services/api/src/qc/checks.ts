@@ -23,7 +23,7 @@ export function createCheckService(db: Db, settings: CheckSettings = {}) {
       // The checks' set-returning functions (ST_DumpPoints, generate_series) inflate the planner's
       // cost estimate past the JIT threshold; compiling then takes seconds for a millisecond query.
       const { rows } = await withTransaction(db, async (client) => {
-        await client.query(`SET LOCAL jit = off`);
+        await query(client, { text: 'SET LOCAL jit = off', values: [] });
         return query(client, reviewItem(featureId, thresholds, settings.cityExtent));
       });
       const row = rows[0] as { json: string } | undefined;

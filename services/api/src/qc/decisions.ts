@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AppError } from '../../../shared/errors.js';
 import type { Principal } from '../../../shared/principal.js';
-import { withTransaction, type Db } from '../db/pool.js';
+import { query, withTransaction, type Db } from '../db/pool.js';
 import { heldElements } from './jobs/held.js';
 import type { OsmConflationDecision, ScoredCandidate } from '../exports/conflation/osm.js';
 import type { WikibaseCandidate, WikibaseConflationDecision } from '../exports/conflation/wikibase.js';
@@ -35,12 +35,12 @@ export function createDecisionService(db: Db, options: { maxAttempts: number }) 
       return withTransaction(
         db,
         async (client) => {
-          const locked = await client.query(sql.lockJob(jobId).text, sql.lockJob(jobId).values);
+          const locked = await query(client, sql.lockJob(jobId));
           const job = locked.rows[0] as { id: string; task: JobTask; status: string; featureId: string } | undefined;
           if (!job) throw new AppError('NOT_FOUND', `no job with id ${jobId}`);
           if (job.status !== 'needs_decision') throw new AppError('INVALID_STATE', `job ${jobId} is ${job.status}; only a job waiting for a decision (needs_decision) can be decided`);
           const target = job.task === 'osm_export' ? 'osm' : 'wikibase';
-          const pending = await client.query(sql.latestDecision(jobId, target).text, sql.latestDecision(jobId, target).values);
+          const pending = await query(client, sql.latestDecision(jobId, target));
           const candidates = ((pending.rows[0] as { candidates: unknown[] } | undefined)?.candidates ?? []) as (ScoredCandidate | WikibaseCandidate)[];
           const decidedBy = { id: actor, name: principal.name ?? null };
           const why = body.comment?.trim() ? `: ${body.comment.trim()}` : '';
@@ -67,9 +67,8 @@ export function createDecisionService(db: Db, options: { maxAttempts: number }) 
           }
           if (body.moveGeometry && (target !== 'osm' || body.choice === 'create')) throw new AppError('VALIDATION_FAILED', 'moveGeometry applies only when an OSM element is chosen');
           await insertDecision(client, jobId, target, decision, chosen);
-          const requeue = sql.requeueJob(jobId, actor, options.maxAttempts);
-          await client.query(requeue.text, requeue.values);
-          const fresh = await client.query(sql.jobJson(jobId).text, sql.jobJson(jobId).values);
+          await query(client, sql.requeueJob(jobId, actor, options.maxAttempts));
+          const fresh = await query(client, sql.jobJson(jobId));
           return (fresh.rows[0] as { json: string }).json;
         },
         { actor },

@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/pool.js';
+import { query, type Queryable } from '../db/pool.js';
 import type { Role } from '../../../shared/principal.js';
 
 /**
@@ -30,8 +30,8 @@ export async function upsertSeenUser(
   user: { id: string; email: string | null; name: string | null; role: Role },
   roleIsAuthoritative: boolean,
 ): Promise<void> {
-  await db.query(
-    `INSERT INTO users.users AS u (id, email, name, role) VALUES ($1::text, $2::text, $3::text, $4::text)
+  await query(db, {
+    text: `INSERT INTO users.users AS u (id, email, name, role) VALUES ($1::text, $2::text, $3::text, $4::text)
      ON CONFLICT (id) DO UPDATE SET
        email = coalesce(EXCLUDED.email, u.email),
        name = coalesce(EXCLUDED.name, u.name),
@@ -39,34 +39,34 @@ export async function upsertSeenUser(
        updated_at = now()
      WHERE (u.email, u.name) IS DISTINCT FROM (coalesce(EXCLUDED.email, u.email), coalesce(EXCLUDED.name, u.name))
         OR ($5::boolean AND u.role IS DISTINCT FROM EXCLUDED.role)`,
-    [user.id, user.email, user.name, user.role, roleIsAuthoritative],
-  );
+    values: [user.id, user.email, user.name, user.role, roleIsAuthoritative],
+  });
 }
 
 export async function listUsers(db: Queryable, filter: { role?: Role | undefined; after?: string | undefined; limit: number }): Promise<UserRow[]> {
-  const { rows } = await db.query<UserRow>(
-    `SELECT ${COLUMNS} FROM users.users
+  const { rows } = await query(db, {
+    text: `SELECT ${COLUMNS} FROM users.users
      WHERE ($1::text IS NULL OR role = $1::text) AND ($2::text IS NULL OR id > $2::text)
      ORDER BY id LIMIT $3::int`,
-    [filter.role ?? null, filter.after ?? null, filter.limit],
-  );
-  return rows;
+    values: [filter.role ?? null, filter.after ?? null, filter.limit],
+  });
+  return rows as UserRow[];
 }
 
 /** The row locked for the rest of the transaction, so two role changes of one user run one after the other. */
 export async function lockUser(db: Queryable, id: string): Promise<UserRow | undefined> {
-  const { rows } = await db.query<UserRow>(`SELECT ${COLUMNS} FROM users.users WHERE id = $1::text FOR UPDATE`, [id]);
-  return rows[0];
+  const { rows } = await query(db, { text: `SELECT ${COLUMNS} FROM users.users WHERE id = $1::text FOR UPDATE`, values: [id] });
+  return rows[0] as UserRow | undefined;
 }
 
 /** Insert or update a user with an explicit role (an admin's decision), returning the row. */
 export async function saveUserRole(db: Queryable, user: { id: string; email: string | null; name: string | null; role: Role }): Promise<UserRow> {
-  const { rows } = await db.query<UserRow>(
-    `INSERT INTO users.users AS u (id, email, name, role) VALUES ($1::text, $2::text, $3::text, $4::text)
+  const { rows } = await query(db, {
+    text: `INSERT INTO users.users AS u (id, email, name, role) VALUES ($1::text, $2::text, $3::text, $4::text)
      ON CONFLICT (id) DO UPDATE SET role = EXCLUDED.role, email = coalesce(EXCLUDED.email, u.email),
        name = coalesce(EXCLUDED.name, u.name), updated_at = now()
      RETURNING ${COLUMNS}`,
-    [user.id, user.email, user.name, user.role],
-  );
-  return rows[0]!;
+    values: [user.id, user.email, user.name, user.role],
+  });
+  return rows[0] as UserRow;
 }
