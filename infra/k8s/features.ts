@@ -9,7 +9,7 @@ import { allow, container, environmentSecret, labels, NODE_UID, podSpec, type K8
 import { IDENTITY_ADDRESSES } from './identity.js';
 import type { K8sImages } from './images.js';
 import { declareDatabase, PG_PORT } from './postgres.js';
-import type { K8sPlatform } from './stack.js';
+import type { K8sPlatform } from './platform.js';
 
 /**
  * Features on Kubernetes: the PostGIS database (CloudNativePG), the API's migrations (a Job) and the API

@@ -10,7 +10,7 @@ import { accountsUiEnvironment, hydraSecretEnvironment, identityFiles, kratosSec
 import { allow, container, environmentSecret, INTERNET, labels, NODE_UID, PART_OF, podSpec, resources, type K8sContext } from './common.js';
 import { ORY_CHARTS, splitImage, type K8sImages } from './images.js';
 import { declareDatabase, PG_PORT, type DatabaseSpec } from './postgres.js';
-import type { K8sPlatform } from './stack.js';
+import type { K8sPlatform } from './platform.js';
 
 /**
  * Identity on Kubernetes: the Kratos and Hydra databases (CloudNativePG, like the features database),

@@ -12,7 +12,7 @@ import type { Site } from '../k8s-deploy/template.js';
 import { allow, container, environmentSecret, INTERNET, labels, NODE_UID, PART_OF, podSpec, type K8sContext, type Peer } from './common.js';
 import type { K8sImages } from './images.js';
 import { PG_PORT } from './postgres.js';
-import type { K8sPlatform } from './stack.js';
+import type { K8sPlatform } from './platform.js';
 
 /**
  * Sites on Kubernetes: one Deployment per deploy target, the builds, and the deployment webhook, with

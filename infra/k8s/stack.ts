@@ -1,5 +1,5 @@
 import * as pulumi from '@pulumi/pulumi';
-import { loadBackupOffsite, type BackupOffsite, type StackConfig } from '../config.js';
+import { loadBackupOffsite, type StackConfig } from '../config.js';
 import type { StackSecrets } from '../secrets.js';
 import { k8sContext } from './common.js';
 import { loadKubernetesSettings } from './config.js';
@@ -7,7 +7,8 @@ import { declareEdge } from './edge.js';
 import { declareFeatures } from './features.js';
 import { declareIdentity } from './identity.js';
 import { kubernetesImages } from './images.js';
-import { declareNamespaces, type K8sNamespaces } from './network.js';
+import { declareNamespaces } from './network.js';
+import type { K8sPlatform } from './platform.js';
 import { backupCredentials } from './postgres.js';
 import { declareSites } from './sites.js';
 import { declareWorker } from './worker.js';
@@ -32,13 +33,6 @@ import { declareWorker } from './worker.js';
  * default (or named) StorageClass, an ingress controller, cert-manager, the CloudNativePG operator with
  * the Barman Cloud plugin, and a NetworkPolicy-enforcing CNI.
  */
-
-/** What the parts share besides the context: the namespaces and the backups' object store. */
-export interface K8sPlatform {
-  namespaces: K8sNamespaces;
-  backup: BackupOffsite;
-  backupCredentials: ReturnType<typeof backupCredentials>;
-}
 
 export function declareKubernetesStack(cfg: StackConfig, secrets: StackSecrets, config: pulumi.Config = new pulumi.Config()) {
   const settings = loadKubernetesSettings(config);

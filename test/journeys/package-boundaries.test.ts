@@ -8,8 +8,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
  * services/shared, services/shared imports no package, runtime code imports no test, and every
  * relative import resolves (so none slips past the zones unresolved). The probes are linted as the
  * files they pretend to be (`lintText` with their path; nothing is written), through the project's
- * own configuration. `.mjs` probes: the zones are checked on the resolved file, whatever the language
- * of the importing file (`npm run lint` checks the .ts, .mjs and .astro files of the tree the same way).
+ * own configuration. Import circles are refused too (import-x/no-cycle; it passes over type-only
+ * imports, which leave nothing at run time). `.mjs` probes: the zones are checked on the resolved
+ * file, whatever the language of the importing file (`npm run lint` checks the .ts, .mjs and .astro files of the tree the same way).
  */
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 let eslint: ESLint;
@@ -51,6 +52,14 @@ describe('package boundaries (eslint.config.js)', () => {
 
   it('refuse a relative import that does not resolve, so nothing passes the zones unseen', async () => {
     expect(await boundaryFindings('services/api/src/probe.mjs', `import '../../webhook/src/no-such-file.js';\n`)).toEqual([expect.stringMatching(/^import-x\/no-unresolved:/)]);
+  });
+
+  it('refuse an import circle', async () => {
+    // db/pool.ts is imported by every service that app.ts registers: importing app.ts back closes a circle.
+    const findings = await boundaryFindings('services/api/src/db/pool.ts', `import { createApp } from '../app.js';\nexport const probe = createApp;\n`);
+    expect(findings).toEqual([expect.stringMatching(/^import-x\/no-cycle: Dependency cycle/)]);
+    // The same import from a file nothing imports closes none.
+    expect(await boundaryFindings('services/api/src/probe.ts', `import { createApp } from './app.js';\nexport const probe = createApp;\n`)).toEqual([]);
   });
 
   it('let through what the rules allow: a package and its tests importing services/shared, a test importing test helpers', async () => {

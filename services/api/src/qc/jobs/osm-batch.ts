@@ -15,7 +15,7 @@ import { TASK_IDENTIFIERS } from '../states.js';
 import { finishAttempt, loadCategoryMapping, recentOsmEdits, snapshotFrom, type JobContext, type TerminalOutcome } from './context.js';
 import { heldElements, latestOsmDecisions, type HeldElement } from './held.js';
 import { createPostgresJournal } from './journal.js';
-import type { TaskDeps } from './tasks.js';
+import type { TaskDeps } from './task-deps.js';
 
 /**
  * OSM exports in batches: one changeset for nearby approvals (docs/qc.md, "Changesets").

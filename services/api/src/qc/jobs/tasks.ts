@@ -1,12 +1,9 @@
 import type { JobHelpers, TaskList } from 'graphile-worker';
 import type { Logger } from 'pino';
-import type { Db } from '../../db/pool.js';
 import { computeAgencyChangeset } from '../../exports/agency/changeset.js';
 import { AgencyNotifier } from '../../exports/agency/notifier.js';
-import type { ExportsSettings } from '../../exports/config.js';
 import { osmSkipped } from '../../exports/osm/exporter.js';
 import { WikibaseExporter, wikibaseSkipped, type WikibaseExportRecord } from '../../exports/wikibase/exporter.js';
-import type { Mailer } from '../../notifications/mailer.js';
 import { ReviewerNotifier } from '../../notifications/reviewer-notice.js';
 import { addGraphileJob, queueForRelay } from '../queries.js';
 import { BATCH_TASK_IDENTIFIER, JOB_TASKS, TASK_IDENTIFIERS, type JobTask } from '../states.js';
@@ -26,17 +23,8 @@ import {
 import { createPostgresJournal } from './journal.js';
 import { eachLimited, runOsmExportBatch } from './osm-batch.js';
 import { RELAY_LIMIT } from './relay.js';
+import type { TaskDeps } from './task-deps.js';
 
-export interface TaskDeps {
-  db: Db;
-  settings: ExportsSettings;
-  /** null when SMTP_URL is unset (mail jobs are recorded as skipped). */
-  mailer: Mailer | null;
-  logger: Logger;
-  /** This worker process, as registered in qc.worker_processes. */
-  processId: string;
-  clock?: () => Date;
-}
 
 type Helpers = Pick<JobHelpers, 'job'>;
 /** A runner returns an outcome to record, or `deferred` when it put the job back for later itself. */
