@@ -176,7 +176,10 @@ describe.skipIf(MISSING)('callers are recorded in users.users', () => {
       get(target, property) {
         if (property === 'query') {
           return (...args: Parameters<typeof target.query>) => {
-            if (String(args[0]).includes('INSERT INTO users.users')) inserts++;
+            // A statement's text, given as a string or in a query config ({ text, values }).
+            const [statement] = args as unknown[];
+            const text = typeof statement === 'string' ? statement : (statement as { text?: unknown } | null)?.text;
+            if (typeof text === 'string' && text.includes('INSERT INTO users.users')) inserts++;
             return (target.query as (...a: unknown[]) => unknown).apply(target, args);
           };
         }
