@@ -25,7 +25,6 @@ import { eachLimited, runOsmExportBatch } from './osm-batch.js';
 import { RELAY_LIMIT } from './relay.js';
 import type { TaskDeps } from './task-deps.js';
 
-
 type Helpers = Pick<JobHelpers, 'job'>;
 /** A runner returns an outcome to record, or `deferred` when it put the job back for later itself. */
 type Runner = (job: JobContext, deps: TaskDeps, helpers: Helpers) => Promise<{ outcome: TerminalOutcome; recordTarget: 'osm' | 'wikibase' | null } | 'deferred'>;
