@@ -31,7 +31,7 @@ export function createOgcReadService(db: Db) {
     async list(filter: OgcListFilter): Promise<OgcPage> {
       const backwards = filter.before !== undefined;
       const read = async (from: string | undefined, rows: number) =>
-        (await query(db, listPage({ ...filter, ...(backwards ? { before: from } : { after: from }), limit: rows - 1 }), refusedRead(filter.filter !== undefined))).rows;
+        (await query(db, listPage({ ...filter, ...(backwards ? { before: from } : { after: from }), limit: rows - 1 }), filter.filter !== undefined ? refusedFilteredRead : refusedRead)).rows;
       const all = await readPage(read, backwards ? filter.before : filter.after, filter.limit + 1);
       const hasMore = all.length > filter.limit;
       const page = hasMore ? all.slice(0, filter.limit) : all;
@@ -47,13 +47,13 @@ export function createOgcReadService(db: Db) {
     },
 
     async get(id: string, crs: Crs): Promise<OgcFeature | undefined> {
-      const { rows } = await query(db, getFeatureIn(id, crs), refusedRead(false));
+      const { rows } = await query(db, getFeatureIn(id, crs), refusedRead);
       const row = rows[0] as { version: number; kategorie: string; featureJson: string } | undefined;
       return row && { version: row.version, kategorie: row.kategorie, json: row.featureJson };
     },
 
     async exactGeometry(id: string): Promise<unknown> {
-      const { rows } = await query(db, exactGeometry(id), refusedRead(false));
+      const { rows } = await query(db, exactGeometry(id), refusedRead);
       const row = rows[0] as { geometryJson: string } | undefined;
       return row && JSON.parse(row.geometryJson);
     },
@@ -84,18 +84,18 @@ export function createOgcReadService(db: Db) {
 export type OgcReadService = ReturnType<typeof createOgcReadService>;
 
 /**
- * What a read's failure means for the request (db/pool.ts query asks this first): with a filter, a
- * value the database cannot evaluate is the filter's fault; a transformation PostGIS cannot do (a
- * coordinate outside the requested CRS's domain, which db/errors.ts does not take for a geometry
- * error) is the query's.
+ * What a read's failure means for the request (db/pool.ts query asks this first): a transformation
+ * PostGIS cannot do (a coordinate outside the requested CRS's domain, which db/errors.ts does not
+ * take for a geometry error) is the query's fault.
  */
-function refusedRead(hasFilter: boolean) {
-  return (error: unknown): AppError | undefined => {
-    const filterFault = hasFilter ? filterEvaluationError(error) : undefined;
-    if (filterFault) return filterFault;
-    if ((error as { code?: unknown } | null)?.code === 'XX000' && !fromDatabaseError(error)) {
-      return new AppError('INVALID_QUERY', 'the coordinates could not be transformed into the requested CRS', { statusCode: 400, cause: error });
-    }
-    return undefined;
-  };
+function refusedRead(error: unknown): AppError | undefined {
+  if ((error as { code?: unknown } | null)?.code === 'XX000' && !fromDatabaseError(error)) {
+    return new AppError('INVALID_QUERY', 'the coordinates could not be transformed into the requested CRS', { statusCode: 400, cause: error });
+  }
+  return undefined;
+}
+
+/** The same for a read with a CQL2 filter: a value the database cannot evaluate is the filter's fault first. */
+function refusedFilteredRead(error: unknown): AppError | undefined {
+  return filterEvaluationError(error) ?? refusedRead(error);
 }
